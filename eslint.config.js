@@ -1,0 +1,80 @@
+// @ts-check
+import js from '@eslint/js';
+import importX from 'eslint-plugin-import-x';
+import tseslint from 'typescript-eslint';
+
+/**
+ * The architecture, lowest layer first. A folder may import from its own layer's
+ * libraries only where listed, and from every lower layer; never from a higher one.
+ * The apps (server, agent, gateway) never import each other: the CLI composes them.
+ */
+const layers = [
+  ['core'],
+  ['catalog', 'gpu'],
+  ['config', 'engines', 'planner'],
+  ['placement', 'store', 'client'],
+  ['server', 'agent', 'gateway'],
+  ['cli'],
+];
+
+/** Imports allowed sideways, inside one layer. */
+const sideways = {
+  engines: ['planner'],
+};
+
+const zones = [];
+layers.forEach((layer, i) => {
+  const higher = layers.slice(i + 1).flat();
+  for (const folder of layer) {
+    const peers = layer.filter((p) => p !== folder && !(sideways[folder] ?? []).includes(p));
+    const forbidden = [...higher, ...peers];
+    if (forbidden.length === 0) continue;
+    zones.push({
+      target: `./src/${folder}`,
+      from: forbidden.map((f) => `./src/${f}`),
+      message: `src/${folder} sits below these folders (see the layers in eslint.config.js): pass what it needs in from the composition root instead.`,
+    });
+  }
+});
+
+export default tseslint.config(
+  { ignores: ['dist/', 'coverage/', 'node_modules/', 'console/dist/', '.llmgw/'] },
+  js.configs.recommended,
+  ...tseslint.configs.strictTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    plugins: { 'import-x': importX },
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'error',
+      '@typescript-eslint/no-non-null-assertion': 'error',
+      '@typescript-eslint/consistent-type-imports': 'error',
+      '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true, allowBoolean: true }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'import-x/no-default-export': 'error',
+      'import-x/no-restricted-paths': ['error', { zones }],
+      'max-params': ['error', 4],
+    },
+  },
+  {
+    files: ['**/*.js'],
+    extends: [tseslint.configs.disableTypeChecked],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
+  },
+  {
+    files: ['eslint.config.js', 'vitest.config.ts'],
+    rules: { 'import-x/no-default-export': 'off' },
+  },
+  {
+    files: ['test/**', 'bench/**', 'src/**/*.test.ts', 'src/**/*.contract.ts'],
+    rules: {
+      '@typescript-eslint/no-non-null-assertion': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      'max-params': 'off',
+    },
+  },
+);

@@ -1,0 +1,4 @@
+export * from './gpu-class.js';
+export * from './model-spec.js';
+export * from './source.js';
+export * from './validate.js';

@@ -1,0 +1,84 @@
+import { z } from 'zod';
+
+/**
+ * The shape of a model in the catalog, as written in `models:` of the settings file,
+ * in `llmgw ctl model add -f FILE` and in the API. Cross-field rules (what each engine
+ * accepts) are in rules.ts; this file holds what each key is on its own.
+ */
+
+export const engineNames = ['llamacpp', 'vllm', 'sglang', 'trtllm'] as const;
+export type EngineName = (typeof engineNames)[number];
+
+const count = () => z.int().min(1);
+
+export const adapterSchema = z.strictObject({
+  name: z.string().min(1),
+  path: z.string().min(1),
+});
+
+export const profileSchema = z.strictObject({
+  name: z.string().min(1),
+  engine: z.enum(engineNames),
+  gpu_class: z.string().min(1).optional(),
+  cpu: z.boolean().optional(),
+  tp: count().optional(),
+  pp: count().optional(),
+  gpus_per_node: count().optional(),
+  nodes: count().optional(),
+  args: z.array(z.string()).default([]),
+  env: z.record(z.string(), z.string()).default({}),
+  served_model_name: z.string().min(1).optional(),
+  adapters: z.array(adapterSchema).default([]),
+  min_memory_gb: z.number().nonnegative().optional(),
+});
+
+export const modelSchema = z.strictObject({
+  name: z.string().min(1),
+  source: z.string().min(1),
+  context_length: z.int().min(256).optional(),
+  max_output: z.int().min(1).optional(),
+  replicas: z.int().min(0).max(10_000).default(1),
+  profiles: z.array(profileSchema).min(1, { error: 'a model needs at least one profile (where and how it runs)' }),
+});
+
+export type AdapterSpec = z.output<typeof adapterSchema>;
+export type ProfileInput = z.input<typeof profileSchema>;
+export type ModelInput = z.input<typeof modelSchema>;
+
+/** A profile after validation, with every default filled in. */
+export interface ProfileSpec {
+  name: string;
+  engine: EngineName;
+  gpu_class?: string;
+  cpu?: boolean;
+  tp: number;
+  pp: number;
+  gpus_per_node: number;
+  nodes: number;
+  args: string[];
+  env: Record<string, string>;
+  served_model_name?: string;
+  adapters: AdapterSpec[];
+  min_memory_gb?: number;
+}
+
+/** A model after validation, with every default filled in. */
+export interface ModelSpec {
+  name: string;
+  source: string;
+  context_length?: number;
+  max_output?: number;
+  replicas: number;
+  profiles: ProfileSpec[];
+}
+
+/** Whether a profile runs on CPUs (no GPU at all). */
+export function isCpuProfile(p: Pick<ProfileSpec, 'cpu'>): boolean {
+  return p.cpu === true;
+}
+
+/** How many cards one replica of a profile takes, over all its nodes. */
+export function cardsPerReplica(p: ProfileSpec): number {
+  if (isCpuProfile(p)) return 0;
+  return p.gpus_per_node * p.nodes;
+}

@@ -1,0 +1,152 @@
+import type { Issue } from '../core/errors.js';
+import { dnsLabelProblem } from '../core/names.js';
+
+import { gpuClassProblem, isMigClass, parseGpuClass } from './gpu-class.js';
+import type { EngineName, ModelSpec, ProfileSpec } from './model-spec.js';
+import { sourceProblem } from './source.js';
+
+/**
+ * What each engine and device class accepts, checked across keys. Every message says
+ * what to write instead: these are read by someone fixing a YAML file.
+ */
+
+type Path = (string | number)[];
+type ParsedProfile = Omit<ProfileSpec, 'tp' | 'pp' | 'gpus_per_node' | 'nodes'> &
+  Partial<Pick<ProfileSpec, 'tp' | 'pp' | 'gpus_per_node' | 'nodes'>>;
+export type ParsedModel = Omit<ModelSpec, 'profiles'> & { profiles: ParsedProfile[] };
+
+/** Environment variables llmgw sets itself on every engine, from placement and the gateway. */
+const ownedEnv: Record<string, string> = {
+  CUDA_VISIBLE_DEVICES: 'placement sets it to the devices it chose',
+  GGML_VK_VISIBLE_DEVICES: 'placement sets it to the devices it chose',
+  LLAMA_API_KEY: 'the gateway holds the engine key',
+  VLLM_API_KEY: 'the gateway holds the engine key',
+};
+
+/** Flags llmgw sets itself; a profile that set them would break routing or security. */
+const ownedFlags: Record<EngineName, readonly string[]> = {
+  llamacpp: ['--host', '--port', '--api-key', '--api-key-file', '--model', '-m'],
+  vllm: ['--host', '--port', '--api-key'],
+  sglang: ['--host', '--port', '--api-key', '--model-path'],
+  trtllm: ['--host', '--port'],
+};
+
+export function checkModel(m: ParsedModel): { model: ModelSpec; issues: Issue[] } {
+  const issues: Issue[] = [];
+  const add = (path: Path, message: string) => issues.push({ path, message });
+
+  const nameProblem = dnsLabelProblem('model name', m.name);
+  if (nameProblem !== undefined) add(['name'], nameProblem);
+  const src = sourceProblem(m.source);
+  if (src !== undefined) add(['source'], src);
+  if (m.max_output !== undefined && m.context_length !== undefined && m.max_output > m.context_length) {
+    add(['max_output'], `${m.max_output} is more than context_length (${m.context_length}): write max_output: ${m.context_length} or less`);
+  }
+
+  const seen = new Set<string>();
+  const profiles = m.profiles.map((p, i) => {
+    if (seen.has(p.name)) add(['profiles', i, 'name'], `profile "${p.name}" is named twice: give each profile its own name`);
+    seen.add(p.name);
+    return checkProfile(p, (path, message) => add(['profiles', i, ...path], message));
+  });
+  return { model: { ...m, profiles }, issues };
+}
+
+function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => void): ProfileSpec {
+  const nameProblem = dnsLabelProblem('profile name', p.name);
+  if (nameProblem !== undefined) add(['name'], nameProblem);
+
+  const tp = p.tp ?? 1;
+  const pp = p.pp ?? 1;
+  const nodes = p.nodes ?? 1;
+  let gpusPerNode = p.gpus_per_node ?? 1;
+
+  if (p.cpu === true && p.gpu_class !== undefined) {
+    add(['cpu'], `a profile runs on GPUs or on CPUs, not both: remove cpu: true, or remove gpu_class: ${p.gpu_class}`);
+  } else if (p.cpu !== true && p.gpu_class === undefined) {
+    add([], 'say where it runs: write gpu_class (e.g. gpu_class: a100-80g, or a MIG instance such as a100-80g-mig-3g.40gb), or cpu: true');
+  }
+  if (p.cpu === false) add(['cpu'], 'cpu: false says nothing: remove it, and write gpu_class for a GPU profile');
+
+  if (p.cpu === true) {
+    if (p.engine !== 'llamacpp') {
+      add(['engine'], `${p.engine} does not run on CPUs under llmgw: write engine: llamacpp for cpu: true, or give a gpu_class`);
+    }
+    for (const key of ['tp', 'pp', 'gpus_per_node', 'nodes'] as const) {
+      const v = p[key];
+      if (v !== undefined && v > 1) add([key], `a CPU profile is one process on one node: remove ${key}: ${v}`);
+    }
+    gpusPerNode = 0;
+  } else if (p.gpu_class !== undefined) {
+    const classProblem = gpuClassProblem(p.gpu_class);
+    if (classProblem !== undefined) add(['gpu_class'], classProblem);
+    else if (isMigClass(p.gpu_class)) {
+      for (const key of ['tp', 'pp', 'gpus_per_node', 'nodes'] as const) {
+        const v = p[key];
+        if (v !== undefined && v > 1) {
+          add(
+            [key],
+            `${p.gpu_class} is a MIG instance, and a replica runs on exactly one (a process opens one MIG device, and instances ` +
+              `have no NVLink or P2P between them): remove ${key}: ${v}, or use a whole-card class such as ${parseGpuClass(p.gpu_class)?.card ?? 'a100-80g'}`,
+          );
+        }
+      }
+    }
+    if (p.engine === 'llamacpp') {
+      if (nodes > 1) add(['nodes'], `llamacpp does not span nodes: use engine: vllm or sglang for a ${nodes}-node replica`);
+      if (tp > 1 || pp > 1) {
+        add(
+          [tp > 1 ? 'tp' : 'pp'],
+          `llamacpp splits a model across a node's GPUs by layer, not by tp or pp: write gpus_per_node: ${tp * pp} instead`,
+        );
+      }
+    } else {
+      if (p.gpus_per_node === undefined) {
+        // Tensor times pipeline parallel is the cards of a replica, spread over its nodes.
+        gpusPerNode = (tp * pp) % nodes === 0 ? (tp * pp) / nodes : 1;
+      }
+      if (tp * pp !== gpusPerNode * nodes) {
+        add(
+          p.gpus_per_node === undefined ? ['nodes'] : ['gpus_per_node'],
+          `tp (${tp}) × pp (${pp}) is ${tp * pp} cards, but gpus_per_node (${gpusPerNode}) × nodes (${nodes}) is ${gpusPerNode * nodes}: ` +
+            `they must be equal; write ${suggestParallel(tp, pp, nodes)}`,
+        );
+      }
+    }
+  }
+
+  if (p.engine === 'trtllm' && p.adapters.length > 0) {
+    add(['adapters'], 'llmgw does not serve LoRA adapters on trtllm yet: serve them with engine: vllm, sglang or llamacpp');
+  }
+  const adapterNames = new Set<string>();
+  p.adapters.forEach((a, i) => {
+    const problem = dnsLabelProblem('adapter name', a.name);
+    if (problem !== undefined) add(['adapters', i, 'name'], problem);
+    if (adapterNames.has(a.name)) add(['adapters', i, 'name'], `adapter "${a.name}" is named twice: give each adapter its own name`);
+    adapterNames.add(a.name);
+  });
+
+  for (const key of Object.keys(p.env)) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) add(['env', key], `"${key}" is not an environment variable name: use letters, digits and _`);
+    const owner = ownedEnv[key];
+    if (owner !== undefined) add(['env', key], `llmgw sets ${key} itself (${owner}): remove it from env`);
+  }
+  p.args.forEach((arg, i) => {
+    const flag = arg.split('=')[0] ?? arg;
+    if (ownedFlags[p.engine].includes(flag)) {
+      add(['args', i], `llmgw sets ${flag} itself (from placement, the model's source and the gateway's key): remove it from args`);
+    }
+  });
+  if (p.served_model_name !== undefined && /\s/.test(p.served_model_name)) {
+    add(['served_model_name'], `"${p.served_model_name}" has white space, which clients cannot send as a model name: remove it`);
+  }
+
+  const out: ProfileSpec = { ...p, tp, pp, nodes, gpus_per_node: gpusPerNode };
+  return out;
+}
+
+function suggestParallel(tp: number, pp: number, nodes: number): string {
+  const cards = tp * pp;
+  if (cards % nodes === 0) return `gpus_per_node: ${cards / nodes}`;
+  return `tp and pp whose product is a multiple of nodes (${nodes})`;
+}

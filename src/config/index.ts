@@ -1,0 +1,3 @@
+export * from './load.js';
+export * from './schema.js';
+export * from './write.js';

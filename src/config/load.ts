@@ -1,0 +1,190 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+
+import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+
+import { validateModels } from '../catalog/validate.js';
+import type { ModelSpec } from '../catalog/model-spec.js';
+import { formatPath, LlmgwError, type Issue } from '../core/errors.js';
+import { issuesFromZod } from '../core/zod-issues.js';
+
+import { envKeys, parseEnvValue, unknownVariables } from './env.js';
+import { settingsSchema, type LlamacppSettings } from './schema.js';
+
+/** The effective settings: file, then environment, then defaults; validated and frozen. */
+export interface Settings {
+  readonly listen: string;
+  /** `sqlite:/absolute/path` or a PostgreSQL URL. */
+  readonly database: string;
+  /** Absolute. */
+  readonly data_dir: string;
+  readonly agent: { readonly engines: { readonly llamacpp: Readonly<LlamacppSettings> } };
+  /** Models declared in the file: read-only through the API. */
+  readonly models: readonly ModelSpec[];
+}
+
+export interface SettingsSource {
+  /** Where the file is, or would be written. */
+  readonly path: string;
+  readonly exists: boolean;
+  readonly text: string;
+  /** Keys set from the environment, which win over the file (`agent.engines.llamacpp.bin`). */
+  readonly fromEnv: readonly string[];
+}
+
+export interface LoadedSettings {
+  readonly settings: Settings;
+  readonly source: SettingsSource;
+  /** Not refused, but worth saying: LLMGW_ variables that set nothing. */
+  readonly warnings: readonly string[];
+}
+
+export interface LoadOptions {
+  /** `--config PATH`; else LLMGW_CONFIG; else config.yaml in the data dir. */
+  path?: string | undefined;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
+/** Thrown for an invalid settings file; each issue carries the line it is on. */
+export class SettingsError extends LlmgwError {
+  readonly file: string;
+  constructor(file: string, issues: readonly Issue[]) {
+    const lines = issues.map((i) => {
+      const where = i.line === undefined ? file : `${file}:${i.line}`;
+      return i.path.length > 0 ? `${where}: ${formatPath(i.path)}: ${i.message}` : `${where}: ${i.message}`;
+    });
+    super('invalid_argument', `invalid settings, nothing was applied:\n${lines.join('\n')}`, { issues });
+    this.name = 'SettingsError';
+    this.file = file;
+  }
+}
+
+/** Where the settings file is: the flag, LLMGW_CONFIG, else config.yaml in the data dir. */
+export function settingsPath(options: LoadOptions): { path: string; explicit: boolean } {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const given = options.path ?? env['LLMGW_CONFIG'];
+  if (given !== undefined && given !== '') return { path: resolve(cwd, given), explicit: true };
+  const dataDir = env['LLMGW_DATA_DIR'] ?? './.llmgw';
+  return { path: resolve(cwd, dataDir, 'config.yaml'), explicit: false };
+}
+
+/** Reads and validates the settings file; throws SettingsError before anything is applied. */
+export function loadSettings(options: LoadOptions = {}): LoadedSettings {
+  const { path, explicit } = settingsPath(options);
+  const exists = existsSync(path);
+  if (explicit && !exists) {
+    throw new LlmgwError('invalid_argument', `settings file ${path} does not exist: create it, or leave out --config to use the defaults`);
+  }
+  const text = exists ? readFileSync(path, 'utf8') : '';
+  return parseSettings(text, { ...options, path, exists });
+}
+
+/** Validates settings text as if it were the file at `path` (used before writing a new one). */
+export function parseSettings(text: string, options: LoadOptions & { path: string; exists?: boolean }): LoadedSettings {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const file = options.path;
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    throw new SettingsError(
+      file,
+      doc.errors.map((e) => ({ path: [], message: `not valid YAML: ${e.message.split('\n')[0] ?? e.message}`, line: e.linePos?.[0].line })),
+    );
+  }
+  const raw: unknown = doc.toJS() ?? {};
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new SettingsError(file, [{ path: [], message: 'expected a mapping of keys (listen:, database:, models:, ...) at the top', line: 1 }]);
+  }
+
+  // The environment wins over the file, key by key.
+  const merged = structuredClone(raw) as Record<string, unknown>;
+  const keys = envKeys(settingsSchema);
+  const fromEnv: string[] = [];
+  const envOrigin = new Map<string, string>();
+  for (const key of keys) {
+    const value = env[key.variable];
+    if (value === undefined || value === '') continue;
+    setIn(merged, key.path, parseEnvValue(value, key.schema));
+    fromEnv.push(key.path.join('.'));
+    envOrigin.set(key.path.join('.'), key.variable);
+  }
+
+  const locate = (issue: Issue): Issue => {
+    const variable = [...envOrigin.entries()].find(([p]) => formatPath(issue.path).startsWith(p))?.[1];
+    if (variable !== undefined) return { ...issue, message: `${issue.message} (from the environment variable ${variable})` };
+    return { ...issue, line: lineOf(doc, lineCounter, issue.path) };
+  };
+
+  const parsed = settingsSchema.safeParse(merged, { reportInput: true });
+  if (!parsed.success) throw new SettingsError(file, issuesFromZod(settingsSchema, parsed.error).map(locate));
+  const { models, issues } = validateModels(parsed.data.models);
+  if (issues.length > 0) {
+    throw new SettingsError(file, issues.map((i) => locate({ ...i, path: ['models', ...i.path] })));
+  }
+
+  const dataDir = resolve(cwd, parsed.data.data_dir);
+  const database = parsed.data.database ?? `sqlite:${resolve(dataDir, 'llmgw.db')}`;
+  const settings: Settings = deepFreeze({
+    listen: parsed.data.listen,
+    database: database.startsWith('sqlite:') ? `sqlite:${resolveSqlitePath(database.slice(7), cwd)}` : database,
+    data_dir: dataDir,
+    agent: parsed.data.agent,
+    models,
+  });
+  return {
+    settings,
+    source: { path: file, exists: options.exists ?? false, text, fromEnv },
+    warnings: unknownVariables(env, keys),
+  };
+}
+
+function resolveSqlitePath(p: string, cwd: string): string {
+  return p === ':memory:' || isAbsolute(p) ? p : resolve(cwd, p);
+}
+
+function setIn(target: Record<string, unknown>, path: readonly string[], value: unknown): void {
+  let node = target;
+  path.slice(0, -1).forEach((part) => {
+    const next = node[part];
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[part] = {};
+    node = node[part] as Record<string, unknown>;
+  });
+  const last = path[path.length - 1];
+  if (last !== undefined) node[last] = value;
+}
+
+/** The line of the deepest node along a path: the key itself when the path ends at one. */
+function lineOf(doc: Document, counter: LineCounter, path: readonly (string | number)[]): number | undefined {
+  let node: unknown = doc.contents;
+  let line = rangeLine(node, counter);
+  for (const part of path) {
+    if (isMap(node)) {
+      const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === part);
+      if (pair === undefined) return line;
+      line = rangeLine(pair.key, counter) ?? line;
+      node = pair.value;
+    } else if (isSeq(node) && typeof part === 'number') {
+      node = node.items[part];
+      line = rangeLine(node, counter) ?? line;
+    } else {
+      return line;
+    }
+  }
+  return line;
+}
+
+function rangeLine(node: unknown, counter: LineCounter): number | undefined {
+  const range = (node as Node | null | undefined)?.range;
+  return range === undefined || range === null ? undefined : counter.linePos(range[0]).line;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

@@ -1,0 +1,58 @@
+import { randomBytes } from 'node:crypto';
+import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+
+import type { Settings } from './load.js';
+
+/**
+ * Writes a file so that a crash at any moment leaves either the old file or the new
+ * one, never a mix: a temporary file beside it, flushed, then renamed over it.
+ */
+export function writeFileAtomic(path: string, text: string): void {
+  const dir = dirname(path);
+  mkdirSync(dir, { recursive: true });
+  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  try {
+    const fd = openSync(tmp, 'w', 0o600);
+    try {
+      writeFileSync(fd, text);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+  // The rename itself is only durable once the directory is flushed.
+  try {
+    const dfd = openSync(dir, 'r');
+    try {
+      fsyncSync(dfd);
+    } finally {
+      closeSync(dfd);
+    }
+  } catch {
+    // Some file systems refuse to fsync a directory; the rename has still happened.
+  }
+}
+
+/** Keys that a running control plane cannot take without a restart. */
+const restartKeys = ['listen', 'database', 'data_dir'] as const;
+
+export interface SettingsChange {
+  /** Keys whose new value is in effect now. */
+  applied: string[];
+  /** Keys whose new value takes effect at the next start. */
+  restartRequired: string[];
+}
+
+export function diffSettings(before: Settings, after: Settings): SettingsChange {
+  const restartRequired = restartKeys.filter((k) => before[k] !== after[k]);
+  const applied: string[] = [];
+  if (!isDeepStrictEqual(before.models, after.models)) applied.push('models');
+  if (!isDeepStrictEqual(before.agent, after.agent)) applied.push('agent');
+  return { applied, restartRequired: [...restartRequired] };
+}

@@ -1,0 +1,2 @@
+export * from './open.js';
+export type * from './store.js';

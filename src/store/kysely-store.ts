@@ -1,0 +1,316 @@
+import { randomUUID } from 'node:crypto';
+
+import type { Kysely, Selectable, Transaction } from 'kysely';
+
+import type { ModelSpec } from '../catalog/model-spec.js';
+import { diffJson } from '../core/diff.js';
+import { LlmgwError } from '../core/errors.js';
+
+import type { Dialect } from './migrations.js';
+import type { Database } from './schema.js';
+import type {
+  Actor,
+  ApiKeyRecord,
+  AuditEntry,
+  AuditFilter,
+  AuditRepository,
+  KeyRepository,
+  ModelRepository,
+  NewApiKey,
+  Role,
+  Store,
+  StoredModel,
+  UpdateOptions,
+} from './store.js';
+
+export interface KyselyStoreOptions {
+  db: Kysely<Database>;
+  dialect: Dialect;
+  /** Closes what the store was opened on (the pool, the file). */
+  onClose: () => Promise<void>;
+  now?: () => Date;
+}
+
+/** The Store on Kysely; the dialect only decides row locking and how a duplicate is reported. */
+export class KyselyStore implements Store {
+  readonly dialect: Dialect;
+  readonly models: ModelRepository;
+  readonly keys: KeyRepository;
+  readonly audit: AuditRepository;
+  readonly #db: Kysely<Database>;
+  readonly #options: KyselyStoreOptions;
+  readonly #inTransaction: boolean;
+
+  constructor(options: KyselyStoreOptions, db: Kysely<Database> = options.db, inTransaction = false) {
+    this.dialect = options.dialect;
+    this.#options = options;
+    this.#db = db;
+    this.#inTransaction = inTransaction;
+    const ctx: Context = {
+      db,
+      dialect: options.dialect,
+      now: () => (options.now?.() ?? new Date()).toISOString(),
+      tx: (work) => this.#tx(work),
+    };
+    this.models = new Models(ctx);
+    this.keys = new Keys(ctx);
+    this.audit = new Audit(ctx);
+  }
+
+  transaction<T>(work: (tx: Store) => Promise<T>): Promise<T> {
+    return this.#tx((db) => work(new KyselyStore(this.#options, db, true)));
+  }
+
+  #tx<T>(work: (db: Kysely<Database>) => Promise<T>): Promise<T> {
+    if (this.#inTransaction) return work(this.#db);
+    return this.#db.transaction().execute((trx: Transaction<Database>) => work(trx));
+  }
+
+  async ping(): Promise<void> {
+    await this.#db.selectFrom('meta').select('key').limit(1).execute();
+  }
+
+  async close(): Promise<void> {
+    await this.#options.onClose();
+  }
+}
+
+interface Context {
+  db: Kysely<Database>;
+  dialect: Dialect;
+  now: () => string;
+  tx: <T>(work: (db: Kysely<Database>) => Promise<T>) => Promise<T>;
+}
+
+function isUniqueViolation(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === '23505' || (typeof code === 'string' && code.startsWith('SQLITE_CONSTRAINT'));
+}
+
+async function writeAudit(db: Kysely<Database>, entry: Omit<AuditEntry, 'id'>): Promise<void> {
+  await db
+    .insertInto('audit_log')
+    .values({ at: entry.at, actor: entry.actor, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail) })
+    .execute();
+}
+
+function toModel(row: Selectable<Database['models']>): StoredModel {
+  return {
+    spec: JSON.parse(row.spec) as ModelSpec,
+    version: row.version,
+    created_at: row.created_at,
+    created_by: row.created_by,
+    updated_at: row.updated_at,
+    updated_by: row.updated_by,
+  };
+}
+
+class Models implements ModelRepository {
+  readonly #c: Context;
+  constructor(c: Context) {
+    this.#c = c;
+  }
+
+  async list(): Promise<StoredModel[]> {
+    const rows = await this.#c.db.selectFrom('models').selectAll().orderBy('name').execute();
+    return rows.map(toModel);
+  }
+
+  async get(name: string): Promise<StoredModel | undefined> {
+    const row = await this.#c.db.selectFrom('models').selectAll().where('name', '=', name).executeTakeFirst();
+    return row === undefined ? undefined : toModel(row);
+  }
+
+  create(spec: ModelSpec, actor: Actor): Promise<StoredModel> {
+    return this.#c.tx(async (db) => {
+      const at = this.#c.now();
+      const row = { name: spec.name, spec: JSON.stringify(spec), version: 1, created_at: at, created_by: actor, updated_at: at, updated_by: actor };
+      try {
+        await db.insertInto('models').values(row).execute();
+      } catch (e) {
+        if (isUniqueViolation(e)) throw new LlmgwError('conflict', `model "${spec.name}" already exists: change it with PUT or PATCH, or pick another name`);
+        throw e;
+      }
+      await writeAudit(db, { at, actor, action: 'model.create', target: `model/${spec.name}`, detail: { spec } });
+      return toModel(row);
+    });
+  }
+
+  update(name: string, change: (current: StoredModel) => ModelSpec, options: UpdateOptions): Promise<StoredModel> {
+    return this.#c.tx(async (db) => {
+      let query = db.selectFrom('models').selectAll().where('name', '=', name);
+      // PostgreSQL: the row lock makes concurrent read-change-write cycles queue up.
+      // SQLite has one writer at a time already.
+      if (this.#c.dialect === 'postgres') query = query.forUpdate();
+      const row = await query.executeTakeFirst();
+      if (row === undefined) throw new LlmgwError('not_found', `model "${name}" does not exist (llmgw ctl models lists them)`);
+      const current = toModel(row);
+      if (options.expectVersion !== undefined && options.expectVersion !== current.version) {
+        throw new LlmgwError(
+          'conflict',
+          `model "${name}" changed since you read it (version ${options.expectVersion}, now ${current.version}): read it again and reapply your change`,
+        );
+      }
+      const next = change(current);
+      if (next.name !== name) throw new LlmgwError('invalid_argument', `a model cannot be renamed (from "${name}" to "${next.name}"): add it under the new name and remove the old one`);
+      const at = this.#c.now();
+      const version = current.version + 1;
+      await db
+        .updateTable('models')
+        .set({ spec: JSON.stringify(next), version, updated_at: at, updated_by: options.actor })
+        .where('name', '=', name)
+        .execute();
+      await writeAudit(db, {
+        at,
+        actor: options.actor,
+        action: options.action ?? 'model.update',
+        target: `model/${name}`,
+        detail: { version, changes: diffJson(current.spec, next) },
+      });
+      return { ...current, spec: next, version, updated_at: at, updated_by: options.actor };
+    });
+  }
+
+  delete(name: string, actor: Actor): Promise<StoredModel> {
+    return this.#c.tx(async (db) => {
+      const row = await db.deleteFrom('models').where('name', '=', name).returningAll().executeTakeFirst();
+      if (row === undefined) throw new LlmgwError('not_found', `model "${name}" does not exist (llmgw ctl models lists them)`);
+      const model = toModel(row);
+      await writeAudit(db, { at: this.#c.now(), actor, action: 'model.delete', target: `model/${name}`, detail: { spec: model.spec } });
+      return model;
+    });
+  }
+}
+
+function toKey(row: Selectable<Database['api_keys']>): ApiKeyRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    role: row.role as Role,
+    prefix: row.prefix,
+    created_at: row.created_at,
+    created_by: row.created_by,
+    revoked_at: row.revoked_at,
+    revoked_by: row.revoked_by,
+    last_used_at: row.last_used_at,
+  };
+}
+
+class Keys implements KeyRepository {
+  readonly #c: Context;
+  constructor(c: Context) {
+    this.#c = c;
+  }
+
+  create(key: NewApiKey, actor: Actor): Promise<ApiKeyRecord> {
+    return this.#c.tx(async (db) => {
+      const at = this.#c.now();
+      const row = {
+        id: randomUUID(),
+        name: key.name,
+        role: key.role,
+        secret_hash: key.secretHash,
+        prefix: key.prefix,
+        created_at: at,
+        created_by: actor,
+        revoked_at: null,
+        revoked_by: null,
+        last_used_at: null,
+      };
+      try {
+        await db.insertInto('api_keys').values(row).execute();
+      } catch (e) {
+        if (isUniqueViolation(e)) throw new LlmgwError('conflict', `a key named "${key.name}" already exists: revoke it first, or pick another name`);
+        throw e;
+      }
+      await writeAudit(db, { at, actor, action: 'key.create', target: `key/${key.name}`, detail: { role: key.role, prefix: key.prefix } });
+      return toKey(row);
+    });
+  }
+
+  async findActiveByHash(secretHash: string): Promise<ApiKeyRecord | undefined> {
+    const row = await this.#c.db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('secret_hash', '=', secretHash)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return row === undefined ? undefined : toKey(row);
+  }
+
+  async findActiveByName(name: string): Promise<ApiKeyRecord | undefined> {
+    const row = await this.#c.db.selectFrom('api_keys').selectAll().where('name', '=', name).where('revoked_at', 'is', null).executeTakeFirst();
+    return row === undefined ? undefined : toKey(row);
+  }
+
+  async list(options: { includeRevoked?: boolean } = {}): Promise<ApiKeyRecord[]> {
+    let q = this.#c.db.selectFrom('api_keys').selectAll().orderBy('name').orderBy('created_at');
+    if (options.includeRevoked !== true) q = q.where('revoked_at', 'is', null);
+    return (await q.execute()).map(toKey);
+  }
+
+  revoke(name: string, actor: Actor): Promise<ApiKeyRecord> {
+    return this.#c.tx(async (db) => {
+      const at = this.#c.now();
+      const row = await db
+        .updateTable('api_keys')
+        .set({ revoked_at: at, revoked_by: actor })
+        .where('name', '=', name)
+        .where('revoked_at', 'is', null)
+        .returningAll()
+        .executeTakeFirst();
+      if (row === undefined) throw new LlmgwError('not_found', `no live key is named "${name}" (llmgw ctl keys lists them)`);
+      await writeAudit(db, { at, actor, action: 'key.revoke', target: `key/${name}`, detail: { prefix: row.prefix } });
+      return toKey(row);
+    });
+  }
+
+  rotate(name: string, secret: { prefix: string; secretHash: string }, actor: Actor): Promise<ApiKeyRecord> {
+    return this.#c.tx(async (db) => {
+      const at = this.#c.now();
+      const row = await db
+        .updateTable('api_keys')
+        .set({ secret_hash: secret.secretHash, prefix: secret.prefix })
+        .where('name', '=', name)
+        .where('revoked_at', 'is', null)
+        .returningAll()
+        .executeTakeFirst();
+      if (row === undefined) throw new LlmgwError('not_found', `no live key is named "${name}"`);
+      await writeAudit(db, { at, actor, action: 'key.rotate', target: `key/${name}`, detail: { prefix: secret.prefix } });
+      return toKey(row);
+    });
+  }
+
+  async touch(id: string, at: string): Promise<void> {
+    await this.#c.db.updateTable('api_keys').set({ last_used_at: at }).where('id', '=', id).execute();
+  }
+}
+
+class Audit implements AuditRepository {
+  readonly #c: Context;
+  constructor(c: Context) {
+    this.#c = c;
+  }
+
+  async record(entry: Omit<AuditEntry, 'id' | 'at'> & { at?: string }): Promise<void> {
+    await writeAudit(this.#c.db, { ...entry, at: entry.at ?? this.#c.now() });
+  }
+
+  async list(filter: AuditFilter = {}): Promise<AuditEntry[]> {
+    let q = this.#c.db.selectFrom('audit_log').selectAll().orderBy('id', 'desc').limit(Math.min(filter.limit ?? 100, 1000));
+    if (filter.actor !== undefined) q = q.where('actor', '=', filter.actor);
+    if (filter.target !== undefined) q = q.where('target', '=', filter.target);
+    if (filter.action !== undefined) q = q.where('action', '=', filter.action);
+    if (filter.since !== undefined) q = q.where('at', '>=', filter.since);
+    if (filter.before !== undefined) q = q.where('id', '<', filter.before);
+    const rows = await q.execute();
+    return rows.map((r) => ({
+      id: r.id,
+      at: r.at,
+      actor: r.actor,
+      action: r.action,
+      target: r.target,
+      detail: JSON.parse(r.detail) as Record<string, unknown>,
+    }));
+  }
+}

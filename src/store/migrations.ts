@@ -1,0 +1,65 @@
+import { sql, type Kysely, type Migration } from 'kysely';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/**
+ * Versioned schema changes, applied in name order at start. Never edit one that has
+ * shipped: add the next. Each takes the dialect for the few types that differ.
+ */
+export function migrations(dialect: Dialect): Record<string, Migration> {
+  const autoId = (db: Kysely<unknown>, table: string) =>
+    dialect === 'postgres'
+      ? db.schema.createTable(table).addColumn('id', 'bigint', (c) => c.primaryKey().generatedByDefaultAsIdentity())
+      : db.schema.createTable(table).addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement());
+
+  return {
+    '0001_catalog_keys_audit': {
+      async up(db) {
+        await db.schema
+          .createTable('meta')
+          .addColumn('key', 'text', (c) => c.primaryKey())
+          .addColumn('value', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createTable('models')
+          .addColumn('name', 'text', (c) => c.primaryKey())
+          .addColumn('spec', 'text', (c) => c.notNull())
+          .addColumn('version', 'integer', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('created_by', 'text', (c) => c.notNull())
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .addColumn('updated_by', 'text', (c) => c.notNull())
+          .execute();
+        await autoId(db, 'audit_log')
+          .addColumn('at', 'text', (c) => c.notNull())
+          .addColumn('actor', 'text', (c) => c.notNull())
+          .addColumn('action', 'text', (c) => c.notNull())
+          .addColumn('target', 'text', (c) => c.notNull())
+          .addColumn('detail', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('audit_log_at').on('audit_log').column('at').execute();
+        await db.schema
+          .createTable('api_keys')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('role', 'text', (c) => c.notNull())
+          .addColumn('secret_hash', 'text', (c) => c.notNull().unique())
+          .addColumn('prefix', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('created_by', 'text', (c) => c.notNull())
+          .addColumn('revoked_at', 'text')
+          .addColumn('revoked_by', 'text')
+          .addColumn('last_used_at', 'text')
+          .execute();
+        // A name belongs to one live key; revoked ones keep theirs for the audit trail.
+        await db.schema
+          .createIndex('api_keys_live_name')
+          .on('api_keys')
+          .column('name')
+          .unique()
+          .where(sql.ref('revoked_at'), 'is', null)
+          .execute();
+      },
+    },
+  };
+}

@@ -1,0 +1,35 @@
+import type { Generated } from 'kysely';
+
+/** The tables as Kysely sees them. Times are ISO-8601 UTC text, which sorts as it reads. */
+export interface Database {
+  meta: { key: string; value: string };
+  models: {
+    name: string;
+    spec: string;
+    version: number;
+    created_at: string;
+    created_by: string;
+    updated_at: string;
+    updated_by: string;
+  };
+  audit_log: {
+    id: Generated<number>;
+    at: string;
+    actor: string;
+    action: string;
+    target: string;
+    detail: string;
+  };
+  api_keys: {
+    id: string;
+    name: string;
+    role: string;
+    secret_hash: string;
+    prefix: string;
+    created_at: string;
+    created_by: string;
+    revoked_at: string | null;
+    revoked_by: string | null;
+    last_used_at: string | null;
+  };
+}

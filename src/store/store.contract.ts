@@ -1,0 +1,247 @@
+import { createHash } from 'node:crypto';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { ModelSpec } from '../catalog/model-spec.js';
+import { LlmgwError } from '../core/errors.js';
+
+import type { Store } from './store.js';
+
+/**
+ * What every Store must do, run against each implementation. `open` gives a fresh,
+ * migrated store on its own database; `reopen` a second store on the same database
+ * (another control plane, or the same one after a restart).
+ */
+export interface StoreHarness {
+  open: () => Promise<Store>;
+  reopen: () => Promise<Store>;
+  /** Adds a migration this build does not know, as a newer llmgw would have. */
+  addUnknownMigration: (name: string) => Promise<void>;
+  cleanup: () => Promise<void>;
+}
+
+export interface ContractOptions {
+  /**
+   * Whether several control planes may share the database. SQLite is embedded: one
+   * control plane owns the file (and a second connection in the same thread would
+   * block the event loop waiting for the first).
+   */
+  shared: boolean;
+}
+
+const spec = (name: string, extra: Partial<ModelSpec> = {}): ModelSpec => ({
+  name,
+  source: '/models/tiny.gguf',
+  replicas: 1,
+  profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true, tp: 1, pp: 1, gpus_per_node: 0, nodes: 1, args: [], env: {}, adapters: [] }],
+  ...extra,
+});
+
+const hash = (s: string) => createHash('sha256').update(s).digest('hex');
+
+async function refusal(p: Promise<unknown>): Promise<LlmgwError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof LlmgwError) return e;
+    throw e;
+  }
+  throw new Error('expected a refusal');
+}
+
+export function storeContract(name: string, options: ContractOptions, harness: () => StoreHarness): void {
+  describe(`Store contract: ${name}`, () => {
+    let h: StoreHarness;
+    let store: Store;
+
+    beforeAll(async () => {
+      h = harness();
+      store = await h.open();
+    });
+    afterAll(async () => {
+      await store.close();
+      await h.cleanup();
+    });
+
+    it('creates, reads and lists models, and audits the creation', async () => {
+      const created = await store.models.create(spec('alpha'), 'alice');
+      expect(created.version).toBe(1);
+      expect(created.created_by).toBe('alice');
+      const got = await store.models.get('alpha');
+      expect(got?.spec).toEqual(spec('alpha'));
+      expect((await store.models.list()).map((m) => m.spec.name)).toContain('alpha');
+      const audit = await store.audit.list({ target: 'model/alpha' });
+      expect(audit[0]).toMatchObject({ actor: 'alice', action: 'model.create', target: 'model/alpha' });
+    });
+
+    it('refuses a second model of the same name and changes nothing', async () => {
+      await store.models.create(spec('dup'), 'alice');
+      const e = await refusal(store.models.create(spec('dup', { replicas: 5 }), 'bob'));
+      expect(e.code).toBe('conflict');
+      expect(e.message).toContain('model "dup" already exists');
+      expect((await store.models.get('dup'))?.spec.replicas).toBe(1);
+      expect(await store.audit.list({ target: 'model/dup', actor: 'bob' })).toEqual([]);
+    });
+
+    it('updates a model under its version and records what changed', async () => {
+      await store.models.create(spec('beta'), 'alice');
+      const updated = await store.models.update('beta', (m) => ({ ...m.spec, replicas: 3 }), { actor: 'bob' });
+      expect(updated.version).toBe(2);
+      expect(updated.updated_by).toBe('bob');
+      expect((await store.models.get('beta'))?.spec.replicas).toBe(3);
+      const [entry] = await store.audit.list({ target: 'model/beta', action: 'model.update' });
+      expect(entry?.actor).toBe('bob');
+      expect(entry?.detail).toEqual({ version: 2, changes: [{ path: 'replicas', before: 1, after: 3 }] });
+    });
+
+    it('refuses an update against a stale version', async () => {
+      await store.models.create(spec('gamma'), 'alice');
+      const e = await refusal(store.models.update('gamma', (m) => ({ ...m.spec, replicas: 2 }), { actor: 'bob', expectVersion: 7 }));
+      expect(e.code).toBe('conflict');
+      expect(e.message).toContain('changed since you read it (version 7, now 1)');
+      expect((await store.models.get('gamma'))?.version).toBe(1);
+    });
+
+    it('leaves the store as it was when a change is refused midway', async () => {
+      await store.models.create(spec('delta'), 'alice');
+      const before = await store.audit.list({ target: 'model/delta' });
+      await expect(
+        store.models.update(
+          'delta',
+          () => {
+            throw new LlmgwError('invalid_argument', 'nope');
+          },
+          { actor: 'bob' },
+        ),
+      ).rejects.toThrow('nope');
+      expect((await store.models.get('delta'))?.version).toBe(1);
+      expect(await store.audit.list({ target: 'model/delta' })).toEqual(before);
+    });
+
+    it('rolls back every write of a failed transaction', async () => {
+      await expect(
+        store.transaction(async (tx) => {
+          await tx.models.create(spec('epsilon'), 'alice');
+          await tx.audit.record({ actor: 'alice', action: 'test.note', target: 'model/epsilon', detail: {} });
+          throw new Error('boom');
+        }),
+      ).rejects.toThrow('boom');
+      expect(await store.models.get('epsilon')).toBeUndefined();
+      expect(await store.audit.list({ target: 'model/epsilon' })).toEqual([]);
+    });
+
+    it('refuses to update or delete a model that does not exist', async () => {
+      const u = await refusal(store.models.update('nope', (m) => m.spec, { actor: 'a' }));
+      expect(u.code).toBe('not_found');
+      expect(u.message).toBe('model "nope" does not exist (llmgw ctl models lists them)');
+      const d = await refusal(store.models.delete('nope', 'a'));
+      expect(d.code).toBe('not_found');
+    });
+
+    it('deletes a model and audits it', async () => {
+      await store.models.create(spec('zeta'), 'alice');
+      await store.models.delete('zeta', 'carol');
+      expect(await store.models.get('zeta')).toBeUndefined();
+      const [entry] = await store.audit.list({ target: 'model/zeta' });
+      expect(entry).toMatchObject({ action: 'model.delete', actor: 'carol' });
+    });
+
+    it('keeps every update when many run at once', async () => {
+      await store.models.create(spec('busy'), 'alice');
+      const n = 25;
+      await Promise.all(
+        Array.from({ length: n }, (_, i) =>
+          store.models.update(
+            'busy',
+            (m) => {
+              const [p] = m.spec.profiles;
+              return { ...m.spec, profiles: [{ ...p!, args: [...p!.args, `--flag-${i}`] }] };
+            },
+            { actor: `writer-${i}` },
+          ),
+        ),
+      );
+      const final = await store.models.get('busy');
+      expect(final?.version).toBe(n + 1);
+      expect(new Set(final?.spec.profiles[0]?.args)).toEqual(new Set(Array.from({ length: n }, (_, i) => `--flag-${i}`)));
+    });
+
+    it('stores keys by hash only, finds them, and revokes them', async () => {
+      const created = await store.keys.create({ name: 'ci', role: 'user', prefix: 'llmgw_key_ab', secretHash: hash('s1') }, 'admin');
+      expect(created).toMatchObject({ name: 'ci', role: 'user', revoked_at: null });
+      expect((await store.keys.findActiveByHash(hash('s1')))?.name).toBe('ci');
+      expect(await store.keys.findActiveByHash(hash('s2'))).toBeUndefined();
+      const dup = await refusal(store.keys.create({ name: 'ci', role: 'admin', prefix: 'x', secretHash: hash('s3') }, 'admin'));
+      expect(dup.code).toBe('conflict');
+      expect(dup.message).toBe('a key named "ci" already exists: revoke it first, or pick another name');
+      await store.keys.revoke('ci', 'admin');
+      expect(await store.keys.findActiveByHash(hash('s1'))).toBeUndefined();
+      expect((await store.keys.list()).map((k) => k.name)).not.toContain('ci');
+      expect((await store.keys.list({ includeRevoked: true })).find((k) => k.name === 'ci')?.revoked_by).toBe('admin');
+      // The name is free again once its key is revoked.
+      await store.keys.create({ name: 'ci', role: 'user', prefix: 'p', secretHash: hash('s4') }, 'admin');
+      const again = await refusal(store.keys.revoke('nobody', 'admin'));
+      expect(again.message).toBe('no live key is named "nobody" (llmgw ctl keys lists them)');
+      const actions = (await store.audit.list({ target: 'key/ci' })).map((e) => e.action);
+      expect(actions).toEqual(['key.create', 'key.revoke', 'key.create']);
+    });
+
+    it('rotates a key secret', async () => {
+      await store.keys.create({ name: 'rot', role: 'admin', prefix: 'a', secretHash: hash('old') }, 'system');
+      await store.keys.rotate('rot', { prefix: 'b', secretHash: hash('new') }, 'system');
+      expect(await store.keys.findActiveByHash(hash('old'))).toBeUndefined();
+      expect((await store.keys.findActiveByHash(hash('new')))?.prefix).toBe('b');
+    });
+
+    it('pages the audit log newest first and filters it', async () => {
+      for (let i = 0; i < 5; i++) await store.audit.record({ actor: 'pager', action: 'test.page', target: `t/${i}`, detail: { i } });
+      const page1 = await store.audit.list({ actor: 'pager', limit: 2 });
+      expect(page1.map((e) => e.detail['i'])).toEqual([4, 3]);
+      const page2 = await store.audit.list({ actor: 'pager', limit: 2, before: page1[1]!.id });
+      expect(page2.map((e) => e.detail['i'])).toEqual([2, 1]);
+      const future = await store.audit.list({ actor: 'pager', since: '2999-01-01T00:00:00.000Z' });
+      expect(future).toEqual([]);
+    });
+
+    it('keeps everything across a restart, without migrating again', async () => {
+      await store.models.create(spec('durable'), 'alice');
+      const second = await h.reopen();
+      try {
+        expect((await second.models.get('durable'))?.spec.name).toBe('durable');
+      } finally {
+        await second.close();
+      }
+    });
+
+    it.runIf(options.shared)('lets two control planes on one database update one model without losing a write', async () => {
+      await store.models.create(spec('shared'), 'alice');
+      const other = await h.reopen();
+      try {
+        const n = 20;
+        await Promise.all(
+          Array.from({ length: n }, (_, i) =>
+            (i % 2 === 0 ? store : other).models.update(
+              'shared',
+              (m) => ({ ...m.spec, replicas: m.spec.replicas + 1 }),
+              { actor: `cp-${i % 2}` },
+            ),
+          ),
+        );
+        const final = await store.models.get('shared');
+        expect(final?.spec.replicas).toBe(1 + n);
+        expect(final?.version).toBe(1 + n);
+        expect(await store.audit.list({ target: 'model/shared', action: 'model.update', limit: 100 })).toHaveLength(n);
+      } finally {
+        await other.close();
+      }
+    });
+
+    it('refuses a database written by a newer llmgw, naming the migration', async () => {
+      await h.addUnknownMigration('9999_from_the_future');
+      const e = await refusal(h.reopen());
+      expect(e.code).toBe('unavailable');
+      expect(e.message).toMatch(/is newer than this llmgw: it has schema migration 9999_from_the_future, and this build knows up to 0001_/);
+      expect(e.message).toContain('Upgrade llmgw');
+    });
+  });
+}

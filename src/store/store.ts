@@ -1,0 +1,115 @@
+import type { ModelSpec } from '../catalog/model-spec.js';
+
+/**
+ * The data-access layer of the control plane. One interface, one implementation over
+ * Kysely, run on embedded SQLite (one control plane) or PostgreSQL (several sharing
+ * one database). Every change that is audited writes its audit entry in the same
+ * transaction, so a failed change leaves neither.
+ */
+export interface Store {
+  readonly dialect: 'sqlite' | 'postgres';
+  readonly models: ModelRepository;
+  readonly keys: KeyRepository;
+  readonly audit: AuditRepository;
+  /** Runs work in one transaction: all of it lands, or none. */
+  transaction<T>(work: (tx: Store) => Promise<T>): Promise<T>;
+  /** A cheap round trip, for health checks. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Who made a change, for the audit log: the key's name. */
+export type Actor = string;
+
+export interface StoredModel {
+  spec: ModelSpec;
+  /** Counts changes; an update may ask for the one it read (optimistic concurrency). */
+  version: number;
+  created_at: string;
+  created_by: string;
+  updated_at: string;
+  updated_by: string;
+}
+
+export interface ModelRepository {
+  list(): Promise<StoredModel[]>;
+  get(name: string): Promise<StoredModel | undefined>;
+  /** Refused with `conflict` when the name is taken. */
+  create(spec: ModelSpec, actor: Actor): Promise<StoredModel>;
+  /**
+   * Changes a model under a row lock: `change` sees the current spec and returns the
+   * next one (it may throw to refuse). Concurrent updates from any number of control
+   * planes apply one after the other, none lost.
+   */
+  update(name: string, change: (current: StoredModel) => ModelSpec, options: UpdateOptions): Promise<StoredModel>;
+  delete(name: string, actor: Actor): Promise<StoredModel>;
+}
+
+export interface UpdateOptions {
+  actor: Actor;
+  /** Refuse with `conflict` unless the stored version is this one. */
+  expectVersion?: number | undefined;
+  /** The audit action; `model.update` by default. */
+  action?: string;
+}
+
+export type Role = 'admin' | 'user';
+
+export interface ApiKeyRecord {
+  id: string;
+  name: string;
+  role: Role;
+  /** The first characters of the secret, to tell keys apart; never enough to use. */
+  prefix: string;
+  created_at: string;
+  created_by: string;
+  revoked_at: string | null;
+  revoked_by: string | null;
+  last_used_at: string | null;
+}
+
+export interface NewApiKey {
+  name: string;
+  role: Role;
+  prefix: string;
+  secretHash: string;
+}
+
+export interface KeyRepository {
+  /** Refused with `conflict` when an unrevoked key has the name. */
+  create(key: NewApiKey, actor: Actor): Promise<ApiKeyRecord>;
+  /** The unrevoked key with this secret hash. */
+  findActiveByHash(secretHash: string): Promise<ApiKeyRecord | undefined>;
+  findActiveByName(name: string): Promise<ApiKeyRecord | undefined>;
+  list(options?: { includeRevoked?: boolean }): Promise<ApiKeyRecord[]>;
+  revoke(name: string, actor: Actor): Promise<ApiKeyRecord>;
+  /** Replaces the secret of an unrevoked key (the admin key follows LLMGW_ADMIN_KEY). */
+  rotate(name: string, secret: { prefix: string; secretHash: string }, actor: Actor): Promise<ApiKeyRecord>;
+  touch(id: string, at: string): Promise<void>;
+}
+
+export interface AuditEntry {
+  id: number;
+  at: string;
+  actor: string;
+  action: string;
+  target: string;
+  detail: Record<string, unknown>;
+}
+
+export interface AuditFilter {
+  actor?: string | undefined;
+  target?: string | undefined;
+  action?: string | undefined;
+  /** ISO time: entries at or after it. */
+  since?: string | undefined;
+  /** Entries with an id below this one, for paging back. */
+  before?: number | undefined;
+  limit?: number | undefined;
+}
+
+export interface AuditRepository {
+  record(entry: Omit<AuditEntry, 'id' | 'at'> & { at?: string }): Promise<void>;
+  /** Newest first. */
+  list(filter?: AuditFilter): Promise<AuditEntry[]>;
+}
