@@ -13,6 +13,7 @@ const layers = [
   ['catalog', 'gpu'],
   ['config', 'engines', 'planner'],
   ['placement', 'store', 'client'],
+  ['auth'],
   ['server', 'agent', 'gateway'],
   ['cli'],
 ];

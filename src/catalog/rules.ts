@@ -49,7 +49,15 @@ export function checkModel(m: ParsedModel): { model: ModelSpec; issues: Issue[] 
     seen.add(p.name);
     return checkProfile(p, (path, message) => add(['profiles', i, ...path], message));
   });
-  return { model: { ...m, profiles }, issues };
+  const model: ModelSpec = {
+    name: m.name,
+    source: m.source,
+    ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
+    ...(m.max_output === undefined ? {} : { max_output: m.max_output }),
+    replicas: m.replicas,
+    profiles,
+  };
+  return { model, issues };
 }
 
 function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => void): ProfileSpec {
@@ -141,8 +149,22 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
     add(['served_model_name'], `"${p.served_model_name}" has white space, which clients cannot send as a model name: remove it`);
   }
 
-  const out: ProfileSpec = { ...p, tp, pp, nodes, gpus_per_node: gpusPerNode };
-  return out;
+  // Keys in the order people read them, whatever order they were written in.
+  return {
+    name: p.name,
+    engine: p.engine,
+    ...(p.gpu_class === undefined ? {} : { gpu_class: p.gpu_class }),
+    ...(p.cpu === undefined ? {} : { cpu: p.cpu }),
+    tp,
+    pp,
+    gpus_per_node: gpusPerNode,
+    nodes,
+    args: p.args,
+    env: p.env,
+    ...(p.served_model_name === undefined ? {} : { served_model_name: p.served_model_name }),
+    adapters: p.adapters,
+    ...(p.min_memory_gb === undefined ? {} : { min_memory_gb: p.min_memory_gb }),
+  };
 }
 
 function suggestParallel(tp: number, pp: number, nodes: number): string {

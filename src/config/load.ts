@@ -91,7 +91,7 @@ export function parseSettings(text: string, options: LoadOptions & { path: strin
   if (doc.errors.length > 0) {
     throw new SettingsError(
       file,
-      doc.errors.map((e) => ({ path: [], message: `not valid YAML: ${e.message.split('\n')[0] ?? e.message}`, line: e.linePos?.[0].line })),
+      doc.errors.map((e) => ({ path: [], message: `not valid YAML: ${e.message.split('\n')[0] ?? e.message}`, line: e.linePos?.[0].line ?? lineCounter.linePos(e.pos[0]).line })),
     );
   }
   const raw: unknown = doc.toJS() ?? {};

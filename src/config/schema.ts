@@ -7,13 +7,15 @@ import { z } from 'zod';
 
 const listenPattern = /^(?:\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]*):(\d{1,5})$/;
 
-export const listenSchema = z.string().refine((v) => {
+const listenMessage = 'expected HOST:PORT, e.g. 127.0.0.1:8080, 0.0.0.0:8080 (every interface) or [::1]:8080';
+
+export const listenSchema = z.string({ error: listenMessage }).refine((v) => {
   const m = listenPattern.exec(v);
   return m?.[1] !== undefined && Number(m[1]) <= 65535;
-}, 'expected HOST:PORT, e.g. 127.0.0.1:8080, 0.0.0.0:8080 (every interface) or [::1]:8080');
+}, listenMessage);
 
 export const databaseSchema = z
-  .string()
+  .string({ error: 'expected sqlite:PATH or a PostgreSQL URL (postgres://user@host:5432/llmgw)' })
   .refine(
     (v) => /^sqlite:.+/.test(v) || /^postgres(?:ql)?:\/\/.+/.test(v),
     'expected sqlite:PATH (e.g. sqlite:/var/lib/llmgw/llmgw.db) or a PostgreSQL URL (postgres://user@host:5432/llmgw)',

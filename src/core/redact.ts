@@ -4,7 +4,7 @@
  */
 const secretPatterns: readonly [RegExp, string][] = [
   [/\b(llmgw_[a-z]+_)[A-Za-z0-9_-]{8,}/g, '$1[redacted]'],
-  [/\b(Bearer\s+)[^\s"']+/gi, '$1[redacted]'],
+  [/\b(Bearer\s+)[A-Za-z0-9._~+/=-]{12,}/gi, '$1[redacted]'],
   [/(\/\/[^/:@\s]+:)[^@/\s]+@/g, '$1[redacted]@'],
 ];
 

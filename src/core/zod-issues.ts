@@ -14,8 +14,14 @@ export function issuesFromZod(schema: z.ZodType, error: z.ZodError): Issue[] {
   return out;
 }
 
+/** zod's own English messages start so; anything else was written for this schema and is kept. */
+const defaultMessage = /^(Invalid|Too small|Too big|Unrecognized)/;
+
 function convert(root: z.ZodType, issue: z.core.$ZodIssue): Issue[] {
   const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
+  if (issue.code !== 'unrecognized_keys' && issue.code !== 'invalid_union' && !defaultMessage.test(issue.message)) {
+    return [{ path, message: issue.message }];
+  }
   switch (issue.code) {
     case 'unrecognized_keys': {
       const known = objectKeysAt(root, path);
@@ -42,12 +48,12 @@ function convert(root: z.ZodType, issue: z.core.$ZodIssue): Issue[] {
     case 'too_small': {
       const what = issue.origin === 'array' ? 'items' : issue.origin === 'string' ? 'characters' : '';
       const bound = `${issue.inclusive === false ? 'more than' : 'at least'} ${String(issue.minimum)}${what ? ` ${what}` : ''}`;
-      return [{ path, message: `must be ${bound}${issue.input === undefined ? '' : `, got ${describe(issue.input)}`}` }];
+      return [{ path, message: `must be ${bound}${gotScalar(issue.input)}` }];
     }
     case 'too_big': {
       const what = issue.origin === 'array' ? 'items' : issue.origin === 'string' ? 'characters' : '';
       const bound = `${issue.inclusive === false ? 'less than' : 'at most'} ${String(issue.maximum)}${what ? ` ${what}` : ''}`;
-      return [{ path, message: `must be ${bound}${issue.input === undefined ? '' : `, got ${describe(issue.input)}`}` }];
+      return [{ path, message: `must be ${bound}${gotScalar(issue.input)}` }];
     }
     case 'invalid_union': {
       // Report the branch that got furthest: the one with the fewest issues.
@@ -122,4 +128,8 @@ function childSchema(schema: z.ZodType, part: string | number): z.ZodType | unde
   if (schema instanceof z.ZodArray && typeof part === 'number') return schema.element as z.ZodType;
   if (schema instanceof z.ZodRecord) return schema.valueType as z.ZodType;
   return undefined;
+}
+
+function gotScalar(input: unknown): string {
+  return typeof input === 'number' || typeof input === 'string' ? `, got ${describe(input)}` : '';
 }

@@ -128,7 +128,7 @@ class Models implements ModelRepository {
       try {
         await db.insertInto('models').values(row).execute();
       } catch (e) {
-        if (isUniqueViolation(e)) throw new LlmgwError('conflict', `model "${spec.name}" already exists: change it with PUT or PATCH, or pick another name`);
+        if (isUniqueViolation(e)) throw new LlmgwError('conflict', `model "${spec.name}" already exists: change it with llmgw ctl model apply -f FILE, or pick another name`);
         throw e;
       }
       await writeAudit(db, { at, actor, action: 'model.create', target: `model/${spec.name}`, detail: { spec } });

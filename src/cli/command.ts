@@ -1,0 +1,33 @@
+import type { Command } from 'commander';
+
+import { stdio, type Output } from './output.js';
+import { printError } from './output.js';
+import { UsageError } from './usage-error.js';
+
+/**
+ * Every command's action runs through here: its options (its own and its parents'),
+ * an Output that honours --json, and one mapping of failures to exit statuses:
+ * 0 done, 1 refused (by the server, or by the system), 2 a wrong command line.
+ */
+export class Runner {
+  exitCode = 0;
+
+  action<A extends unknown[]>(handler: (ctx: { opts: Record<string, unknown>; o: Output; cmd: Command }, ...args: A) => Promise<void> | void) {
+    return async (...raw: unknown[]): Promise<void> => {
+      const cmd = raw[raw.length - 1] as Command;
+      const opts = cmd.optsWithGlobals();
+      const o = stdio(opts['json'] === true);
+      try {
+        await handler({ opts, o, cmd }, ...(raw.slice(0, -2) as A));
+      } catch (e) {
+        printError(o, e);
+        this.exitCode = e instanceof UsageError ? 2 : 1;
+      }
+    };
+  }
+}
+
+export function stringOpt(opts: Record<string, unknown>, name: string): string | undefined {
+  const v = opts[name];
+  return typeof v === 'string' ? v : undefined;
+}

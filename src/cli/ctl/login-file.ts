@@ -1,0 +1,36 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+import { z } from 'zod';
+
+import { writeFileAtomic } from '../../config/write.js';
+import { UsageError } from '../usage-error.js';
+
+/** Where llmgw ctl keeps the server and key `llmgw ctl login` saved, like a kubeconfig. */
+export function loginFilePath(env: NodeJS.ProcessEnv = process.env): string {
+  const explicit = env['LLMGW_CTL_CONFIG'];
+  if (explicit !== undefined && explicit !== '') return explicit;
+  const base = env['XDG_CONFIG_HOME'] ?? join(homedir(), '.config');
+  return join(base, 'llmgw', 'ctl.json');
+}
+
+const loginSchema = z.object({ server: z.string(), key: z.string().optional() });
+export type SavedLogin = z.output<typeof loginSchema>;
+
+export function readLogin(env: NodeJS.ProcessEnv = process.env): SavedLogin | undefined {
+  const path = loginFilePath(env);
+  if (!existsSync(path)) return undefined;
+  try {
+    return loginSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
+  } catch {
+    throw new UsageError(`${path} is not a saved login: run llmgw ctl login again, or delete it`);
+  }
+}
+
+/** Saved readable by its owner only: it holds a key. */
+export function saveLogin(login: SavedLogin, env: NodeJS.ProcessEnv = process.env): string {
+  const path = loginFilePath(env);
+  writeFileAtomic(path, `${JSON.stringify(login, null, 2)}\n`);
+  return path;
+}

@@ -1,0 +1,117 @@
+import { readFileSync } from 'node:fs';
+
+import type { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
+
+import { ApiError } from '../../client/api-client.js';
+import type { ModelView } from '../../core/api-types.js';
+import { messageOf } from '../../core/errors.js';
+import { stringOpt, type Runner } from '../command.js';
+import { age, emit, table, yaml } from '../output.js';
+import { UsageError } from '../usage-error.js';
+
+import { connect } from './connection.js';
+
+export function registerModels(ctl: Command, run: Runner): void {
+  ctl
+    .command('models')
+    .description('list the models of the catalog')
+    .action(
+      run.action(async ({ opts, o }) => {
+        const models = await connect(opts).listModels();
+        emit(o, { items: models }, ({ items }) =>
+          items.length === 0
+            ? 'No models yet: declare them in the settings (llmgw ctl config edit) or add one with llmgw ctl model add -f FILE.'
+            : table(
+                ['NAME', 'ORIGIN', 'REPLICAS', 'PROFILES', 'SOURCE', 'AGE'],
+                items.map((m) => [m.name, m.metadata.origin, String(m.replicas), profilesSummary(m), m.source, age(m.metadata.created_at)]),
+              ),
+        );
+      }),
+    );
+
+  const model = ctl.command('model').description('show, add or remove one model');
+
+  model
+    .command('show')
+    .argument('<name>', 'the model')
+    .description("print a model's full definition")
+    .action(
+      run.action(async ({ opts, o }, name: string) => {
+        const m = await connect(opts).getModel(name);
+        emit(o, m, (v) => yaml(v));
+      }),
+    );
+
+  model
+    .command('add')
+    .description('add a model from a YAML or JSON file: the same shape as one entry of models: in the settings')
+    .requiredOption('-f, --file <file>', 'the model definition; - reads standard input')
+    .action(
+      run.action(async ({ opts, o }) => {
+        const spec = readDefinition(stringOpt(opts, 'file') ?? '-');
+        const m = await connect(opts).addModel(spec);
+        emit(o, m, (v) => `model "${v.name}" added (${v.replicas} replica${v.replicas === 1 ? '' : 's'}, profiles: ${profilesSummary(v)})`);
+      }),
+    );
+
+  model
+    .command('apply')
+    .description('add a model, or replace the one of the same name, from a YAML or JSON file')
+    .requiredOption('-f, --file <file>', 'the model definition; - reads standard input')
+    .action(
+      run.action(async ({ opts, o }) => {
+        const spec = readDefinition(stringOpt(opts, 'file') ?? '-');
+        const name = (spec as { name?: unknown } | null)?.name;
+        if (typeof name !== 'string') throw new UsageError('the definition has no name: write name: MODEL');
+        const client = connect(opts);
+        let m: ModelView;
+        let verb = 'replaced';
+        try {
+          m = await client.replaceModel(name, spec);
+        } catch (e) {
+          if (!(e instanceof ApiError) || e.code !== 'not_found') throw e;
+          m = await client.addModel(spec);
+          verb = 'added';
+        }
+        emit(o, m, (v) => `model "${v.name}" ${verb} (version ${v.metadata.version ?? '-'})`);
+      }),
+    );
+
+  model
+    .command('rm')
+    .alias('delete')
+    .argument('<name>', 'the model')
+    .description('remove a model added through the API')
+    .action(
+      run.action(async ({ opts, o }, name: string) => {
+        const m = await connect(opts).deleteModel(name);
+        emit(o, m, (v) => `model "${v.name}" removed`);
+      }),
+    );
+}
+
+export function profilesSummary(m: ModelView): string {
+  return m.profiles.map((p) => `${p.name}:${p.engine}@${p.cpu === true ? 'cpu' : (p.gpu_class ?? '?')}`).join(',');
+}
+
+/** A model definition from a file or standard input, YAML or JSON (JSON is YAML). */
+export function readDefinition(file: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file === '-' ? 0 : file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`cannot read ${file === '-' ? 'standard input' : file}: ${messageOf(e)}`);
+  }
+  let value: unknown;
+  try {
+    value = parseYaml(text);
+  } catch (e) {
+    throw new UsageError(`${file} is not valid YAML or JSON: ${messageOf(e).split('\n')[0] ?? ''}`);
+  }
+  if (typeof value === 'object' && value !== null && !Array.isArray(value) && 'models' in value) {
+    throw new UsageError(`${file} looks like a settings file (it has models:): give one model, the contents of one entry of models:`);
+  }
+  if (Array.isArray(value)) throw new UsageError(`${file} holds a list: give one model per file`);
+  return value;
+}

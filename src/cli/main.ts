@@ -1,0 +1,60 @@
+import { Command, CommanderError } from 'commander';
+
+import { Runner } from './command.js';
+import { registerAudit } from './ctl/audit.js';
+import { registerConfig } from './ctl/config.js';
+import { registerKeys } from './ctl/keys.js';
+import { registerLogin } from './ctl/login.js';
+import { registerModels } from './ctl/models.js';
+import { registerServe } from './run-control-plane.js';
+import { version } from './version.js';
+
+/** Builds the whole command line; every command is registered by its own module. */
+export function buildProgram(run: Runner): Command {
+  const program = new Command('llmgw')
+    .description('llmgw: your own machines, with or without GPUs, as one OpenAI-compatible LLM service')
+    .version(version, '-V, --version', 'print the version')
+    .showHelpAfterError('(llmgw --help lists the commands)')
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) });
+
+  registerServe(program, run);
+
+  const ctl = program
+    .command('ctl')
+    .description('control a cluster through its API (like kubectl)')
+    .option('--server <url>', 'the control plane (default: LLMGW_SERVER, the saved login, else http://127.0.0.1:8080)')
+    .option('--key <key>', 'the API key (default: LLMGW_KEY, else the saved login)')
+    .option('--json', 'print JSON instead of tables')
+    .exitOverride();
+  registerLogin(ctl, run);
+  registerModels(ctl, run);
+  registerKeys(ctl, run);
+  registerAudit(ctl, run);
+  registerConfig(ctl, run);
+
+  for (const cmd of allCommands(program)) cmd.exitOverride();
+  return program;
+}
+
+function allCommands(c: Command): Command[] {
+  return [c, ...c.commands.flatMap(allCommands)];
+}
+
+/** Runs the command line; resolves with the exit status. */
+export async function main(argv: readonly string[]): Promise<number> {
+  const run = new Runner();
+  const program = buildProgram(run);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      // Help and version are successes; everything else commander refuses is a usage error.
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return 0;
+      if (e.code === 'commander.executeSubCommandAsync') return 1;
+      return 2;
+    }
+    throw e;
+  }
+  return run.exitCode;
+}

@@ -1,0 +1,153 @@
+import type {
+  AuditView,
+  ConfigChangeView,
+  CreatedKey,
+  ErrorBody,
+  HealthView,
+  KeyView,
+  ListOf,
+  ModelView,
+  WhoAmI,
+} from '../core/api-types.js';
+import { errorStatus, LlmgwError, messageOf, type ErrorCode, type Issue } from '../core/errors.js';
+
+export interface ApiClientOptions {
+  /** The control plane's base URL: `http://127.0.0.1:8080`. */
+  server: string;
+  key?: string | undefined;
+  timeoutMs?: number;
+}
+
+export interface RequestOptions {
+  json?: unknown;
+  text?: string;
+  contentType?: string;
+  headers?: Record<string, string>;
+  query?: Record<string, string | number | undefined>;
+}
+
+export interface ApiResponse<T> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+/** A refusal from the control plane, with its code, HTTP status and message as sent. */
+export class ApiError extends LlmgwError {
+  readonly httpStatus: number;
+  constructor(httpStatus: number, code: ErrorCode, message: string, issues: Issue[]) {
+    super(code, message, { issues });
+    this.name = 'ApiError';
+    this.httpStatus = httpStatus;
+  }
+}
+
+/** The typed client of /api/v1, used by llmgw ctl, the agent and the console. */
+export class ApiClient {
+  readonly server: string;
+  readonly #key: string | undefined;
+  readonly #timeoutMs: number;
+
+  constructor(options: ApiClientOptions) {
+    this.server = options.server.replace(/\/+$/, '');
+    this.#key = options.key;
+    this.#timeoutMs = options.timeoutMs ?? 30_000;
+  }
+
+  async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse<T>> {
+    const url = new URL(`${this.server}/api/v1${path}`);
+    for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
+    if (this.#key !== undefined) headers['authorization'] = `Bearer ${this.#key}`;
+    let body: string | undefined;
+    if (options.json !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(options.json);
+    } else if (options.text !== undefined) {
+      headers['content-type'] = options.contentType ?? 'text/plain';
+      body = options.text;
+    }
+    let res: Response;
+    try {
+      res = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(this.#timeoutMs) });
+    } catch (e) {
+      throw unreachable(this.server, e);
+    }
+    const text = await res.text();
+    const isJson = (res.headers.get('content-type') ?? '').includes('json');
+    if (!res.ok) throw toApiError(res.status, text, isJson);
+    return { status: res.status, headers: res.headers, body: (isJson && text !== '' ? JSON.parse(text) : text) as T };
+  }
+
+  async health(): Promise<HealthView> {
+    return (await this.request<HealthView>('GET', '/health')).body;
+  }
+  async whoami(): Promise<WhoAmI> {
+    return (await this.request<WhoAmI>('GET', '/whoami')).body;
+  }
+  async listModels(): Promise<ModelView[]> {
+    return (await this.request<ListOf<ModelView>>('GET', '/models')).body.items;
+  }
+  async getModel(name: string): Promise<ModelView> {
+    return (await this.request<ModelView>('GET', `/models/${encodeURIComponent(name)}`)).body;
+  }
+  async addModel(spec: unknown): Promise<ModelView> {
+    return (await this.request<ModelView>('POST', '/models', { json: spec })).body;
+  }
+  async replaceModel(name: string, spec: unknown): Promise<ModelView> {
+    return (await this.request<ModelView>('PUT', `/models/${encodeURIComponent(name)}`, { json: spec })).body;
+  }
+  async patchModel(name: string, patch: unknown): Promise<ModelView> {
+    return (await this.request<ModelView>('PATCH', `/models/${encodeURIComponent(name)}`, { json: patch })).body;
+  }
+  async deleteModel(name: string): Promise<ModelView> {
+    return (await this.request<ModelView>('DELETE', `/models/${encodeURIComponent(name)}`)).body;
+  }
+  async listKeys(includeRevoked = false): Promise<KeyView[]> {
+    return (await this.request<ListOf<KeyView>>('GET', '/keys', { query: { revoked: includeRevoked ? 'true' : undefined } })).body.items;
+  }
+  async createKey(name: string, role: 'admin' | 'user'): Promise<CreatedKey> {
+    return (await this.request<CreatedKey>('POST', '/keys', { json: { name, role } })).body;
+  }
+  async revokeKey(name: string): Promise<KeyView> {
+    return (await this.request<KeyView>('DELETE', `/keys/${encodeURIComponent(name)}`)).body;
+  }
+  async audit(filter: { limit?: number; before?: number; actor?: string; target?: string; action?: string; since?: string } = {}): Promise<AuditView[]> {
+    return (await this.request<ListOf<AuditView>>('GET', '/audit', { query: filter })).body.items;
+  }
+  async getConfig(): Promise<{ text: string; etag: string; path: string; overriddenByEnv: string[] }> {
+    const res = await this.request<string>('GET', '/config', { headers: { accept: 'application/yaml' } });
+    return {
+      text: res.body,
+      etag: res.headers.get('etag') ?? '',
+      path: res.headers.get('x-llmgw-config-path') ?? '',
+      overriddenByEnv: (res.headers.get('x-llmgw-overridden-by-env') ?? '').split(',').filter((s) => s !== ''),
+    };
+  }
+  async putConfig(text: string, etag?: string): Promise<ConfigChangeView> {
+    const headers: Record<string, string> = etag === undefined || etag === '' ? {} : { 'if-match': etag };
+    return (await this.request<ConfigChangeView>('PUT', '/config', { text, contentType: 'application/yaml', headers })).body;
+  }
+}
+
+function toApiError(status: number, text: string, isJson: boolean): ApiError {
+  if (isJson) {
+    try {
+      const body = JSON.parse(text) as Partial<ErrorBody>;
+      if (body.error !== undefined) {
+        const code = (body.error.code in errorStatus ? body.error.code : 'internal') as ErrorCode;
+        const issues = (body.error.issues ?? []).map((i) => ({ path: i.path === '' ? [] : [i.path], message: i.message, ...(i.line === undefined ? {} : { line: i.line }) }));
+        return new ApiError(status, code, body.error.message, issues);
+      }
+    } catch {
+      // Not our error shape: fall through to the status alone.
+    }
+  }
+  return new ApiError(status, status >= 500 ? 'internal' : 'invalid_argument', `the server answered ${status}: ${text.slice(0, 200)}`, []);
+}
+
+function unreachable(server: string, e: unknown): LlmgwError {
+  const cause = (e as { cause?: { code?: string } } | null)?.cause?.code;
+  const why = (e as { name?: string } | null)?.name === 'TimeoutError' ? 'it did not answer in time' : (cause ?? messageOf(e));
+  return new LlmgwError('unavailable', `cannot reach the control plane at ${server} (${why}): is it running? (llmgw up starts one on this machine; --server or LLMGW_SERVER points elsewhere)`, { cause: e });
+}

@@ -1,0 +1,128 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { describe, expect, it } from 'vitest';
+
+import { loadSettings, SettingsError } from './load.js';
+
+function dir(): string {
+  return mkdtempSync(join(tmpdir(), 'llmgw-config-'));
+}
+
+function load(text: string | undefined, env: Record<string, string> = {}) {
+  const d = dir();
+  const path = join(d, 'llmgw.yaml');
+  if (text !== undefined) writeFileSync(path, text);
+  return loadSettings({ path: text === undefined ? undefined : path, env: { LLMGW_DATA_DIR: join(d, 'data'), ...env }, cwd: d });
+}
+
+function refusal(text: string, env: Record<string, string> = {}): SettingsError {
+  try {
+    load(text, env);
+  } catch (e) {
+    if (e instanceof SettingsError) return e;
+    throw e;
+  }
+  throw new Error('expected the settings to be refused');
+}
+
+describe('settings', () => {
+  it('has working defaults with no file at all', () => {
+    const d = dir();
+    const { settings, source } = loadSettings({ env: {}, cwd: d });
+    expect(settings.listen).toBe('127.0.0.1:8080');
+    expect(settings.data_dir).toBe(join(d, '.llmgw'));
+    expect(settings.database).toBe(`sqlite:${join(d, '.llmgw', 'llmgw.db')}`);
+    expect(settings.agent.engines.llamacpp).toEqual({ parallel: 4, threads: 0 });
+    expect(settings.models).toEqual([]);
+    expect(source).toMatchObject({ path: join(d, '.llmgw', 'config.yaml'), exists: false, text: '' });
+  });
+
+  it('reads the file and the models it declares', () => {
+    const { settings } = load(
+      ['listen: 0.0.0.0:9000', 'database: postgres://u@db:5432/llmgw', 'agent:', '  engines:', '    llamacpp:', '      bin: /opt/llama-server', '      threads: 8', 'models:', '  - name: tiny', '    source: /m/tiny.gguf', '    profiles: [{name: cpu, engine: llamacpp, cpu: true}]'].join('\n'),
+    );
+    expect(settings.listen).toBe('0.0.0.0:9000');
+    expect(settings.database).toBe('postgres://u@db:5432/llmgw');
+    expect(settings.agent.engines.llamacpp).toEqual({ bin: '/opt/llama-server', parallel: 4, threads: 8 });
+    expect(settings.models.map((m) => m.name)).toEqual(['tiny']);
+    expect(Object.isFrozen(settings.models)).toBe(true);
+  });
+
+  it('lets the environment win over the file, key by key', () => {
+    const { settings, source } = load('listen: 127.0.0.1:8080\nagent: {engines: {llamacpp: {parallel: 2}}}\n', {
+      LLMGW_LISTEN: '127.0.0.1:9999',
+      LLMGW_DATABASE: 'sqlite:/tmp/x.db',
+      LLMGW_AGENT_ENGINES_LLAMACPP_BIN: '/usr/local/bin/llama-server',
+      LLMGW_AGENT_ENGINES_LLAMACPP_PARALLEL: '8',
+    });
+    expect(settings.listen).toBe('127.0.0.1:9999');
+    expect(settings.database).toBe('sqlite:/tmp/x.db');
+    expect(settings.agent.engines.llamacpp).toEqual({ bin: '/usr/local/bin/llama-server', parallel: 8, threads: 0 });
+    expect(source.fromEnv).toEqual(['listen', 'database', 'data_dir', 'agent.engines.llamacpp.bin', 'agent.engines.llamacpp.parallel']);
+  });
+
+  it('takes models from the environment as YAML', () => {
+    const { settings } = load(undefined, { LLMGW_MODELS: '[{name: e, source: /m.gguf, profiles: [{name: c, engine: llamacpp, cpu: true}]}]' });
+    expect(settings.models.map((m) => m.name)).toEqual(['e']);
+  });
+
+  it('uses LLMGW_CONFIG when no --config is given', () => {
+    const d = dir();
+    const path = join(d, 'from-env.yaml');
+    writeFileSync(path, 'listen: 127.0.0.1:7000\n');
+    expect(loadSettings({ env: { LLMGW_CONFIG: path }, cwd: d }).settings.listen).toBe('127.0.0.1:7000');
+  });
+
+  it('refuses a named file that does not exist', () => {
+    expect(() => loadSettings({ path: '/nonexistent/llmgw.yaml', env: {} })).toThrow('settings file /nonexistent/llmgw.yaml does not exist: create it, or leave out --config');
+  });
+
+  it('names file, line and key of a misspelt key, with the likely intended one', () => {
+    const e = refusal('listen: 127.0.0.1:8080\ndata_dri: /var/lib/llmgw\n');
+    expect(e.message).toMatch(/llmgw\.yaml:2: data_dri: unknown key "data_dri"; did you mean "data_dir"\?/);
+    expect(e.message).toContain('nothing was applied');
+  });
+
+  it('names the line of a nested key of the wrong type', () => {
+    const e = refusal('agent:\n  engines:\n    llamacpp:\n      parallel: many\n');
+    expect(e.message).toMatch(/llmgw\.yaml:4: agent\.engines\.llamacpp\.parallel: expected a number, got "many"/);
+  });
+
+  it('names the line of a catalog rule broken inside models:', () => {
+    const e = refusal(
+      ['models:', '  - name: big', '    source: /m/big', '    profiles:', '      - name: gpu', '        engine: llamacpp', '        gpu_class: a100-80g', '        tp: 2'].join('\n'),
+    );
+    expect(e.message).toMatch(/llmgw\.yaml:8: models\[0\]\.profiles\[0\]\.tp: llamacpp splits a model .* write gpus_per_node: 2 instead/);
+  });
+
+  it('explains listen and database values it cannot use', () => {
+    expect(refusal('listen: 8080\n').message).toMatch(/:1: listen: expected HOST:PORT, e\.g\. 127\.0\.0\.1:8080/);
+    expect(refusal('database: mysql://x\n').message).toMatch(/:1: database: expected sqlite:PATH .* or a PostgreSQL URL/);
+  });
+
+  it('reports YAML syntax errors with their line', () => {
+    expect(refusal('listen: 127.0.0.1:8080\nmodels: [\n').message).toMatch(/llmgw\.yaml:\d: not valid YAML/);
+    expect(refusal('listen: a\nlisten: b\n').message).toMatch(/llmgw\.yaml:2: not valid YAML: Map keys must be unique/);
+  });
+
+  it('refuses a file that is not a mapping', () => {
+    expect(refusal('- a\n- b\n').message).toContain('expected a mapping of keys (listen:, database:, models:, ...) at the top');
+  });
+
+  it('names the environment variable behind a bad value', () => {
+    const e = refusal('', { LLMGW_AGENT_ENGINES_LLAMACPP_THREADS: 'lots' });
+    expect(e.message).toContain('agent.engines.llamacpp.threads: expected a number, got "lots" (from the environment variable LLMGW_AGENT_ENGINES_LLAMACPP_THREADS)');
+  });
+
+  it('warns of LLMGW_ variables that set nothing', () => {
+    const { warnings } = load('', { LLMGW_LISTN: ':8080', LLMGW_ADMIN_KEY: 'x'.repeat(30) });
+    expect(warnings).toEqual(['environment variable LLMGW_LISTN sets nothing; did you mean LLMGW_LISTEN?']);
+  });
+
+  it('refuses a model declared twice', () => {
+    const m = '  - {name: a, source: /a, profiles: [{name: c, engine: llamacpp, cpu: true}]}';
+    expect(refusal(`models:\n${m}\n${m}\n`).message).toMatch(/:3: models\[1\]\.name: model "a" is declared twice/);
+  });
+});

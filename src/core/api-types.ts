@@ -1,0 +1,70 @@
+import type { ModelSpec } from '../catalog/model-spec.js';
+
+/** What the control plane's API sends, shared by the server and its clients. */
+
+export interface ModelMetadata {
+  /** `config`: declared in the settings file, read-only through the API. `api`: added through it. */
+  origin: 'config' | 'api';
+  version?: number;
+  created_at?: string;
+  created_by?: string;
+  updated_at?: string;
+  updated_by?: string;
+}
+
+export type ModelView = ModelSpec & { metadata: ModelMetadata };
+
+export interface KeyView {
+  name: string;
+  role: 'admin' | 'user';
+  prefix: string;
+  created_at: string;
+  created_by: string;
+  revoked_at: string | null;
+  revoked_by: string | null;
+  last_used_at: string | null;
+}
+
+export interface CreatedKey {
+  key: KeyView;
+  /** Shown once: only its hash is kept. */
+  secret: string;
+}
+
+export interface AuditView {
+  id: number;
+  at: string;
+  actor: string;
+  action: string;
+  target: string;
+  detail: Record<string, unknown>;
+}
+
+export interface ConfigChangeView {
+  changed: boolean;
+  applied: string[];
+  restart_required: string[];
+  /** Keys set from the environment, which still win over what was written. */
+  overridden_by_env: string[];
+}
+
+export interface WhoAmI {
+  name: string;
+  role: 'admin' | 'user';
+}
+
+export interface HealthView {
+  status: 'ok' | 'unavailable';
+  version: string;
+  store: 'sqlite' | 'postgres';
+  error?: string;
+}
+
+export interface ListOf<T> {
+  items: T[];
+}
+
+/** Every refusal on the wire. */
+export interface ErrorBody {
+  error: { code: string; message: string; issues?: { path: string; message: string; line?: number }[] };
+}

@@ -1,0 +1,73 @@
+import { randomUUID } from 'node:crypto';
+
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+
+import type { Principal } from '../../auth/authenticator.js';
+import type { HealthView, WhoAmI } from '../../core/api-types.js';
+import { LlmgwError, messageOf } from '../../core/errors.js';
+import { auditRoutes } from './audit.js';
+import { configRoutes } from './config.js';
+import { principalOf, type ApiDeps, type ApiEnv } from './context.js';
+import { errorResponse } from './errors.js';
+import { keyRoutes } from './keys.js';
+import { modelRoutes } from './models.js';
+
+export const apiPrefix = '/api/v1';
+
+/** The control plane's API under /api/v1: JSON, every route but health behind a key. */
+export function createApi(deps: ApiDeps): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>().basePath(apiPrefix);
+
+  app.use('*', async (c, next) => {
+    const requestId = validRequestId(c.req.header('x-request-id')) ?? randomUUID();
+    c.set('requestId', requestId);
+    c.header('X-Request-Id', requestId);
+    const started = performance.now();
+    await next();
+    deps.logger.info(
+      {
+        requestId,
+        method: c.req.method,
+        path: c.req.path,
+        status: c.res.status,
+        ms: Math.round((performance.now() - started) * 10) / 10,
+        key: (c.get('principal') as Principal | undefined)?.name,
+      },
+      'api request',
+    );
+  });
+  app.onError((err, c) => errorResponse(c, err, deps.logger));
+  app.notFound((c) =>
+    errorResponse(c, new LlmgwError('not_found', `no API route ${c.req.method} ${c.req.path} (llmgw ctl --help lists what the API offers)`), deps.logger),
+  );
+  app.use('*', bodyLimit({ maxSize: 1024 * 1024, onError: () => { throw new LlmgwError('payload_too_large', 'the request body is too large: the API takes up to 1 MiB'); } }));
+
+  app.get('/health', async (c) => {
+    try {
+      await deps.store.ping();
+      return c.json<HealthView>({ status: 'ok', version: deps.version, store: deps.store.dialect });
+    } catch (e) {
+      return c.json<HealthView>({ status: 'unavailable', version: deps.version, store: deps.store.dialect, error: `the store does not answer: ${messageOf(e)}` }, 503);
+    }
+  });
+
+  app.use('*', async (c, next) => {
+    c.set('principal', await deps.auth.authenticate(c.req.header('authorization')));
+    await next();
+  });
+
+  app.get('/whoami', (c) => {
+    const p = principalOf(c);
+    return c.json<WhoAmI>({ name: p.name, role: p.role });
+  });
+  app.route('/models', modelRoutes(deps));
+  app.route('/keys', keyRoutes(deps));
+  app.route('/audit', auditRoutes(deps));
+  app.route('/config', configRoutes(deps));
+  return app;
+}
+
+function validRequestId(id: string | undefined): string | undefined {
+  return id !== undefined && /^[A-Za-z0-9._:-]{1,128}$/.test(id) ? id : undefined;
+}

@@ -1,0 +1,31 @@
+import { Hono } from 'hono';
+
+import { LlmgwError } from '../../core/errors.js';
+import { adminOnly, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+
+/** The settings file as text: read it, or replace it whole (validated first, written atomically). */
+export function configRoutes(deps: ApiDeps): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+  app.use('*', adminOnly);
+
+  app.get('/', (c) => {
+    const { source } = deps.settings.current;
+    c.header('ETag', deps.settings.etag);
+    c.header('X-Llmgw-Config-Path', source.path);
+    if (source.fromEnv.length > 0) c.header('X-Llmgw-Overridden-By-Env', source.fromEnv.join(','));
+    return c.body(source.text, 200, { 'Content-Type': 'application/yaml; charset=utf-8' });
+  });
+
+  app.put('/', async (c) => {
+    const type = c.req.header('content-type') ?? '';
+    if (!/^(application\/(x-)?yaml|text\/(x-)?yaml|text\/plain)\b/i.test(type)) {
+      throw new LlmgwError('unsupported_media_type', `send the settings file as text with "Content-Type: application/yaml" (got "${type || 'none'}")`);
+    }
+    const text = await c.req.text();
+    const change = await deps.settings.replace(text, principalOf(c).name, c.req.header('if-match'));
+    c.header('ETag', deps.settings.etag);
+    return c.json(change);
+  });
+
+  return app;
+}

@@ -1,0 +1,71 @@
+import type { Context, MiddlewareHandler } from 'hono';
+import type { Logger } from 'pino';
+import type { z } from 'zod';
+
+import type { Authenticator, Principal } from '../../auth/authenticator.js';
+import { requireRole } from '../../auth/authenticator.js';
+import { formatIssues, LlmgwError } from '../../core/errors.js';
+import { issuesFromZod } from '../../core/zod-issues.js';
+import type { Store } from '../../store/store.js';
+import type { Catalog } from '../catalog.js';
+import type { SettingsHolder } from '../settings-holder.js';
+
+/** What every API route can reach. */
+export interface ApiDeps {
+  store: Store;
+  catalog: Catalog;
+  settings: SettingsHolder;
+  auth: Authenticator;
+  logger: Logger;
+  version: string;
+}
+
+export interface ApiEnv {
+  Variables: { principal: Principal; requestId: string };
+}
+
+export type ApiContext = Context<ApiEnv>;
+
+export function principalOf(c: ApiContext): Principal {
+  return c.get('principal');
+}
+
+/** Lets the route on only with an admin key. */
+export const adminOnly: MiddlewareHandler<ApiEnv> = async (c, next) => {
+  requireRole(principalOf(c), 'admin');
+  await next();
+};
+
+/** The JSON body, checked against a strict schema: unknown fields are refused by name. */
+export async function jsonBody<T extends z.ZodType>(c: ApiContext, schema: T): Promise<z.output<T>> {
+  const raw = await rawJson(c);
+  const parsed = schema.safeParse(raw, { reportInput: true });
+  if (!parsed.success) {
+    const issues = issuesFromZod(schema, parsed.error);
+    throw new LlmgwError('invalid_argument', `invalid request body:\n${formatIssues(issues)}`, { issues });
+  }
+  return parsed.data;
+}
+
+/** The body as JSON of any shape, for bodies validated further in (models). */
+export async function rawJson(c: ApiContext): Promise<unknown> {
+  const type = c.req.header('content-type') ?? '';
+  if (!/^application\/(?:[\w.+-]+\+)?json\b/i.test(type)) {
+    throw new LlmgwError('unsupported_media_type', `send the body as JSON with "Content-Type: application/json" (got "${type || 'none'}")`);
+  }
+  const text = await c.req.text();
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e) {
+    throw new LlmgwError('invalid_argument', `the body is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+/** `If-Match: "3"` as a model version. */
+export function ifMatchVersion(c: ApiContext): number | undefined {
+  const header = c.req.header('if-match');
+  if (header === undefined) return undefined;
+  const m = /^(?:W\/)?"?(\d+)"?$/.exec(header.trim());
+  if (m?.[1] === undefined) throw new LlmgwError('invalid_argument', `If-Match must be a model version such as "3" (got ${header})`);
+  return Number(m[1]);
+}

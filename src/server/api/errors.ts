@@ -1,0 +1,38 @@
+import type { Context } from 'hono';
+import type { Logger } from 'pino';
+
+import type { ErrorBody } from '../../core/api-types.js';
+import { formatPath, isLlmgwError, LlmgwError } from '../../core/errors.js';
+import { redact } from '../../core/redact.js';
+
+/**
+ * The one place an error becomes an API response. Refusals keep their code and
+ * message; anything unexpected is logged in full and answered with a request id only,
+ * so no internals (or secrets) reach the client.
+ */
+export function errorResponse(c: Context, error: unknown, logger: Logger): Response {
+  const e = normalise(error);
+  if (e.code === 'internal') {
+    const requestId = (c.get('requestId') as string | undefined) ?? 'unknown';
+    logger.error({ err: { message: redact(messageWithCause(error)), stack: error instanceof Error ? redact(error.stack ?? '') : undefined }, requestId }, 'internal error');
+  }
+  const body: ErrorBody = { error: { code: e.code, message: redact(e.message) } };
+  if (e.issues.length > 0) {
+    body.error.issues = e.issues.map((i) => ({ path: formatPath(i.path), message: i.message, ...(i.line === undefined ? {} : { line: i.line }) }));
+  }
+  return c.json(body, e.status as 400);
+}
+
+function normalise(error: unknown): LlmgwError {
+  if (isLlmgwError(error)) return error;
+  // Hono's body limit and malformed requests arrive as HTTPException with a status.
+  const status = (error as { status?: unknown } | null)?.status;
+  if (status === 413) return new LlmgwError('payload_too_large', 'the request body is too large (the API takes up to 1 MiB)');
+  const requestId = 'see the control plane log';
+  return new LlmgwError('internal', `internal error (${requestId}); nothing was changed unless the response said so`);
+}
+
+function messageWithCause(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  return e.cause === undefined ? e.message : `${e.message}: ${messageWithCause(e.cause)}`;
+}

@@ -1,0 +1,55 @@
+import { Hono } from 'hono';
+
+import type { ListOf, ModelView } from '../../core/api-types.js';
+import { adminOnly, ifMatchVersion, principalOf, rawJson, type ApiDeps, type ApiEnv } from './context.js';
+
+export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+
+  app.get('/', async (c) => c.json<ListOf<ModelView>>({ items: await deps.catalog.list() }));
+
+  app.get('/:name', async (c) => {
+    const model = await deps.catalog.get(c.req.param('name'));
+    if (model.metadata.version !== undefined) c.header('ETag', `"${model.metadata.version}"`);
+    return c.json(model);
+  });
+
+  app.post('/', adminOnly, async (c) => {
+    const model = await deps.catalog.add(stripMetadata(await rawJson(c)), principalOf(c).name);
+    c.header('Location', `/api/v1/models/${model.name}`);
+    return c.json(model, 201);
+  });
+
+  app.put('/:name', adminOnly, async (c) => {
+    const body = await rawJson(c);
+    const model = await deps.catalog.replace(c.req.param('name'), stripMetadata(body), principalOf(c).name, expectedVersion(c, body));
+    return c.json(model);
+  });
+
+  app.patch('/:name', adminOnly, async (c) => {
+    const body = await rawJson(c);
+    const model = await deps.catalog.patch(c.req.param('name'), stripMetadata(body), principalOf(c).name, expectedVersion(c, body));
+    return c.json(model);
+  });
+
+  app.delete('/:name', adminOnly, async (c) => c.json(await deps.catalog.remove(c.req.param('name'), principalOf(c).name)));
+
+  return app;
+}
+
+/**
+ * A model read from the API carries `metadata`; sending it back unchanged is allowed
+ * (its version then guards against a concurrent change), everything else in it is ignored.
+ */
+function stripMetadata(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || !('metadata' in body)) return body;
+  const { metadata: _metadata, ...rest } = body as Record<string, unknown>;
+  return rest;
+}
+
+function expectedVersion(c: Parameters<typeof ifMatchVersion>[0], body: unknown): number | undefined {
+  const fromHeader = ifMatchVersion(c);
+  if (fromHeader !== undefined) return fromHeader;
+  const version = (body as { metadata?: { version?: unknown } } | null)?.metadata?.version;
+  return typeof version === 'number' ? version : undefined;
+}

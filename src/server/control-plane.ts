@@ -1,0 +1,76 @@
+import { getRequestListener } from '@hono/node-server';
+import type { Logger } from 'pino';
+
+import { Authenticator } from '../auth/authenticator.js';
+import type { LoadedSettings, LoadOptions } from '../config/load.js';
+import type { Store } from '../store/store.js';
+
+import { ensureAdminKey } from './admin-key.js';
+import { apiPrefix, createApi } from './api/app.js';
+import { Catalog } from './catalog.js';
+import { HttpServer } from './http-server.js';
+import { SettingsHolder } from './settings-holder.js';
+
+export interface ControlPlaneOptions {
+  settings: LoadedSettings;
+  /** How the settings were loaded, to validate replacements the same way. */
+  loadOptions: LoadOptions;
+  /** The store, opened by the composition root. Closed by stop(). */
+  store: Store;
+  logger: Logger;
+  version: string;
+  /** LLMGW_ADMIN_KEY. */
+  adminKey?: string | undefined;
+  /** Overrides the settings' listen address (tests use 127.0.0.1:0). */
+  listen?: string;
+}
+
+/** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
+export class ControlPlane {
+  readonly url: string;
+  /** The admin key made on this first start, to be shown once; undefined otherwise. */
+  readonly generatedAdminKey: string | undefined;
+  readonly settings: SettingsHolder;
+  readonly catalog: Catalog;
+  readonly store: Store;
+  readonly #http: HttpServer;
+  readonly #logger: Logger;
+
+  private constructor(init: { url: string; generatedAdminKey: string | undefined; settings: SettingsHolder; catalog: Catalog; store: Store; http: HttpServer; logger: Logger }) {
+    this.url = init.url;
+    this.generatedAdminKey = init.generatedAdminKey;
+    this.settings = init.settings;
+    this.catalog = init.catalog;
+    this.store = init.store;
+    this.#http = init.http;
+    this.#logger = init.logger;
+  }
+
+  static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
+    const { store, logger } = options;
+    const { generated } = await ensureAdminKey(store, options.adminKey);
+    const settings = new SettingsHolder({ initial: options.settings, store, loadOptions: options.loadOptions });
+    const catalog = new Catalog({ store, declared: () => settings.current.settings.models, settingsPath: () => settings.current.source.path });
+    const auth = new Authenticator({ store });
+    const api = createApi({ store, catalog, settings, auth, logger, version: options.version });
+
+    const http = new HttpServer();
+    http.mount(`${apiPrefix}/`, getRequestListener(api.fetch));
+    const url = await http.listen(options.listen ?? options.settings.settings.listen);
+    settings.onChange((next, previous) => {
+      logger.info({ from: previous.source.path }, 'settings replaced');
+      const restart = (['listen', 'database', 'data_dir'] as const).filter((k) => next.settings[k] !== previous.settings[k]);
+      if (restart.length > 0) logger.warn({ keys: restart }, 'these settings take effect at the next start');
+    });
+    logger.info({ url, store: store.dialect, settings: options.settings.source.path, declaredModels: options.settings.settings.models.length }, 'control plane listening');
+    return new ControlPlane({ url, generatedAdminKey: generated, settings, catalog, store, http, logger });
+  }
+
+  /** Stops taking requests, finishes those in flight, then closes the store. */
+  async stop(): Promise<void> {
+    this.#logger.info('control plane stopping');
+    await this.#http.close();
+    await this.store.close();
+    this.#logger.info('control plane stopped');
+  }
+}
