@@ -23,7 +23,8 @@ export const profileSchema = z.strictObject({
   cpu: z.boolean().optional(),
   tp: count().optional(),
   pp: count().optional(),
-  gpus_per_node: count().optional(),
+  // 0 is what a CPU profile reads back as; a GPU profile is refused it in rules.ts.
+  gpus_per_node: z.int().min(0).optional(),
   nodes: count().optional(),
   args: z.array(z.string()).default([]),
   env: z.record(z.string(), z.string()).default({}),

@@ -86,6 +86,7 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
     }
     gpusPerNode = 0;
   } else if (p.gpu_class !== undefined) {
+    if (p.gpus_per_node === 0) add(['gpus_per_node'], 'a GPU profile takes at least one card: write gpus_per_node: 1 or more, or cpu: true');
     const classProblem = gpuClassProblem(p.gpu_class);
     if (classProblem !== undefined) add(['gpu_class'], classProblem);
     else if (isMigClass(p.gpu_class)) {

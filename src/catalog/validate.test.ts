@@ -34,6 +34,7 @@ const refusals: [string, unknown, string, string][] = [
   ['MIG across nodes', gpu({ engine: 'vllm', gpu_class: 'h200-141g-mig-1c.3g.71gb', nodes: 2 }), 'profiles[0].nodes', 'remove nodes: 2'],
   ['tp × pp not the cards', gpu({ engine: 'vllm', gpu_class: 'a100-80g', tp: 2, gpus_per_node: 4 }), 'profiles[0].gpus_per_node', 'tp (2) × pp (1) is 2 cards, but gpus_per_node (4) × nodes (1) is 4: they must be equal; write gpus_per_node: 2'],
   ['tp over nodes not divisible', gpu({ engine: 'vllm', gpu_class: 'a100-80g', tp: 3, nodes: 2 }), 'profiles[0].nodes', 'tp and pp whose product is a multiple of nodes (2)'],
+  ['a GPU profile of no cards', gpu({ engine: 'vllm', gpu_class: 'a100-80g', gpus_per_node: 0 }), 'profiles[0].gpus_per_node', 'a GPU profile takes at least one card'],
   ['zero tp', gpu({ engine: 'vllm', gpu_class: 'a100-80g', tp: 0 }), 'profiles[0].tp', 'must be at least 1, got 0'],
   ['LoRA on trtllm', gpu({ engine: 'trtllm', gpu_class: 'h100-80g', adapters: [{ name: 'sql', path: '/a' }] }), 'profiles[0].adapters', 'serve them with engine: vllm, sglang or llamacpp'],
   ['an adapter name that is no DNS label', gpu({ engine: 'vllm', gpu_class: 'l4-24g', adapters: [{ name: 'My_SQL', path: '/a' }] }), 'profiles[0].adapters[0].name', 'write "my-sql" instead'],
@@ -79,6 +80,14 @@ describe('catalog validation', () => {
     if (!r.ok) throw new Error(formatIssues(r.issues));
     expect(r.model.profiles[0]).toMatchObject({ args: [], env: {}, adapters: [], ...expected });
     expect(r.model.replicas).toBe(1);
+  });
+
+  it('accepts what it returns: a validated model read back validates to itself', () => {
+    for (const [, input] of accepted) {
+      const first = validateModel(input);
+      if (!first.ok) throw new Error('expected valid');
+      expect(validateModel(first.model)).toEqual(first);
+    }
   });
 
   it('reports every problem at once, not the first alone', () => {

@@ -12,13 +12,13 @@ import { UsageError } from './usage-error.js';
 export class Runner {
   exitCode = 0;
 
-  action<A extends unknown[]>(handler: (ctx: { opts: Record<string, unknown>; o: Output; cmd: Command }, ...args: A) => Promise<void> | void) {
+  action(handler: (ctx: { opts: Record<string, unknown>; o: Output; cmd: Command }, ...args: string[]) => Promise<void> | void) {
     return async (...raw: unknown[]): Promise<void> => {
       const cmd = raw[raw.length - 1] as Command;
       const opts = cmd.optsWithGlobals();
       const o = stdio(opts['json'] === true);
       try {
-        await handler({ opts, o, cmd }, ...(raw.slice(0, -2) as A));
+        await handler({ opts, o, cmd }, ...(raw.slice(0, -2) as string[]));
       } catch (e) {
         printError(o, e);
         this.exitCode = e instanceof UsageError ? 2 : 1;

@@ -147,7 +147,8 @@ function toApiError(status: number, text: string, isJson: boolean): ApiError {
 }
 
 function unreachable(server: string, e: unknown): LlmgwError {
-  const cause = (e as { cause?: { code?: string } } | null)?.cause?.code;
+  const inner = (e as { cause?: { code?: string; message?: string; errors?: { code?: string }[] } } | null)?.cause;
+  const cause = inner?.code ?? inner?.errors?.[0]?.code ?? inner?.message;
   const why = (e as { name?: string } | null)?.name === 'TimeoutError' ? 'it did not answer in time' : (cause ?? messageOf(e));
   return new LlmgwError('unavailable', `cannot reach the control plane at ${server} (${why}): is it running? (llmgw up starts one on this machine; --server or LLMGW_SERVER points elsewhere)`, { cause: e });
 }

@@ -17,7 +17,7 @@ export function generateSecret(kind: SecretKind): string {
   const bytes = randomBytes(32);
   let body = '';
   // 32 base62 characters: about 190 bits. The modulo bias of 256 % 62 is irrelevant at this length.
-  for (let i = 0; i < 32; i++) body += alphabet[(bytes[i] ?? 0) % alphabet.length];
+  for (let i = 0; i < 32; i++) body += alphabet.charAt((bytes[i] ?? 0) % alphabet.length);
   return `llmgw_${kind}_${body}`;
 }
 

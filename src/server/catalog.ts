@@ -138,11 +138,11 @@ function storedView(m: StoredModel): ModelView {
 /** RFC 7386: objects merge key by key, null removes a key, anything else replaces. */
 export function mergePatch(target: unknown, patch: unknown): unknown {
   if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
-  const base: Record<string, unknown> =
-    typeof target === 'object' && target !== null && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
-  for (const [k, v] of Object.entries(patch as Record<string, unknown>)) {
-    if (v === null) delete base[k];
-    else base[k] = mergePatch(base[k], v);
-  }
-  return base;
+  const base = typeof target === 'object' && target !== null && !Array.isArray(target) ? (target as Record<string, unknown>) : {};
+  const changes = patch as Record<string, unknown>;
+  const kept = Object.entries(base).filter(([k]) => !(k in changes));
+  const changed = Object.entries(changes)
+    .filter(([, v]) => v !== null)
+    .map(([k, v]) => [k, mergePatch(base[k], v)] as const);
+  return Object.fromEntries([...kept, ...changed]);
 }

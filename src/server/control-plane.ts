@@ -55,7 +55,10 @@ export class ControlPlane {
     const api = createApi({ store, catalog, settings, auth, logger, version: options.version });
 
     const http = new HttpServer();
-    http.mount(`${apiPrefix}/`, getRequestListener(api.fetch));
+    const apiListener = getRequestListener(api.fetch);
+    http.mount(`${apiPrefix}/`, (req, res) => {
+      void apiListener(req, res);
+    });
     const url = await http.listen(options.listen ?? options.settings.settings.listen);
     settings.onChange((next, previous) => {
       logger.info({ from: previous.source.path }, 'settings replaced');

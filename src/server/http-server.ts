@@ -83,9 +83,9 @@ export class HttpServer {
    */
   async close(graceMs = 10_000): Promise<void> {
     if (!this.#server.listening) return;
-    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    const closed = new Promise<void>((resolve) => this.#server.close(() => { resolve(); }));
     this.#server.closeIdleConnections();
-    const timer = setTimeout(() => this.#server.closeAllConnections(), graceMs);
+    const timer = setTimeout(() => { this.#server.closeAllConnections(); }, graceMs);
     await closed;
     clearTimeout(timer);
   }

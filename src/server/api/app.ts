@@ -16,7 +16,7 @@ import { modelRoutes } from './models.js';
 export const apiPrefix = '/api/v1';
 
 /** The control plane's API under /api/v1: JSON, every route but health behind a key. */
-export function createApi(deps: ApiDeps): Hono<ApiEnv> {
+export function createApi(deps: ApiDeps) {
   const app = new Hono<ApiEnv>().basePath(apiPrefix);
 
   app.use('*', async (c, next) => {

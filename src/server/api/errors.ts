@@ -20,6 +20,8 @@ export function errorResponse(c: Context, error: unknown, logger: Logger): Respo
   if (e.issues.length > 0) {
     body.error.issues = e.issues.map((i) => ({ path: formatPath(i.path), message: i.message, ...(i.line === undefined ? {} : { line: i.line }) }));
   }
+  // The rest of an oversized body is never read: the connection cannot carry another request.
+  if (e.code === 'payload_too_large') c.header('Connection', 'close');
   return c.json(body, e.status as 400);
 }
 

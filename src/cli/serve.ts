@@ -1,0 +1,95 @@
+import type { Logger } from 'pino';
+
+import { loadSettings, SettingsError, type LoadOptions } from '../config/load.js';
+import { ControlPlane } from '../server/control-plane.js';
+import { openStore } from '../store/open.js';
+
+import { stringOpt } from './command.js';
+import { readLogin, saveLogin } from './ctl/login-file.js';
+import { createLogger } from './logger.js';
+import type { Output } from './output.js';
+import { UsageError } from './usage-error.js';
+import { version } from './version.js';
+
+export interface ServeOptions {
+  mode: 'server' | 'up';
+  opts: Record<string, unknown>;
+  o: Output;
+}
+
+export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
+  const logger = createLogger(mode === 'up' ? 'llmgw-up' : 'control-plane');
+  const loadOptions: LoadOptions = { path: stringOpt(opts, 'config'), env: process.env };
+  let loaded;
+  try {
+    loaded = loadSettings(loadOptions);
+  } catch (e) {
+    // An invalid settings file is the operator's input: refused before anything starts.
+    if (e instanceof SettingsError) throw new UsageError(e.message);
+    throw e;
+  }
+  for (const w of loaded.warnings) logger.warn(w);
+  const store = await openStore(loaded.settings.database);
+  let cp: ControlPlane;
+  try {
+    cp = await ControlPlane.start({
+      settings: loaded,
+      loadOptions,
+      store,
+      logger,
+      version,
+      adminKey: process.env['LLMGW_ADMIN_KEY'],
+      ...(stringOpt(opts, 'listen') === undefined ? {} : { listen: stringOpt(opts, 'listen') }),
+    });
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+  if (cp.generatedAdminKey !== undefined) announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
+  await untilSignalled(logger);
+  await cp.stop();
+}
+
+/** Shown once, on the first start: only the key's hash is kept. */
+function announceAdminKey(a: { mode: 'server' | 'up'; o: Output; url: string; key: string; logger: Logger }): void {
+  let savedTo: string | undefined;
+  // `llmgw up` is one person on one machine: save the login as kind or minikube save a kubeconfig,
+  // unless one for another server is already saved.
+  if (a.mode === 'up') {
+    const existing = readLogin();
+    if (existing === undefined || existing.server === a.url) savedTo = saveLogin({ server: a.url, key: a.key });
+  }
+  if (a.o.json) {
+    a.o.out(JSON.stringify({ admin_key: a.key, server: a.url, ...(savedTo === undefined ? {} : { saved_to: savedTo }) }));
+  } else {
+    a.o.out(
+      [
+        '',
+        'An admin key was created for this cluster. It is shown only this once (llmgw keeps only its hash):',
+        '',
+        `    ${a.key}`,
+        '',
+        savedTo === undefined ? `Use it with: llmgw ctl login --server ${a.url} --key <the key>` : `llmgw ctl is logged in with it (saved to ${savedTo}).`,
+        '',
+      ].join('\n'),
+    );
+  }
+  a.logger.info({ url: a.url }, 'admin key created and shown once');
+}
+
+function untilSignalled(logger: Logger): Promise<void> {
+  return new Promise((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      logger.info({ signal }, 'stopping: finishing requests in flight');
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      // A second signal means now.
+      const force = () => process.exit(1);
+      process.once('SIGINT', force);
+      process.once('SIGTERM', force);
+      resolve();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+}

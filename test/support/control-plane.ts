@@ -1,0 +1,96 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+
+import { pino } from 'pino';
+
+import { loadSettings } from '../../src/config/load.js';
+import { ControlPlane } from '../../src/server/control-plane.js';
+import { openStore } from '../../src/store/open.js';
+
+export interface TestControlPlane {
+  cp: ControlPlane;
+  url: string;
+  adminKey: string;
+  dir: string;
+  configPath: string;
+  /** Every log line written so far. */
+  logs: () => string;
+  stop: () => Promise<void>;
+}
+
+export interface StartOptions {
+  /** The settings file's text; written before the start. */
+  config?: string;
+  database?: string;
+  env?: Record<string, string>;
+  adminKey?: string;
+}
+
+/** A control plane in this process on 127.0.0.1:0, with its own data dir and SQLite file. */
+export async function startControlPlane(options: StartOptions = {}): Promise<TestControlPlane> {
+  const dir = mkdtempSync(join(tmpdir(), 'llmgw-cp-'));
+  const configPath = join(dir, 'config.yaml');
+  if (options.config !== undefined) writeFileSync(configPath, options.config);
+  const env = { LLMGW_DATA_DIR: dir, ...(options.config === undefined ? {} : { LLMGW_CONFIG: configPath }), ...(options.database === undefined ? {} : { LLMGW_DATABASE: options.database }), ...options.env };
+  const loadOptions = { env, cwd: dir };
+  const settings = loadSettings(loadOptions);
+  let text = '';
+  const logger = pino(
+    { level: 'debug' },
+    new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        text += chunk.toString();
+        cb();
+      },
+    }),
+  );
+  const store = await openStore(settings.settings.database);
+  const cp = await ControlPlane.start({
+    settings,
+    loadOptions,
+    store,
+    logger,
+    version: '0.0.0-test',
+    adminKey: options.adminKey,
+    listen: '127.0.0.1:0',
+  });
+  const adminKey = options.adminKey ?? cp.generatedAdminKey;
+  if (adminKey === undefined) throw new Error('no admin key');
+  return {
+    cp,
+    url: cp.url,
+    adminKey,
+    dir,
+    configPath,
+    logs: () => text,
+    stop: async () => {
+      await cp.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** fetch against the API with a key, returning status, headers and parsed body. */
+export async function api(
+  base: string,
+  key: string | undefined,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; body: any }> {
+  const h: Record<string, string> = { ...headers };
+  if (key !== undefined) h['authorization'] = `Bearer ${key}`;
+  let payload: string | undefined;
+  if (body !== undefined) {
+    payload = typeof body === 'string' ? body : JSON.stringify(body);
+    h['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(`${base}/api/v1${path}`, { method, headers: h, body: payload });
+  const text = await res.text();
+  let parsed: unknown = text;
+  if ((res.headers.get('content-type') ?? '').includes('json')) parsed = JSON.parse(text);
+  return { status: res.status, headers: res.headers, body: parsed };
+}
