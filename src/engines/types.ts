@@ -1,0 +1,98 @@
+import type { EngineName, ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
+import type { Device } from '../gpu/types.js';
+
+/**
+ * An engine is what llmgw launches, never what it writes: llama.cpp's llama-server,
+ * vLLM, SGLang, TensorRT-LLM. Each module under engines/ describes one, in the same
+ * shape: where it answers health and metrics, which ranks serve HTTP, what it accepts,
+ * and the processes of one shard — a pure function of the shard, tested argument by
+ * argument.
+ */
+
+/** The devices of one shard, as its engine needs them. */
+export type ShardDevice = Pick<Device, 'id' | 'label' | 'card' | 'uuid' | 'mig' | 'class'>;
+
+/** The agent's engine settings that reach the command line. */
+export interface EngineSettings {
+  llamacpp: {
+    /** llama-server to run: the installed build, the configured one, else found on PATH. */
+    bin: string;
+    /** Requests one server handles at once, when the profile does not say. */
+    parallel: number;
+    /** CPU threads when placement reserved none; 0 takes half the CPUs. */
+    threads: number;
+  };
+  /** Executables of the Python engines; defaults are their usual names on PATH. */
+  vllm: { bin: string };
+  sglang: { bin: string };
+  trtllm: { bin: string };
+  /** CPUs of this node, for llama.cpp's default of half of them. */
+  cpuCount: number;
+}
+
+/** Everything one shard's command line is made from. */
+export interface ShardLaunch {
+  /** The replica's id (also the process name in logs). */
+  replica: string;
+  model: ModelSpec;
+  profile: ProfileSpec;
+  /** This shard's place in a multi-node replica: rank 0 of 1 for single-node. */
+  rank: number;
+  ranks: number;
+  /** Where the shard's HTTP server binds and listens. */
+  host: string;
+  port: number;
+  /** Multi-node: where rank 0 accepts the other ranks (torch.distributed / NCCL init). */
+  head?: { address: string; port: number } | undefined;
+  /** Empty on a CPU placement. */
+  devices: ShardDevice[];
+  /** CPU threads placement reserved (CPU shards). */
+  threads?: number | undefined;
+  /** The key the engine requires; only the gateway knows it. */
+  apiKey: string;
+  /**
+   * The weights on this node. A directory comes with its file names (read by the agent),
+   * so the command stays a pure function.
+   */
+  weights: { path: string; files?: readonly string[] | undefined };
+  settings: EngineSettings;
+}
+
+/** One process to start. */
+export interface ProcessSpec {
+  /** A short name for logs: `llama-server`, `vllm`. */
+  name: string;
+  bin: string;
+  args: string[];
+  /** Added to the agent's environment. */
+  env: Record<string, string>;
+}
+
+/** The engine's own Prometheus names for load, read by the gateway's router. */
+export interface LoadMetrics {
+  /** Requests being computed now. */
+  running: string;
+  /** Requests queued in the engine. */
+  waiting: string;
+  /** KV cache use, 0..1, where the engine reports one. */
+  kvUsage?: string;
+}
+
+export interface Engine {
+  readonly name: EngineName;
+  /** Where readiness is asked. */
+  readonly healthPath: string;
+  readonly metricsPath: string;
+  readonly loadMetrics: LoadMetrics;
+  /** How the engine behaves while loading, for the supervisor's readiness check. */
+  readonly loading: 'answers-503' | 'refuses-connections';
+  /** Whether a rank answers the OpenAI API (and so gets the API port and health checks). */
+  servesHttp(rank: number, ranks: number): boolean;
+  /**
+   * Problems running this profile on these devices (those placement would give one
+   * replica on one node), each saying what to change; empty when it can run.
+   */
+  validate(profile: ProfileSpec, devices: readonly ShardDevice[]): string[];
+  /** The processes of one shard. Throws LlmgwError when the weights cannot be used (no model file). */
+  commands(launch: ShardLaunch): ProcessSpec[];
+}

@@ -1,0 +1,68 @@
+import type { ModelSpec } from '../catalog/model-spec.js';
+import type { Device, ExcludedCard } from '../gpu/types.js';
+
+/**
+ * Placement is a pure function: the models and how many replicas each wants, the nodes
+ * and their devices, and the shards already placed, in; the shards to keep and add, and
+ * what could not be placed with the reason why, out. It never moves an existing shard.
+ */
+
+export interface PlacementNode {
+  name: string;
+  /** Not-ready nodes get no new shards (their existing ones are the caller's to handle). */
+  ready: boolean;
+  devices: Device[];
+  excluded: ExcludedCard[];
+  cpus: number;
+  memory_mib: number;
+  /** Addresses other nodes reach this one at (multi-node replicas' head address). */
+  address: string;
+}
+
+/** One process group of one replica on one node. */
+export interface Shard {
+  replica: string;
+  model: string;
+  profile: string;
+  rank: number;
+  ranks: number;
+  node: string;
+  /** Device ids (devices.ts numbering); empty for a CPU shard. */
+  devices: number[];
+  /** The API port (each shard gets one, unique on its node). */
+  port: number;
+  /** Rank 0 of a multi-node replica: the port the other ranks join at. */
+  dist_port?: number;
+  /** CPU shards: threads and RAM reserved on the node. */
+  threads?: number;
+  memory_mib?: number;
+}
+
+export interface PendingReplica {
+  model: string;
+  /** How many replicas of the model wait for room. */
+  count: number;
+  /** In words a user acts on: `no ready node has 2 free a100-80g cards (node-a: 1 free, node-b: MIG mode, no whole cards)`. */
+  reason: string;
+}
+
+export interface PlacementInput {
+  models: readonly ModelSpec[];
+  nodes: readonly PlacementNode[];
+  /** Shards placed before: kept as they are, unless their model scaled down or went away. */
+  shards: readonly Shard[];
+  /** Ports engines may listen on, inclusive. */
+  ports: { first: number; last: number };
+  /** Threads a CPU shard reserves when its profile does not say; 0 = half the node's CPUs. */
+  cpuThreads: number;
+  /** Makes replica ids; injected so results are reproducible in tests. */
+  newReplicaId: (model: string) => string;
+}
+
+export interface PlacementResult {
+  /** Every shard that should run: those kept and those added. */
+  shards: Shard[];
+  /** Shards of replicas that should stop (model removed or scaled down). */
+  remove: Shard[];
+  pending: PendingReplica[];
+}
