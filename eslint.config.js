@@ -11,7 +11,7 @@ import tseslint from 'typescript-eslint';
 const layers = [
   ['core'],
   ['catalog', 'gpu'],
-  ['config', 'engines', 'planner'],
+  ['config', 'engines', 'planner', 'protocol'],
   ['placement', 'store', 'client'],
   ['auth'],
   ['server', 'agent', 'gateway'],
@@ -21,6 +21,8 @@ const layers = [
 /** Imports allowed sideways, inside one layer. */
 const sideways = {
   engines: ['planner'],
+  // Device classes are named one way, by the catalog's rules.
+  gpu: ['catalog'],
 };
 
 const zones = [];
@@ -53,6 +55,7 @@ export default tseslint.config(
       '@typescript-eslint/consistent-type-imports': 'error',
       '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true, allowBoolean: true }],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-confusing-void-expression': ['error', { ignoreArrowShorthand: true }],
       'import-x/no-default-export': 'error',
       'import-x/no-restricted-paths': ['error', { zones }],
       'max-params': ['error', 4],
@@ -61,7 +64,11 @@ export default tseslint.config(
   {
     files: ['**/*.js', '**/*.mjs'],
     extends: [tseslint.configs.disableTypeChecked],
-    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
+    languageOptions: {
+      globals: Object.fromEntries(
+        ['process', 'console', 'URL', 'Buffer', 'fetch', 'performance', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'AbortController', 'AbortSignal', 'TextEncoder', 'TextDecoder', 'structuredClone'].map((g) => [g, 'readonly']),
+      ),
+    },
   },
   {
     files: ['eslint.config.js', 'vitest.config.ts'],

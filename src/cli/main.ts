@@ -6,6 +6,9 @@ import { registerConfig } from './ctl/config.js';
 import { registerKeys } from './ctl/keys.js';
 import { registerLogin } from './ctl/login.js';
 import { registerModels } from './ctl/models.js';
+import { registerNodes } from './ctl/nodes.js';
+import { registerAgent } from './agent-command.js';
+import { registerDoctor } from './doctor-command.js';
 import { registerServe } from './run-control-plane.js';
 import { version } from './version.js';
 
@@ -19,6 +22,8 @@ export function buildProgram(run: Runner): Command {
     .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) });
 
   registerServe(program, run);
+  registerAgent(program, run);
+  registerDoctor(program, run);
 
   const ctl = program
     .command('ctl')
@@ -32,6 +37,7 @@ export function buildProgram(run: Runner): Command {
   registerKeys(ctl, run);
   registerAudit(ctl, run);
   registerConfig(ctl, run);
+  registerNodes(ctl, run);
 
   for (const cmd of allCommands(program)) cmd.exitOverride();
   return program;

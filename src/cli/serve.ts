@@ -9,7 +9,12 @@ import { readLogin, saveLogin } from './ctl/login-file.js';
 import { createLogger } from './logger.js';
 import type { Output } from './output.js';
 import { UsageError } from './usage-error.js';
+import { Agent } from '../agent/agent.js';
+import { loadIdentity } from '../agent/identity.js';
+import { generateSecret, hashSecret, secretPrefix } from '../core/secrets.js';
+import { inventoryReader } from './inventory.js';
 import { version } from './version.js';
+import { untilSignalled } from './signals.js';
 
 export interface ServeOptions {
   mode: 'server' | 'up';
@@ -46,7 +51,10 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
     throw e;
   }
   if (cp.generatedAdminKey !== undefined) announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
+  // `llmgw up` is also this machine's node: its agent runs here, joined over loopback.
+  const agent = mode === 'up' ? await startLocalAgent(cp, loaded.settings.data_dir) : undefined;
   await untilSignalled(logger);
+  await agent?.stop();
   await cp.stop();
 }
 
@@ -77,19 +85,28 @@ function announceAdminKey(a: { mode: 'server' | 'up'; o: Output; url: string; ke
   a.logger.info({ url: a.url }, 'admin key created and shown once');
 }
 
-function untilSignalled(logger: Logger): Promise<void> {
-  return new Promise((resolve) => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      logger.info({ signal }, 'stopping: finishing requests in flight');
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-      // A second signal means now.
-      const force = () => process.exit(1);
-      process.once('SIGINT', force);
-      process.once('SIGTERM', force);
-      resolve();
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-  });
+async function startLocalAgent(cp: ControlPlane, dataDir: string): Promise<Agent> {
+  const logger = createLogger('agent');
+  const identity = loadIdentity(dataDir);
+  let token: string | undefined;
+  let tokenName: string | undefined;
+  if (identity.credential === undefined || identity.server !== cp.url) {
+    // A short-lived token for this one join, revoked once it is used.
+    token = generateSecret('join');
+    tokenName = `up-${identity.id.slice(0, 8)}-${Date.now().toString(36)}`;
+    await cp.store.joinTokens.create(
+      { name: tokenName, prefix: secretPrefix(token), secretHash: hashSecret(token), expiresAt: new Date(Date.now() + 10 * 60_000).toISOString() },
+      'system',
+    );
+  }
+  const agent = new Agent({ server: cp.url, token, dataDir, logger, inventory: inventoryReader(dataDir) });
+  agent.run().catch((e: unknown) => logger.error({ err: e instanceof Error ? e.message : String(e) }, 'the local agent stopped'));
+  if (tokenName !== undefined) {
+    const name = tokenName;
+    agent.joined.then(
+      () => cp.store.joinTokens.revoke(name, 'system'),
+      () => undefined,
+    ).catch(() => undefined);
+  }
+  return agent;
 }

@@ -9,6 +9,7 @@ import type {
   ModelView,
   WhoAmI,
 } from '../core/api-types.js';
+import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../protocol/node-views.js';
 import { errorStatus, LlmgwError, messageOf, type ErrorCode, type Issue } from '../core/errors.js';
 
 export interface ApiClientOptions {
@@ -114,6 +115,32 @@ export class ApiClient {
   }
   async audit(filter: { limit?: number; before?: number; actor?: string; target?: string; action?: string; since?: string } = {}): Promise<AuditView[]> {
     return (await this.request<ListOf<AuditView>>('GET', '/audit', { query: filter })).body.items;
+  }
+  async listNodes(): Promise<NodeView[]> {
+    return (await this.request<ListOf<NodeView>>('GET', '/nodes')).body.items;
+  }
+  async getNode(name: string): Promise<NodeView> {
+    return (await this.request<NodeView>('GET', `/nodes/${encodeURIComponent(name)}`)).body;
+  }
+  async removeNode(name: string): Promise<{ name: string; id: string }> {
+    return (await this.request<{ name: string; id: string }>('DELETE', `/nodes/${encodeURIComponent(name)}`)).body;
+  }
+  async status(): Promise<ClusterStatus> {
+    return (await this.request<ClusterStatus>('GET', '/status')).body;
+  }
+  async createJoinToken(options: { name?: string | undefined; expiresIn?: number | undefined }): Promise<CreatedJoinToken> {
+    const json = { ...(options.name === undefined ? {} : { name: options.name }), ...(options.expiresIn === undefined ? {} : { expires_in: options.expiresIn }) };
+    return (await this.request<CreatedJoinToken>('POST', '/node-tokens', { json })).body;
+  }
+  async listJoinTokens(includeRevoked = false): Promise<JoinTokenView[]> {
+    return (await this.request<ListOf<JoinTokenView>>('GET', '/node-tokens', { query: { revoked: includeRevoked ? 'true' : undefined } })).body.items;
+  }
+  async revokeJoinToken(name: string): Promise<JoinTokenView> {
+    return (await this.request<JoinTokenView>('DELETE', `/node-tokens/${encodeURIComponent(name)}`)).body;
+  }
+  /** Checks a join token without joining (for llmgw doctor). */
+  async checkJoinToken(token: string): Promise<{ name: string; expires_at: string | null }> {
+    return (await new ApiClient({ server: this.server, key: token }).request<{ name: string; expires_at: string | null }>('GET', '/agent/token')).body;
   }
   async getConfig(): Promise<{ text: string; etag: string; path: string; overriddenByEnv: string[] }> {
     const res = await this.request<string>('GET', '/config', { headers: { accept: 'application/yaml' } });

@@ -18,7 +18,7 @@ export interface Settings {
   readonly database: string;
   /** Absolute. */
   readonly data_dir: string;
-  readonly agent: { readonly engines: { readonly llamacpp: Readonly<LlamacppSettings> } };
+  readonly agent: { readonly heartbeat_ms: number; readonly engines: { readonly llamacpp: Readonly<LlamacppSettings> } };
   /** Models declared in the file: read-only through the API. */
   readonly models: readonly ModelSpec[];
 }

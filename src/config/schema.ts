@@ -36,13 +36,15 @@ export const settingsSchema = z.strictObject({
   data_dir: z.string().min(1).default('./.llmgw'),
   agent: z
     .strictObject({
+      /** How often agents report; a node silent for three of these is not ready. Set on the control plane. */
+      heartbeat_ms: z.int().min(100).max(600_000).default(5000),
       engines: z
         .strictObject({
           llamacpp: llamacppSettingsSchema.default({ parallel: 4, threads: 0 }),
         })
         .default({ llamacpp: { parallel: 4, threads: 0 } }),
     })
-    .default({ engines: { llamacpp: { parallel: 4, threads: 0 } } }),
+    .default({ heartbeat_ms: 5000, engines: { llamacpp: { parallel: 4, threads: 0 } } }),
   // Each model is validated by the catalog's own rules, which give better messages than a nested schema.
   models: z.array(z.unknown()).default([]),
 });

@@ -9,7 +9,7 @@ import { createHash, randomBytes } from 'node:crypto';
  * guessable ones; these are 192 random bits, so a fast hash is as safe and lets every
  * request be checked by one indexed lookup.
  */
-export type SecretKind = 'key' | 'join' | 'engine';
+export type SecretKind = 'key' | 'join' | 'node' | 'engine';
 
 const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 

@@ -9,6 +9,9 @@ import { ensureAdminKey } from './admin-key.js';
 import { apiPrefix, createApi } from './api/app.js';
 import { Catalog } from './catalog.js';
 import { HttpServer } from './http-server.js';
+import { agentChannelPath } from '../protocol/agent-protocol.js';
+import { AgentHub } from './nodes/agent-hub.js';
+import { NodeRegistry } from './nodes/node-registry.js';
 import { SettingsHolder } from './settings-holder.js';
 
 export interface ControlPlaneOptions {
@@ -23,6 +26,8 @@ export interface ControlPlaneOptions {
   adminKey?: string | undefined;
   /** Overrides the settings' listen address (tests use 127.0.0.1:0). */
   listen?: string;
+  /** How often agents send heartbeats; a node that misses three is not ready. */
+  heartbeatMs?: number;
 }
 
 /** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
@@ -36,7 +41,22 @@ export class ControlPlane {
   readonly #http: HttpServer;
   readonly #logger: Logger;
 
-  private constructor(init: { url: string; generatedAdminKey: string | undefined; settings: SettingsHolder; catalog: Catalog; store: Store; http: HttpServer; logger: Logger }) {
+  readonly registry: NodeRegistry;
+  readonly #hub: AgentHub;
+
+  private constructor(init: {
+    url: string;
+    generatedAdminKey: string | undefined;
+    settings: SettingsHolder;
+    catalog: Catalog;
+    store: Store;
+    http: HttpServer;
+    logger: Logger;
+    registry: NodeRegistry;
+    hub: AgentHub;
+  }) {
+    this.registry = init.registry;
+    this.#hub = init.hub;
     this.url = init.url;
     this.generatedAdminKey = init.generatedAdminKey;
     this.settings = init.settings;
@@ -52,9 +72,16 @@ export class ControlPlane {
     const settings = new SettingsHolder({ initial: options.settings, store, loadOptions: options.loadOptions });
     const catalog = new Catalog({ store, declared: () => settings.current.settings.models, settingsPath: () => settings.current.source.path });
     const auth = new Authenticator({ store });
-    const api = createApi({ store, catalog, settings, auth, logger, version: options.version });
+    const heartbeatMs = options.heartbeatMs ?? options.settings.settings.agent.heartbeat_ms;
+    const registry = new NodeRegistry({ store, logger, heartbeatMs });
+    await registry.start();
+    const hub = new AgentHub({ store, registry, logger, heartbeatMs });
+    const api = createApi({ store, catalog, settings, auth, logger, version: options.version, registry, hub });
 
     const http = new HttpServer();
+    http.onUpgrade(agentChannelPath, (req, socket, head) => {
+      hub.handleUpgrade(req, socket, head);
+    });
     const apiListener = getRequestListener(api.fetch);
     http.mount(`${apiPrefix}/`, (req, res) => {
       void apiListener(req, res);
@@ -66,13 +93,15 @@ export class ControlPlane {
       if (restart.length > 0) logger.warn({ keys: restart }, 'these settings take effect at the next start');
     });
     logger.info({ url, store: store.dialect, settings: options.settings.source.path, declaredModels: options.settings.settings.models.length }, 'control plane listening');
-    return new ControlPlane({ url, generatedAdminKey: generated, settings, catalog, store, http, logger });
+    return new ControlPlane({ url, generatedAdminKey: generated, settings, catalog, store, http, logger, registry, hub });
   }
 
   /** Stops taking requests, finishes those in flight, then closes the store. */
   async stop(): Promise<void> {
     this.#logger.info('control plane stopping');
+    this.#hub.close();
     await this.#http.close();
+    await this.registry.stop();
     await this.store.close();
     this.#logger.info('control plane stopped');
   }

@@ -7,6 +7,8 @@ import { diffJson } from '../core/diff.js';
 import { LlmgwError } from '../core/errors.js';
 
 import type { Dialect } from './migrations.js';
+import { JoinTokens, Nodes } from './kysely-nodes.js';
+import { isUniqueViolation, writeAudit, type Context } from './kysely-shared.js';
 import type { Database } from './schema.js';
 import type {
   Actor,
@@ -14,7 +16,9 @@ import type {
   AuditEntry,
   AuditFilter,
   AuditRepository,
+  JoinTokenRepository,
   KeyRepository,
+  NodeRepository,
   ModelRepository,
   NewApiKey,
   Role,
@@ -37,6 +41,8 @@ export class KyselyStore implements Store {
   readonly models: ModelRepository;
   readonly keys: KeyRepository;
   readonly audit: AuditRepository;
+  readonly joinTokens: JoinTokenRepository;
+  readonly nodes: NodeRepository;
   readonly #db: Kysely<Database>;
   readonly #options: KyselyStoreOptions;
   readonly #inTransaction: boolean;
@@ -55,6 +61,8 @@ export class KyselyStore implements Store {
     this.models = new Models(ctx);
     this.keys = new Keys(ctx);
     this.audit = new Audit(ctx);
+    this.joinTokens = new JoinTokens(ctx);
+    this.nodes = new Nodes(ctx);
   }
 
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T> {
@@ -75,24 +83,8 @@ export class KyselyStore implements Store {
   }
 }
 
-interface Context {
-  db: Kysely<Database>;
-  dialect: Dialect;
-  now: () => string;
-  tx: <T>(work: (db: Kysely<Database>) => Promise<T>) => Promise<T>;
-}
 
-function isUniqueViolation(e: unknown): boolean {
-  const code = (e as { code?: unknown } | null)?.code;
-  return code === '23505' || (typeof code === 'string' && code.startsWith('SQLITE_CONSTRAINT'));
-}
 
-async function writeAudit(db: Kysely<Database>, entry: Omit<AuditEntry, 'id'>): Promise<void> {
-  await db
-    .insertInto('audit_log')
-    .values({ at: entry.at, actor: entry.actor, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail) })
-    .execute();
-}
 
 function toModel(row: Selectable<Database['models']>): StoredModel {
   return {

@@ -61,5 +61,43 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0002_nodes_and_join_tokens': {
+      async up(db) {
+        await db.schema
+          .createTable('join_tokens')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('secret_hash', 'text', (c) => c.notNull().unique())
+          .addColumn('prefix', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('created_by', 'text', (c) => c.notNull())
+          .addColumn('expires_at', 'text')
+          .addColumn('revoked_at', 'text')
+          .addColumn('revoked_by', 'text')
+          .addColumn('last_used_at', 'text')
+          .addColumn('uses', 'integer', (c) => c.notNull().defaultTo(0))
+          .execute();
+        await db.schema
+          .createIndex('join_tokens_live_name')
+          .on('join_tokens')
+          .column('name')
+          .unique()
+          .where(sql.ref('revoked_at'), 'is', null)
+          .execute();
+        await db.schema
+          .createTable('nodes')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull().unique())
+          .addColumn('secret_hash', 'text', (c) => c.notNull())
+          .addColumn('joined_at', 'text', (c) => c.notNull())
+          .addColumn('joined_with', 'text', (c) => c.notNull())
+          .addColumn('address', 'text', (c) => c.notNull())
+          .addColumn('agent_version', 'text', (c) => c.notNull())
+          .addColumn('inventory', 'text', (c) => c.notNull())
+          .addColumn('inventory_at', 'text', (c) => c.notNull())
+          .addColumn('last_seen_at', 'text', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }

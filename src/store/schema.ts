@@ -32,4 +32,29 @@ export interface Database {
     revoked_by: string | null;
     last_used_at: string | null;
   };
+  join_tokens: {
+    id: string;
+    name: string;
+    secret_hash: string;
+    prefix: string;
+    created_at: string;
+    created_by: string;
+    expires_at: string | null;
+    revoked_at: string | null;
+    revoked_by: string | null;
+    last_used_at: string | null;
+    uses: Generated<number>;
+  };
+  nodes: {
+    id: string;
+    name: string;
+    secret_hash: string;
+    joined_at: string;
+    joined_with: string;
+    address: string;
+    agent_version: string;
+    inventory: string;
+    inventory_at: string;
+    last_seen_at: string;
+  };
 }

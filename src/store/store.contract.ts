@@ -5,7 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelSpec } from '../catalog/model-spec.js';
 import { LlmgwError } from '../core/errors.js';
 
+import { migrations } from './migrations.js';
 import type { Store } from './store.js';
+import type { NodeInventory } from '../gpu/types.js';
 
 /**
  * What every Store must do, run against each implementation. `open` gives a fresh,
@@ -203,6 +205,45 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       expect(future).toEqual([]);
     });
 
+    it('makes join tokens, finds them by hash (revoked too), and revokes them', async () => {
+      const t = await store.joinTokens.create({ name: 'rack-1', prefix: 'llmgw_join_ab...', secretHash: hash('j1'), expiresAt: '2999-01-01T00:00:00.000Z' }, 'admin');
+      expect(t).toMatchObject({ name: 'rack-1', uses: 0, revoked_at: null, expires_at: '2999-01-01T00:00:00.000Z' });
+      const dup = await refusal(store.joinTokens.create({ name: 'rack-1', prefix: 'x', secretHash: hash('j2'), expiresAt: null }, 'admin'));
+      expect(dup.message).toBe('a join token named "rack-1" already exists: revoke it first, or pick another name');
+      await store.joinTokens.noteUse(t.id, '2026-01-01T00:00:00.000Z');
+      expect((await store.joinTokens.findByHash(hash('j1')))?.uses).toBe(1);
+      await store.joinTokens.revoke('rack-1', 'admin');
+      expect((await store.joinTokens.findByHash(hash('j1')))?.revoked_by).toBe('admin');
+      expect(await store.joinTokens.list()).toEqual([]);
+      const missing = await refusal(store.joinTokens.revoke('rack-1', 'admin'));
+      expect(missing.message).toBe('no live join token is named "rack-1" (llmgw ctl node tokens lists them)');
+    });
+
+    it('joins nodes with a live token, refuses a taken name, and removes them', async () => {
+      const token = await store.joinTokens.create({ name: 'join-nodes', prefix: 'p', secretHash: hash('jn'), expiresAt: null }, 'admin');
+      const inventory = { host: { hostname: 'gpu-1' }, gpu: { method: 'none', reasons: [], cards: [] }, agent_version: '1' } as unknown as NodeInventory;
+      const node = { id: 'id-1', name: 'gpu-1', joined_with: 'join-nodes', address: '10.0.0.1', agent_version: '1', inventory, secretHash: hash('n1'), tokenId: token.id };
+      const joined = await store.nodes.join(node, '2026-01-01T00:00:00.000Z');
+      expect(joined).toMatchObject({ id: 'id-1', name: 'gpu-1', last_seen_at: '2026-01-01T00:00:00.000Z' });
+      expect((await store.nodes.findCredential('id-1'))?.secretHash).toBe(hash('n1'));
+      const taken = await refusal(store.nodes.join({ ...node, id: 'id-2' }, '2026-01-01T00:00:01.000Z'));
+      expect(taken.code).toBe('conflict');
+      expect(taken.message).toContain('a node named "gpu-1" has already joined with another identity: remove it first (llmgw ctl node rm gpu-1)');
+      // The same node joining again gets a new credential.
+      await store.nodes.join({ ...node, secretHash: hash('n2') }, '2026-01-01T00:00:02.000Z');
+      expect((await store.nodes.findCredential('id-1'))?.secretHash).toBe(hash('n2'));
+      expect((await store.joinTokens.findByHash(hash('jn')))?.uses).toBe(2);
+      await store.nodes.touch([{ id: 'id-1', at: '2026-01-02T00:00:00.000Z', address: '10.0.0.9' }]);
+      expect(await store.nodes.get('id-1')).toMatchObject({ last_seen_at: '2026-01-02T00:00:00.000Z', address: '10.0.0.9' });
+      await store.joinTokens.revoke('join-nodes', 'admin');
+      const revoked = await refusal(store.nodes.join({ ...node, id: 'id-3', name: 'gpu-3' }, '2026-01-03T00:00:00.000Z'));
+      expect(revoked.code).toBe('unauthenticated');
+      expect(await store.nodes.getByName('gpu-3')).toBeUndefined();
+      await store.nodes.remove('gpu-1', 'admin');
+      expect(await store.nodes.list()).toEqual([]);
+      expect((await store.audit.list({ target: 'node/gpu-1' })).map((e) => e.action)).toEqual(['node.remove', 'node.rejoin', 'node.join']);
+    });
+
     it('keeps everything across a restart, without migrating again', async () => {
       await store.models.create(spec('durable'), 'alice');
       const second = await h.reopen();
@@ -240,7 +281,8 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       await h.addUnknownMigration('9999_from_the_future');
       const e = await refusal(h.reopen());
       expect(e.code).toBe('unavailable');
-      expect(e.message).toMatch(/is newer than this llmgw: it has schema migration 9999_from_the_future, and this build knows up to 0001_/);
+      const latest = Object.keys(migrations('sqlite')).sort().at(-1)!;
+      expect(e.message).toContain(`is newer than this llmgw: it has schema migration 9999_from_the_future, and this build knows up to ${latest}.`);
       expect(e.message).toContain('Upgrade llmgw');
     });
   });

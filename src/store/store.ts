@@ -1,4 +1,5 @@
 import type { ModelSpec } from '../catalog/model-spec.js';
+import type { NodeInventory } from '../gpu/types.js';
 
 /**
  * The data-access layer of the control plane. One interface, one implementation over
@@ -11,6 +12,8 @@ export interface Store {
   readonly models: ModelRepository;
   readonly keys: KeyRepository;
   readonly audit: AuditRepository;
+  readonly joinTokens: JoinTokenRepository;
+  readonly nodes: NodeRepository;
   /** Runs work in one transaction: all of it lands, or none. */
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T>;
   /** A cheap round trip, for health checks. */
@@ -112,4 +115,57 @@ export interface AuditRepository {
   record(entry: Omit<AuditEntry, 'id' | 'at'> & { at?: string }): Promise<void>;
   /** Newest first. */
   list(filter?: AuditFilter): Promise<AuditEntry[]>;
+}
+
+export interface JoinTokenRecord {
+  id: string;
+  name: string;
+  prefix: string;
+  created_at: string;
+  created_by: string;
+  expires_at: string | null;
+  revoked_at: string | null;
+  revoked_by: string | null;
+  last_used_at: string | null;
+  uses: number;
+}
+
+export interface JoinTokenRepository {
+  /** Refused with `conflict` when an unrevoked token has the name. */
+  create(token: { name: string; prefix: string; secretHash: string; expiresAt: string | null }, actor: Actor): Promise<JoinTokenRecord>;
+  /** The token with this hash, revoked or not (a refusal says which). */
+  findByHash(secretHash: string): Promise<JoinTokenRecord | undefined>;
+  list(options?: { includeRevoked?: boolean }): Promise<JoinTokenRecord[]>;
+  revoke(name: string, actor: Actor): Promise<JoinTokenRecord>;
+  noteUse(id: string, at: string): Promise<void>;
+}
+
+export interface NodeRecord {
+  id: string;
+  name: string;
+  joined_at: string;
+  /** The join token's name. */
+  joined_with: string;
+  /** Where the agent connected from. */
+  address: string;
+  agent_version: string;
+  inventory: NodeInventory;
+  inventory_at: string;
+  last_seen_at: string;
+}
+
+export interface NodeRepository {
+  list(): Promise<NodeRecord[]>;
+  get(id: string): Promise<NodeRecord | undefined>;
+  getByName(name: string): Promise<NodeRecord | undefined>;
+  findCredential(id: string): Promise<{ secretHash: string } | undefined>;
+  /**
+   * Joins a node (or joins it again with a new credential): one transaction that
+   * checks the token is still live, counts its use, and audits the join.
+   */
+  join(node: Omit<NodeRecord, 'joined_at' | 'inventory_at' | 'last_seen_at'> & { secretHash: string; tokenId: string }, at: string): Promise<NodeRecord>;
+  updateInventory(id: string, inventory: NodeInventory, at: string): Promise<void>;
+  /** Records when nodes were last heard from, many at once. */
+  touch(seen: readonly { id: string; at: string; address?: string }[]): Promise<void>;
+  remove(name: string, actor: Actor): Promise<NodeRecord>;
 }

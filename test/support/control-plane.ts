@@ -26,6 +26,8 @@ export interface StartOptions {
   database?: string;
   env?: Record<string, string>;
   adminKey?: string;
+  /** Default 127.0.0.1:0. */
+  listen?: string;
 }
 
 /** A control plane in this process on 127.0.0.1:0, with its own data dir and SQLite file. */
@@ -54,7 +56,7 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
     logger,
     version: '0.0.0-test',
     adminKey: options.adminKey,
-    listen: '127.0.0.1:0',
+    listen: options.listen ?? '127.0.0.1:0',
   });
   const adminKey = options.adminKey ?? cp.generatedAdminKey;
   if (adminKey === undefined) throw new Error('no admin key');

@@ -5,6 +5,7 @@ import { emit, table } from '../output.js';
 import { UsageError } from '../usage-error.js';
 
 import { connect } from './connection.js';
+import { parseDuration } from './durations.js';
 
 export function registerAudit(ctl: Command, run: Runner): void {
   ctl
@@ -35,11 +36,7 @@ export function registerAudit(ctl: Command, run: Runner): void {
 /** An ISO time, or a duration back from now: `90s`, `30m`, `2h`, `7d`. */
 export function parseSince(value: string | undefined, now = Date.now()): string | undefined {
   if (value === undefined) return undefined;
-  const m = /^(\d+)([smhd])$/.exec(value);
-  if (m !== null) {
-    const unit = { s: 1, m: 60, h: 3600, d: 86400 }[m[2] as 's' | 'm' | 'h' | 'd'];
-    return new Date(now - Number(m[1]) * unit * 1000).toISOString();
-  }
+  if (/^\d+[smhd]$/.test(value)) return new Date(now - parseDuration(value, '--since') * 1000).toISOString();
   const t = Date.parse(value);
   if (Number.isNaN(t)) throw new UsageError(`--since ${value} is neither a time (2026-12-01T09:00:00Z) nor a duration (30m, 2h, 7d)`);
   return new Date(t).toISOString();

@@ -12,6 +12,8 @@ import { principalOf, type ApiDeps, type ApiEnv } from './context.js';
 import { errorResponse } from './errors.js';
 import { keyRoutes } from './keys.js';
 import { modelRoutes } from './models.js';
+import { nodeRoutes, statusRoute, tokenRoutes } from './nodes.js';
+import { checkJoinToken } from '../nodes/join-token.js';
 
 export const apiPrefix = '/api/v1';
 
@@ -52,6 +54,14 @@ export function createApi(deps: ApiDeps) {
     }
   });
 
+  // For llmgw doctor: is this join token good, before an agent tries it?
+  app.get('/agent/token', async (c) => {
+    const secret = /^Bearer\s+(\S+)$/i.exec(c.req.header('authorization') ?? '')?.[1];
+    if (secret === undefined) throw new LlmgwError('unauthenticated', 'send the join token as "Authorization: Bearer TOKEN"');
+    const token = await checkJoinToken(deps.store, secret, Date.now());
+    return c.json({ name: token.name, expires_at: token.expires_at });
+  });
+
   app.use('*', async (c, next) => {
     c.set('principal', await deps.auth.authenticate(c.req.header('authorization')));
     await next();
@@ -65,6 +75,9 @@ export function createApi(deps: ApiDeps) {
   app.route('/keys', keyRoutes(deps));
   app.route('/audit', auditRoutes(deps));
   app.route('/config', configRoutes(deps));
+  app.route('/nodes', nodeRoutes(deps));
+  app.route('/node-tokens', tokenRoutes(deps));
+  app.route('/status', statusRoute(deps));
   return app;
 }
 

@@ -8,6 +8,8 @@ import { formatIssues, LlmgwError } from '../../core/errors.js';
 import { issuesFromZod } from '../../core/zod-issues.js';
 import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
+import type { AgentHub } from '../nodes/agent-hub.js';
+import type { NodeRegistry } from '../nodes/node-registry.js';
 import type { SettingsHolder } from '../settings-holder.js';
 
 /** What every API route can reach. */
@@ -18,6 +20,8 @@ export interface ApiDeps {
   auth: Authenticator;
   logger: Logger;
   version: string;
+  registry: NodeRegistry;
+  hub: AgentHub;
 }
 
 export interface ApiEnv {

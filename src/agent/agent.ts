@@ -1,0 +1,250 @@
+import type { Logger } from 'pino';
+import WebSocket from 'ws';
+
+import { LlmgwError, messageOf } from '../core/errors.js';
+import type { NodeInventory } from '../gpu/types.js';
+import {
+  agentChannelPath,
+  agentVersionHeader,
+  nodeIdHeader,
+  nodeNameHeader,
+  serverMessageSchema,
+  structureOf,
+  telemetryOf,
+  type AgentMessage,
+} from '../protocol/agent-protocol.js';
+
+import { frameText } from '../protocol/frames.js';
+
+import { backoffDelay } from './backoff.js';
+import { loadIdentity, saveIdentity, type NodeIdentity } from './identity.js';
+
+export interface AgentOptions {
+  /** The control plane: `http://host:8080`. */
+  server: string;
+  /** A join token; needed until the node has its own credential. */
+  token?: string | undefined;
+  dataDir: string;
+  /** The node's name; the host name by default. */
+  name?: string | undefined;
+  logger: Logger;
+  /** What this machine has, asked again before every heartbeat. */
+  inventory: () => Promise<NodeInventory>;
+  backoff?: { initialMs: number; maxMs: number };
+  random?: () => number;
+}
+
+/** The refusal that ends an agent: a bad token, a name taken. Retrying would not help. */
+export class AgentRefused extends LlmgwError {
+  constructor(message: string) {
+    super('unauthenticated', message);
+    this.name = 'AgentRefused';
+  }
+}
+
+/**
+ * The node agent's link to its control plane: dials out (so nodes behind NAT join),
+ * sends the inventory at start and on every change and telemetry every heartbeat, and
+ * reconnects with backoff and jitter after any loss. Engines it runs are left alone
+ * while the control plane is away.
+ */
+export class Agent {
+  readonly #o: AgentOptions;
+  #stopped = false;
+  #ws: WebSocket | undefined;
+  #wake: (() => void) | undefined;
+  #identity: NodeIdentity;
+  readonly #welcomed: Promise<NodeIdentity>;
+  #resolveWelcomed!: (id: NodeIdentity) => void;
+  #rejectWelcomed!: (e: unknown) => void;
+  #loop: Promise<void> | undefined;
+
+  constructor(options: AgentOptions) {
+    this.#o = options;
+    this.#identity = loadIdentity(options.dataDir, options.name);
+    this.#welcomed = new Promise((resolve, reject) => {
+      this.#resolveWelcomed = resolve;
+      this.#rejectWelcomed = reject;
+    });
+    this.#welcomed.catch(() => undefined);
+  }
+
+  get identity(): NodeIdentity {
+    return this.#identity;
+  }
+
+  /** Resolves on the first welcome; rejects if the control plane refuses this node. */
+  get joined(): Promise<NodeIdentity> {
+    return this.#welcomed;
+  }
+
+  /** Runs until stop(), or until a refusal (the promise then rejects with AgentRefused). */
+  run(): Promise<void> {
+    this.#loop ??= this.#run();
+    return this.#loop;
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#ws?.close(1000, 'agent stopping');
+    this.#wake?.();
+    await this.#loop?.catch(() => undefined);
+  }
+
+  // A method, not the field: the field changes while the loop awaits.
+  #isStopped(): boolean {
+    return this.#stopped;
+  }
+
+  async #run(): Promise<void> {
+    let attempt = 0;
+    while (!this.#stopped) {
+      let welcomed = false;
+      try {
+        welcomed = await this.#connectOnce();
+      } catch (e) {
+        if (e instanceof AgentRefused) {
+          this.#rejectWelcomed(e);
+          throw e;
+        }
+        this.#o.logger.warn({ err: messageOf(e), server: this.#o.server }, 'control plane unreachable');
+      }
+      if (this.#isStopped()) break;
+      attempt = welcomed ? 0 : attempt + 1;
+      const delay = backoffDelay(attempt, this.#o.backoff ?? { initialMs: 500, maxMs: 30_000 }, this.#o.random);
+      this.#o.logger.info({ inMs: delay }, 'reconnecting');
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, delay);
+        this.#wake = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+    }
+  }
+
+  /** One connection, from dial to close. Resolves true when it was welcomed. */
+  async #connectOnce(): Promise<boolean> {
+    const id = this.#identity;
+    const credential = id.credential !== undefined && id.server === this.#o.server ? id.credential : undefined;
+    const secret = credential ?? this.#o.token;
+    if (secret === undefined) {
+      throw new AgentRefused(`this node has not joined ${this.#o.server} yet: start the agent with --token (llmgw ctl node token makes one)`);
+    }
+    const inventory = await this.#o.inventory();
+    const url = `${this.#o.server.replace(/^http/, 'ws').replace(/\/+$/, '')}${agentChannelPath}`;
+    const ws = new WebSocket(url, {
+      headers: {
+        authorization: `Bearer ${secret}`,
+        [nodeIdHeader]: id.id,
+        [nodeNameHeader]: id.name,
+        [agentVersionHeader]: inventory.agent_version,
+      },
+      handshakeTimeout: 15_000,
+    });
+    this.#ws = ws;
+    let welcomed = false;
+    let timer: NodeJS.Timeout | undefined;
+    let lastStructure = structureOf(inventory);
+    let lastContact = Date.now();
+    let heartbeatMs = 5000;
+
+    const send = (m: AgentMessage) => {
+      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(m));
+    };
+
+    const beat = async () => {
+      // A control plane that vanished without closing the connection: start over.
+      if (Date.now() - lastContact > Math.max(30_000, heartbeatMs * 6)) {
+        ws.terminate();
+        return;
+      }
+      try {
+        const next = await this.#o.inventory();
+        const structure = structureOf(next);
+        if (structure !== lastStructure) {
+          lastStructure = structure;
+          send({ type: 'inventory', inventory: next });
+          this.#o.logger.info('inventory changed; sent');
+        } else {
+          send({ type: 'heartbeat', telemetry: telemetryOf(next) });
+        }
+      } catch (e) {
+        this.#o.logger.warn({ err: messageOf(e) }, 'could not read this machine');
+      }
+    };
+
+    return await new Promise<boolean>((resolve, reject) => {
+      ws.on('unexpected-response', (_req, res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => {
+          const message = errorMessage(body) ?? `the control plane answered ${res.statusCode ?? '?'}`;
+          const status = res.statusCode ?? 0;
+          if (status === 401 || status === 403 || status === 409 || status === 400) {
+            if (credential !== undefined && this.#o.token !== undefined) {
+              // The credential is gone (node removed, database replaced): join again with the token.
+              this.#o.logger.warn({ reason: message }, 'node credential refused; joining again with the token');
+              this.#identity = { id: id.id, name: id.name };
+              saveIdentity(this.#o.dataDir, this.#identity);
+              resolve(true);
+              return;
+            }
+            this.#o.logger.error({ reason: message }, 'the control plane refused this node');
+            reject(new AgentRefused(message));
+            return;
+          }
+          reject(new LlmgwError('unavailable', message));
+        });
+      });
+      ws.on('open', () => {
+        lastContact = Date.now();
+        send({ type: 'inventory', inventory });
+      });
+      ws.on('ping', () => (lastContact = Date.now()));
+      ws.on('message', (data) => {
+        lastContact = Date.now();
+        let parsed;
+        try {
+          parsed = serverMessageSchema.safeParse(JSON.parse(frameText(data)));
+        } catch {
+          return;
+        }
+        if (!parsed.success) return;
+        const m = parsed.data;
+        {
+          welcomed = true;
+          heartbeatMs = m.heartbeat_ms;
+          this.#identity = { id: m.node.id, name: m.node.name, server: this.#o.server, credential: m.credential ?? this.#identity.credential };
+          if (m.credential !== undefined || id.server !== this.#o.server) saveIdentity(this.#o.dataDir, this.#identity);
+          this.#o.logger.info({ node: m.node.name, server: this.#o.server }, m.credential === undefined ? 'connected to the control plane' : 'joined the cluster');
+          this.#resolveWelcomed(this.#identity);
+          if (timer !== undefined) clearInterval(timer);
+          timer = setInterval(() => void beat(), heartbeatMs);
+        }
+      });
+      ws.on('close', (code, reason) => {
+        if (timer !== undefined) clearInterval(timer);
+        if (code === 4401) {
+          reject(new AgentRefused(reason.toString() || 'the control plane refused this node'));
+          return;
+        }
+        if (welcomed) this.#o.logger.warn({ code, reason: reason.toString() }, 'disconnected from the control plane');
+        resolve(welcomed);
+      });
+      ws.on('error', (e) => {
+        // 'close' follows; an error before the upgrade has no close of its own.
+        if (ws.readyState === WebSocket.CLOSED || ws.readyState === WebSocket.CONNECTING) reject(new LlmgwError('unavailable', e.message));
+      });
+    });
+  }
+}
+
+function errorMessage(body: string): string | undefined {
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: unknown } };
+    return typeof parsed.error?.message === 'string' ? parsed.error.message : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,198 @@
+import type { Command } from 'commander';
+
+import type { Device } from '../../gpu/types.js';
+import type { ClusterStatus, NodeView } from '../../protocol/node-views.js';
+import { stringOpt, type Runner } from '../command.js';
+import { age, emit, table } from '../output.js';
+
+import { parseDuration } from './durations.js';
+import { connect } from './connection.js';
+
+export function registerNodes(ctl: Command, run: Runner): void {
+  ctl
+    .command('nodes')
+    .description('list the nodes: state, last seen, devices by class, CPUs, RAM')
+    .action(
+      run.action(async ({ opts, o }) => {
+        const nodes = await connect(opts).listNodes();
+        emit(o, { items: nodes }, ({ items }) =>
+          items.length === 0
+            ? 'No nodes yet: make a join token with llmgw ctl node token, then run llmgw agent --server URL --token TOKEN on each machine.'
+            : table(
+                ['NAME', 'STATE', 'LAST SEEN', 'DEVICES', 'CPUS', 'RAM'],
+                items.map((n) => [n.name, stateText(n), age(n.last_seen), devicesText(n), String(n.host.cpus.count), gib(n.host.memory.total_mib)]),
+              ),
+        );
+      }),
+    );
+
+  const node = ctl.command('node').description('show or remove a node, and make the tokens nodes join with');
+  node
+    .command('show')
+    .argument('<name>', 'the node')
+    .description("a node's devices (id as card or card/migN, class, memory, temperature, power, utilisation, processes) and the cards it leaves out")
+    .action(
+      run.action(async ({ opts, o }, name: string) => {
+        const n = await connect(opts).getNode(name);
+        emit(o, n, nodeDetail);
+      }),
+    );
+  node
+    .command('rm')
+    .argument('<name>', 'the node')
+    .description('remove a node: its agent is disconnected and must join again with a token')
+    .action(
+      run.action(async ({ opts, o }, name: string) => {
+        const r = await connect(opts).removeNode(name);
+        emit(o, r, (v) => `node "${v.name}" removed`);
+      }),
+    );
+
+  const token = node
+    .command('token')
+    .description('make a join token (shown once); `token revoke NAME` revokes one')
+    .option('--name <name>', 'a name for the token (default: generated)')
+    .option('--expires <duration>', 'how long it is valid: 30m, 24h, 7d (default: never expires)')
+    .action(
+      run.action(async ({ opts, o }) => {
+        const expires = stringOpt(opts, 'expires');
+        const expiresIn = expires === undefined ? undefined : parseDuration(expires, '--expires');
+        const client = connect(opts);
+        const created = await client.createJoinToken({ name: stringOpt(opts, 'name'), expiresIn });
+        emit(o, { ...created, join: `llmgw agent --server ${client.server} --token ${created.secret}` }, (c) =>
+          [
+            `join token "${c.token.name}" created${c.token.expires_at === null ? '' : `, valid until ${c.token.expires_at}`}. It is shown only this once:`,
+            '',
+            `  ${c.secret}`,
+            '',
+            'On each machine to join, run:',
+            '',
+            `  ${c.join}`,
+            '',
+          ].join('\n'),
+        );
+      }),
+    );
+  token
+    .command('revoke')
+    .argument('<name>', 'the token')
+    .description('revoke a join token: no new node joins with it (nodes that joined keep their own credentials)')
+    .action(
+      run.action(async ({ opts, o }, name: string) => {
+        const t = await connect(opts).revokeJoinToken(name);
+        emit(o, t, (v) => `join token "${v.name}" revoked`);
+      }),
+    );
+  node
+    .command('tokens')
+    .description('list join tokens')
+    .option('--all', 'include revoked tokens')
+    .action(
+      run.action(async ({ opts, o }) => {
+        const tokens = await connect(opts).listJoinTokens(opts['all'] === true);
+        emit(o, { items: tokens }, ({ items }) =>
+          table(
+            ['NAME', 'PREFIX', 'CREATED', 'EXPIRES', 'USES', 'LAST USED', 'REVOKED'],
+            items.map((t) => [t.name, t.prefix, age(t.created_at), t.expires_at ?? 'never', String(t.uses), age(t.last_used_at), t.revoked_at === null ? '-' : age(t.revoked_at)]),
+          ),
+        );
+      }),
+    );
+
+  ctl
+    .command('status')
+    .description('the cluster in one screen: nodes by state, devices by class, free and used')
+    .action(
+      run.action(async ({ opts, o }) => {
+        const s = await connect(opts).status();
+        emit(o, s, statusText);
+      }),
+    );
+}
+
+function stateText(n: NodeView): string {
+  return n.state === 'ready' ? 'Ready' : 'NotReady';
+}
+
+function gib(mib: number): string {
+  return `${(mib / 1024).toFixed(mib >= 10 * 1024 ? 0 : 1)}Gi`;
+}
+
+function devicesText(n: NodeView): string {
+  const entries = Object.entries(n.devices_by_class);
+  const parts = entries.map(([cls, count]) => `${count}×${cls}`);
+  if (n.excluded.length > 0) parts.push(`${n.excluded.length} card${n.excluded.length === 1 ? '' : 's'} left out`);
+  return parts.length === 0 ? 'cpu' : parts.join(', ');
+}
+
+function memory(d: Device): string {
+  return `${d.memory_used_mib}/${d.memory_total_mib} MiB`;
+}
+
+function nodeDetail(n: NodeView): string {
+  const lines = [
+    `Name:          ${n.name}`,
+    `State:         ${stateText(n)}${n.reason === undefined ? '' : ` (${n.reason})`}`,
+    `Last seen:     ${n.last_seen} (${age(n.last_seen)} ago)`,
+    `Address:       ${n.address}`,
+    `Agent:         ${n.agent_version}`,
+    `Host:          ${n.host.hostname}, ${n.host.os}, ${n.host.arch}`,
+    `CPUs:          ${n.host.cpus.count} × ${n.host.cpus.model}`,
+    `Memory:        ${gib(n.host.memory.free_mib)} free of ${gib(n.host.memory.total_mib)}`,
+    `Disk:          ${gib(n.host.disk.free_mib)} free of ${gib(n.host.disk.total_mib)} under ${n.host.disk.path}`,
+    `Discovery:     ${n.discovery.method}${n.driver_version === undefined ? '' : `, driver ${n.driver_version}`}${n.cuda_version === undefined ? '' : `, CUDA ${n.cuda_version}`}`,
+  ];
+  for (const r of n.discovery.reasons) lines.push(`               (${r})`);
+  lines.push('');
+  if (n.devices.length === 0) lines.push('Devices:       none (CPU only)');
+  else {
+    lines.push('Devices:');
+    lines.push(
+      indent(
+        table(
+          ['ID', 'CLASS', 'MEMORY', 'TEMP', 'POWER', 'UTIL', 'PROCESSES'],
+          n.devices.map((d) => [
+            d.label,
+            d.class,
+            memory(d),
+            d.temperature_c === undefined ? '-' : `${d.temperature_c}C`,
+            d.power_w === undefined ? '-' : `${Math.round(d.power_w)}W`,
+            d.utilization_pct === undefined ? '-' : `${d.utilization_pct}%`,
+            d.processes.length === 0 ? '-' : d.processes.map((p) => `${p.pid} ${p.name || '?'} (${p.memory_mib} MiB)`).join(', '),
+          ]),
+        ),
+      ),
+    );
+  }
+  if (n.excluded.length > 0) {
+    lines.push('', 'Left out:');
+    for (const x of n.excluded) lines.push(`  card ${x.card} (${x.class}): ${x.reason}`);
+  }
+  return lines.join('\n');
+}
+
+function statusText(s: ClusterStatus): string {
+  const lines = [
+    `Nodes:    ${s.nodes.total} (${s.nodes.ready} ready, ${s.nodes.not_ready} not ready)`,
+    `CPUs:     ${s.cpus}`,
+    `Memory:   ${gib(s.memory_mib.free)} free of ${gib(s.memory_mib.total)}`,
+    '',
+  ];
+  if (s.devices.length === 0) lines.push('Devices:  none (CPU only)');
+  else {
+    lines.push('Devices:');
+    lines.push(indent(table(['CLASS', 'TOTAL', 'USED', 'FREE'], s.devices.map((d) => [d.class, String(d.total), String(d.used), String(d.free)]))));
+  }
+  if (s.excluded.length > 0) {
+    lines.push('', 'Cards left out:');
+    for (const x of s.excluded) lines.push(`  ${x.node} card ${x.card}: ${x.reason}`);
+  }
+  return lines.join('\n');
+}
+
+function indent(text: string): string {
+  return text
+    .split('\n')
+    .map((l) => `  ${l}`)
+    .join('\n');
+}

@@ -1,0 +1,143 @@
+import { execFile } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+import { diagnose, type ControlPlaneProbe, type DoctorReport, type EngineProbe, type PathResult } from '../agent/doctor.js';
+import { hostInfo } from '../agent/host.js';
+import { which, isExecutable } from '../agent/which.js';
+import { ApiClient } from '../client/api-client.js';
+import { loadSettings, SettingsError } from '../config/load.js';
+import { messageOf } from '../core/errors.js';
+import { defaultDiscoveries } from '../gpu/discover.js';
+import { DiscoveryError, type GpuDiscovery } from '../gpu/types.js';
+
+import type { Output } from './output.js';
+import { UsageError } from './usage-error.js';
+
+const run = promisify(execFile);
+
+export interface DoctorOptions {
+  o: Output;
+  server: string | undefined;
+  token: string | undefined;
+  config: string | undefined;
+}
+
+/** Probes this node and prints what is wrong; resolves with the exit status. */
+export async function runDoctor(options: DoctorOptions): Promise<number> {
+  let settings;
+  try {
+    settings = loadSettings({ path: options.config, env: process.env }).settings;
+  } catch (e) {
+    if (e instanceof SettingsError) throw new UsageError(e.message);
+    throw e;
+  }
+  const { nvml, nvidiaSmi } = defaultDiscoveries(process.env);
+  const paths = [await probePath(nvml), await probePath(nvidiaSmi)];
+  const engines = await probeEngines(settings.agent.engines.llamacpp.bin, settings.data_dir);
+  const controlPlane = options.server === undefined ? undefined : await probeControlPlane(options.server, options.token);
+  const report = diagnose({ paths, engines, host: hostInfo(settings.data_dir), ...(controlPlane === undefined ? {} : { controlPlane }) });
+  if (options.o.json) options.o.out(JSON.stringify(report, null, 2));
+  else options.o.out(human(report));
+  return report.exit_code;
+}
+
+async function probePath(d: GpuDiscovery): Promise<PathResult> {
+  try {
+    const found = await d.discover();
+    return { method: d.method, ok: true, cards: found.cards, ...(found.driver_version === undefined ? {} : { driver_version: found.driver_version }), ...(found.cuda_version === undefined ? {} : { cuda_version: found.cuda_version }) };
+  } catch (e) {
+    return { method: d.method, ok: false, kind: e instanceof DiscoveryError ? e.kind : 'unusable', reason: messageOf(e) };
+  }
+}
+
+async function probeEngines(llamaBin: string | undefined, dataDir: string): Promise<EngineProbe[]> {
+  const out: EngineProbe[] = [];
+  if (llamaBin !== undefined) {
+    out.push(isExecutable(llamaBin) ? { name: 'llama-server', found: true, path: llamaBin, detail: 'agent.engines.llamacpp.bin' } : { name: 'llama-server', found: false, detail: `agent.engines.llamacpp.bin is ${llamaBin}, which does not exist or cannot run` });
+  } else {
+    const installed = installedLlama(dataDir);
+    const onPath = which('llama-server');
+    if (installed !== undefined) out.push({ name: 'llama-server', found: true, path: installed, detail: 'installed by the agent' });
+    else if (onPath !== undefined) out.push({ name: 'llama-server', found: true, path: onPath, detail: 'on PATH' });
+    else out.push({ name: 'llama-server', found: false, detail: 'not installed yet: the agent installs it when a llama.cpp replica is placed here' });
+  }
+  for (const [name, bin] of [
+    ['vllm', 'vllm'],
+    ['trtllm-serve', 'trtllm-serve'],
+  ] as const) {
+    const path = which(bin);
+    out.push(path === undefined ? { name, found: false, detail: 'not on PATH' } : { name, found: true, path });
+  }
+  out.push(await probeSglang());
+  return out;
+}
+
+function installedLlama(dataDir: string): string | undefined {
+  const base = join(dataDir, 'engines', 'llamacpp');
+  if (!existsSync(base)) return undefined;
+  for (const build of readdirSync(base).sort().reverse()) {
+    const bin = join(base, build, 'llama-server');
+    if (isExecutable(bin)) return bin;
+  }
+  return undefined;
+}
+
+async function probeSglang(): Promise<EngineProbe> {
+  const python = which('python3');
+  if (python === undefined) return { name: 'sglang', found: false, detail: 'no python3 on PATH' };
+  try {
+    await run(python, ['-c', 'import importlib.util, sys; sys.exit(0 if importlib.util.find_spec("sglang") else 1)'], { timeout: 10_000 });
+    return { name: 'sglang', found: true, path: python, detail: 'python3 -m sglang.launch_server' };
+  } catch {
+    return { name: 'sglang', found: false, detail: `not installed for ${python}` };
+  }
+}
+
+async function probeControlPlane(server: string, token: string | undefined): Promise<ControlPlaneProbe> {
+  const client = new ApiClient({ server, timeoutMs: 10_000 });
+  try {
+    const health = await client.health();
+    const probe: ControlPlaneProbe = { url: server, reachable: true, version: health.version };
+    if (token !== undefined) {
+      try {
+        const t = await client.checkJoinToken(token);
+        probe.token = { accepted: true, name: t.name, expires_at: t.expires_at };
+      } catch (e) {
+        probe.token = { accepted: false, error: messageOf(e) };
+      }
+    }
+    return probe;
+  } catch (e) {
+    return { url: server, reachable: false, error: messageOf(e) };
+  }
+}
+
+function human(r: DoctorReport): string {
+  const lines: string[] = [];
+  lines.push(`Discovery:      ${r.discovery.method === 'none' ? 'none (a CPU-only node)' : r.discovery.method}`);
+  for (const reason of r.discovery.reasons) lines.push(`                not ${reason}`);
+  if (r.driver_version !== undefined) lines.push(`Driver:         ${r.driver_version}${r.cuda_version === undefined ? '' : `, CUDA ${r.cuda_version}`}`);
+  lines.push(`Host:           ${r.host.hostname}: ${r.host.cpus.count} CPUs, ${Math.round(r.host.memory.total_mib / 1024)} GiB RAM, ${Math.round(r.host.disk.free_mib / 1024)} GiB free under ${r.host.disk.path}`);
+  if (r.cards.length > 0) {
+    lines.push('Cards:');
+    for (const c of r.cards) {
+      lines.push(`  ${c.index}  ${c.name}  ${c.class}  ${c.mode === 'mig' ? `MIG, ${c.instances.length} instance${c.instances.length === 1 ? '' : 's'}` : 'whole'}  ${c.memory_used_mib}/${c.memory_total_mib} MiB`);
+      for (const i of c.instances) lines.push(`     ${i.label}  ${i.profile}  ${i.class}  ${i.memory_used_mib}/${i.memory_total_mib} MiB  ${i.uuid}`);
+    }
+  }
+  lines.push('Engines:');
+  for (const e of r.engines) lines.push(`  ${e.name.padEnd(13)} ${e.found ? `found: ${e.path ?? ''}` : 'not found'}${e.detail === undefined ? '' : ` (${e.detail})`}`);
+  if (r.control_plane !== undefined) {
+    const cp = r.control_plane;
+    lines.push(`Control plane:  ${cp.url}: ${cp.reachable ? `answers (llmgw ${cp.version ?? '?'})` : `does not answer (${cp.error ?? ''})`}`);
+    if (cp.token !== undefined) lines.push(`Join token:     ${cp.token.accepted ? `accepted ("${cp.token.name ?? ''}", ${cp.token.expires_at === null || cp.token.expires_at === undefined ? 'never expires' : `expires ${cp.token.expires_at}`})` : `refused: ${cp.token.error ?? ''}`}`);
+  }
+  if (r.warnings.length === 0) lines.push('', 'No problems found.');
+  else {
+    lines.push('', 'Warnings:');
+    for (const w of r.warnings) lines.push(`  ! ${w.code}: ${w.message}`);
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,64 @@
+import { LlmgwError } from '../../core/errors.js';
+import { unlessSet } from '../args.js';
+import { checkDevices, gpuOnly } from '../check-devices.js';
+import { shardEnv } from '../device-env.js';
+import type { Engine, ProcessSpec, ShardLaunch } from '../types.js';
+
+/**
+ * TensorRT-LLM, as `trtllm-serve MODEL` on the cards of one node.
+ *
+ * What it lacks, and what llmgw does about it:
+ * - Several nodes need mpirun (or srun) around `trtllm-llmapi-launch`, which the agent does
+ *   not run: validate refuses nodes > 1 and says which engines span nodes.
+ * - trtllm-serve has no API key option. It is started all the same, bound where the agent
+ *   says (loopback, or the node's address on a network only the gateway reaches), which is
+ *   what keeps clients out; the launch's key is not passed.
+ * - It has no served-name option in the releases read (`--served_model_name` is recent and
+ *   unconfirmed), and an unknown option stops it from starting; so it answers under the path
+ *   of its weights, and a profile whose release has the option may set it in args.
+ * - Its /metrics is JSON (iteration stats, with `enable_iter_perf_stats` in a --config
+ *   file), not Prometheus. The load names below are the fields of those stats; a reader of
+ *   Prometheus text finds none and treats the replica as unmeasured. No KV figure is given:
+ *   the stats count blocks, not a 0..1 share.
+ */
+export const trtllmEngine: Engine = {
+  name: 'trtllm',
+  healthPath: '/health',
+  metricsPath: '/metrics',
+  loadMetrics: {
+    running: 'numActiveRequests',
+    waiting: 'numQueuedRequests',
+  },
+  // It binds its socket before loading but only listens once the model is up.
+  loading: 'refuses-connections',
+  servesHttp: (rank) => rank === 0,
+
+  validate(profile, devices) {
+    const problems = gpuOnly('trtllm', profile);
+    if (profile.nodes > 1) {
+      problems.push(
+        `trtllm spans nodes only under mpirun, which llmgw does not launch: use engine: vllm or sglang for a ${profile.nodes}-node replica, ` +
+          `or fit it on one node (nodes: 1, gpus_per_node: ${profile.tp * profile.pp})`,
+      );
+    }
+    return [...problems, ...checkDevices(profile, devices)];
+  },
+
+  commands(launch) {
+    if (launch.ranks > 1) {
+      throw new LlmgwError('invalid_argument', `replica ${launch.replica} spans ${launch.ranks} nodes, which trtllm does not under llmgw: use engine: vllm or sglang`);
+    }
+    return [trtllmServe(launch)];
+  },
+};
+
+function trtllmServe(launch: ShardLaunch): ProcessSpec {
+  const { profile, model, settings } = launch;
+  const own = profile.args;
+  const args = [launch.weights.path, '--host', launch.host, '--port', String(launch.port)];
+  if (profile.tp > 1) args.push(...unlessSet(own, ['--tp_size', '--tensor_parallel_size'], profile.tp));
+  if (profile.pp > 1) args.push(...unlessSet(own, ['--pp_size', '--pipeline_parallel_size'], profile.pp));
+  if (model.context_length !== undefined) args.push(...unlessSet(own, ['--max_seq_len'], model.context_length));
+  args.push(...own);
+  return { name: 'trtllm-serve', bin: settings.trtllm.bin, args, env: shardEnv(launch) };
+}

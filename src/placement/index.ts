@@ -1,0 +1,2 @@
+export { place } from './place.js';
+export type { PendingReplica, PlacementInput, PlacementNode, PlacementResult, Shard } from './types.js';

@@ -1,0 +1,269 @@
+import type { ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
+
+import { Candidates, type PoolRule } from './candidates.js';
+import { keepShards, type KeptReplica } from './keep.js';
+import { needOf, poolKey, type Need } from './need.js';
+import { buildNodes, cpuThreadsOn, takePort, type DeviceList, type NodeState } from './node-state.js';
+import { explainer } from './reasons.js';
+import type { PendingReplica, PlacementInput, PlacementResult, Shard } from './types.js';
+
+/**
+ * Places replicas: keeps what runs, stops what is no longer wanted, and adds shards for the
+ * replicas missing, or says why they cannot be added.
+ *
+ * - Models are placed in the order given (their order is their priority when room is short),
+ *   each replica on the first of the model's profiles that fits.
+ * - A new replica goes to the nodes with the fewest replicas of its model (spread), then the
+ *   node with the least free of what it needs that still fits (best fit keeps big holes for
+ *   big replicas), then the first by name.
+ * - Existing shards never move. Those removed still hold their cards, ports, threads and RAM
+ *   in this pass (their engines are stopping); the next pass gives them out.
+ * - Nothing is freed while placing, so once a replica of a model fits nowhere, no later one
+ *   does either: the model's remaining replicas are pending at once.
+ *
+ * Pure: the same input gives the same output; the only call out is input.newReplicaId, once
+ * per replica added.
+ */
+export function place(input: PlacementInput): PlacementResult {
+  const models = new Map<string, ModelSpec>();
+  for (const m of input.models) if (!models.has(m.name)) models.set(m.name, m);
+  const readiness = new Map<string, boolean>();
+  for (const n of input.nodes) if (!readiness.has(n.name)) readiness.set(n.name, n.ready);
+
+  const kept = keepShards(input.shards, models, (node) => readiness.get(node) === true);
+  const { states, byName } = buildNodes(input.nodes, input.shards, input.ports);
+  const hosts = hostCounts(kept.replicas, byName);
+  const placer = new Placer(input, states, hosts);
+
+  const added: Shard[] = [];
+  const failed: { model: ModelSpec; pending: PendingReplica }[] = [];
+  for (const model of models.values()) {
+    const missing = model.replicas - (kept.counts.get(model.name) ?? 0);
+    if (missing <= 0) continue;
+    const placed = placer.placeModel(model, missing, added);
+    if (placed < missing)
+      failed.push({ model, pending: { model: model.name, count: missing - placed, reason: '' } });
+  }
+
+  // Reasons last, from the final state, and only for what is pending.
+  const why = explainer({ states, ports: input.ports, cpuThreads: input.cpuThreads });
+  for (const { model, pending } of failed) {
+    const reasons = model.profiles.map((p) => ({ name: p.name, text: why(needOf(p)) }));
+    pending.reason =
+      reasons.length === 1
+        ? (reasons[0]?.text ?? '')
+        : reasons.map((r) => `profile ${r.name}: ${r.text}`).join('; ');
+  }
+
+  return { shards: [...kept.shards, ...added], remove: kept.remove, pending: failed.map((f) => f.pending) };
+}
+
+/** Replicas of each model per node (by rank), counting a replica once per node it spans. */
+function hostCounts(
+  replicas: readonly KeptReplica[],
+  byName: ReadonlyMap<string, NodeState>,
+): Map<string, Map<number, number>> {
+  const hosts = new Map<string, Map<number, number>>();
+  for (const r of replicas) {
+    let counts = hosts.get(r.model);
+    if (counts === undefined) {
+      counts = new Map();
+      hosts.set(r.model, counts);
+    }
+    const ranks = new Set<number>();
+    for (const s of r.shards) {
+      const state = byName.get(s.node);
+      if (state !== undefined) ranks.add(state.rank);
+    }
+    for (const rank of ranks) counts.set(rank, (counts.get(rank) ?? 0) + 1);
+  }
+  return hosts;
+}
+
+class Placer {
+  readonly #input: PlacementInput;
+  readonly #candidates: Candidates;
+  readonly #hosts: Map<string, Map<number, number>>;
+  /** Hosts of the model being placed. */
+  #current = new Map<number, number>();
+
+  constructor(input: PlacementInput, states: readonly NodeState[], hosts: Map<string, Map<number, number>>) {
+    this.#input = input;
+    this.#hosts = hosts;
+    const cpuThreads = input.cpuThreads;
+    // CPU nodes stay candidates while they could take the smallest CPU shard any model asks for.
+    let minCpuMemory = Infinity;
+    for (const m of input.models) {
+      for (const p of m.profiles) {
+        const need = needOf(p);
+        if (need.kind === 'cpu') minCpuMemory = Math.min(minCpuMemory, need.memoryMib);
+      }
+    }
+    this.#candidates = new Candidates(states, (key) => {
+      if (key === 'cpu') {
+        const rule: PoolRule = {
+          measure: (slot) => slot.node.threadsFree,
+          open: ({ node: s }) =>
+            s.freePorts >= 1 && s.threadsFree >= cpuThreadsOn(s, cpuThreads) && s.memoryFree >= minCpuMemory,
+        };
+        return { rule, member: (s) => (s.node.ready && s.node.cpus > 0 ? { list: undefined } : undefined) };
+      }
+      const lists = deviceLists(key);
+      const rule: PoolRule = {
+        measure: (slot) => slot.list?.free.length ?? 0,
+        open: (slot) => slot.node.freePorts >= 1 && (slot.list?.free.length ?? 0) >= 1,
+      };
+      return {
+        rule,
+        member: (s) => {
+          const list = lists(s);
+          return s.node.ready && list !== undefined ? { list } : undefined;
+        },
+      };
+    });
+  }
+
+  /** Adds up to `missing` replicas of a model to `out`; returns how many it placed. */
+  placeModel(model: ModelSpec, missing: number, out: Shard[]): number {
+    let hosts = this.#hosts.get(model.name);
+    if (hosts === undefined) {
+      hosts = new Map();
+      this.#hosts.set(model.name, hosts);
+    }
+    this.#current = hosts;
+    const plans = model.profiles.map(planOf);
+    this.#candidates.begin(hosts);
+    let placed = 0;
+    try {
+      for (; placed < missing; placed++) {
+        let shards: Shard[] | undefined;
+        for (const plan of plans) {
+          shards = this.#placeReplica(model.name, plan);
+          if (shards !== undefined) break;
+        }
+        if (shards === undefined) break;
+        for (const s of shards) out.push(s);
+      }
+    } finally {
+      this.#candidates.end();
+    }
+    return placed;
+  }
+
+  #placeReplica(model: string, plan: Plan): Shard[] | undefined {
+    const need = plan.need;
+    switch (need.kind) {
+      case 'refused':
+        return undefined;
+      case 'cpu':
+        return this.#placeCpu(model, plan.profile, need.memoryMib);
+      case 'instance':
+      case 'cards':
+        return this.#placeGpu(model, plan);
+    }
+  }
+
+  #placeGpu(model: string, { profile, key, perNode, nodes }: Plan): Shard[] | undefined {
+    const c = this.#candidates;
+    // The head of a multi-node replica also needs the port its other ranks join at.
+    const head = c.best(key, perNode, nodes > 1 ? twoPorts : onePort);
+    if (head === undefined) return undefined;
+    const chosen = [head];
+    if (nodes > 1) {
+      c.detach(head);
+      while (chosen.length < nodes) {
+        const next = c.best(key, perNode, onePort);
+        if (next === undefined) break;
+        c.detach(next);
+        chosen.push(next);
+      }
+      if (chosen.length < nodes) {
+        for (const slot of chosen) c.reseat(slot.node);
+        return undefined;
+      }
+    }
+    const replica = this.#input.newReplicaId(model);
+    return chosen.map((slot, rank) => {
+      const state = slot.node;
+      const devices = slot.list?.free.splice(0, perNode) ?? [];
+      const port = takePort(state);
+      const shard: Shard = {
+        replica,
+        model,
+        profile,
+        rank,
+        ranks: nodes,
+        node: state.node.name,
+        devices,
+        port,
+      };
+      if (rank === 0 && nodes > 1) shard.dist_port = takePort(state);
+      this.#hosted(state);
+      return shard;
+    });
+  }
+
+  #placeCpu(model: string, profile: string, memoryMib: number): Shard[] | undefined {
+    const setting = this.#input.cpuThreads;
+    const slot = this.#candidates.best('cpu', setting > 0 ? setting : 1, (s) => s.memoryFree >= memoryMib);
+    if (slot === undefined) return undefined;
+    const state = slot.node;
+    const threads = cpuThreadsOn(state, setting);
+    state.threadsFree -= threads;
+    state.memoryFree -= memoryMib;
+    const port = takePort(state);
+    this.#hosted(state);
+    const replica = this.#input.newReplicaId(model);
+    return [
+      {
+        replica,
+        model,
+        profile,
+        rank: 0,
+        ranks: 1,
+        node: state.node.name,
+        devices: [],
+        port,
+        threads,
+        memory_mib: memoryMib,
+      },
+    ];
+  }
+
+  /** A node took a replica of the current model: count it, and move the node's slots. */
+  #hosted(state: NodeState): void {
+    this.#current.set(state.rank, (this.#current.get(state.rank) ?? 0) + 1);
+    this.#candidates.reseat(state);
+  }
+}
+
+/** A profile read once per model: what a replica of it takes, and from which pool. */
+interface Plan {
+  profile: string;
+  need: Need;
+  key: string;
+  /** GPU profiles: cards (or one instance) on each of `nodes` nodes. */
+  perNode: number;
+  nodes: number;
+}
+
+function planOf(p: ProfileSpec): Plan {
+  const need = needOf(p);
+  const key = need.kind === 'refused' ? '' : poolKey(need);
+  const perNode = need.kind === 'cards' ? need.perNode : 1;
+  const nodes = need.kind === 'cards' ? need.nodes : 1;
+  return { profile: p.name, need, key, perNode, nodes };
+}
+
+const onePort = (s: NodeState) => s.freePorts >= 1;
+const twoPorts = (s: NodeState) => s.freePorts >= 2;
+
+/** Reads a GPU pool's key: which of a node's device lists it draws from. */
+function deviceLists(key: string): (s: NodeState) => DeviceList | undefined {
+  if (key.startsWith('card:')) {
+    const cls = key.slice('card:'.length);
+    return (s) => s.cards.get(cls);
+  }
+  const cls = key.slice('mig:'.length);
+  return (s) => s.instances.get(cls);
+}

@@ -1,0 +1,171 @@
+import { z } from 'zod';
+
+import type { NodeInventory } from '../gpu/types.js';
+
+/**
+ * The agent channel: one WebSocket per node, opened by the agent (so nodes behind NAT
+ * join), JSON text frames both ways. The agent authenticates on the upgrade request;
+ * every frame is validated here on arrival. Objects are not strict: an agent newer than
+ * its control plane may send fields this one does not know yet.
+ */
+
+export const agentChannelPath = '/api/v1/agent/connect';
+
+/** Headers of the upgrade request. The secret goes in Authorization: a join token or the node's credential. */
+export const nodeIdHeader = 'x-llmgw-node-id';
+export const nodeNameHeader = 'x-llmgw-node-name';
+export const agentVersionHeader = 'x-llmgw-agent-version';
+
+const processSchema = z.object({ pid: z.int(), name: z.string(), memory_mib: z.number() });
+const wearSchema = z.object({
+  ecc_uncorrectable: z.number().optional(),
+  retired_pages: z.number().optional(),
+  remapped_rows_uncorrectable: z.number().optional(),
+  remapped_rows_pending: z.boolean().optional(),
+  remapped_rows_failure: z.boolean().optional(),
+});
+const instanceSchema = z.object({
+  index: z.int(),
+  uuid: z.string(),
+  profile: z.string(),
+  gpu_instance_id: z.int(),
+  compute_instance_id: z.int(),
+  memory_total_mib: z.number(),
+  memory_used_mib: z.number(),
+  processes: z.array(processSchema),
+});
+const cardSchema = z.object({
+  index: z.int(),
+  uuid: z.string(),
+  name: z.string(),
+  class: z.string(),
+  pci_bus_id: z.string(),
+  memory_total_mib: z.number(),
+  memory_used_mib: z.number(),
+  temperature_c: z.number().optional(),
+  power_w: z.number().optional(),
+  power_limit_w: z.number().optional(),
+  utilization_pct: z.number().optional(),
+  wear: wearSchema,
+  mig: z.object({ current: z.boolean(), pending: z.boolean() }).optional(),
+  processes: z.array(processSchema),
+  instances: z.array(instanceSchema),
+});
+
+export const inventorySchema = z.object({
+  host: z.object({
+    hostname: z.string(),
+    os: z.string(),
+    arch: z.string(),
+    cpus: z.object({ count: z.int().min(0), model: z.string() }),
+    memory: z.object({ total_mib: z.number(), free_mib: z.number() }),
+    disk: z.object({ path: z.string(), total_mib: z.number(), free_mib: z.number() }),
+  }),
+  gpu: z.object({
+    method: z.enum(['nvml', 'nvidia-smi', 'none']),
+    reasons: z.array(z.string()),
+    driver_version: z.string().optional(),
+    cuda_version: z.string().optional(),
+    cards: z.array(cardSchema),
+  }),
+  agent_version: z.string(),
+});
+
+/** What changes between inventories: sent every few seconds. */
+export const telemetrySchema = z.object({
+  cards: z.array(
+    z.object({
+      index: z.int(),
+      memory_used_mib: z.number(),
+      temperature_c: z.number().optional(),
+      power_w: z.number().optional(),
+      utilization_pct: z.number().optional(),
+      processes: z.array(processSchema),
+      instances: z.array(z.object({ index: z.int(), memory_used_mib: z.number(), processes: z.array(processSchema) })),
+    }),
+  ),
+  memory_free_mib: z.number(),
+  disk_free_mib: z.number(),
+});
+
+export type Telemetry = z.output<typeof telemetrySchema>;
+
+export const agentMessageSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('inventory'), inventory: inventorySchema }),
+  z.object({ type: z.literal('heartbeat'), telemetry: telemetrySchema }),
+]);
+export type AgentMessage = z.output<typeof agentMessageSchema>;
+
+export const serverMessageSchema = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('welcome'),
+    node: z.object({ id: z.string(), name: z.string() }),
+    /** Sent once, on a join with a token: the node's own secret from now on. */
+    credential: z.string().optional(),
+    heartbeat_ms: z.int().min(100),
+  }),
+]);
+export type ServerMessage = z.output<typeof serverMessageSchema>;
+
+/** The telemetry part of an inventory: what a heartbeat carries. */
+export function telemetryOf(inventory: NodeInventory): Telemetry {
+  return {
+    cards: inventory.gpu.cards.map((c) => ({
+      index: c.index,
+      memory_used_mib: c.memory_used_mib,
+      ...(c.temperature_c === undefined ? {} : { temperature_c: c.temperature_c }),
+      ...(c.power_w === undefined ? {} : { power_w: c.power_w }),
+      ...(c.utilization_pct === undefined ? {} : { utilization_pct: c.utilization_pct }),
+      processes: c.processes,
+      instances: c.instances.map((i) => ({ index: i.index, memory_used_mib: i.memory_used_mib, processes: i.processes })),
+    })),
+    memory_free_mib: inventory.host.memory.free_mib,
+    disk_free_mib: inventory.host.disk.free_mib,
+  };
+}
+
+/** An inventory with a heartbeat's values applied. */
+export function withTelemetry(inventory: NodeInventory, t: Telemetry): NodeInventory {
+  const byIndex = new Map(t.cards.map((c) => [c.index, c]));
+  return {
+    ...inventory,
+    host: { ...inventory.host, memory: { ...inventory.host.memory, free_mib: t.memory_free_mib }, disk: { ...inventory.host.disk, free_mib: t.disk_free_mib } },
+    gpu: {
+      ...inventory.gpu,
+      cards: inventory.gpu.cards.map((card) => {
+        const c = byIndex.get(card.index);
+        if (c === undefined) return card;
+        const instances = new Map(c.instances.map((i) => [i.index, i]));
+        const { temperature_c: _t, power_w: _p, utilization_pct: _u, ...rest } = card;
+        return {
+          ...rest,
+          memory_used_mib: c.memory_used_mib,
+          ...(c.temperature_c === undefined ? {} : { temperature_c: c.temperature_c }),
+          ...(c.power_w === undefined ? {} : { power_w: c.power_w }),
+          ...(c.utilization_pct === undefined ? {} : { utilization_pct: c.utilization_pct }),
+          processes: c.processes,
+          instances: card.instances.map((i) => {
+            const u = instances.get(i.index);
+            return u === undefined ? i : { ...i, memory_used_mib: u.memory_used_mib, processes: u.processes };
+          }),
+        };
+      }),
+    },
+  };
+}
+
+/** The parts of an inventory that change only when the machine does (cards, MIG layout, driver, CPUs). */
+export function structureOf(inventory: NodeInventory): string {
+  const { gpu, host, agent_version } = inventory;
+  return JSON.stringify({
+    agent_version,
+    host: { hostname: host.hostname, cpus: host.cpus, total: host.memory.total_mib, disk: host.disk.path },
+    gpu: {
+      method: gpu.method,
+      reasons: gpu.reasons,
+      driver: gpu.driver_version,
+      cuda: gpu.cuda_version,
+      cards: gpu.cards.map((c) => ({ i: c.index, u: c.uuid, n: c.name, c: c.class, m: c.mig, t: c.memory_total_mib, w: c.wear, s: c.instances.map((x) => [x.index, x.uuid, x.profile]) })),
+    },
+  });
+}

@@ -1,0 +1,59 @@
+import type { Device, DiscoveryMethod, ExcludedCard, HostInfo } from '../gpu/types.js';
+
+/** How the API shows nodes and the cluster; shared by the server and its clients. */
+
+export type NodeState = 'ready' | 'not_ready';
+
+export interface NodeView {
+  id: string;
+  name: string;
+  state: NodeState;
+  /** Why a node is not ready. */
+  reason?: string;
+  /** When the control plane last heard from it. */
+  last_seen: string;
+  address: string;
+  agent_version: string;
+  joined_at: string;
+  host: HostInfo;
+  discovery: { method: DiscoveryMethod; reasons: string[] };
+  driver_version?: string;
+  cuda_version?: string;
+  devices: Device[];
+  excluded: ExcludedCard[];
+  devices_by_class: Record<string, number>;
+}
+
+export interface ClassCount {
+  class: string;
+  total: number;
+  /** In use: a process holds memory on it (later: or a replica is placed on it). */
+  used: number;
+  free: number;
+}
+
+export interface ClusterStatus {
+  nodes: { total: number; ready: number; not_ready: number };
+  devices: ClassCount[];
+  /** Cards offering no device, by reason. */
+  excluded: { node: string; card: number; reason: string }[];
+  cpus: number;
+  memory_mib: { total: number; free: number };
+}
+
+export interface JoinTokenView {
+  name: string;
+  prefix: string;
+  created_at: string;
+  created_by: string;
+  expires_at: string | null;
+  revoked_at: string | null;
+  last_used_at: string | null;
+  uses: number;
+}
+
+export interface CreatedJoinToken {
+  token: JoinTokenView;
+  /** Shown once. */
+  secret: string;
+}

@@ -1,0 +1,87 @@
+import { Hono } from 'hono';
+import { z } from 'zod';
+
+import type { ListOf } from '../../core/api-types.js';
+import { LlmgwError } from '../../core/errors.js';
+import { didYouMean } from '../../core/did-you-mean.js';
+import { generateSecret, hashSecret, secretPrefix } from '../../core/secrets.js';
+import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../../protocol/node-views.js';
+import type { JoinTokenRecord } from '../../store/store.js';
+import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+
+export type NodeDeps = ApiDeps;
+
+const tokenSchema = z.strictObject({
+  name: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'a token name is lower-case letters, digits, ".", "_" and "-" (e.g. "rack-3")')
+    .optional(),
+  /** Seconds from now; absent: it never expires. */
+  expires_in: z.int().min(60).max(10 * 365 * 86400).optional(),
+});
+
+export function nodeRoutes(deps: NodeDeps): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+
+  app.get('/', (c) => c.json<ListOf<NodeView>>({ items: deps.registry.views() }));
+
+  app.get('/:name', (c) => {
+    const name = c.req.param('name');
+    const view = deps.registry.view(name);
+    if (view === undefined) {
+      const near = didYouMean(name, deps.registry.views().map((v) => v.name));
+      throw new LlmgwError('not_found', `no node is named "${name}"${near === undefined ? '' : `; did you mean "${near}"?`} (llmgw ctl nodes lists them)`);
+    }
+    return c.json(view);
+  });
+
+  app.delete('/:name', adminOnly, async (c) => {
+    const removed = await deps.store.nodes.remove(c.req.param('name'), principalOf(c).name);
+    deps.hub.disconnect(removed.id, 'the node was removed from the cluster');
+    deps.registry.forget(removed.id);
+    return c.json({ name: removed.name, id: removed.id });
+  });
+
+  return app;
+}
+
+export function tokenRoutes(deps: NodeDeps): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+  app.use('*', adminOnly);
+
+  app.get('/', async (c) => {
+    const tokens = await deps.store.joinTokens.list({ includeRevoked: c.req.query('revoked') === 'true' });
+    return c.json<ListOf<JoinTokenView>>({ items: tokens.map(tokenView) });
+  });
+
+  app.post('/', async (c) => {
+    const body = await jsonBody(c, tokenSchema);
+    const secret = generateSecret('join');
+    const name = body.name ?? `token-${secret.slice(-6).toLowerCase()}`;
+    const expiresAt = body.expires_in === undefined ? null : new Date(Date.now() + body.expires_in * 1000).toISOString();
+    const token = await deps.store.joinTokens.create({ name, prefix: secretPrefix(secret), secretHash: hashSecret(secret), expiresAt }, principalOf(c).name);
+    return c.json<CreatedJoinToken>({ token: tokenView(token), secret }, 201);
+  });
+
+  app.delete('/:name', async (c) => c.json(tokenView(await deps.store.joinTokens.revoke(c.req.param('name'), principalOf(c).name))));
+  return app;
+}
+
+export function statusRoute(deps: NodeDeps): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+  app.get('/', (c) => c.json<ClusterStatus>(deps.registry.status()));
+  return app;
+}
+
+function tokenView(t: JoinTokenRecord): JoinTokenView {
+  return {
+    name: t.name,
+    prefix: t.prefix,
+    created_at: t.created_at,
+    created_by: t.created_by,
+    expires_at: t.expires_at,
+    revoked_at: t.revoked_at,
+    last_used_at: t.last_used_at,
+    uses: t.uses,
+  };
+}
