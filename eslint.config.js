@@ -23,6 +23,8 @@ const sideways = {
   engines: ['planner'],
   // Device classes are named one way, by the catalog's rules.
   gpu: ['catalog'],
+  // The store keeps placement's shards as they are.
+  store: ['placement'],
 };
 
 const zones = [];

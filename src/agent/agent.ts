@@ -12,6 +12,7 @@ import {
   structureOf,
   telemetryOf,
   type AgentMessage,
+  type ServerMessage,
 } from '../protocol/agent-protocol.js';
 
 import { frameText } from '../protocol/frames.js';
@@ -32,6 +33,10 @@ export interface AgentOptions {
   inventory: () => Promise<NodeInventory>;
   backoff?: { initialMs: number; maxMs: number };
   random?: () => number;
+  /** Each message after the welcome: assignments, log requests. */
+  onMessage?: (m: Exclude<ServerMessage, { type: 'welcome' }>) => void;
+  /** After every welcome, the first and each reconnection: time to report the current state. */
+  onWelcome?: () => void;
 }
 
 /** The refusal that ends an agent: a bad token, a name taken. Retrying would not help. */
@@ -76,6 +81,14 @@ export class Agent {
   /** Resolves on the first welcome; rejects if the control plane refuses this node. */
   get joined(): Promise<NodeIdentity> {
     return this.#welcomed;
+  }
+
+  /** Sends a message now, if connected; false when it could not (the state is sent again after the next welcome). */
+  send(m: AgentMessage): boolean {
+    const ws = this.#ws;
+    if (ws?.readyState !== WebSocket.OPEN) return false;
+    ws.send(JSON.stringify(m));
+    return true;
   }
 
   /** Runs until stop(), or until a refusal (the promise then rejects with AgentRefused). */
@@ -212,6 +225,10 @@ export class Agent {
         }
         if (!parsed.success) return;
         const m = parsed.data;
+        if (m.type !== 'welcome') {
+          if (welcomed) this.#o.onMessage?.(m);
+          return;
+        }
         {
           welcomed = true;
           heartbeatMs = m.heartbeat_ms;
@@ -221,6 +238,7 @@ export class Agent {
           this.#resolveWelcomed(this.#identity);
           if (timer !== undefined) clearInterval(timer);
           timer = setInterval(() => void beat(), heartbeatMs);
+          this.#o.onWelcome?.();
         }
       });
       ws.on('close', (code, reason) => {

@@ -7,6 +7,7 @@ import { registerKeys } from './ctl/keys.js';
 import { registerLogin } from './ctl/login.js';
 import { registerModels } from './ctl/models.js';
 import { registerNodes } from './ctl/nodes.js';
+import { registerReplicas } from './ctl/replicas.js';
 import { registerAgent } from './agent-command.js';
 import { registerDoctor } from './doctor-command.js';
 import { registerServe } from './run-control-plane.js';
@@ -38,6 +39,7 @@ export function buildProgram(run: Runner): Command {
   registerAudit(ctl, run);
   registerConfig(ctl, run);
   registerNodes(ctl, run);
+  registerReplicas(ctl, run);
 
   for (const cmd of allCommands(program)) cmd.exitOverride();
   return program;

@@ -1,7 +1,6 @@
-import { Agent } from '../agent/agent.js';
 import { loadSettings, SettingsError } from '../config/load.js';
 
-import { inventoryReader } from './inventory.js';
+import { startNodeAgent } from './node-agent.js';
 import { createLogger } from './logger.js';
 import { UsageError } from './usage-error.js';
 import { untilSignalled } from './signals.js';
@@ -22,12 +21,14 @@ export async function runAgent(o: RunAgentOptions): Promise<void> {
     if (e instanceof SettingsError) throw new UsageError(e.message);
     throw e;
   }
-  const dataDir = loaded.settings.data_dir;
-  const agent = new Agent({ server: o.server, token: o.token, dataDir, name: o.name, logger, inventory: inventoryReader(dataDir) });
-  logger.info({ server: o.server, node: agent.identity.name, dataDir }, 'agent starting');
-  const running = agent.run();
-  const stopped = untilSignalled(logger).then(() => agent.stop());
-  // A refusal ends the agent with its message; a signal ends it cleanly.
-  await Promise.race([running, stopped]);
-  await agent.stop();
+  const node = await startNodeAgent({ server: o.server, token: o.token, name: o.name, settings: loaded.settings, logger });
+  logger.info({ server: o.server, node: node.agent.identity.name, dataDir: loaded.settings.data_dir }, 'agent starting');
+  const running = node.agent.run();
+  const stopped = untilSignalled(logger);
+  // A refusal ends the agent with its message; a signal ends it cleanly. Either way its engines stop.
+  try {
+    await Promise.race([running, stopped]);
+  } finally {
+    await node.stop();
+  }
 }

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 
-import { loadSettings, SettingsError, type LoadOptions } from '../config/load.js';
+import { loadSettings, SettingsError, type LoadOptions, type Settings } from '../config/load.js';
 import { ControlPlane } from '../server/control-plane.js';
 import { openStore } from '../store/open.js';
 
@@ -9,10 +9,9 @@ import { readLogin, saveLogin } from './ctl/login-file.js';
 import { createLogger } from './logger.js';
 import type { Output } from './output.js';
 import { UsageError } from './usage-error.js';
-import { Agent } from '../agent/agent.js';
 import { loadIdentity } from '../agent/identity.js';
 import { generateSecret, hashSecret, secretPrefix } from '../core/secrets.js';
-import { inventoryReader } from './inventory.js';
+import { startNodeAgent, type NodeAgent } from './node-agent.js';
 import { version } from './version.js';
 import { untilSignalled } from './signals.js';
 
@@ -52,7 +51,7 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   }
   if (cp.generatedAdminKey !== undefined) announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
   // `llmgw up` is also this machine's node: its agent runs here, joined over loopback.
-  const agent = mode === 'up' ? await startLocalAgent(cp, loaded.settings.data_dir) : undefined;
+  const agent = mode === 'up' ? await startLocalAgent(cp, loaded.settings) : undefined;
   await untilSignalled(logger);
   await agent?.stop();
   await cp.stop();
@@ -85,9 +84,9 @@ function announceAdminKey(a: { mode: 'server' | 'up'; o: Output; url: string; ke
   a.logger.info({ url: a.url }, 'admin key created and shown once');
 }
 
-async function startLocalAgent(cp: ControlPlane, dataDir: string): Promise<Agent> {
+async function startLocalAgent(cp: ControlPlane, settings: Settings): Promise<NodeAgent> {
   const logger = createLogger('agent');
-  const identity = loadIdentity(dataDir);
+  const identity = loadIdentity(settings.data_dir);
   let token: string | undefined;
   let tokenName: string | undefined;
   if (identity.credential === undefined || identity.server !== cp.url) {
@@ -99,14 +98,14 @@ async function startLocalAgent(cp: ControlPlane, dataDir: string): Promise<Agent
       'system',
     );
   }
-  const agent = new Agent({ server: cp.url, token, dataDir, logger, inventory: inventoryReader(dataDir) });
-  agent.run().catch((e: unknown) => logger.error({ err: e instanceof Error ? e.message : String(e) }, 'the local agent stopped'));
+  const node = await startNodeAgent({ server: cp.url, token, settings, logger });
+  node.agent.run().catch((e: unknown) => logger.error({ err: e instanceof Error ? e.message : String(e) }, 'the local agent stopped'));
   if (tokenName !== undefined) {
     const name = tokenName;
-    agent.joined.then(
+    node.agent.joined.then(
       () => cp.store.joinTokens.revoke(name, 'system'),
       () => undefined,
     ).catch(() => undefined);
   }
-  return agent;
+  return node;
 }

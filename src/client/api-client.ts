@@ -10,6 +10,7 @@ import type {
   WhoAmI,
 } from '../core/api-types.js';
 import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../protocol/node-views.js';
+import type { ReplicaView, RestartResult } from '../protocol/replica-views.js';
 import { errorStatus, LlmgwError, messageOf, type ErrorCode, type Issue } from '../core/errors.js';
 
 export interface ApiClientOptions {
@@ -141,6 +142,41 @@ export class ApiClient {
   /** Checks a join token without joining (for llmgw doctor). */
   async checkJoinToken(token: string): Promise<{ name: string; expires_at: string | null }> {
     return (await new ApiClient({ server: this.server, key: token }).request<{ name: string; expires_at: string | null }>('GET', '/agent/token')).body;
+  }
+  async listReplicas(model?: string): Promise<ReplicaView[]> {
+    return (await this.request<ListOf<ReplicaView>>('GET', '/replicas', { query: { model } })).body.items;
+  }
+  async getReplica(id: string): Promise<ReplicaView> {
+    return (await this.request<ReplicaView>('GET', `/replicas/${encodeURIComponent(id)}`)).body;
+  }
+  async restartReplica(id: string, inPlace: boolean): Promise<RestartResult> {
+    return (await this.request<RestartResult>('POST', `/replicas/${encodeURIComponent(id)}/restart`, { json: { in_place: inPlace } })).body;
+  }
+  async scaleModel(name: string, replicas: number): Promise<ModelView> {
+    return (await this.request<ModelView>('POST', `/models/${encodeURIComponent(name)}/scale`, { json: { replicas } })).body;
+  }
+  /** A replica's log: the last lines, then (follow) each new one as it is written, until `signal` aborts. */
+  async logs(id: string, o: { rank?: number; tail?: number; follow?: boolean; signal?: AbortSignal; onText: (text: string) => void }): Promise<void> {
+    const url = new URL(`${this.server}/api/v1/replicas/${encodeURIComponent(id)}/logs`);
+    url.searchParams.set('rank', String(o.rank ?? 0));
+    url.searchParams.set('tail', String(o.tail ?? 200));
+    url.searchParams.set('follow', o.follow === true ? 'true' : 'false');
+    const headers: Record<string, string> = this.#key === undefined ? {} : { authorization: `Bearer ${this.#key}` };
+    let res: Response;
+    try {
+      res = await fetch(url, { headers, ...(o.signal === undefined ? {} : { signal: o.signal }) });
+    } catch (e) {
+      if (o.signal?.aborted === true) return;
+      throw unreachable(this.server, e);
+    }
+    if (!res.ok) throw toApiError(res.status, await res.text(), (res.headers.get('content-type') ?? '').includes('json'));
+    if (res.body === null) return;
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>) o.onText(decoder.decode(chunk, { stream: true }));
+    } catch (e) {
+      if (o.signal?.aborted !== true) throw e;
+    }
   }
   async getConfig(): Promise<{ text: string; etag: string; path: string; overriddenByEnv: string[] }> {
     const res = await this.request<string>('GET', '/config', { headers: { accept: 'application/yaml' } });

@@ -34,7 +34,7 @@ export function envKeys(schema: z.ZodType, prefix: string[] = []): EnvKey[] {
 function unwrap(schema: z.ZodType): z.ZodType {
   let s = schema;
   for (;;) {
-    if (s instanceof z.ZodOptional || s instanceof z.ZodDefault) s = s.unwrap() as z.ZodType;
+    if (s instanceof z.ZodOptional || s instanceof z.ZodDefault || s instanceof z.ZodPrefault) s = s.unwrap() as z.ZodType;
     else return s;
   }
 }

@@ -34,7 +34,9 @@ describe('settings', () => {
     expect(settings.listen).toBe('127.0.0.1:8080');
     expect(settings.data_dir).toBe(join(d, '.llmgw'));
     expect(settings.database).toBe(`sqlite:${join(d, '.llmgw', 'llmgw.db')}`);
-    expect(settings.agent.engines.llamacpp).toEqual({ parallel: 4, threads: 0 });
+    expect(settings.agent.engines.llamacpp).toEqual({ parallel: 4, threads: 0, build: 'b10587', release_url: 'https://github.com/ggml-org/llama.cpp/releases/download' });
+    expect(settings.agent.engines.sglang).toEqual({ bin: 'python3' });
+    expect(settings.placement).toEqual({ ports: '20000-29999', node_lost_after_s: 60, cpu_threads: 0 });
     expect(settings.models).toEqual([]);
     expect(source).toMatchObject({ path: join(d, '.llmgw', 'config.yaml'), exists: false, text: '' });
   });
@@ -45,7 +47,7 @@ describe('settings', () => {
     );
     expect(settings.listen).toBe('0.0.0.0:9000');
     expect(settings.database).toBe('postgres://u@db:5432/llmgw');
-    expect(settings.agent.engines.llamacpp).toEqual({ bin: '/opt/llama-server', parallel: 4, threads: 8 });
+    expect(settings.agent.engines.llamacpp).toMatchObject({ bin: '/opt/llama-server', parallel: 4, threads: 8 });
     expect(settings.models.map((m) => m.name)).toEqual(['tiny']);
     expect(Object.isFrozen(settings.models)).toBe(true);
   });
@@ -59,7 +61,7 @@ describe('settings', () => {
     });
     expect(settings.listen).toBe('127.0.0.1:9999');
     expect(settings.database).toBe('sqlite:/tmp/x.db');
-    expect(settings.agent.engines.llamacpp).toEqual({ bin: '/usr/local/bin/llama-server', parallel: 8, threads: 0 });
+    expect(settings.agent.engines.llamacpp).toMatchObject({ bin: '/usr/local/bin/llama-server', parallel: 8, threads: 0 });
     expect(source.fromEnv).toEqual(['listen', 'database', 'data_dir', 'agent.engines.llamacpp.bin', 'agent.engines.llamacpp.parallel']);
   });
 
@@ -119,6 +121,12 @@ describe('settings', () => {
   it('warns of LLMGW_ variables that set nothing', () => {
     const { warnings } = load('', { LLMGW_LISTN: ':8080', LLMGW_ADMIN_KEY: 'x'.repeat(30) });
     expect(warnings).toEqual(['environment variable LLMGW_LISTN sets nothing; did you mean LLMGW_LISTEN?']);
+  });
+
+  it('refuses a port range it cannot use, and a release address that is no URL', () => {
+    expect(refusal('placement:\n  ports: 30000-20000\n').message).toMatch(/:2: placement\.ports: a range within 1024-65535, FIRST no more than LAST/);
+    expect(refusal('agent:\n  engines:\n    llamacpp:\n      release_url: ftp://mirror\n').message).toMatch(/:4: agent\.engines\.llamacpp\.release_url: an http\(s\) address/);
+    expect(refusal('agent:\n  engines:\n    llamacpp:\n      build: latest\n').message).toMatch(/:4: agent\.engines\.llamacpp\.build: a llama\.cpp release tag such as b10587/);
   });
 
   it('refuses a model declared twice', () => {

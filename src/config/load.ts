@@ -9,7 +9,7 @@ import { formatPath, LlmgwError, type Issue } from '../core/errors.js';
 import { issuesFromZod } from '../core/zod-issues.js';
 
 import { envKeys, parseEnvValue, unknownVariables } from './env.js';
-import { settingsSchema, type LlamacppSettings } from './schema.js';
+import { settingsSchema, type AgentSettings, type PlacementSettings } from './schema.js';
 
 /** The effective settings: file, then environment, then defaults; validated and frozen. */
 export interface Settings {
@@ -18,7 +18,8 @@ export interface Settings {
   readonly database: string;
   /** Absolute. */
   readonly data_dir: string;
-  readonly agent: { readonly heartbeat_ms: number; readonly engines: { readonly llamacpp: Readonly<LlamacppSettings> } };
+  readonly agent: Readonly<AgentSettings>;
+  readonly placement: Readonly<PlacementSettings>;
   /** Models declared in the file: read-only through the API. */
   readonly models: readonly ModelSpec[];
 }
@@ -132,6 +133,7 @@ export function parseSettings(text: string, options: LoadOptions & { path: strin
     database: database.startsWith('sqlite:') ? `sqlite:${resolveSqlitePath(database.slice(7), cwd)}` : database,
     data_dir: dataDir,
     agent: parsed.data.agent,
+    placement: parsed.data.placement,
     models,
   });
   return {

@@ -21,14 +21,28 @@ export const databaseSchema = z
     'expected sqlite:PATH (e.g. sqlite:/var/lib/llmgw/llmgw.db) or a PostgreSQL URL (postgres://user@host:5432/llmgw)',
   );
 
+/** The build llmgw was tested against (the captures in shared/reference/llama-server are of it). */
+export const defaultLlamaBuild = 'b10587';
+export const defaultReleaseUrl = 'https://github.com/ggml-org/llama.cpp/releases/download';
+
 export const llamacppSettingsSchema = z.strictObject({
-  /** llama-server to run; unset, the agent installs llama.cpp itself. */
+  /** llama-server to run; unset, the agent installs llama.cpp itself (at `build`). Set on a node, it wins there. */
   bin: z.string().min(1).optional(),
   /** Requests one server handles at once, when a profile does not say (llama.cpp's own default of one queues the rest). */
   parallel: z.int().min(1).max(512).default(4),
   /** CPU threads of a shard without a GPU; 0 takes half the node's CPUs. */
   threads: z.int().min(0).max(1024).default(0),
+  /** The release the agents install, when no bin is set: a tag of ggml-org/llama.cpp. */
+  build: z.string().regex(/^b\d+$/, 'a llama.cpp release tag such as b10587').default(defaultLlamaBuild),
+  /** Where releases are downloaded from: `<release_url>/<build>/<asset>`. An offline site points it at its mirror. */
+  release_url: z.url({ protocol: /^https?$/, error: 'an http(s) address, e.g. https://github.com/ggml-org/llama.cpp/releases/download' }).default(defaultReleaseUrl),
+  /** A CUDA build's .tar.gz for NVIDIA nodes (llama.cpp publishes none for Linux); without it they get the Vulkan build. */
+  cuda_archive: z.url({ protocol: /^https?$/, error: 'an http(s) address of a .tar.gz' }).optional(),
+  /** The SHA-256 the downloaded archive must have, where the release publishes none. */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 digest: 64 hex digits').optional(),
 });
+
+const binSchema = (bin: string) => z.strictObject({ bin: z.string().min(1).default(bin) });
 
 export const settingsSchema = z.strictObject({
   listen: listenSchema.default('127.0.0.1:8080'),
@@ -38,16 +52,41 @@ export const settingsSchema = z.strictObject({
     .strictObject({
       /** How often agents report; a node silent for three of these is not ready. Set on the control plane. */
       heartbeat_ms: z.int().min(100).max(600_000).default(5000),
+      /** How long an engine gets to finish after SIGTERM before SIGKILL. */
+      stop_grace_s: z.int().min(0).max(3600).default(30),
       engines: z
         .strictObject({
-          llamacpp: llamacppSettingsSchema.default({ parallel: 4, threads: 0 }),
+          llamacpp: llamacppSettingsSchema.prefault({}),
+          vllm: binSchema('vllm').prefault({}),
+          // SGLang runs as `python3 -m sglang.launch_server`: its bin is the Python it is installed for.
+          sglang: binSchema('python3').prefault({}),
+          trtllm: binSchema('trtllm-serve').prefault({}),
         })
-        .default({ llamacpp: { parallel: 4, threads: 0 } }),
+        .prefault({}),
     })
-    .default({ heartbeat_ms: 5000, engines: { llamacpp: { parallel: 4, threads: 0 } } }),
+    .prefault({}),
+  placement: z
+    .strictObject({
+      /** Ports engines listen on, FIRST-LAST. */
+      ports: z
+        .string()
+        .regex(/^\d{1,5}-\d{1,5}$/, 'FIRST-LAST, e.g. 20000-29999')
+        .refine((v) => {
+          const [a, b] = v.split('-').map(Number);
+          return a !== undefined && b !== undefined && a >= 1024 && b <= 65535 && a <= b;
+        }, 'a range within 1024-65535, FIRST no more than LAST, e.g. 20000-29999')
+        .default('20000-29999'),
+      /** A node not ready for this long has its replicas placed elsewhere. */
+      node_lost_after_s: z.int().min(5).max(86_400).default(60),
+      /** CPU threads a CPU replica reserves; 0 takes half the node's CPUs. */
+      cpu_threads: z.int().min(0).max(1024).default(0),
+    })
+    .prefault({}),
   // Each model is validated by the catalog's own rules, which give better messages than a nested schema.
   models: z.array(z.unknown()).default([]),
 });
 
 export type RawSettings = z.output<typeof settingsSchema>;
 export type LlamacppSettings = z.output<typeof llamacppSettingsSchema>;
+export type AgentSettings = RawSettings['agent'];
+export type PlacementSettings = RawSettings['placement'];

@@ -50,13 +50,20 @@ export interface ShardLaunch {
   threads?: number | undefined;
   /** The key the engine requires; only the gateway knows it. */
   apiKey: string;
-  /**
-   * The weights on this node. A directory comes with its file names (read by the agent),
-   * so the command stays a pure function.
-   */
-  weights: { path: string; files?: readonly string[] | undefined };
+  /** Where the weights are: on this node, or fetched by the engine itself. */
+  weights: Weights;
   settings: EngineSettings;
 }
+
+/**
+ * A path on this node (a directory comes with its file names, read by the agent, so the
+ * command stays a pure function); or a Hugging Face repository or URL that the engine
+ * downloads into its own cache.
+ */
+export type Weights =
+  | { path: string; files?: readonly string[] | undefined }
+  | { hf: string; file?: string | undefined }
+  | { url: string };
 
 /** One process to start. */
 export interface ProcessSpec {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 
+import type { ModelSpec } from '../catalog/model-spec.js';
 import type { NodeInventory } from '../gpu/types.js';
 
 /**
@@ -90,11 +91,84 @@ export const telemetrySchema = z.object({
 
 export type Telemetry = z.output<typeof telemetrySchema>;
 
+/** A shard's state on its node, as the agent's supervisor sees it. */
+export const shardStatusSchema = z.object({
+  key: z.string(),
+  replica: z.string(),
+  rank: z.int(),
+  state: z.enum(['starting', 'ready', 'degraded', 'failed', 'stopping']),
+  reason: z.string().optional(),
+  pid: z.int().optional(),
+  restarts: z.int(),
+  ready_since: z.string().optional(),
+  last_exit: z
+    .object({ code: z.int().nullable(), signal: z.string().nullable(), at: z.string(), log_tail: z.array(z.string()) })
+    .optional(),
+});
+export type ShardStatusWire = z.output<typeof shardStatusSchema>;
+
+/** What the agent's engines are: the llama.cpp build it installed, and whether that build sees the GPUs. */
+export const engineReportSchema = z.object({
+  llamacpp: z
+    .object({
+      bin: z.string().optional(),
+      build: z.string().optional(),
+      flavour: z.string().optional(),
+      devices: z.array(z.string()).optional(),
+      /** Said loudly: a GPU node whose build lists no GPU runs llama.cpp on the CPU. */
+      warning: z.string().optional(),
+      installing: z.string().optional(),
+    })
+    .optional(),
+});
+export type EngineReport = z.output<typeof engineReportSchema>;
+
 export const agentMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('inventory'), inventory: inventorySchema }),
   z.object({ type: z.literal('heartbeat'), telemetry: telemetrySchema }),
+  z.object({ type: z.literal('shards'), statuses: z.array(shardStatusSchema), engines: engineReportSchema.optional() }),
+  z.object({ type: z.literal('log_lines'), request: z.string(), lines: z.array(z.string()), done: z.boolean(), error: z.string().optional() }),
 ]);
 export type AgentMessage = z.output<typeof agentMessageSchema>;
+
+/** One shard placed on the node, with what its engine needs to start. */
+export const assignedShardSchema = z.object({
+  replica: z.string(),
+  /** The model as the catalog has it (validated there). */
+  model: z.custom<ModelSpec>((v) => typeof v === 'object' && v !== null && 'name' in v && 'profiles' in v),
+  profile: z.string(),
+  rank: z.int(),
+  ranks: z.int(),
+  port: z.int(),
+  dist_port: z.int().optional(),
+  /** Multi-node: where rank 0 accepts the others. */
+  head: z.object({ address: z.string(), port: z.int() }).optional(),
+  /** Device ids on this node (whole card: index; MIG instance: 1000 + 100 × card + instance). */
+  devices: z.array(z.int()),
+  threads: z.int().optional(),
+  memory_mib: z.int().optional(),
+  /** The engine's key; only the gateway knows it besides. */
+  api_key: z.string(),
+});
+export type AssignedShard = z.output<typeof assignedShardSchema>;
+
+/** The control plane's engine settings: the llama.cpp build nodes install, and the engines' commands. */
+export const engineSettingsSchema = z.object({
+  llamacpp: z.object({
+    bin: z.string().optional(),
+    parallel: z.int(),
+    threads: z.int(),
+    build: z.string(),
+    release_url: z.string(),
+    cuda_archive: z.string().optional(),
+    sha256: z.string().optional(),
+  }),
+  vllm: z.object({ bin: z.string() }),
+  sglang: z.object({ bin: z.string() }),
+  trtllm: z.object({ bin: z.string() }),
+  stop_grace_s: z.int(),
+});
+export type EngineSettingsWire = z.output<typeof engineSettingsSchema>;
 
 export const serverMessageSchema = z.discriminatedUnion('type', [
   z.object({
@@ -104,6 +178,11 @@ export const serverMessageSchema = z.discriminatedUnion('type', [
     credential: z.string().optional(),
     heartbeat_ms: z.int().min(100),
   }),
+  /** Every shard the node should run; the agent starts, keeps and stops processes to match. */
+  z.object({ type: z.literal('assign'), shards: z.array(assignedShardSchema), engines: engineSettingsSchema }),
+  /** Recent log lines of a shard, and (follow) each new one until cancelled. */
+  z.object({ type: z.literal('logs'), request: z.string(), key: z.string(), tail: z.int().min(0), follow: z.boolean() }),
+  z.object({ type: z.literal('logs_cancel'), request: z.string() }),
 ]);
 export type ServerMessage = z.output<typeof serverMessageSchema>;
 

@@ -22,14 +22,19 @@ export interface NodeView {
   devices: Device[];
   excluded: ExcludedCard[];
   devices_by_class: Record<string, number>;
+  /** Devices replicas are placed on, by class. */
+  devices_in_use_by_class: Record<string, number>;
 }
 
 export interface ClassCount {
   class: string;
   total: number;
-  /** In use: a process holds memory on it (later: or a replica is placed on it). */
+  /** Placed replicas use them. */
   used: number;
+  /** Not used by a replica. */
   free: number;
+  /** Free of replicas but holding another process's memory (something llmgw did not start). */
+  other_processes: number;
 }
 
 export interface ClusterStatus {

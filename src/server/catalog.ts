@@ -13,15 +13,28 @@ export interface CatalogOptions {
   settingsPath: () => string;
 }
 
+type ChangeListener = () => void;
+
 /**
  * The catalog as users see it: models declared in the settings file (read-only here)
  * and models added through the API (in the store), one namespace.
  */
 export class Catalog {
   readonly #o: CatalogOptions;
+  readonly #listeners: ChangeListener[] = [];
 
   constructor(options: CatalogOptions) {
     this.#o = options;
+  }
+
+  /** Called after every change made through the catalog (placement listens). */
+  onChange(listener: ChangeListener): void {
+    this.#listeners.push(listener);
+  }
+
+  #changed<T>(value: T): T {
+    for (const l of this.#listeners) l();
+    return value;
   }
 
   async list(): Promise<ModelView[]> {
@@ -51,7 +64,7 @@ export class Catalog {
         `model "${spec.name}" is already declared in the settings file ${this.#o.settingsPath()}: pick another name, or change it there with llmgw ctl config edit`,
       );
     }
-    return storedView(await this.#o.store.models.create(spec, actor));
+    return this.#changed(storedView(await this.#o.store.models.create(spec, actor)));
   }
 
   /** Replaces a stored model's spec; `expectVersion` refuses if it changed since read. */
@@ -61,7 +74,7 @@ export class Catalog {
     if (spec.name !== name) {
       throw new LlmgwError('invalid_argument', `the body names model "${spec.name}" but the URL names "${name}": a model cannot be renamed; add it under the new name and remove the old one`);
     }
-    return storedView(await this.#o.store.models.update(name, () => spec, { actor, expectVersion }));
+    return this.#changed(storedView(await this.#o.store.models.update(name, () => spec, { actor, expectVersion })));
   }
 
   /** Applies a JSON merge patch (RFC 7386) under the row lock, validating the result. */
@@ -78,14 +91,14 @@ export class Catalog {
       },
       { actor, expectVersion },
     );
-    return storedView(updated);
+    return this.#changed(storedView(updated));
   }
 
   async remove(name: string, actor: string): Promise<ModelView> {
     this.#refuseDeclared(name);
     const existing = await this.#o.store.models.get(name);
     if (existing === undefined) throw await this.#notFound(name);
-    return storedView(await this.#o.store.models.delete(name, actor));
+    return this.#changed(storedView(await this.#o.store.models.delete(name, actor)));
   }
 
   #declared(name: string): ModelSpec | undefined {

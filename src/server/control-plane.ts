@@ -10,6 +10,7 @@ import { apiPrefix, createApi } from './api/app.js';
 import { Catalog } from './catalog.js';
 import { HttpServer } from './http-server.js';
 import { agentChannelPath } from '../protocol/agent-protocol.js';
+import { Fleet } from './fleet/fleet.js';
 import { AgentHub } from './nodes/agent-hub.js';
 import { NodeRegistry } from './nodes/node-registry.js';
 import { SettingsHolder } from './settings-holder.js';
@@ -42,6 +43,7 @@ export class ControlPlane {
   readonly #logger: Logger;
 
   readonly registry: NodeRegistry;
+  readonly fleet: Fleet;
   readonly #hub: AgentHub;
 
   private constructor(init: {
@@ -54,8 +56,10 @@ export class ControlPlane {
     logger: Logger;
     registry: NodeRegistry;
     hub: AgentHub;
+    fleet: Fleet;
   }) {
     this.registry = init.registry;
+    this.fleet = init.fleet;
     this.#hub = init.hub;
     this.url = init.url;
     this.generatedAdminKey = init.generatedAdminKey;
@@ -76,7 +80,10 @@ export class ControlPlane {
     const registry = new NodeRegistry({ store, logger, heartbeatMs });
     await registry.start();
     const hub = new AgentHub({ store, registry, logger, heartbeatMs });
-    const api = createApi({ store, catalog, settings, auth, logger, version: options.version, registry, hub });
+    const fleet = new Fleet({ store, catalog, registry, hub, settings, logger });
+    catalog.onChange(() => fleet.poke());
+    await fleet.start();
+    const api = createApi({ store, catalog, settings, auth, logger, version: options.version, registry, hub, fleet });
 
     const http = new HttpServer();
     http.onUpgrade(agentChannelPath, (req, socket, head) => {
@@ -93,12 +100,13 @@ export class ControlPlane {
       if (restart.length > 0) logger.warn({ keys: restart }, 'these settings take effect at the next start');
     });
     logger.info({ url, store: store.dialect, settings: options.settings.source.path, declaredModels: options.settings.settings.models.length }, 'control plane listening');
-    return new ControlPlane({ url, generatedAdminKey: generated, settings, catalog, store, http, logger, registry, hub });
+    return new ControlPlane({ url, generatedAdminKey: generated, settings, catalog, store, http, logger, registry, hub, fleet });
   }
 
   /** Stops taking requests, finishes those in flight, then closes the store. */
   async stop(): Promise<void> {
     this.#logger.info('control plane stopping');
+    await this.fleet.stop();
     this.#hub.close();
     await this.#http.close();
     await this.registry.stop();

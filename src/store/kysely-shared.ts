@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 
 import type { Dialect } from './migrations.js';
 import type { Database } from './schema.js';
-import type { AuditEntry } from './store.js';
+import type { AuditEntry, Store } from './store.js';
 
 /** What every repository of the Kysely store is given. */
 export interface Context {
@@ -10,6 +10,8 @@ export interface Context {
   dialect: Dialect;
   now: () => string;
   tx: <T>(work: (db: Kysely<Database>) => Promise<T>) => Promise<T>;
+  /** The whole store over a transaction's connection. */
+  storeOn: (db: Kysely<Database>) => Store;
 }
 
 /** A duplicate key, as PostgreSQL and SQLite each report it. */

@@ -7,6 +7,7 @@ import { diffJson } from '../core/diff.js';
 import { LlmgwError } from '../core/errors.js';
 
 import type { Dialect } from './migrations.js';
+import { Fleet } from './kysely-fleet.js';
 import { JoinTokens, Nodes } from './kysely-nodes.js';
 import { isUniqueViolation, writeAudit, type Context } from './kysely-shared.js';
 import type { Database } from './schema.js';
@@ -16,6 +17,7 @@ import type {
   AuditEntry,
   AuditFilter,
   AuditRepository,
+  FleetRepository,
   JoinTokenRepository,
   KeyRepository,
   NodeRepository,
@@ -43,6 +45,7 @@ export class KyselyStore implements Store {
   readonly audit: AuditRepository;
   readonly joinTokens: JoinTokenRepository;
   readonly nodes: NodeRepository;
+  readonly fleet: FleetRepository;
   readonly #db: Kysely<Database>;
   readonly #options: KyselyStoreOptions;
   readonly #inTransaction: boolean;
@@ -57,12 +60,14 @@ export class KyselyStore implements Store {
       dialect: options.dialect,
       now: () => (options.now?.() ?? new Date()).toISOString(),
       tx: (work) => this.#tx(work),
+      storeOn: (trx) => new KyselyStore(options, trx, true),
     };
     this.models = new Models(ctx);
     this.keys = new Keys(ctx);
     this.audit = new Audit(ctx);
     this.joinTokens = new JoinTokens(ctx);
     this.nodes = new Nodes(ctx);
+    this.fleet = new Fleet(ctx);
   }
 
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T> {

@@ -99,5 +99,37 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0003_replicas_and_shards': {
+      async up(db) {
+        await db.schema
+          .createTable('replicas')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('model', 'text', (c) => c.notNull())
+          .addColumn('profile', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('engine_key', 'text', (c) => c.notNull())
+          .addColumn('spec', 'text', (c) => c.notNull())
+          .addColumn('retiring', 'integer', (c) => c.notNull().defaultTo(0))
+          .addColumn('retire_reason', 'text')
+          .execute();
+        await db.schema.createIndex('replicas_model').on('replicas').column('model').execute();
+        await db.schema
+          .createTable('shards')
+          .addColumn('replica', 'text', (c) => c.notNull().references('replicas.id').onDelete('cascade'))
+          .addColumn('rank', 'integer', (c) => c.notNull())
+          .addColumn('ranks', 'integer', (c) => c.notNull())
+          .addColumn('model', 'text', (c) => c.notNull())
+          .addColumn('profile', 'text', (c) => c.notNull())
+          .addColumn('node', 'text', (c) => c.notNull())
+          .addColumn('devices', 'text', (c) => c.notNull())
+          .addColumn('port', 'integer', (c) => c.notNull())
+          .addColumn('dist_port', 'integer')
+          .addColumn('threads', 'integer')
+          .addColumn('memory_mib', 'integer')
+          .addPrimaryKeyConstraint('shards_pk', ['replica', 'rank'])
+          .execute();
+        await db.schema.createIndex('shards_node').on('shards').column('node').execute();
+      },
+    },
   };
 }

@@ -57,4 +57,27 @@ export interface Database {
     inventory_at: string;
     last_seen_at: string;
   };
+  replicas: {
+    id: string;
+    model: string;
+    profile: string;
+    created_at: string;
+    engine_key: string;
+    spec: string;
+    retiring: number;
+    retire_reason: string | null;
+  };
+  shards: {
+    replica: string;
+    rank: number;
+    ranks: number;
+    model: string;
+    profile: string;
+    node: string;
+    devices: string;
+    port: number;
+    dist_port: number | null;
+    threads: number | null;
+    memory_mib: number | null;
+  };
 }

@@ -1,5 +1,6 @@
 import type { ModelSpec } from '../catalog/model-spec.js';
 import type { NodeInventory } from '../gpu/types.js';
+import type { Shard } from '../placement/types.js';
 
 /**
  * The data-access layer of the control plane. One interface, one implementation over
@@ -14,6 +15,7 @@ export interface Store {
   readonly audit: AuditRepository;
   readonly joinTokens: JoinTokenRepository;
   readonly nodes: NodeRepository;
+  readonly fleet: FleetRepository;
   /** Runs work in one transaction: all of it lands, or none. */
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T>;
   /** A cheap round trip, for health checks. */
@@ -168,4 +170,43 @@ export interface NodeRepository {
   /** Records when nodes were last heard from, many at once. */
   touch(seen: readonly { id: string; at: string; address?: string }[]): Promise<void>;
   remove(name: string, actor: Actor): Promise<NodeRecord>;
+}
+
+export interface ReplicaRecord {
+  id: string;
+  model: string;
+  profile: string;
+  created_at: string;
+  /** The key its engine requires; only the gateway uses it. */
+  engine_key: string;
+  /** The model as it was when the replica was placed: a changed model rolls replicas over, one at a time. */
+  spec: ModelSpec;
+  /** Replaced: it stops once its successor is ready (a restart). */
+  retiring: boolean;
+  retire_reason: string | null;
+}
+
+export interface FleetChange {
+  add: { replica: ReplicaRecord; shards: Shard[] }[];
+  /** Replica ids to remove, with their shards, and why (for the audit log). */
+  remove: { id: string; reason: string }[];
+}
+
+export interface FleetRepository {
+  replicas(): Promise<ReplicaRecord[]>;
+  shards(): Promise<Shard[]>;
+  /** Adds and removes replicas in one transaction, auditing each as `actor`. */
+  apply(change: FleetChange, actor: Actor): Promise<void>;
+  /**
+   * Marks a replica to be replaced: a new one is placed beside it, and it stops once that
+   * one is ready. A null reason takes that back (no room for the new one).
+   */
+  retire(id: string, reason: string | null, actor: Actor): Promise<void>;
+  /** The next replica numbers of a model: ids are never reused, so logs and audit stay unambiguous. */
+  nextReplicaNumbers(model: string, count: number): Promise<number[]>;
+  /**
+   * Runs work holding the cluster's placement lock: one control plane places at a time,
+   * over the database they share, and each sees the others' shards.
+   */
+  locked<T>(work: (tx: Store) => Promise<T>): Promise<T>;
 }

@@ -79,6 +79,20 @@ export function registerModels(ctl: Command, run: Runner): void {
     );
 
   model
+    .command('scale')
+    .argument('<name>', 'the model')
+    .argument('<replicas>', 'how many replicas it runs (0 stops them all)')
+    .description('set how many replicas a model runs')
+    .action(
+      run.action(async ({ opts, o }, name: string, count: string) => {
+        const n = Number(count);
+        if (!Number.isInteger(n) || n < 0) throw new UsageError(`replicas is a whole number of 0 or more, not "${count}"`);
+        const m = await connect(opts).scaleModel(name, n);
+        emit(o, m, (v) => `model "${v.name}" scaled to ${v.replicas} replica${v.replicas === 1 ? '' : 's'}`);
+      }),
+    );
+
+  model
     .command('rm')
     .alias('delete')
     .argument('<name>', 'the model')

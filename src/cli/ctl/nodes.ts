@@ -120,7 +120,10 @@ function gib(mib: number): string {
 
 function devicesText(n: NodeView): string {
   const entries = Object.entries(n.devices_by_class);
-  const parts = entries.map(([cls, count]) => `${count}×${cls}`);
+  const parts = entries.map(([cls, count]) => {
+    const used = n.devices_in_use_by_class[cls] ?? 0;
+    return `${count}×${cls}${used > 0 ? ` (${used} in use)` : ''}`;
+  });
   if (n.excluded.length > 0) parts.push(`${n.excluded.length} card${n.excluded.length === 1 ? '' : 's'} left out`);
   return parts.length === 0 ? 'cpu' : parts.join(', ');
 }
@@ -181,7 +184,14 @@ function statusText(s: ClusterStatus): string {
   if (s.devices.length === 0) lines.push('Devices:  none (CPU only)');
   else {
     lines.push('Devices:');
-    lines.push(indent(table(['CLASS', 'TOTAL', 'USED', 'FREE'], s.devices.map((d) => [d.class, String(d.total), String(d.used), String(d.free)]))));
+    lines.push(
+      indent(
+        table(
+          ['CLASS', 'TOTAL', 'USED', 'FREE', 'OTHER PROCESSES'],
+          s.devices.map((d) => [d.class, String(d.total), String(d.used), String(d.free), d.other_processes === 0 ? '-' : `${d.other_processes} (busy, not llmgw's)`]),
+        ),
+      ),
+    );
   }
   if (s.excluded.length > 0) {
     lines.push('', 'Cards left out:');

@@ -13,6 +13,7 @@ import { errorResponse } from './errors.js';
 import { keyRoutes } from './keys.js';
 import { modelRoutes } from './models.js';
 import { nodeRoutes, statusRoute, tokenRoutes } from './nodes.js';
+import { replicaRoutes, scaleRoute } from './replicas.js';
 import { checkJoinToken } from '../nodes/join-token.js';
 
 export const apiPrefix = '/api/v1';
@@ -71,7 +72,9 @@ export function createApi(deps: ApiDeps) {
     const p = principalOf(c);
     return c.json<WhoAmI>({ name: p.name, role: p.role });
   });
+  app.route('/models', scaleRoute(deps));
   app.route('/models', modelRoutes(deps));
+  app.route('/replicas', replicaRoutes(deps));
   app.route('/keys', keyRoutes(deps));
   app.route('/audit', auditRoutes(deps));
   app.route('/config', configRoutes(deps));

@@ -8,6 +8,7 @@ import { formatIssues, LlmgwError } from '../../core/errors.js';
 import { issuesFromZod } from '../../core/zod-issues.js';
 import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
+import type { Fleet } from '../fleet/fleet.js';
 import type { AgentHub } from '../nodes/agent-hub.js';
 import type { NodeRegistry } from '../nodes/node-registry.js';
 import type { SettingsHolder } from '../settings-holder.js';
@@ -22,6 +23,7 @@ export interface ApiDeps {
   version: string;
   registry: NodeRegistry;
   hub: AgentHub;
+  fleet: Fleet;
 }
 
 export interface ApiEnv {

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 
 import type { Logger } from 'pino';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 
 import { LlmgwError, messageOf } from '../../core/errors.js';
 import { dnsLabelProblem } from '../../core/names.js';
@@ -13,6 +13,7 @@ import {
   agentVersionHeader,
   nodeIdHeader,
   nodeNameHeader,
+  type AgentMessage,
   type ServerMessage,
 } from '../../protocol/agent-protocol.js';
 import type { JoinTokenRecord, NodeRecord, Store } from '../../store/store.js';
@@ -27,6 +28,13 @@ export interface AgentHubOptions {
   logger: Logger;
   heartbeatMs: number;
   now?: () => number;
+}
+
+export interface HubListener {
+  connected(nodeId: string): void;
+  disconnected(nodeId: string): void;
+  inventory?(nodeId: string): void;
+  message(nodeId: string, m: Exclude<AgentMessage, { type: 'inventory' | 'heartbeat' }>): void;
 }
 
 /** Who is on the other end of an upgrade request, once its secret checked out. */
@@ -48,6 +56,7 @@ export class AgentHub {
   readonly #wss = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
   readonly #sessions = new Map<string, WebSocket>();
   readonly #pinger: NodeJS.Timeout;
+  #listener: HubListener | undefined;
 
   constructor(options: AgentHubOptions) {
     this.#o = options;
@@ -64,6 +73,19 @@ export class AgentHub {
       }
     }, Math.max(this.#o.heartbeatMs * 2, 1000));
     this.#pinger.unref();
+  }
+
+  /** Who hears what agents say beyond inventories and heartbeats (the fleet). */
+  listen(listener: HubListener): void {
+    this.#listener = listener;
+  }
+
+  /** Sends a message to a node's agent; false when it is not connected here. */
+  send(nodeId: string, message: ServerMessage): boolean {
+    const ws = this.#sessions.get(nodeId);
+    if (ws?.readyState !== WebSocket.OPEN) return false;
+    ws.send(JSON.stringify(message));
+    return true;
   }
 
   get connectedCount(): number {
@@ -168,6 +190,7 @@ export class AgentHub {
       this.#sessions.set(record.id, ws);
       this.#o.registry.connected(record);
       send({ type: 'welcome', node: { id: record.id, name: record.name }, ...(credential === undefined ? {} : { credential }), heartbeat_ms: this.#o.heartbeatMs });
+      this.#listener?.connected(record.id);
     };
 
     let queue: Promise<void> = Promise.resolve();
@@ -200,8 +223,11 @@ export class AgentHub {
           }
           return;
         }
-        if (m.type === 'inventory') await this.#o.registry.inventory(nodeId, m.inventory);
-        else this.#o.registry.heartbeat(nodeId, m.telemetry);
+        if (m.type === 'inventory') {
+          await this.#o.registry.inventory(nodeId, m.inventory);
+          this.#listener?.inventory?.(nodeId);
+        } else if (m.type === 'heartbeat') this.#o.registry.heartbeat(nodeId, m.telemetry);
+        else this.#listener?.message(nodeId, m);
       }).catch((e: unknown) => log.error({ err: messageOf(e) }, 'agent frame failed'));
     });
 
@@ -211,6 +237,7 @@ export class AgentHub {
       if (this.#sessions.get(nodeId) === ws) {
         this.#sessions.delete(nodeId);
         this.#o.registry.disconnected(nodeId, `its agent disconnected (${code}${reason.length > 0 ? `: ${reason.toString()}` : ''})`);
+        this.#listener?.disconnected(nodeId);
       }
       log.info({ code }, 'agent disconnected');
     });

@@ -44,6 +44,7 @@ export class NodeRegistry {
   #flushing: Promise<void> = Promise.resolve();
   #lastFlush = 0;
   #lastReload = 0;
+  #usage: () => Map<string, Set<number>> = () => new Map();
 
   constructor(options: NodeRegistryOptions) {
     this.#o = { missedBeats: 3, now: Date.now, ...options };
@@ -63,6 +64,11 @@ export class NodeRegistry {
   async stop(): Promise<void> {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     await this.flush();
+  }
+
+  /** Which devices replicas use, by node name (the fleet's placement). */
+  setUsage(usage: () => Map<string, Set<number>>): void {
+    this.#usage = usage;
   }
 
   onStateChange(listener: NodeListener): void {
@@ -150,7 +156,8 @@ export class NodeRegistry {
 
   status(): ClusterStatus {
     const views = this.views();
-    const classes = new Map<string, { total: number; used: number }>();
+    const classes = new Map<string, { total: number; used: number; other: number }>();
+    const usage = this.#usage();
     let cpus = 0;
     let total = 0;
     let free = 0;
@@ -158,16 +165,20 @@ export class NodeRegistry {
       cpus += v.host.cpus.count;
       total += v.host.memory.total_mib;
       free += v.host.memory.free_mib;
+      const inUse = usage.get(v.name);
       for (const d of v.devices) {
-        const c = classes.get(d.class) ?? { total: 0, used: 0 };
+        const c = classes.get(d.class) ?? { total: 0, used: 0, other: 0 };
         c.total++;
-        if (d.processes.length > 0) c.used++;
+        if (inUse?.has(d.id) === true) c.used++;
+        else if (d.processes.length > 0) c.other++;
         classes.set(d.class, c);
       }
     }
     return {
       nodes: { total: views.length, ready: views.filter((v) => v.state === 'ready').length, not_ready: views.filter((v) => v.state !== 'ready').length },
-      devices: [...classes.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([cls, c]) => ({ class: cls, total: c.total, used: c.used, free: c.total - c.used })),
+      devices: [...classes.entries()]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([cls, c]) => ({ class: cls, total: c.total, used: c.used, free: c.total - c.used, other_processes: c.other })),
       excluded: views.flatMap((v) => v.excluded.map((x) => ({ node: v.name, card: x.card, reason: x.reason }))),
       cpus,
       memory_mib: { total, free },
@@ -200,7 +211,12 @@ export class NodeRegistry {
     const inv = e.inventory;
     const { devices, excluded } = devicesOf(inv.gpu.cards);
     const byClass: Record<string, number> = {};
-    for (const d of devices) byClass[d.class] = (byClass[d.class] ?? 0) + 1;
+    const usedByClass: Record<string, number> = {};
+    const inUse = this.#usage().get(e.record.name);
+    for (const d of devices) {
+      byClass[d.class] = (byClass[d.class] ?? 0) + 1;
+      if (inUse?.has(d.id) === true) usedByClass[d.class] = (usedByClass[d.class] ?? 0) + 1;
+    }
     return {
       id: e.record.id,
       name: e.record.name,
@@ -217,6 +233,7 @@ export class NodeRegistry {
       devices,
       excluded,
       devices_by_class: byClass,
+      devices_in_use_by_class: usedByClass,
     };
   }
 

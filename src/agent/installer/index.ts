@@ -1,0 +1,9 @@
+/** Installs llama.cpp on a node: the release build for its devices, checked before use. */
+export { assetName, chooseFlavour, defaultReleaseUrl, type LlamaFlavour } from './llama-asset.js';
+export {
+  installLlamaCpp,
+  type InstalledLlama,
+  type LlamaInstallOptions,
+  type LlamaInstallProgress,
+} from './install-llama-cpp.js';
+export { llamaEnv } from './llama-check.js';

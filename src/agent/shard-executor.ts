@@ -1,0 +1,351 @@
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+import type { Logger } from 'pino';
+
+import { parseSource } from '../catalog/source.js';
+import { writeFileAtomic } from '../config/write.js';
+import { messageOf } from '../core/errors.js';
+import { engineFor } from '../engines/registry.js';
+import type { EngineSettings, ShardLaunch, Weights } from '../engines/types.js';
+import { devicesOf } from '../gpu/devices.js';
+import type { Device, NodeInventory } from '../gpu/types.js';
+import type { AgentMessage, AssignedShard, EngineReport, EngineSettingsWire, ServerMessage } from '../protocol/agent-protocol.js';
+
+import { chooseFlavour, installLlamaCpp, llamaEnv, type InstalledLlama, type LlamaInstallOptions } from './installer/index.js';
+import type { Supervisor } from './supervisor/supervisor.js';
+import type { ShardRun, ShardStatus } from './supervisor/types.js';
+
+type Assign = Extract<ServerMessage, { type: 'assign' }>;
+
+export interface ShardExecutorOptions {
+  dataDir: string;
+  logger: Logger;
+  supervisor: Supervisor;
+  /** Engine binaries this node's own settings name; they win over the control plane's. */
+  localBins: { llamacpp?: string | undefined; vllm?: string | undefined; sglang?: string | undefined; trtllm?: string | undefined };
+  /** The node's inventory as last read. */
+  inventory: () => NodeInventory | undefined;
+  /** Sends to the control plane; false while disconnected (the state is sent again on reconnect). */
+  send: (m: AgentMessage) => boolean;
+  /** Where engines listen: loopback when the control plane (and so the gateway) is on this machine. */
+  bindHost: string;
+  install?: (o: LlamaInstallOptions) => Promise<InstalledLlama>;
+}
+
+/** The llama-server shards run: its path and environment, or why they wait. */
+interface LlamaChoice {
+  bin?: string;
+  env?: Record<string, string>;
+  waiting?: string;
+  /** Why llama.cpp shards cannot start (an install that failed). */
+  error?: string;
+  /** Set when the build sees no GPU on a GPU node. */
+  cpuOnly?: string;
+}
+
+interface Install {
+  key: string;
+  state: 'installing' | 'done' | 'failed';
+  progress?: string;
+  result?: InstalledLlama;
+  error?: string;
+  failedAt?: number;
+}
+
+/**
+ * The agent's side of placement: turns what the control plane assigns this node into
+ * engine processes (installing llama.cpp first where needed), hands them to the
+ * supervisor, and reports their states back. The last assignment is kept on disk, so a
+ * restarted agent starts its engines again even while the control plane is away.
+ */
+export class ShardExecutor {
+  readonly #o: ShardExecutorOptions;
+  #desired: Assign | undefined;
+  /** Shards that could not be turned into processes: a missing model, an install that failed. */
+  readonly #blocked = new Map<string, ShardStatus>();
+  #install: Install | undefined;
+  readonly #follows = new Map<string, () => void>();
+  #reportTimer: NodeJS.Timeout | undefined;
+
+  constructor(options: ShardExecutorOptions) {
+    this.#o = options;
+  }
+
+  get assignmentFile(): string {
+    return join(this.#o.dataDir, 'agent', 'assignment.json');
+  }
+
+  /** Starts what the last saved assignment said, before the control plane is reached. */
+  resume(): void {
+    if (!existsSync(this.assignmentFile)) return;
+    try {
+      const saved = JSON.parse(readFileSync(this.assignmentFile, 'utf8')) as Assign;
+      this.#o.logger.info({ shards: saved.shards.length }, 'resuming the last assignment');
+      this.#desired = saved;
+      this.#sync();
+    } catch (e) {
+      this.#o.logger.warn({ err: messageOf(e) }, 'could not read the last assignment; waiting for the control plane');
+    }
+  }
+
+  handle(m: Exclude<ServerMessage, { type: 'welcome' }>): void {
+    if (m.type === 'assign') {
+      this.#desired = m;
+      writeFileAtomic(this.assignmentFile, JSON.stringify(m));
+      this.#sync();
+    } else if (m.type === 'logs') this.#logs(m);
+    else {
+      this.#follows.get(m.request)?.();
+      this.#follows.delete(m.request);
+    }
+  }
+
+  /** Sends every shard's state (after a reconnection, and after any change). */
+  report(): void {
+    if (this.#reportTimer !== undefined) return;
+    // Changes come in bursts (a start is several transitions): one message for each burst.
+    this.#reportTimer = setTimeout(() => {
+      this.#reportTimer = undefined;
+      const statuses = [...this.#o.supervisor.statuses(), ...this.#blocked.values()];
+      this.#o.send({ type: 'shards', statuses, engines: this.#engineReport() });
+    }, 50);
+    this.#reportTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    for (const cancel of this.#follows.values()) cancel();
+    await this.#o.supervisor.stopAll();
+  }
+
+  #sync(): void {
+    try {
+      this.#syncNow();
+    } catch (e) {
+      // Whatever went wrong with one assignment must not take the agent, and every engine, down.
+      this.#o.logger.error({ err: messageOf(e) }, 'could not apply the assignment');
+    }
+  }
+
+  #syncNow(): void {
+    const desired = this.#desired;
+    if (desired === undefined) return;
+    const inventory = this.#o.inventory();
+    const { devices } = inventory === undefined ? { devices: [] as Device[] } : devicesOf(inventory.gpu.cards);
+    this.#blocked.clear();
+    const runs: ShardRun[] = [];
+    const llama = this.#llama(desired.engines, inventory, desired.shards);
+    for (const shard of desired.shards) {
+      const key = `${shard.replica}/${shard.rank}`;
+      try {
+        const run = this.#run(shard, desired.engines, devices, llama);
+        if ('waiting' in run) this.#blocked.set(key, { key, replica: shard.replica, rank: shard.rank, state: 'starting', reason: run.waiting, restarts: 0 });
+        else runs.push(run);
+      } catch (e) {
+        this.#blocked.set(key, { key, replica: shard.replica, rank: shard.rank, state: 'failed', reason: messageOf(e), restarts: 0 });
+      }
+    }
+    this.#o.supervisor.apply(runs);
+    this.report();
+  }
+
+  /** The llama-server to run: this node's, the control plane's, or the one installed here. */
+  #llama(engines: EngineSettingsWire, inventory: NodeInventory | undefined, shards: readonly AssignedShard[]): LlamaChoice {
+    const local = this.#o.localBins.llamacpp ?? engines.llamacpp.bin;
+    if (local !== undefined) return { bin: local };
+    if (!shards.some((s) => profileOf(s).engine === 'llamacpp')) return {};
+    const cards = inventory?.gpu.cards ?? [];
+    const mig = cards.some((c) => c.mig?.current === true);
+    const { flavour, warning } = chooseFlavour(cards.length > 0, mig, engines.llamacpp.cuda_archive, process.arch);
+    const key = `${engines.llamacpp.build}-${flavour}`;
+    if (this.#install?.key !== key || (this.#install.state === 'failed' && Date.now() - (this.#install.failedAt ?? 0) > 60_000)) {
+      this.#startInstall(key, engines, flavour);
+    }
+    const install = this.#install;
+    if (install === undefined || install.state === 'installing') return { waiting: `installing llama.cpp ${key}${install?.progress === undefined ? '' : ` (${install.progress})`}` };
+    if (install.state === 'failed' || install.result === undefined) {
+      return { error: `could not install llama.cpp ${key} (tried again in a minute): ${install.error ?? 'unknown error'}` };
+    }
+    const result = install.result;
+    const cpuOnly =
+      cards.length > 0 && result.devices.length === 0
+        ? `this node has GPUs but its llama.cpp build (${result.build}, ${result.flavour}) lists none, so llama.cpp runs on the CPU at about a tenth of the speed${warning === undefined ? '' : `; ${warning}`}: set agent.engines.llamacpp.cuda_archive to a CUDA build, or check the Vulkan driver`
+        : undefined;
+    return { bin: result.bin, env: llamaEnv(result.bin), ...(cpuOnly === undefined ? {} : { cpuOnly }) };
+  }
+
+  #startInstall(key: string, engines: EngineSettingsWire, flavour: ReturnType<typeof chooseFlavour>['flavour']): void {
+    const install: Install = { key, state: 'installing' };
+    this.#install = install;
+    let lastLog = 0;
+    const run = this.#o.install ?? installLlamaCpp;
+    this.#o.logger.info({ build: engines.llamacpp.build, flavour }, 'installing llama.cpp');
+    run({
+      build: engines.llamacpp.build,
+      releaseUrl: engines.llamacpp.release_url,
+      flavour,
+      cudaArchive: engines.llamacpp.cuda_archive,
+      sha256: engines.llamacpp.sha256,
+      arch: process.arch,
+      dataDir: this.#o.dataDir,
+      onProgress: (p) => {
+        const pct = p.total === undefined || p.received === undefined ? undefined : Math.floor((p.received / p.total) * 100);
+        install.progress = p.phase === 'download' ? `downloading${pct === undefined ? '' : ` ${pct}%`}` : p.phase;
+        const now = Date.now();
+        if (now - lastLog > 2000 || p.phase !== 'download') {
+          lastLog = now;
+          this.#o.logger.info({ phase: p.phase, received: p.received, total: p.total, message: p.message }, `llama.cpp ${key}: ${install.progress}`);
+          this.report();
+        }
+      },
+    }).then(
+      (result) => {
+        if (this.#install !== install) return;
+        install.state = 'done';
+        install.result = result;
+        const cards = this.#o.inventory()?.gpu.cards ?? [];
+        if (cards.length > 0 && result.devices.length === 0) {
+          this.#o.logger.error({ build: result.build, flavour: result.flavour }, 'this node has GPUs but the llama.cpp build lists none: llama.cpp replicas here run on the CPU, about ten times slower');
+        } else {
+          this.#o.logger.info({ bin: result.bin, version: result.version, devices: result.devices, reused: result.reused }, 'llama.cpp ready');
+        }
+        this.#sync();
+      },
+      (e: unknown) => {
+        if (this.#install !== install) return;
+        install.state = 'failed';
+        install.failedAt = Date.now();
+        install.error = messageOf(e);
+        this.#o.logger.error({ err: install.error }, 'llama.cpp install failed');
+        this.#sync();
+        // Tried again later: the mirror may come back, or the network be fixed.
+        setTimeout(() => this.#sync(), 61_000).unref();
+      },
+    );
+  }
+
+  #run(shard: AssignedShard, engines: EngineSettingsWire, nodeDevices: readonly Device[], llama: LlamaChoice): ShardRun | { waiting: string } {
+    const profile = profileOf(shard);
+    const engine = engineFor(profile.engine);
+    const devices = shard.devices.map((id) => {
+      const d = nodeDevices.find((x) => x.id === id);
+      if (d === undefined) throw new Error(`device ${id} was placed here but this node does not have it now (its cards or MIG layout changed)`);
+      return d;
+    });
+    if (engine.name === 'llamacpp' && llama.error !== undefined) throw new Error(llama.error);
+    if (engine.name === 'llamacpp' && llama.waiting !== undefined) return { waiting: llama.waiting };
+    const settings: EngineSettings = {
+      llamacpp: { bin: llama.bin ?? 'llama-server', parallel: engines.llamacpp.parallel, threads: engines.llamacpp.threads },
+      vllm: { bin: this.#o.localBins.vllm ?? engines.vllm.bin },
+      sglang: { bin: this.#o.localBins.sglang ?? engines.sglang.bin },
+      trtllm: { bin: this.#o.localBins.trtllm ?? engines.trtllm.bin },
+      cpuCount: this.#o.inventory()?.host.cpus.count ?? 1,
+    };
+    const launch: ShardLaunch = {
+      replica: shard.replica,
+      model: shard.model,
+      profile,
+      rank: shard.rank,
+      ranks: shard.ranks,
+      host: this.#o.bindHost,
+      port: shard.port,
+      head: shard.head,
+      devices,
+      threads: shard.threads,
+      apiKey: shard.api_key,
+      weights: weightsOf(shard.model.source, this.#nodeName()),
+      settings,
+    };
+    const models = join(this.#o.dataDir, 'models');
+    const processes = engine.commands(launch).map((p) => ({
+      ...p,
+      env: {
+        // Engines that download weights keep them under the data dir, where the disk was checked.
+        HF_HOME: join(models, 'huggingface'),
+        LLAMA_CACHE: join(models, 'llamacpp'),
+        ...(engine.name === 'llamacpp' ? llama.env : {}),
+        ...p.env,
+      },
+    }));
+    const localHost = this.#o.bindHost === '0.0.0.0' ? '127.0.0.1' : this.#o.bindHost;
+    return {
+      key: `${shard.replica}/${shard.rank}`,
+      replica: shard.replica,
+      rank: shard.rank,
+      processes,
+      ...(engine.servesHttp(shard.rank, shard.ranks)
+        ? { health: { url: `http://${localHost.includes(':') ? `[${localHost}]` : localHost}:${shard.port}${engine.healthPath}`, loading: engine.loading, apiKey: shard.api_key } }
+        : {}),
+      ...(devices.length > 0 ? { gpu: { uuids: devices.map((d) => d.uuid) } } : {}),
+      ...(engine.name === 'llamacpp' && devices.length > 0 && llama.cpuOnly !== undefined ? { degradedReason: llama.cpuOnly } : {}),
+      stopGraceMs: engines.stop_grace_s * 1000,
+    };
+  }
+
+  #nodeName(): string {
+    return this.#o.inventory()?.host.hostname ?? 'this node';
+  }
+
+  #engineReport(): EngineReport {
+    const i = this.#install;
+    if (i === undefined) return {};
+    const cards = this.#o.inventory()?.gpu.cards ?? [];
+    const r = i.result;
+    return {
+      llamacpp: {
+        ...(r === undefined ? {} : { bin: r.bin, build: r.build, flavour: r.flavour, devices: r.devices }),
+        ...(i.state === 'installing' ? { installing: i.progress ?? 'starting' } : {}),
+        ...(i.state === 'failed' ? { warning: `install failed: ${i.error ?? ''}` } : {}),
+        ...(r !== undefined && cards.length > 0 && r.devices.length === 0 ? { warning: 'this node has GPUs but its llama.cpp build lists none: llama.cpp runs on the CPU here' } : {}),
+      },
+    };
+  }
+
+  #logs(m: Extract<ServerMessage, { type: 'logs' }>): void {
+    const known = this.#o.supervisor.statuses().some((s) => s.key === m.key);
+    if (!known) {
+      this.#o.send({ type: 'log_lines', request: m.request, lines: [], done: true, error: `shard ${m.key} does not run on this node` });
+      return;
+    }
+    this.#o.send({ type: 'log_lines', request: m.request, lines: this.#o.supervisor.logs(m.key, m.tail), done: !m.follow });
+    if (!m.follow) return;
+    let batch: string[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const flush = () => {
+      timer = undefined;
+      if (batch.length === 0) return;
+      const lines = batch;
+      batch = [];
+      this.#o.send({ type: 'log_lines', request: m.request, lines, done: false });
+    };
+    const unfollow = this.#o.supervisor.follow(m.key, (line) => {
+      batch.push(line);
+      timer ??= setTimeout(flush, 100);
+    });
+    this.#follows.set(m.request, () => {
+      unfollow();
+      if (timer !== undefined) clearTimeout(timer);
+    });
+  }
+}
+
+function profileOf(shard: AssignedShard) {
+  const profile = shard.model.profiles.find((p) => p.name === shard.profile);
+  if (profile === undefined) throw new Error(`model ${shard.model.name} has no profile ${shard.profile}`);
+  return profile;
+}
+
+/** The model's weights as this node has them: a file or directory here, or a repository or URL the engine fetches. */
+export function weightsOf(source: string, node: string): Weights {
+  const parsed = parseSource(source);
+  if (parsed === undefined) throw new Error(`the model's source "${source}" is not one llmgw reads`);
+  if (parsed.kind === 'hf') return { hf: parsed.repo, ...(parsed.file === undefined ? {} : { file: parsed.file }) };
+  if (parsed.kind === 'url') return { url: parsed.url };
+  let stat;
+  try {
+    stat = statSync(parsed.path);
+  } catch {
+    throw new Error(`the model's weights ${parsed.path} are not on node ${node}: put them there (the path must be the same on every node), or use a hf:// source`);
+  }
+  return stat.isDirectory() ? { path: parsed.path, files: readdirSync(parsed.path) } : { path: parsed.path };
+}

@@ -1,0 +1,385 @@
+import { randomUUID } from 'node:crypto';
+
+import { holdsGpuMemory, noGpuMemoryReason } from './gpu-check.js';
+import { readBootId, runTokenVariable, type ProcessRecord, type RecordedProcess } from './leftovers.js';
+import type { LogBuffer } from './log-buffer.js';
+import { ProcessGroup, SpawnError, type Exit, type StopOutcome } from './process-group.js';
+import { groupMembers, listProcesses, processTree, readStat } from './process-tree.js';
+import { describeProbe, formatMs, probeHealth, startingReason, type Health } from './readiness.js';
+import type { ExitReport, GpuProcessReader, ShardRun, ShardState, ShardStatus } from './types.js';
+import { aborted, never, wait } from './wait.js';
+
+/** The supervisor's timings, defaults resolved. */
+export interface ShardTiming {
+  backoff: { initialMs: number; maxMs: number };
+  startingIntervalMs: number;
+  readyIntervalMs: number;
+  readyTimeoutMs: number;
+  settleMs: number;
+  gpuCheckDelayMs: number;
+  gpuCheckIntervalMs: number;
+  /** A run that stayed ready this long resets the backoff. */
+  stableMs: number;
+}
+
+export interface ShardContext {
+  log: LogBuffer;
+  record: ProcessRecord;
+  env: NodeJS.ProcessEnv;
+  timing: ShardTiming;
+  onStatus: (status: ShardStatus) => void;
+  gpuProcesses: GpuProcessReader | undefined;
+  now: () => number;
+}
+
+/** Failed health checks in a row that make a ready shard restart. */
+const HEALTH_FAILURES = 3;
+/** Lines of output kept with an exit. */
+const EXIT_TAIL = 20;
+/** How long output may still arrive after the processes are gone. */
+const DRAIN_MS = 1000;
+
+/** Why an attempt ended (undefined: it was stopped) and how its process exited. */
+interface Ending {
+  reason: string;
+  exit?: Exit;
+}
+
+type Outcome =
+  { kind: 'stop' } | { kind: 'exit'; group: ProcessGroup; exit: Exit } | { kind: 'recycle'; reason: string };
+
+/**
+ * One shard's processes, kept running: start, wait until ready, watch, restart with
+ * backoff after each failure, until stopped. All of it happens in one loop (`#loop`), so
+ * the processes of an attempt are always gone before the next attempt starts.
+ */
+export class Shard {
+  #run: ShardRun;
+  readonly hash: string;
+  readonly #ctx: ShardContext;
+  readonly #stopper = new AbortController();
+  #done: Promise<void> = Promise.resolve();
+  #state: ShardState = 'starting';
+  #reason: string | undefined;
+  #pid: number | undefined;
+  #restarts = 0;
+  /** Failures since the last stable run: the exponent of the backoff. */
+  #failures = 0;
+  #readySince: number | undefined;
+  #lastExit: ExitReport | undefined;
+  #lastEmitted = '';
+
+  constructor(run: ShardRun, hash: string, ctx: ShardContext) {
+    this.#run = run;
+    this.hash = hash;
+    this.#ctx = ctx;
+  }
+
+  get key(): string {
+    return this.#run.key;
+  }
+
+  /** Takes fields that need no restart (the stop grace). */
+  update(run: ShardRun): void {
+    this.#run = run;
+  }
+
+  /** Starts the loop, once `after` (the previous processes of this key stopping) has settled when given. */
+  start(after?: Promise<void>): void {
+    this.#done = this.#loop(after).catch((e: unknown) => {
+      // A bug here must not leave the shard looking alive.
+      this.#set('failed', `the supervisor failed: ${e instanceof Error ? e.message : String(e)}`);
+    });
+  }
+
+  /** Stops the processes (SIGTERM, SIGKILL after the grace) and resolves once they are gone. */
+  stop(): Promise<void> {
+    if (!this.#stopper.signal.aborted) {
+      this.#set('stopping', undefined);
+      this.#stopper.abort();
+    }
+    return this.#done;
+  }
+
+  status(): ShardStatus {
+    const s: ShardStatus = {
+      key: this.#run.key,
+      replica: this.#run.replica,
+      rank: this.#run.rank,
+      state: this.#state,
+      restarts: this.#restarts,
+    };
+    if (this.#reason !== undefined) s.reason = this.#reason;
+    if (this.#pid !== undefined) s.pid = this.#pid;
+    if (this.#readySince !== undefined) s.ready_since = new Date(this.#readySince).toISOString();
+    if (this.#lastExit !== undefined) s.last_exit = this.#lastExit;
+    return s;
+  }
+
+  async #loop(after: Promise<void> | undefined): Promise<void> {
+    const stop = this.#stopper.signal;
+    if (after !== undefined) {
+      this.#set('starting', 'waiting for the previous processes of this shard to exit');
+      await Promise.race([after, aborted(stop)]);
+    }
+    if (this.#run.processes.length === 0) {
+      this.#set('failed', 'the shard has no process to run: its engine gave no command');
+      return;
+    }
+    while (!this.#stopping()) {
+      const ending = await this.#attempt();
+      // An exit may race a stop: the stop wins.
+      if (ending === undefined || this.#stopping()) return;
+      const now = this.#ctx.now();
+      if (this.#readySince !== undefined && now - this.#readySince >= this.#ctx.timing.stableMs) {
+        this.#failures = 0;
+      }
+      const { initialMs, maxMs } = this.#ctx.timing.backoff;
+      const delay = Math.min(maxMs, initialMs * 2 ** Math.min(this.#failures, 30));
+      this.#failures++;
+      this.#restarts++;
+      this.#readySince = undefined;
+      this.#pid = undefined;
+      this.#set('failed', `${ending.reason}; restarting in ${formatMs(delay)}`);
+      if (!(await wait(delay, stop))) return;
+    }
+  }
+
+  /** One run of the processes, from spawn to gone. Undefined when it ended because the shard stops. */
+  async #attempt(): Promise<Ending | undefined> {
+    const run = this.#run;
+    const { log, record } = this.#ctx;
+    const logStart = log.total;
+    const token = `${run.key}:${randomUUID()}`;
+    this.#set(
+      'starting',
+      run.health === undefined
+        ? `starting: ready once it has run for ${formatMs(this.#ctx.timing.settleMs)}`
+        : 'starting the engine',
+    );
+
+    const groups: ProcessGroup[] = [];
+    try {
+      for (const spec of run.processes) {
+        const group = await ProcessGroup.spawn({
+          spec,
+          env: { ...this.#ctx.env, [runTokenVariable]: token },
+          onLine: (line) => {
+            log.push(line);
+          },
+        });
+        groups.push(group);
+        log.note(`started ${spec.name} (pid ${group.pid})`);
+      }
+    } catch (e) {
+      await Promise.all(groups.map((g) => g.kill()));
+      const reason =
+        e instanceof SpawnError
+          ? e.message
+          : `cannot start ${run.processes[groups.length]?.bin ?? 'the engine'}: ${String(e)}`;
+      log.note(reason);
+      return this.#stopping() ? undefined : { reason };
+    }
+    this.#pid = groups[0]?.pid;
+    const bootId = readBootId();
+    record.set(
+      run.key,
+      groups.map((g, i) => {
+        const spec = run.processes[i];
+        const entry: RecordedProcess = {
+          key: run.key,
+          name: g.name,
+          pid: g.pid,
+          pgid: g.pid,
+          command: spec === undefined ? [] : [spec.bin, ...spec.args],
+          run: token,
+        };
+        // Read now: the start time is the fork's, so it is right even before the exec.
+        const startTime = readStat(g.pid)?.startTime;
+        if (startTime !== undefined) entry.startTime = startTime;
+        if (bootId !== undefined) entry.bootId = bootId;
+        return entry;
+      }),
+    );
+    this.#emit();
+
+    const attempt = new AbortController();
+    const signal = AbortSignal.any([this.#stopper.signal, attempt.signal]);
+    const outcome = await Promise.race<Outcome>([
+      // The attempt's signal, not the shard's: it is aborted below, so no listener outlives the attempt.
+      aborted(signal).then(() => ({ kind: 'stop' as const })),
+      ...groups.map((group) => group.exited.then((exit) => ({ kind: 'exit' as const, group, exit }))),
+      this.#watch(groups, signal).then((reason) => ({ kind: 'recycle' as const, reason })),
+    ]);
+    attempt.abort();
+    if (outcome.kind === 'recycle') this.#set('failed', outcome.reason);
+
+    let ending: Ending | undefined;
+    if (outcome.kind === 'exit') {
+      // What is left of the crashed engine's group is orphaned workers: no grace for them.
+      // Other processes of the shard get theirs.
+      await Promise.all(groups.map((g) => (g === outcome.group ? g.kill() : this.#terminate(g))));
+    } else {
+      await Promise.all(groups.map((g) => this.#terminate(g)));
+    }
+    await Promise.all(groups.map((g) => g.drained(DRAIN_MS)));
+    record.set(run.key, []);
+
+    if (outcome.kind === 'exit') {
+      const lines = log.tail(EXIT_TAIL, logStart);
+      ending = { reason: exitReason(outcome.group.name, outcome.exit, lines), exit: outcome.exit };
+      log.note(`${outcome.group.name} ${describeExit(outcome.exit)}`);
+    } else if (outcome.kind === 'stop') {
+      log.note('stopped');
+    } else {
+      const exit = groups[0]?.exit;
+      ending = exit === undefined ? { reason: outcome.reason } : { reason: outcome.reason, exit };
+      log.note(outcome.reason);
+    }
+    if (ending?.exit !== undefined) {
+      this.#lastExit = {
+        code: ending.exit.code,
+        signal: ending.exit.signal,
+        at: new Date(this.#ctx.now()).toISOString(),
+        log_tail: log.tail(EXIT_TAIL, logStart),
+      };
+    }
+    return outcome.kind === 'stop' ? undefined : ending;
+  }
+
+  async #terminate(group: ProcessGroup): Promise<StopOutcome> {
+    const grace = this.#run.stopGraceMs;
+    const outcome = await group.terminate(grace);
+    if (outcome === 'killed')
+      this.#ctx.log.note(
+        `${group.name} (pid ${group.pid}) still ran ${formatMs(grace)} after SIGTERM: killed`,
+      );
+    if (outcome === 'stuck')
+      this.#ctx.log.note(
+        `${group.name} (pid ${group.pid}) survived SIGKILL (stuck in the kernel, often a GPU driver hang)`,
+      );
+    return outcome;
+  }
+
+  /**
+   * Readiness, then health while ready. Resolves with a reason to restart the shard
+   * (never ready in time, stopped answering); never resolves otherwise.
+   */
+  async #watch(groups: ProcessGroup[], signal: AbortSignal): Promise<string> {
+    const { timing, now } = this.#ctx;
+    const health = this.#run.health;
+    const deadline = now() + timing.readyTimeoutMs;
+    if (health === undefined) {
+      if (!(await wait(timing.settleMs, signal))) return never();
+    } else {
+      for (;;) {
+        const probe = await probeHealth(health, probeTimeout(timing.startingIntervalMs));
+        if (signal.aborted) return never();
+        if (probe.kind === 'ok') break;
+        if (now() >= deadline) {
+          return `not ready after ${formatMs(timing.readyTimeoutMs)} (last health check: ${describeProbe(probe, health)}); raise the ready timeout if the model loads slower than that`;
+        }
+        this.#set('starting', startingReason(probe, health));
+        if (!(await wait(timing.startingIntervalMs, signal))) return never();
+      }
+    }
+    this.#readySince = now();
+    const degraded = this.#run.degradedReason;
+    if (degraded !== undefined) this.#set('degraded', degraded);
+    else this.#set('ready', undefined);
+    const gpu = this.#run.gpu;
+    const reader = this.#ctx.gpuProcesses;
+    if (degraded === undefined && gpu !== undefined && gpu.uuids.length > 0 && reader !== undefined) {
+      void this.#watchGpu(groups, gpu.uuids, reader, signal);
+    }
+    return health === undefined ? never() : this.#watchHealth(health, signal);
+  }
+
+  async #watchHealth(health: Health, signal: AbortSignal): Promise<string> {
+    const interval = this.#ctx.timing.readyIntervalMs;
+    let failures = 0;
+    for (;;) {
+      if (!(await wait(interval, signal))) return never();
+      const probe = await probeHealth(health, probeTimeout(interval));
+      if (signal.aborted) return never();
+      if (probe.kind === 'ok') {
+        failures = 0;
+        continue;
+      }
+      failures++;
+      if (failures >= HEALTH_FAILURES)
+        return `stopped answering its health check: ${describeProbe(probe, health)} (${failures} times in a row)`;
+    }
+  }
+
+  /** Checks, after a delay and then now and again, that the engine holds memory on its GPUs. */
+  async #watchGpu(
+    groups: ProcessGroup[],
+    uuids: string[],
+    reader: GpuProcessReader,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { timing } = this.#ctx;
+    if (!(await wait(timing.gpuCheckDelayMs, signal))) return;
+    for (;;) {
+      let holders: Map<string, number[]> | undefined;
+      try {
+        holders = await reader();
+      } catch {
+        // Discovery failing says nothing about the engine: leave the state as it is.
+      }
+      if (signal.aborted) return;
+      if (holders !== undefined) {
+        const processes = listProcesses();
+        const pids = new Set(
+          groups.flatMap((g) => [...processTree(g.pid, processes), ...groupMembers(g.pid, processes)]),
+        );
+        if (holdsGpuMemory([...pids], uuids, holders)) this.#set('ready', undefined);
+        else this.#set('degraded', noGpuMemoryReason(uuids));
+      }
+      if (!(await wait(timing.gpuCheckIntervalMs, signal))) return;
+    }
+  }
+
+  #stopping(): boolean {
+    return this.#stopper.signal.aborted;
+  }
+
+  #set(state: ShardState, reason: string | undefined): void {
+    // Once stopping, only the stop speaks.
+    if (this.#stopping() && state !== 'stopping') return;
+    this.#state = state;
+    this.#reason = reason;
+    this.#emit();
+  }
+
+  #emit(): void {
+    const status = this.status();
+    const text = JSON.stringify(status);
+    if (text === this.#lastEmitted) return;
+    this.#lastEmitted = text;
+    try {
+      this.#ctx.onStatus(status);
+    } catch {
+      // The listener's failure must not stop the supervision.
+    }
+  }
+}
+
+/** Long enough for a busy engine, short enough to notice a hung one before the next probe. */
+function probeTimeout(intervalMs: number): number {
+  return Math.min(5000, Math.max(1000, intervalMs));
+}
+
+function describeExit(exit: Exit): string {
+  return exit.signal !== null ? `killed by ${exit.signal}` : `exited with code ${exit.code ?? 'unknown'}`;
+}
+
+/** `llama-server exited with code 1; its last error line: …`: the exit and its most telling line. */
+export function exitReason(name: string, exit: Exit, lines: readonly string[]): string {
+  let reason = `${name} ${describeExit(exit)}`;
+  if (exit.signal === 'SIGKILL') reason += ' (often the out-of-memory killer: `dmesg` tells)';
+  const error = lines.findLast((line) => /error/i.test(line));
+  if (error !== undefined) reason += `; its last error line: ${error.trim().slice(0, 300)}`;
+  return reason;
+}

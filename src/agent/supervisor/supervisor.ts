@@ -1,0 +1,185 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { ProcessRecord } from './leftovers.js';
+import { LogBuffer } from './log-buffer.js';
+import { runHash } from './run-hash.js';
+import { Shard, type ShardContext, type ShardTiming } from './shard.js';
+import type { GpuProcessReader, ShardRun, ShardStatus } from './types.js';
+
+export interface SupervisorOptions {
+  /** Each shard's log file goes here: `${logDir}/${replica}-r${rank}.log` (appended, rotated at ~10 MiB keeping one .1). */
+  logDir: string;
+  /** Called on every change of a shard's status: state, reason, pid, restarts, exits. */
+  onStatus: (status: ShardStatus) => void;
+  /**
+   * Called when a stopped shard has left `statuses()` (its processes are gone), so the
+   * agent can report the set again. No onStatus comes for the removal itself.
+   */
+  onRemoved?: (key: string) => void;
+  /** Which pids hold memory on which GPU uuid; used for the GPU memory check. Optional. */
+  gpuProcesses?: GpuProcessReader;
+  /** Restart backoff, exponential: default 1 s .. 60 s, reset after a run that stayed ready for `stableMs`. */
+  backoff?: { initialMs: number; maxMs: number };
+  /** A run ready this long resets the backoff (default 60 s). */
+  stableMs?: number;
+  /** Health checks while starting (default 500 ms). */
+  healthIntervalMs?: number;
+  /** Health checks once ready (default 5 s); three failures in a row restart the shard. */
+  readyHealthIntervalMs?: number;
+  /** Default 30 min (models load slowly); past it: restart with reason "not ready after …". */
+  readyTimeoutMs?: number;
+  /** Ranks without health checks: ready once alive this long (default 5 s). */
+  settleMs?: number;
+  /** After ready, how long to wait before checking GPU memory (default 10 s). */
+  gpuCheckDelayMs?: number;
+  /** Then how often to check it again (default 30 s). */
+  gpuCheckIntervalMs?: number;
+  /** Ring buffer size per shard, default 2000 lines. */
+  logLines?: number;
+  /** The log file is rotated past this size (default 10 MiB). */
+  logFileMaxBytes?: number;
+  /** Where the processes are recorded for `killLeftovers`; default `${logDir}/../processes.json`. */
+  stateFile?: string;
+  /** Base environment of engines (default process.env); ProcessSpec.env is added on top. */
+  env?: NodeJS.ProcessEnv;
+  now?: () => number;
+}
+
+/**
+ * The agent's process supervisor: keeps the engines of the shards placed on this node
+ * running, as `apply` says, and reports how each one is doing.
+ *
+ * A stopped shard's status reads 'stopping' until its processes are gone; then it leaves
+ * `statuses()` and `onRemoved` is called. A key that is stopping and desired again (or
+ * whose run changed) starts its new processes only once the old ones have exited, since
+ * they hold the same port and GPU memory.
+ */
+export class Supervisor {
+  readonly #o: SupervisorOptions;
+  readonly #timing: ShardTiming;
+  readonly #record: ProcessRecord;
+  /** The desired shards, by key. */
+  readonly #shards = new Map<string, Shard>();
+  /** Shards stopping (no longer desired, or replaced), until their processes are gone. */
+  readonly #stopping = new Map<Shard, Promise<void>>();
+  /** Per key, kept across restarts and replacements, dropped once the key is gone. */
+  readonly #logs = new Map<string, LogBuffer>();
+
+  constructor(options: SupervisorOptions) {
+    this.#o = options;
+    this.#timing = {
+      backoff: options.backoff ?? { initialMs: 1000, maxMs: 60_000 },
+      startingIntervalMs: options.healthIntervalMs ?? 500,
+      readyIntervalMs: options.readyHealthIntervalMs ?? 5000,
+      readyTimeoutMs: options.readyTimeoutMs ?? 30 * 60_000,
+      settleMs: options.settleMs ?? 5000,
+      gpuCheckDelayMs: options.gpuCheckDelayMs ?? 10_000,
+      gpuCheckIntervalMs: options.gpuCheckIntervalMs ?? 30_000,
+      stableMs: options.stableMs ?? 60_000,
+    };
+    mkdirSync(options.logDir, { recursive: true });
+    this.#record = new ProcessRecord(options.stateFile ?? join(options.logDir, '..', 'processes.json'));
+  }
+
+  /**
+   * Makes the running shards match `desired`: starts new keys, stops keys no longer
+   * wanted, restarts a key whose processes, health, GPUs or degraded reason changed, and
+   * leaves the others alone. Never waits for stops: `stopped()` does.
+   */
+  apply(desired: readonly ShardRun[]): void {
+    const wanted = new Map<string, ShardRun>();
+    for (const run of desired) {
+      if (wanted.has(run.key))
+        throw new Error(`two shards with the key ${run.key}: each key names one shard on a node`);
+      wanted.set(run.key, run);
+    }
+    for (const [key, shard] of this.#shards) {
+      if (wanted.has(key)) continue;
+      this.#shards.delete(key);
+      this.#stop(shard);
+    }
+    for (const run of wanted.values()) {
+      const hash = runHash(run);
+      const current = this.#shards.get(run.key);
+      if (current?.hash === hash) {
+        current.update(run);
+        continue;
+      }
+      if (current !== undefined) this.#stop(current);
+      const previous = [...this.#stopping].filter(([s]) => s.key === run.key).map(([, done]) => done);
+      const shard = new Shard(run, hash, this.#context(run));
+      this.#shards.set(run.key, shard);
+      shard.start(previous.length === 0 ? undefined : Promise.all(previous).then(() => undefined));
+    }
+  }
+
+  statuses(): ShardStatus[] {
+    const out = [...this.#shards.values()].map((s) => s.status());
+    for (const shard of this.#stopping.keys()) if (!this.#shards.has(shard.key)) out.push(shard.status());
+    return out;
+  }
+
+  /** The last `tail` lines of a shard's log (all kept when absent): stdout and stderr interleaved, each line as written. */
+  logs(key: string, tail?: number): string[] {
+    return this.#logs.get(key)?.tail(tail) ?? [];
+  }
+
+  /** Calls `listener` with each new log line of a shard until the returned function is called (a key not supervised: never). */
+  follow(key: string, listener: (line: string) => void): () => void {
+    return this.#logs.get(key)?.follow(listener) ?? (() => undefined);
+  }
+
+  /** Resolves when every shard that is stopping has exited. */
+  async stopped(): Promise<void> {
+    while (this.#stopping.size > 0) await Promise.all(this.#stopping.values());
+  }
+
+  /** Stops everything (SIGTERM, then SIGKILL after each shard's stopGraceMs) and resolves when all have exited. */
+  stopAll(): Promise<void> {
+    this.apply([]);
+    return this.stopped();
+  }
+
+  #stop(shard: Shard): void {
+    if (this.#stopping.has(shard)) return;
+    const done = shard.stop().then(() => {
+      this.#stopping.delete(shard);
+      if (this.#shards.has(shard.key) || [...this.#stopping.keys()].some((s) => s.key === shard.key)) return;
+      this.#logs.get(shard.key)?.close();
+      this.#logs.delete(shard.key);
+      try {
+        this.#o.onRemoved?.(shard.key);
+      } catch {
+        // The listener's failure must not leave the stop unfinished.
+      }
+    });
+    this.#stopping.set(shard, done);
+  }
+
+  #context(run: ShardRun): ShardContext {
+    let log = this.#logs.get(run.key);
+    if (log === undefined) {
+      log = new LogBuffer({
+        lines: this.#o.logLines ?? 2000,
+        file: join(this.#o.logDir, logFileName(run)),
+        maxFileBytes: this.#o.logFileMaxBytes ?? 10 * 1024 * 1024,
+      });
+      this.#logs.set(run.key, log);
+    }
+    return {
+      log,
+      record: this.#record,
+      env: this.#o.env ?? process.env,
+      timing: this.#timing,
+      onStatus: this.#o.onStatus,
+      gpuProcesses: this.#o.gpuProcesses,
+      now: this.#o.now ?? Date.now,
+    };
+  }
+}
+
+/** `${replica}-r${rank}.log`, with anything a file name should not hold replaced. */
+export function logFileName(run: Pick<ShardRun, 'replica' | 'rank'>): string {
+  return `${run.replica.replace(/[^A-Za-z0-9._-]/g, '_')}-r${run.rank}.log`;
+}

@@ -1,0 +1,61 @@
+import type { ProcessSpec } from '../../engines/types.js';
+
+/**
+ * What the supervisor runs: for each shard placed on this node, its processes, how to
+ * tell it is ready, and how to stop it. The agent builds these from assignments (engine
+ * commands); the supervisor keeps the processes running to match.
+ */
+
+export interface ShardRun {
+  /** Unique on the node: `${replica}/${rank}`. */
+  key: string;
+  replica: string;
+  rank: number;
+  /** The engine's processes; one for every engine llmgw launches today. */
+  processes: ProcessSpec[];
+  /** HTTP readiness, for ranks that serve the API; absent: ready once alive for `settleMs`. */
+  health?: {
+    /** `http://127.0.0.1:PORT/health`. */
+    url: string;
+    /** llama.cpp answers 503 while loading; vLLM and SGLang refuse connections until ready. */
+    loading: 'answers-503' | 'refuses-connections';
+    /** Sent as a Bearer key (llama.cpp needs none for /health, the others may). */
+    apiKey?: string;
+  };
+  /** On a GPU placement: the devices (CUDA uuids) whose memory the engine should hold once ready. */
+  gpu?: { uuids: string[] };
+  /**
+   * Set when the engine is known to run on the CPU despite a GPU placement (a llama.cpp
+   * build that lists no GPU): the shard is degraded from the start, with this reason.
+   */
+  degradedReason?: string;
+  /** SIGTERM, then SIGKILL after this long. */
+  stopGraceMs: number;
+}
+
+export type ShardState = 'starting' | 'ready' | 'degraded' | 'failed' | 'stopping';
+
+export interface ExitReport {
+  code: number | null;
+  signal: string | null;
+  at: string;
+  /** The last lines the process wrote (stdout and stderr), for the exit's cause. */
+  log_tail: string[];
+}
+
+export interface ShardStatus {
+  key: string;
+  replica: string;
+  rank: number;
+  state: ShardState;
+  /** Why it is degraded, failed or still starting, in words a user acts on. */
+  reason?: string;
+  pid?: number;
+  /** Restarts since the shard was started here. */
+  restarts: number;
+  ready_since?: string;
+  last_exit?: ExitReport;
+}
+
+/** Which processes hold memory on which GPU (CUDA uuid -> pids), from discovery. */
+export type GpuProcessReader = () => Promise<Map<string, number[]>>;

@@ -1,0 +1,507 @@
+import { randomUUID } from 'node:crypto';
+
+import type { Logger } from 'pino';
+
+import type { ModelSpec } from '../../catalog/model-spec.js';
+import { LlmgwError, messageOf } from '../../core/errors.js';
+import { generateSecret } from '../../core/secrets.js';
+import { deviceLabel } from '../../gpu/devices.js';
+import { place } from '../../placement/place.js';
+import type { PendingReplica, PlacementNode, Shard } from '../../placement/types.js';
+import type { AgentMessage, AssignedShard, EngineReport, EngineSettingsWire, ShardStatusWire } from '../../protocol/agent-protocol.js';
+import type { NodeView } from '../../protocol/node-views.js';
+import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
+import type { ReplicaRecord, Store } from '../../store/store.js';
+import type { Catalog } from '../catalog.js';
+import type { AgentHub, HubListener } from '../nodes/agent-hub.js';
+import type { NodeRegistry } from '../nodes/node-registry.js';
+import type { SettingsHolder } from '../settings-holder.js';
+
+import { retirable } from './retirement.js';
+
+export interface FleetOptions {
+  store: Store;
+  catalog: Catalog;
+  registry: NodeRegistry;
+  hub: AgentHub;
+  settings: SettingsHolder;
+  logger: Logger;
+  /** How often placement runs even when nothing prompts it. */
+  intervalMs?: number;
+}
+
+/** A ready replica the gateway may send requests to. */
+export interface Route {
+  replica: string;
+  model: string;
+  engine: string;
+  /** `http://host:port`. */
+  endpoint: string;
+  apiKey: string;
+  /** The name the engine answers to (llama.cpp's alias, vLLM's served name). */
+  servedName: string;
+  adapters: string[];
+  state: ReplicaState;
+}
+
+interface Reported {
+  nodeId: string;
+  status: ShardStatusWire;
+}
+
+interface LogRequest {
+  nodeId: string;
+  onLines: (lines: string[]) => void;
+  onDone: (error?: string) => void;
+}
+
+/**
+ * The fleet of replicas: places each model's replicas onto nodes (a pure function over
+ * the catalog, the nodes and the shards already placed), keeps that placement in the
+ * store under a cluster-wide lock, tells each agent what its node should run, and
+ * collects what the agents report. Placement is persisted, so a restarted control
+ * plane computes the same assignment and no engine restarts.
+ */
+export class Fleet implements HubListener {
+  readonly #o: FleetOptions;
+  readonly #statuses = new Map<string, Reported>();
+  readonly #engines = new Map<string, EngineReport>();
+  readonly #assigned = new Map<string, string>();
+  readonly #logRequests = new Map<string, LogRequest>();
+  #pending: PendingReplica[] = [];
+  #replicas: ReplicaRecord[] = [];
+  #shards: Shard[] = [];
+  #running: Promise<void> | undefined;
+  #again = false;
+  #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(options: FleetOptions) {
+    this.#o = options;
+  }
+
+  async start(): Promise<void> {
+    this.#o.hub.listen(this);
+    this.#o.registry.onStateChange(() => this.poke());
+    this.#o.registry.setUsage(() => this.devicesInUse());
+    this.#o.settings.onChange(() => this.poke());
+    await this.reconcile();
+    this.#timer = setInterval(() => this.poke(), this.#o.intervalMs ?? 5000);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    await this.#running;
+  }
+
+  /** Places again soon: the catalog, a node or a replica changed. Calls close together run once. */
+  poke(): void {
+    if (this.#stopped) return;
+    if (this.#running !== undefined) {
+      this.#again = true;
+      return;
+    }
+    this.#running = this.reconcile()
+      .catch((e: unknown) => this.#o.logger.error({ err: messageOf(e) }, 'placement failed'))
+      .finally(() => {
+        this.#running = undefined;
+        if (this.#again) {
+          this.#again = false;
+          this.poke();
+        }
+      });
+  }
+
+  /** Waits until a placement that was asked for has run (tests, and API calls that report its outcome). */
+  async settled(): Promise<void> {
+    while (this.#running !== undefined) await this.#running;
+  }
+
+  async reconcile(): Promise<void> {
+    const settings = this.#o.settings.current.settings;
+    const views = this.#o.registry.views();
+    const now = Date.now();
+    const lostAfterMs = settings.placement.node_lost_after_s * 1000;
+    const lost = new Set(views.filter((v) => v.state !== 'ready' && now - Date.parse(v.last_seen) > lostAfterMs).map((v) => v.name));
+    const known = new Set(views.map((v) => v.name));
+    const specs = await this.#o.catalog.specs();
+    const specByName = new Map(specs.map((s) => [s.name, s]));
+    const [first, last] = settings.placement.ports.split('-').map(Number) as [number, number];
+
+    const result = await this.#o.store.fleet.locked(async (tx) => {
+      const replicas = await tx.fleet.replicas();
+      const shards = await tx.fleet.shards();
+      const remove: { id: string; reason: string }[] = [];
+
+      // Replicas on nodes that are gone, or silent for longer than the grace, are placed elsewhere.
+      for (const r of replicas) {
+        const where = shards.filter((s) => s.replica === r.id).map((s) => s.node);
+        const gone = where.find((n) => !known.has(n));
+        const silent = where.find((n) => lost.has(n));
+        if (gone !== undefined) remove.push({ id: r.id, reason: `node ${gone} was removed` });
+        else if (silent !== undefined) remove.push({ id: r.id, reason: `node ${silent} was not ready for ${settings.placement.node_lost_after_s} s` });
+      }
+      // Replaced replicas whose successors are ready stop now.
+      const live = replicas.filter((r) => !remove.some((x) => x.id === r.id));
+      for (const r of retirable(live, (id) => this.#replicaState(id, shards, views) === 'ready', (m) => specByName.get(m)?.replicas ?? 0)) {
+        remove.push({ id: r.id, reason: r.retire_reason ?? 'replaced' });
+      }
+      // A model that changed rolls over: one replica at a time is replaced by one of the new spec.
+      const removing = new Set(remove.map((x) => x.id));
+      for (const spec of specs) {
+        const mine = live.filter((r) => r.model === spec.name && !removing.has(r.id));
+        if (mine.some((r) => r.retiring)) continue;
+        const stale = mine.find((r) => !sameSpec(r.spec, spec));
+        if (stale !== undefined) {
+          await tx.fleet.retire(stale.id, 'the model changed', 'system');
+          stale.retiring = true;
+          stale.retire_reason = 'the model changed';
+        }
+      }
+
+      const kept = shards.filter((s) => !removing.has(s.replica) && !remove.some((x) => x.id === s.replica));
+      const keptReplicas = replicas.filter((r) => !remove.some((x) => x.id === r.id));
+      // Each replica being replaced counts on top, so its successor gets placed beside it.
+      const models: ModelSpec[] = specs.map((s) => ({ ...s, replicas: s.replicas + keptReplicas.filter((r) => r.model === s.name && r.retiring).length }));
+      let counter = 0;
+      const placed = place({
+        models,
+        nodes: views.map(placementNode),
+        shards: kept,
+        ports: { first, last },
+        cpuThreads: settings.placement.cpu_threads,
+        newReplicaId: (model) => `${model}-new-${counter++}`,
+      });
+
+      // Replicas beyond what a model wants go; retiring ones first, as they are replaced anyway.
+      for (const s of placed.remove) {
+        if (!remove.some((x) => x.id === s.replica)) remove.push({ id: s.replica, reason: specByName.has(s.model) ? 'scaled down' : 'model removed' });
+      }
+      const fresh = placed.shards.filter((s) => s.replica.includes('-new-'));
+      const byPlaceholder = new Map<string, Shard[]>();
+      for (const s of fresh) byPlaceholder.set(s.replica, [...(byPlaceholder.get(s.replica) ?? []), s]);
+      const add: { replica: ReplicaRecord; shards: Shard[] }[] = [];
+      const perModel = new Map<string, string[]>();
+      for (const [placeholder, list] of byPlaceholder) {
+        const model = list[0]?.model ?? '';
+        perModel.set(model, [...(perModel.get(model) ?? []), placeholder]);
+      }
+      for (const [model, placeholders] of perModel) {
+        const numbers = await tx.fleet.nextReplicaNumbers(model, placeholders.length);
+        placeholders.forEach((placeholder, i) => {
+          const id = `${model}-${numbers[i] ?? i}`;
+          const list = (byPlaceholder.get(placeholder) ?? []).map((s) => ({ ...s, replica: id }));
+          const spec = specByName.get(model);
+          if (spec === undefined) return;
+          add.push({
+            replica: { id, model, profile: list[0]?.profile ?? '', created_at: new Date().toISOString(), engine_key: generateSecret('engine'), spec, retiring: false, retire_reason: null },
+            shards: list,
+          });
+        });
+      }
+      if (add.length > 0 || remove.length > 0) await tx.fleet.apply({ add, remove }, 'system');
+      for (const r of remove) this.#o.logger.info({ replica: r.id, reason: r.reason }, 'replica removed');
+      for (const a of add) this.#o.logger.info({ replica: a.replica.id, nodes: a.shards.map((s) => s.node) }, 'replica placed');
+      return { pending: placed.pending, replicas: await tx.fleet.replicas(), shards: await tx.fleet.shards() };
+    });
+    this.#pending = result.pending;
+    this.#replicas = result.replicas;
+    this.#shards = result.shards;
+    const ids = new Set(this.#shards.map((s) => `${s.replica}/${s.rank}`));
+    for (const key of this.#statuses.keys()) if (!ids.has(key)) this.#statuses.delete(key);
+    this.#pushAll();
+  }
+
+  // HubListener
+
+  connected(nodeId: string): void {
+    this.#assigned.delete(nodeId);
+    this.#push(nodeId);
+  }
+
+  disconnected(nodeId: string): void {
+    this.#assigned.delete(nodeId);
+    for (const [id, r] of this.#logRequests) {
+      if (r.nodeId === nodeId) {
+        r.onDone('the node disconnected');
+        this.#logRequests.delete(id);
+      }
+    }
+  }
+
+  inventory(): void {
+    this.poke();
+  }
+
+  message(nodeId: string, m: Exclude<AgentMessage, { type: 'inventory' | 'heartbeat' }>): void {
+    if (m.type === 'shards') {
+      const before = this.#readyReplicas();
+      for (const [key, r] of this.#statuses) if (r.nodeId === nodeId) this.#statuses.delete(key);
+      for (const s of m.statuses) this.#statuses.set(s.key, { nodeId, status: s });
+      if (m.engines !== undefined) this.#engines.set(nodeId, m.engines);
+      // A replica that became ready may let a replaced one stop.
+      if (this.#readyReplicas() !== before && this.#replicas.some((r) => r.retiring)) this.poke();
+      return;
+    }
+    const req = this.#logRequests.get(m.request);
+    if (req === undefined) return;
+    if (m.lines.length > 0) req.onLines(m.lines);
+    if (m.done) {
+      this.#logRequests.delete(m.request);
+      req.onDone(m.error);
+    }
+  }
+
+  // Views and control
+
+  replicas(model?: string): ReplicaView[] {
+    const views = this.#o.registry.views();
+    const out = this.#replicas.filter((r) => model === undefined || r.model === model).map((r) => this.#view(r, views));
+    for (const p of this.#pending) {
+      if (model !== undefined && p.model !== model) continue;
+      for (let i = 0; i < p.count; i++) {
+        const spec = this.#specOf(p.model);
+        out.push({ id: '-', model: p.model, profile: '-', engine: spec?.profiles[0]?.engine ?? '-', state: 'pending', reason: p.reason, restarts: 0, shards: [] });
+      }
+    }
+    return out;
+  }
+
+  replica(id: string): ReplicaView {
+    const r = this.#replicas.find((x) => x.id === id);
+    if (r === undefined) throw new LlmgwError('not_found', `no replica is named "${id}" (llmgw ctl replicas lists them)`);
+    return this.#view(r, this.#o.registry.views());
+  }
+
+  /** Restarts a replica: a new one beside it first, or (in place) it stops first. */
+  async restart(id: string, inPlace: boolean, actor: string): Promise<RestartResult> {
+    const r = this.#replicas.find((x) => x.id === id);
+    if (r === undefined) throw new LlmgwError('not_found', `no replica is named "${id}" (llmgw ctl replicas lists them)`);
+    if (inPlace) {
+      await this.#o.store.fleet.apply({ add: [], remove: [{ id, reason: `restarted in place by ${actor}` }] }, actor);
+      await this.reconcile();
+      return { replica: id, mode: 'in-place', message: `replica ${id} stopped; a new replica of ${r.model} takes its place` };
+    }
+    await this.#o.store.fleet.retire(id, `restarted by ${actor}`, actor);
+    await this.reconcile();
+    const pending = this.#pending.find((p) => p.model === r.model);
+    if (pending !== undefined) {
+      // No room beside it: keep it running rather than leave a restart hanging.
+      await this.#o.store.fleet.retire(id, null, actor);
+      await this.reconcile();
+      throw new LlmgwError('conflict', `no room beside replica ${id} for the new one (${pending.reason}): restart it in place with --in-place, which stops it first`);
+    }
+    return { replica: id, mode: 'surge', message: `a new replica of ${r.model} is starting beside ${id}, which stops once the new one is ready` };
+  }
+
+  /** Device ids in use by replicas, by node name. */
+  devicesInUse(): Map<string, Set<number>> {
+    const out = new Map<string, Set<number>>();
+    for (const s of this.#shards) {
+      const set = out.get(s.node) ?? new Set<number>();
+      for (const d of s.devices) set.add(d);
+      out.set(s.node, set);
+    }
+    return out;
+  }
+
+  /** Ready replicas the gateway may route to. */
+  routes(): Route[] {
+    const views = this.#o.registry.views();
+    const out: Route[] = [];
+    for (const r of this.#replicas) {
+      const v = this.#view(r, views);
+      if (v.endpoint === undefined) continue;
+      const profile = r.spec.profiles.find((p) => p.name === r.profile);
+      out.push({
+        replica: r.id,
+        model: r.model,
+        engine: profile?.engine ?? 'llamacpp',
+        endpoint: v.endpoint,
+        apiKey: r.engine_key,
+        servedName: profile?.served_model_name ?? r.model,
+        adapters: profile?.adapters.map((a) => a.name) ?? [],
+        state: v.state,
+      });
+    }
+    return out;
+  }
+
+  /** A shard's log: the last `tail` lines, then (follow) each new one until `signal` aborts. */
+  logs(id: string, options: { rank: number; tail: number; follow: boolean; signal: AbortSignal; onLines: (lines: string[]) => void }): Promise<void> {
+    const shard = this.#shards.find((s) => s.replica === id && s.rank === options.rank);
+    if (shard === undefined) {
+      const exists = this.#replicas.some((r) => r.id === id);
+      return Promise.reject(
+        new LlmgwError('not_found', exists ? `replica ${id} has no rank ${options.rank}` : `no replica is named "${id}" (llmgw ctl replicas lists them)`),
+      );
+    }
+    const node = this.#o.registry.views().find((v) => v.name === shard.node);
+    if (node === undefined) return Promise.reject(new LlmgwError('unavailable', `node ${shard.node} is not known here`));
+    const request = randomUUID();
+    return new Promise((resolve, reject) => {
+      this.#logRequests.set(request, {
+        nodeId: node.id,
+        onLines: options.onLines,
+        onDone: (error) => (error === undefined ? resolve() : reject(new LlmgwError('unavailable', error))),
+      });
+      const sent = this.#o.hub.send(node.id, { type: 'logs', request, key: `${id}/${options.rank}`, tail: options.tail, follow: options.follow });
+      if (!sent) {
+        this.#logRequests.delete(request);
+        reject(new LlmgwError('unavailable', `node ${shard.node} is not connected to this control plane, so its logs cannot be read now`));
+        return;
+      }
+      options.signal.addEventListener('abort', () => {
+        if (!this.#logRequests.has(request)) return;
+        this.#logRequests.delete(request);
+        this.#o.hub.send(node.id, { type: 'logs_cancel', request });
+        resolve();
+      });
+    });
+  }
+
+  #specOf(model: string): ModelSpec | undefined {
+    return this.#replicas.find((r) => r.model === model)?.spec;
+  }
+
+  #readyReplicas(): number {
+    let n = 0;
+    for (const r of this.#statuses.values()) if (r.status.state === 'ready') n++;
+    return n;
+  }
+
+  #replicaState(id: string, shards: readonly Shard[], views: readonly NodeView[]): ReplicaState {
+    const mine = shards.filter((s) => s.replica === id);
+    return aggregate(mine.map((s) => this.#shardView(s, views))).state;
+  }
+
+  #shardView(s: Shard, views: readonly NodeView[]): ShardView {
+    const node = views.find((v) => v.name === s.node);
+    const reported = this.#statuses.get(`${s.replica}/${s.rank}`)?.status;
+    const base = { rank: s.rank, node: s.node, devices: s.devices.map(deviceLabel), port: s.port, ...(s.threads === undefined ? {} : { threads: s.threads }) };
+    if (node?.state !== 'ready') {
+      return { ...base, state: 'unknown', reason: `node ${s.node} is not ready${node?.reason === undefined ? '' : ` (${node.reason})`}`, restarts: reported?.restarts ?? 0 };
+    }
+    if (reported === undefined) return { ...base, state: 'starting', reason: `waiting for node ${s.node} to start it`, restarts: 0 };
+    return {
+      ...base,
+      state: reported.state,
+      ...(reported.reason === undefined ? {} : { reason: reported.reason }),
+      ...(reported.pid === undefined ? {} : { pid: reported.pid }),
+      restarts: reported.restarts,
+      ...(reported.ready_since === undefined ? {} : { ready_since: reported.ready_since }),
+      ...(reported.last_exit === undefined ? {} : { last_exit: reported.last_exit }),
+    };
+  }
+
+  #view(r: ReplicaRecord, views: readonly NodeView[]): ReplicaView {
+    const shards = this.#shards.filter((s) => s.replica === r.id).map((s) => this.#shardView(s, views));
+    const { state, reason } = aggregate(shards);
+    const head = this.#shards.find((s) => s.replica === r.id && s.rank === 0);
+    const headNode = views.find((v) => v.name === head?.node);
+    const profile = r.spec.profiles.find((p) => p.name === r.profile);
+    const readySince = shards.map((s) => s.ready_since).filter((x): x is string => x !== undefined).sort().at(-1);
+    const endpoint = head !== undefined && headNode !== undefined && (state === 'ready' || state === 'degraded') ? `http://${hostOf(headNode.address)}:${head.port}` : undefined;
+    return {
+      id: r.id,
+      model: r.model,
+      profile: r.profile,
+      engine: profile?.engine ?? '-',
+      state,
+      ...(reason === undefined ? {} : { reason: r.retiring ? `${reason}; being replaced` : reason }),
+      ...(r.retiring && reason === undefined ? { reason: `being replaced (${r.retire_reason ?? 'restart'}): it stops once its successor is ready` } : {}),
+      ...(head === undefined ? {} : { node: head.node }),
+      ...(readySince === undefined || state !== 'ready' ? {} : { ready_since: readySince }),
+      restarts: shards.reduce((n, s) => n + s.restarts, 0),
+      ...(endpoint === undefined ? {} : { endpoint }),
+      ...(r.retiring ? { retiring: true } : {}),
+      created_at: r.created_at,
+      shards,
+    };
+  }
+
+  #pushAll(): void {
+    for (const v of this.#o.registry.views()) if (this.#o.registry.isConnected(v.id)) this.#push(v.id);
+  }
+
+  /** Tells a node's agent every shard it should run, when that changed (or it just connected). */
+  #push(nodeId: string): void {
+    const views = this.#o.registry.views();
+    const node = views.find((v) => v.id === nodeId);
+    if (node === undefined) return;
+    const shards: AssignedShard[] = [];
+    for (const s of this.#shards.filter((x) => x.node === node.name)) {
+      const r = this.#replicas.find((x) => x.id === s.replica);
+      if (r === undefined) continue;
+      const head = s.ranks > 1 ? this.#shards.find((x) => x.replica === s.replica && x.rank === 0) : undefined;
+      const headNode = head === undefined ? undefined : views.find((v) => v.name === head.node);
+      shards.push({
+        replica: s.replica,
+        model: r.spec,
+        profile: s.profile,
+        rank: s.rank,
+        ranks: s.ranks,
+        port: s.port,
+        ...(s.dist_port === undefined ? {} : { dist_port: s.dist_port }),
+        ...(head?.dist_port !== undefined && headNode !== undefined ? { head: { address: hostOf(headNode.address), port: head.dist_port } } : {}),
+        devices: s.devices,
+        ...(s.threads === undefined ? {} : { threads: s.threads }),
+        ...(s.memory_mib === undefined ? {} : { memory_mib: s.memory_mib }),
+        api_key: r.engine_key,
+      });
+    }
+    const message = { type: 'assign' as const, shards, engines: this.#engineSettings() };
+    const text = JSON.stringify(message);
+    if (this.#assigned.get(nodeId) === text) return;
+    if (this.#o.hub.send(nodeId, message)) this.#assigned.set(nodeId, text);
+  }
+
+  #engineSettings(): EngineSettingsWire {
+    const a = this.#o.settings.current.settings.agent;
+    return { ...a.engines, stop_grace_s: a.stop_grace_s };
+  }
+
+  /** What an agent said of its engines (the llama.cpp build, a GPU it does not see). */
+  engineReport(nodeId: string): EngineReport | undefined {
+    return this.#engines.get(nodeId);
+  }
+}
+
+function aggregate(shards: readonly ShardView[]): { state: ReplicaState; reason?: string } {
+  if (shards.length === 0) return { state: 'pending', reason: 'not placed' };
+  const worst = (states: readonly string[]) => shards.find((s) => states.includes(s.state));
+  const failed = worst(['failed']);
+  if (failed !== undefined) return { state: 'failed', ...(failed.reason === undefined ? {} : { reason: failed.reason }) };
+  const unknown = worst(['unknown']);
+  if (unknown !== undefined) return { state: 'unknown', ...(unknown.reason === undefined ? {} : { reason: unknown.reason }) };
+  const starting = worst(['starting', 'stopping']);
+  if (starting !== undefined) return { state: 'starting', ...(starting.reason === undefined ? {} : { reason: starting.reason }) };
+  const degraded = worst(['degraded']);
+  if (degraded !== undefined) return { state: 'degraded', ...(degraded.reason === undefined ? {} : { reason: degraded.reason }) };
+  return { state: 'ready' };
+}
+
+function placementNode(v: NodeView): PlacementNode {
+  return {
+    name: v.name,
+    ready: v.state === 'ready',
+    devices: v.devices,
+    excluded: v.excluded,
+    cpus: v.host.cpus.count,
+    memory_mib: v.host.memory.total_mib,
+    address: hostOf(v.address),
+  };
+}
+
+/** An IPv4 address as a client dials it: `::ffff:10.0.0.5` is 10.0.0.5; IPv6 in brackets. */
+export function hostOf(address: string): string {
+  const v4 = address.replace(/^::ffff:/, '');
+  if (v4 === '::1') return '127.0.0.1';
+  return v4.includes(':') ? `[${v4}]` : v4;
+}
+
+function sameSpec(a: ModelSpec, b: ModelSpec): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
