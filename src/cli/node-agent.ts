@@ -39,7 +39,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   // Engines an agent that crashed left behind still hold their ports and GPU memory.
   for (const k of await killLeftovers(stateFile)) o.logger.warn({ leftover: k }, 'stopped an engine a previous agent left running');
 
-  const read = inventoryReader(dataDir);
+  const address = o.settings.agent.address;
+  const read = inventoryReader(dataDir, address);
   let latest: NodeInventory | undefined;
   const inventory = async () => (latest = await read());
   await inventory();
@@ -72,7 +73,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     inventory: () => latest,
     send: (m) => late.agent?.send(m) ?? false,
     // Engines answer the gateway only; on one machine that is loopback.
-    bindHost: loopback ? '127.0.0.1' : '0.0.0.0',
+    bindHost: address ?? (loopback ? '127.0.0.1' : '0.0.0.0'),
   });
   late.executor = exec;
   const a = new Agent({

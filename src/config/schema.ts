@@ -52,6 +52,14 @@ export const settingsSchema = z.strictObject({
     .strictObject({
       /** How often agents report; a node silent for three of these is not ready. Set on the control plane. */
       heartbeat_ms: z.int().min(100).max(600_000).default(5000),
+      /**
+       * The address engines on this node listen on and the gateway reaches them at; unset,
+       * the address the agent connects from (loopback when the control plane is on this machine).
+       */
+      address: z
+        .string()
+        .regex(/^[A-Za-z0-9.:-]+$/, 'an IP address or host name of this node, e.g. 10.0.0.12')
+        .optional(),
       /** How long an engine gets to finish after SIGTERM before SIGKILL. */
       stop_grace_s: z.int().min(0).max(3600).default(30),
       engines: z

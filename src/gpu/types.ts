@@ -142,4 +142,6 @@ export interface NodeInventory {
   host: HostInfo;
   gpu: GpuInventory;
   agent_version: string;
+  /** Where its engines listen, when the node says (agent.address); else where it connects from. */
+  address?: string;
 }

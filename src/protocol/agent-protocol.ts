@@ -70,6 +70,7 @@ export const inventorySchema = z.object({
     cards: z.array(cardSchema),
   }),
   agent_version: z.string(),
+  address: z.string().optional(),
 });
 
 /** What changes between inventories: sent every few seconds. */
@@ -237,6 +238,7 @@ export function withTelemetry(inventory: NodeInventory, t: Telemetry): NodeInven
 export function structureOf(inventory: NodeInventory): string {
   const { gpu, host, agent_version } = inventory;
   return JSON.stringify({
+    address: inventory.address,
     agent_version,
     host: { hostname: host.hostname, cpus: host.cpus, total: host.memory.total_mib, disk: host.disk.path },
     gpu: {

@@ -38,8 +38,15 @@ export function replicaRoutes(deps: ApiDeps): Hono<ApiEnv> {
     const encoder = new TextEncoder();
     let started!: (error?: Error) => void;
     const first = new Promise<Error | undefined>((resolve) => (started = resolve));
+    let open = true;
     const stream = new ReadableStream<Uint8Array>({
       start(controller) {
+        // The client may go away at any moment: after that the stream takes nothing more.
+        const close = () => {
+          if (!open) return;
+          open = false;
+          controller.close();
+        };
         deps.fleet
           .logs(id, {
             rank,
@@ -48,21 +55,22 @@ export function replicaRoutes(deps: ApiDeps): Hono<ApiEnv> {
             signal: abort.signal,
             onLines: (lines) => {
               started();
-              controller.enqueue(encoder.encode(lines.map((l) => `${l}\n`).join('')));
+              if (open) controller.enqueue(encoder.encode(lines.map((l) => `${l}\n`).join('')));
             },
           })
           .then(
             () => {
               started();
-              controller.close();
+              close();
             },
             (e: unknown) => {
               started(e instanceof Error ? e : new Error(String(e)));
-              controller.close();
+              close();
             },
           );
       },
       cancel() {
+        open = false;
         abort.abort();
       },
     });

@@ -223,7 +223,7 @@ export class NodeRegistry {
       state: e.state,
       ...(e.state === 'ready' ? {} : { reason: this.#reason(e) }),
       last_seen: new Date(e.lastSeen).toISOString(),
-      address: e.record.address,
+      address: inv.address ?? e.record.address,
       agent_version: inv.agent_version,
       joined_at: e.record.joined_at,
       host: inv.host,

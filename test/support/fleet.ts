@@ -1,0 +1,113 @@
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { c } from 'tar';
+
+import { fakeLlamaServer } from '../fakes/engines/fake-engines.js';
+
+import { llmgw } from './cli.js';
+
+/**
+ * A llama-server that records how it was started (arguments and environment) in a
+ * directory, then runs the fake: how a test sees what the agent launched.
+ */
+export function recordingLlamaServer(dir: string): { bin: string; launches: () => { args: string[]; env: Record<string, string> }[] } {
+  const bin = join(dir, 'llama-server');
+  writeFileSync(
+    bin,
+    [
+      '#!/bin/sh',
+      `printf '%s\\n' "$@" > "${dir}/args-$$"`,
+      `env > "${dir}/env-$$"`,
+      `exec "${process.execPath}" "${fakeLlamaServer}" "$@"`,
+      '',
+    ].join('\n'),
+  );
+  chmodSync(bin, 0o755);
+  return {
+    bin,
+    launches: () =>
+      readdirSync(dir)
+        .filter((f) => f.startsWith('args-'))
+        .map((f) => {
+          const pid = f.slice(5);
+          const env = Object.fromEntries(
+            readFileSync(join(dir, `env-${pid}`), 'utf8')
+              .split('\n')
+              .filter((l) => l.includes('='))
+              .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+          );
+          return { args: readFileSync(join(dir, f), 'utf8').trim().split('\n'), env };
+        }),
+  };
+}
+
+/** A release site serving a llama.cpp tarball whose llama-server is the fake. */
+export async function serveLlamaRelease(build = 'b10587'): Promise<{ url: string; downloads: () => string[]; close: () => Promise<void> }> {
+  const stage = mkdtempSync(join(tmpdir(), 'llmgw-release-'));
+  const top = `llama-${build}`;
+  await mkdir(join(stage, top));
+  await writeFile(join(stage, top, 'llama-server'), `#!/bin/sh\nexec "${process.execPath}" "${fakeLlamaServer}" "$@"\n`, { mode: 0o755 });
+  await writeFile(join(stage, top, 'libggml.so'), 'ELF');
+  const archive = join(stage, 'release.tar.gz');
+  await c({ gzip: true, file: archive, cwd: stage, portable: true }, [top]);
+  const body = await readFile(archive);
+  const downloads: string[] = [];
+  const server: Server = createServer((req, res) => {
+    const asset = new RegExp(`^/releases/${build}/(llama-${build}-bin-ubuntu-(?:vulkan-)?x64\\.tar\\.gz)$`).exec(req.url ?? '')?.[1];
+    if (asset !== undefined) {
+      downloads.push(asset);
+      res.writeHead(200, { 'content-type': 'application/gzip', 'content-length': body.length });
+      res.end(body);
+      return;
+    }
+    res.writeHead(404);
+    res.end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/releases`,
+    downloads: () => [...downloads],
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+export interface ReplicaJson {
+  id: string;
+  model: string;
+  state: string;
+  reason?: string;
+  node?: string;
+  endpoint?: string;
+  restarts: number;
+  retiring?: boolean;
+  shards: { pid?: number; devices: string[]; node: string; state: string; reason?: string; last_exit?: { code: number | null; signal: string | null; log_tail: string[] } }[];
+}
+
+/** `llmgw ctl replicas --json`. */
+export async function replicas(env: Record<string, string>, model?: string): Promise<ReplicaJson[]> {
+  const r = await llmgw(['ctl', 'replicas', ...(model === undefined ? [] : [model]), '--json'], env);
+  if (r.code !== 0) throw new Error(`ctl replicas failed: ${r.stderr}`);
+  return (JSON.parse(r.stdout) as { items: ReplicaJson[] }).items;
+}
+
+/** Polls until `probe` gives something, or fails naming what it waited for and what it last saw. */
+export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last === undefined ? '' : `: ${last instanceof Error ? last.message : JSON.stringify(last)}`}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
