@@ -6,6 +6,10 @@ export interface Principal {
   keyId: string;
   name: string;
   role: Role;
+  /** Models it may use through the gateway; null: all. */
+  allowedModels: string[] | null;
+  rpm: number | null;
+  tpm: number | null;
 }
 
 export interface AuthenticatorOptions {
@@ -39,7 +43,11 @@ export class Authenticator {
     if (secret === undefined) {
       throw new LlmgwError('unauthenticated', 'this route needs an API key: send the header "Authorization: Bearer KEY" (llmgw ctl login saves one)');
     }
-    const hash = hashSecret(secret);
+    return this.byHash(hashSecret(secret));
+  }
+
+  /** The principal of a key's hash (a gateway of its own sends the hash, never the key). */
+  async byHash(hash: string): Promise<Principal> {
     const now = this.#now();
     const cached = this.#cache.get(hash);
     if (cached !== undefined && cached.until > now) return cached.principal;
@@ -82,5 +90,5 @@ function bearer(header: string | undefined): string | undefined {
 }
 
 function toPrincipal(key: ApiKeyRecord): Principal {
-  return { keyId: key.id, name: key.name, role: key.role };
+  return { keyId: key.id, name: key.name, role: key.role, allowedModels: key.allowed_models, rpm: key.rpm, tpm: key.tpm };
 }

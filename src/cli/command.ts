@@ -12,13 +12,14 @@ import { UsageError } from './usage-error.js';
 export class Runner {
   exitCode = 0;
 
-  action(handler: (ctx: { opts: Record<string, unknown>; o: Output; cmd: Command }, ...args: string[]) => Promise<void> | void) {
+  action(handler: (ctx: { opts: Record<string, unknown>; o: Output; cmd: Command; conn: ConnectionOptions }, ...args: string[]) => Promise<void> | void) {
     return async (...raw: unknown[]): Promise<void> => {
       const cmd = raw[raw.length - 1] as Command;
       const opts = cmd.optsWithGlobals();
+      const conn = connectionOptions(cmd);
       const o = stdio(opts['json'] === true);
       try {
-        await handler({ opts, o, cmd }, ...(raw.slice(0, -2) as string[]));
+        await handler({ opts, o, cmd, conn }, ...(raw.slice(0, -2) as string[]));
       } catch (e) {
         printError(o, e);
         this.exitCode = e instanceof UsageError ? 2 : 1;
@@ -31,3 +32,27 @@ export function stringOpt(opts: Record<string, unknown>, name: string): string |
   const v = opts[name];
   return typeof v === 'string' ? v : undefined;
 }
+
+/** The control plane and key, as `llmgw ctl --server --key` give them. */
+export interface ConnectionOptions {
+  server?: string | undefined;
+  key?: string | undefined;
+}
+
+/**
+ * The connection flags of `llmgw ctl` itself, read from that command: a subcommand's own
+ * option of the same name (`ctl usage --key NAME` filters by key) must not be taken for them.
+ */
+function connectionOptions(cmd: Command): ConnectionOptions {
+  let c: Command | null = cmd;
+  while (c !== null && c.name() !== 'ctl') c = c.parent;
+  const ctl = c?.opts() ?? {};
+  const own = cmd.opts();
+  return {
+    server: stringOpt(own, 'server') ?? stringOpt(ctl, 'server'),
+    key: (apiKeyFlag.has(cmd) ? stringOpt(own, 'key') : undefined) ?? stringOpt(ctl, 'key'),
+  };
+}
+
+/** Commands whose `--key` is the API key (not a flag of their own by that name). */
+export const apiKeyFlag = new WeakSet<Command>();

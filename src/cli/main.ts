@@ -1,6 +1,6 @@
 import { Command, CommanderError } from 'commander';
 
-import { Runner } from './command.js';
+import { apiKeyFlag, Runner } from './command.js';
 import { registerAudit } from './ctl/audit.js';
 import { registerConfig } from './ctl/config.js';
 import { registerKeys } from './ctl/keys.js';
@@ -8,8 +8,10 @@ import { registerLogin } from './ctl/login.js';
 import { registerModels } from './ctl/models.js';
 import { registerNodes } from './ctl/nodes.js';
 import { registerReplicas } from './ctl/replicas.js';
+import { registerUsage } from './ctl/usage.js';
 import { registerAgent } from './agent-command.js';
 import { registerDoctor } from './doctor-command.js';
+import { registerGateway } from './gateway-command.js';
 import { registerServe } from './run-control-plane.js';
 import { version } from './version.js';
 
@@ -25,6 +27,7 @@ export function buildProgram(run: Runner): Command {
   registerServe(program, run);
   registerAgent(program, run);
   registerDoctor(program, run);
+  registerGateway(program, run);
 
   const ctl = program
     .command('ctl')
@@ -40,7 +43,21 @@ export function buildProgram(run: Runner): Command {
   registerConfig(ctl, run);
   registerNodes(ctl, run);
   registerReplicas(ctl, run);
+  registerUsage(ctl, run);
 
+  // kubectl takes its flags anywhere on the line. Each ctl command takes them itself, so that
+  // a command's own flag of the same name (`ctl usage --key NAME` filters by key) stays its own.
+  program.enablePositionalOptions();
+  ctl.enablePositionalOptions();
+  for (const leaf of allCommands(ctl).filter((c) => c !== ctl && (c.commands.length === 0 || c.name() === 'token'))) {
+    const has = (flag: string) => leaf.options.some((o) => o.long === flag);
+    if (!has('--server')) leaf.option('--server <url>', 'the control plane');
+    if (!has('--key')) {
+      leaf.option('--key <key>', 'the API key');
+      apiKeyFlag.add(leaf);
+    }
+    if (!has('--json')) leaf.option('--json', 'print JSON instead of tables');
+  }
   for (const cmd of allCommands(program)) cmd.exitOverride();
   return program;
 }

@@ -11,6 +11,7 @@ import type { Output } from './output.js';
 import { UsageError } from './usage-error.js';
 import { loadIdentity } from '../agent/identity.js';
 import { generateSecret, hashSecret, secretPrefix } from '../core/secrets.js';
+import { newGateway, storeKeys } from './gateway-compose.js';
 import { startNodeAgent, type NodeAgent } from './node-agent.js';
 import { version } from './version.js';
 import { untilSignalled } from './signals.js';
@@ -49,6 +50,18 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
     await store.close();
     throw e;
   }
+  // The OpenAI-compatible gateway on the same address: /v1, and its /metrics.
+  const gateway = newGateway({
+    keys: storeKeys(cp.authenticator),
+    routes: () => cp.fleet.routeTable(),
+    usage: (rows) => cp.store.usage.add(rows),
+    logger: createLogger('gateway', process.env, { async: true }),
+    settings: loaded.settings,
+  });
+  await gateway.start();
+  cp.mount('/v1/', (req, res) => gateway.handle(req, res));
+  cp.mount('/metrics', (req, res) => void gateway.metricsHandler(req, res));
+  cp.beforeStoreClose(() => gateway.stop());
   if (cp.generatedAdminKey !== undefined) announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
   // `llmgw up` is also this machine's node: its agent runs here, joined over loopback.
   const agent = mode === 'up' ? await startLocalAgent(cp, loaded.settings) : undefined;

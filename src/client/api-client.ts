@@ -7,6 +7,7 @@ import type {
   KeyView,
   ListOf,
   ModelView,
+  Role,
   WhoAmI,
 } from '../core/api-types.js';
 import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../protocol/node-views.js';
@@ -32,6 +33,22 @@ export interface ApiResponse<T> {
   status: number;
   headers: Headers;
   body: T;
+}
+
+/** Limits of a key through the gateway; null clears one. */
+export interface KeyLimitsBody {
+  models?: string[] | null;
+  rpm?: number | null;
+  tpm?: number | null;
+}
+
+export interface UsageRowView {
+  key_name: string;
+  model: string;
+  hour: string;
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
 }
 
 /** A refusal from the control plane, with its code, HTTP status and message as sent. */
@@ -108,8 +125,14 @@ export class ApiClient {
   async listKeys(includeRevoked = false): Promise<KeyView[]> {
     return (await this.request<ListOf<KeyView>>('GET', '/keys', { query: { revoked: includeRevoked ? 'true' : undefined } })).body.items;
   }
-  async createKey(name: string, role: 'admin' | 'user'): Promise<CreatedKey> {
-    return (await this.request<CreatedKey>('POST', '/keys', { json: { name, role } })).body;
+  async createKey(name: string, role: Role, limits: KeyLimitsBody = {}): Promise<CreatedKey> {
+    return (await this.request<CreatedKey>('POST', '/keys', { json: { name, role, ...limits } })).body;
+  }
+  async updateKey(name: string, limits: KeyLimitsBody): Promise<KeyView> {
+    return (await this.request<KeyView>('PATCH', `/keys/${encodeURIComponent(name)}`, { json: limits })).body;
+  }
+  async usage(filter: { key?: string | undefined; model?: string | undefined; since?: string | undefined } = {}): Promise<UsageRowView[]> {
+    return (await this.request<ListOf<UsageRowView>>('GET', '/usage', { query: filter })).body.items;
   }
   async revokeKey(name: string): Promise<KeyView> {
     return (await this.request<KeyView>('DELETE', `/keys/${encodeURIComponent(name)}`)).body;

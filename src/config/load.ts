@@ -9,7 +9,7 @@ import { formatPath, LlmgwError, type Issue } from '../core/errors.js';
 import { issuesFromZod } from '../core/zod-issues.js';
 
 import { envKeys, parseEnvValue, unknownVariables } from './env.js';
-import { settingsSchema, type AgentSettings, type PlacementSettings } from './schema.js';
+import { settingsSchema, type AgentSettings, type GatewaySettings, type PlacementSettings } from './schema.js';
 
 /** The effective settings: file, then environment, then defaults; validated and frozen. */
 export interface Settings {
@@ -20,6 +20,7 @@ export interface Settings {
   readonly data_dir: string;
   readonly agent: Readonly<AgentSettings>;
   readonly placement: Readonly<PlacementSettings>;
+  readonly gateway: Readonly<GatewaySettings>;
   /** Models declared in the file: read-only through the API. */
   readonly models: readonly ModelSpec[];
 }
@@ -134,6 +135,7 @@ export function parseSettings(text: string, options: LoadOptions & { path: strin
     data_dir: dataDir,
     agent: parsed.data.agent,
     placement: parsed.data.placement,
+    gateway: parsed.data.gateway,
     models,
   });
   return {

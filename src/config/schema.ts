@@ -90,6 +90,22 @@ export const settingsSchema = z.strictObject({
       cpu_threads: z.int().min(0).max(1024).default(0),
     })
     .prefault({}),
+  gateway: z
+    .strictObject({
+      /** The largest request body /v1 takes (images inline make bodies big). */
+      max_body_mb: z.number().min(0.01).max(1024).default(16),
+      /** Other replicas a request is sent to after a refusal or a 5xx before its first byte. */
+      retries: z.int().min(0).max(10).default(2),
+      queue: z
+        .strictObject({
+          /** Requests that may wait for a free replica of one model; past it, 503 at once. */
+          max_per_model: z.int().min(0).max(100_000).default(256),
+          /** How long one waits before 503 with Retry-After. */
+          timeout_s: z.number().min(0.1).max(3600).default(30),
+        })
+        .prefault({}),
+    })
+    .prefault({}),
   // Each model is validated by the catalog's own rules, which give better messages than a nested schema.
   models: z.array(z.unknown()).default([]),
 });
@@ -98,3 +114,4 @@ export type RawSettings = z.output<typeof settingsSchema>;
 export type LlamacppSettings = z.output<typeof llamacppSettingsSchema>;
 export type AgentSettings = RawSettings['agent'];
 export type PlacementSettings = RawSettings['placement'];
+export type GatewaySettings = RawSettings['gateway'];

@@ -14,15 +14,23 @@ export interface ModelMetadata {
 
 export type ModelView = ModelSpec & { metadata: ModelMetadata };
 
+/** admin: everything. user: reads, and the gateway. gateway: what a gateway of its own needs. */
+export type Role = 'admin' | 'user' | 'gateway';
+
 export interface KeyView {
   name: string;
-  role: 'admin' | 'user';
+  role: Role;
   prefix: string;
   created_at: string;
   created_by: string;
   revoked_at: string | null;
   revoked_by: string | null;
   last_used_at: string | null;
+  /** Models it may use through the gateway; null: all. */
+  allowed_models: string[] | null;
+  /** Requests and tokens per minute through the gateway; null: no limit. */
+  rpm: number | null;
+  tpm: number | null;
 }
 
 export interface CreatedKey {
@@ -50,7 +58,7 @@ export interface ConfigChangeView {
 
 export interface WhoAmI {
   name: string;
-  role: 'admin' | 'user';
+  role: Role;
 }
 
 export interface HealthView {

@@ -8,7 +8,7 @@ import type { Store } from '../store/store.js';
 import { ensureAdminKey } from './admin-key.js';
 import { apiPrefix, createApi } from './api/app.js';
 import { Catalog } from './catalog.js';
-import { HttpServer } from './http-server.js';
+import { HttpServer, type RequestHandler } from './http-server.js';
 import { agentChannelPath } from '../protocol/agent-protocol.js';
 import { Fleet } from './fleet/fleet.js';
 import { AgentHub } from './nodes/agent-hub.js';
@@ -44,7 +44,9 @@ export class ControlPlane {
 
   readonly registry: NodeRegistry;
   readonly fleet: Fleet;
+  readonly authenticator: Authenticator;
   readonly #hub: AgentHub;
+  readonly #beforeStoreClose: (() => Promise<void>)[] = [];
 
   private constructor(init: {
     url: string;
@@ -57,9 +59,11 @@ export class ControlPlane {
     registry: NodeRegistry;
     hub: AgentHub;
     fleet: Fleet;
+    auth: Authenticator;
   }) {
     this.registry = init.registry;
     this.fleet = init.fleet;
+    this.authenticator = init.auth;
     this.#hub = init.hub;
     this.url = init.url;
     this.generatedAdminKey = init.generatedAdminKey;
@@ -100,7 +104,17 @@ export class ControlPlane {
       if (restart.length > 0) logger.warn({ keys: restart }, 'these settings take effect at the next start');
     });
     logger.info({ url, store: store.dialect, settings: options.settings.source.path, declaredModels: options.settings.settings.models.length }, 'control plane listening');
-    return new ControlPlane({ url, generatedAdminKey: generated, settings, catalog, store, http, logger, registry, hub, fleet });
+    return new ControlPlane({ url, generatedAdminKey: generated, settings, catalog, store, http, logger, registry, hub, fleet, auth });
+  }
+
+  /** Serves another part (the gateway) on this address, under a path prefix. */
+  mount(prefix: string, handler: RequestHandler): void {
+    this.#http.mount(prefix, handler);
+  }
+
+  /** Work to finish once requests have stopped and before the store closes (writing counted usage). */
+  beforeStoreClose(work: () => Promise<void>): void {
+    this.#beforeStoreClose.push(work);
   }
 
   /** Stops taking requests, finishes those in flight, then closes the store. */
@@ -110,6 +124,7 @@ export class ControlPlane {
     this.#hub.close();
     await this.#http.close();
     await this.registry.stop();
+    for (const work of this.#beforeStoreClose) await work();
     await this.store.close();
     this.#logger.info('control plane stopped');
   }

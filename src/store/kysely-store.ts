@@ -8,6 +8,7 @@ import { LlmgwError } from '../core/errors.js';
 
 import type { Dialect } from './migrations.js';
 import { Fleet } from './kysely-fleet.js';
+import { Usage } from './kysely-usage.js';
 import { JoinTokens, Nodes } from './kysely-nodes.js';
 import { isUniqueViolation, writeAudit, type Context } from './kysely-shared.js';
 import type { Database } from './schema.js';
@@ -19,8 +20,10 @@ import type {
   AuditRepository,
   FleetRepository,
   JoinTokenRepository,
+  KeyLimits,
   KeyRepository,
   NodeRepository,
+  UsageRepository,
   ModelRepository,
   NewApiKey,
   Role,
@@ -46,6 +49,7 @@ export class KyselyStore implements Store {
   readonly joinTokens: JoinTokenRepository;
   readonly nodes: NodeRepository;
   readonly fleet: FleetRepository;
+  readonly usage: UsageRepository;
   readonly #db: Kysely<Database>;
   readonly #options: KyselyStoreOptions;
   readonly #inTransaction: boolean;
@@ -68,6 +72,7 @@ export class KyselyStore implements Store {
     this.joinTokens = new JoinTokens(ctx);
     this.nodes = new Nodes(ctx);
     this.fleet = new Fleet(ctx);
+    this.usage = new Usage(ctx);
   }
 
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T> {
@@ -179,6 +184,14 @@ class Models implements ModelRepository {
   }
 }
 
+function limitsDetail(l: KeyLimits): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (l.allowed_models !== undefined) out['allowed_models'] = l.allowed_models;
+  if (l.rpm !== undefined) out['rpm'] = l.rpm;
+  if (l.tpm !== undefined) out['tpm'] = l.tpm;
+  return out;
+}
+
 function toKey(row: Selectable<Database['api_keys']>): ApiKeyRecord {
   return {
     id: row.id,
@@ -190,6 +203,9 @@ function toKey(row: Selectable<Database['api_keys']>): ApiKeyRecord {
     revoked_at: row.revoked_at,
     revoked_by: row.revoked_by,
     last_used_at: row.last_used_at,
+    allowed_models: row.allowed_models === null ? null : (JSON.parse(row.allowed_models) as string[]),
+    rpm: row.rpm,
+    tpm: row.tpm,
   };
 }
 
@@ -213,6 +229,9 @@ class Keys implements KeyRepository {
         revoked_at: null,
         revoked_by: null,
         last_used_at: null,
+        allowed_models: key.allowed_models === undefined || key.allowed_models === null ? null : JSON.stringify(key.allowed_models),
+        rpm: key.rpm ?? null,
+        tpm: key.tpm ?? null,
       };
       try {
         await db.insertInto('api_keys').values(row).execute();
@@ -220,7 +239,13 @@ class Keys implements KeyRepository {
         if (isUniqueViolation(e)) throw new LlmgwError('conflict', `a key named "${key.name}" already exists: revoke it first, or pick another name`);
         throw e;
       }
-      await writeAudit(db, { at, actor, action: 'key.create', target: `key/${key.name}`, detail: { role: key.role, prefix: key.prefix } });
+      await writeAudit(db, {
+        at,
+        actor,
+        action: 'key.create',
+        target: `key/${key.name}`,
+        detail: { role: key.role, prefix: key.prefix, ...limitsDetail(key) },
+      });
       return toKey(row);
     });
   }
@@ -280,6 +305,19 @@ class Keys implements KeyRepository {
 
   async touch(id: string, at: string): Promise<void> {
     await this.#c.db.updateTable('api_keys').set({ last_used_at: at }).where('id', '=', id).execute();
+  }
+
+  setLimits(name: string, limits: KeyLimits, actor: Actor): Promise<ApiKeyRecord> {
+    return this.#c.tx(async (db) => {
+      const set: { allowed_models?: string | null; rpm?: number | null; tpm?: number | null } = {};
+      if (limits.allowed_models !== undefined) set.allowed_models = limits.allowed_models === null ? null : JSON.stringify(limits.allowed_models);
+      if (limits.rpm !== undefined) set.rpm = limits.rpm;
+      if (limits.tpm !== undefined) set.tpm = limits.tpm;
+      const row = await db.updateTable('api_keys').set(set).where('name', '=', name).where('revoked_at', 'is', null).returningAll().executeTakeFirst();
+      if (row === undefined) throw new LlmgwError('not_found', `no live key is named "${name}" (llmgw ctl keys lists them)`);
+      await writeAudit(db, { at: this.#c.now(), actor, action: 'key.update', target: `key/${name}`, detail: limitsDetail(limits) });
+      return toKey(row);
+    });
   }
 }
 

@@ -131,5 +131,23 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('shards_node').on('shards').column('node').execute();
       },
     },
+    '0004_key_limits_and_usage': {
+      async up(db) {
+        await db.schema.alterTable('api_keys').addColumn('allowed_models', 'text').execute();
+        await db.schema.alterTable('api_keys').addColumn('rpm', 'integer').execute();
+        await db.schema.alterTable('api_keys').addColumn('tpm', 'integer').execute();
+        await db.schema
+          .createTable('usage')
+          .addColumn('key_name', 'text', (c) => c.notNull())
+          .addColumn('model', 'text', (c) => c.notNull())
+          .addColumn('hour', 'text', (c) => c.notNull())
+          .addColumn('requests', 'bigint', (c) => c.notNull())
+          .addColumn('prompt_tokens', 'bigint', (c) => c.notNull())
+          .addColumn('completion_tokens', 'bigint', (c) => c.notNull())
+          .addPrimaryKeyConstraint('usage_pk', ['key_name', 'model', 'hour'])
+          .execute();
+        await db.schema.createIndex('usage_hour').on('usage').column('hour').execute();
+      },
+    },
   };
 }

@@ -31,6 +31,10 @@ export interface Database {
     revoked_at: string | null;
     revoked_by: string | null;
     last_used_at: string | null;
+    /** JSON list of model names, or null for every model. */
+    allowed_models: string | null;
+    rpm: number | null;
+    tpm: number | null;
   };
   join_tokens: {
     id: string;
@@ -79,5 +83,14 @@ export interface Database {
     dist_port: number | null;
     threads: number | null;
     memory_mib: number | null;
+  };
+  usage: {
+    key_name: string;
+    model: string;
+    /** `2026-12-02T13:00:00.000Z`: the hour the requests started in. */
+    hour: string;
+    requests: number;
+    prompt_tokens: number;
+    completion_tokens: number;
   };
 }

@@ -16,6 +16,7 @@ export interface Store {
   readonly joinTokens: JoinTokenRepository;
   readonly nodes: NodeRepository;
   readonly fleet: FleetRepository;
+  readonly usage: UsageRepository;
   /** Runs work in one transaction: all of it lands, or none. */
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T>;
   /** A cheap round trip, for health checks. */
@@ -58,7 +59,9 @@ export interface UpdateOptions {
   action?: string;
 }
 
-export type Role = 'admin' | 'user';
+import type { Role } from '../core/api-types.js';
+
+export type { Role };
 
 export interface ApiKeyRecord {
   id: string;
@@ -71,9 +74,21 @@ export interface ApiKeyRecord {
   revoked_at: string | null;
   revoked_by: string | null;
   last_used_at: string | null;
+  /** Models the key may use through the gateway; null: every model. */
+  allowed_models: string[] | null;
+  /** Requests per minute through the gateway; null: no limit. */
+  rpm: number | null;
+  /** Tokens (prompt and completion) per minute; null: no limit. */
+  tpm: number | null;
 }
 
-export interface NewApiKey {
+export interface KeyLimits {
+  allowed_models?: string[] | null;
+  rpm?: number | null;
+  tpm?: number | null;
+}
+
+export interface NewApiKey extends KeyLimits {
   name: string;
   role: Role;
   prefix: string;
@@ -91,6 +106,8 @@ export interface KeyRepository {
   /** Replaces the secret of an unrevoked key (the admin key follows LLMGW_ADMIN_KEY). */
   rotate(name: string, secret: { prefix: string; secretHash: string }, actor: Actor): Promise<ApiKeyRecord>;
   touch(id: string, at: string): Promise<void>;
+  /** Changes what a live key may use; audited. */
+  setLimits(name: string, limits: KeyLimits, actor: Actor): Promise<ApiKeyRecord>;
 }
 
 export interface AuditEntry {
@@ -209,4 +226,28 @@ export interface FleetRepository {
    * over the database they share, and each sees the others' shards.
    */
   locked<T>(work: (tx: Store) => Promise<T>): Promise<T>;
+}
+
+export interface UsageDelta {
+  key_name: string;
+  model: string;
+  /** The hour, as an ISO time at its start. */
+  hour: string;
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+export interface UsageFilter {
+  key?: string | undefined;
+  model?: string | undefined;
+  /** ISO time: hours starting at or after it (the hour it falls in included). */
+  since?: string | undefined;
+}
+
+export interface UsageRepository {
+  /** Adds counts, many rows in one transaction (the gateway writes in batches). */
+  add(rows: readonly UsageDelta[]): Promise<void>;
+  /** Per key, model and hour, newest hour first. */
+  list(filter?: UsageFilter): Promise<UsageDelta[]>;
 }

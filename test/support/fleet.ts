@@ -111,3 +111,24 @@ export async function until<T>(what: string, probe: () => Promise<T | undefined>
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+/**
+ * An engine binary that runs a fake engine with a per-port answer delay, read from
+ * `${dir}/delay-PORT` at start: how a test makes one replica of a model slow and its twin fast.
+ */
+export function delayedEngine(dir: string, fake: string, variable: string): string {
+  const bin = join(dir, `delayed-${variable.toLowerCase()}`);
+  writeFileSync(
+    bin,
+    [
+      '#!/bin/sh',
+      'port=""; prev=""',
+      'for a in "$@"; do if [ "$prev" = "--port" ]; then port="$a"; fi; prev="$a"; done',
+      `if [ -f "${dir}/delay-$port" ]; then ${variable}=$(cat "${dir}/delay-$port"); export ${variable}; fi`,
+      `exec "${process.execPath}" "${fake}" "$@"`,
+      '',
+    ].join('\n'),
+  );
+  chmodSync(bin, 0o755);
+  return bin;
+}

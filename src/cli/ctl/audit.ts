@@ -17,11 +17,11 @@ export function registerAudit(ctl: Command, run: Runner): void {
     .option('--target <target>', 'only changes of this (model/NAME, key/NAME)')
     .option('--action <action>', 'only this action (model.update, key.create, ...)')
     .action(
-      run.action(async ({ opts, o }) => {
+      run.action(async ({ opts, o, conn }) => {
         const limit = Number(stringOpt(opts, 'limit'));
         if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit is a whole number from 1 to 1000');
         const since = parseSince(stringOpt(opts, 'since'));
-        const items = await connect(opts).audit({
+        const items = await connect(conn).audit({
           limit,
           since,
           ...(stringOpt(opts, 'actor') === undefined ? {} : { actor: stringOpt(opts, 'actor') }),

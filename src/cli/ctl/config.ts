@@ -19,8 +19,8 @@ export function registerConfig(ctl: Command, run: Runner): void {
     .command('show')
     .description('print the settings file')
     .action(
-      run.action(async ({ opts, o }) => {
-        const c = await connect(opts).getConfig();
+      run.action(async ({ o, conn }) => {
+        const c = await connect(conn).getConfig();
         emit(o, { path: c.path, text: c.text, overridden_by_env: c.overriddenByEnv }, (d) => d.text || `# ${d.path} is empty: every setting has its default`);
         if (!o.json && c.overriddenByEnv.length > 0) o.err(`note: set from the environment, winning over the file: ${c.overriddenByEnv.join(', ')}`);
       }),
@@ -29,8 +29,8 @@ export function registerConfig(ctl: Command, run: Runner): void {
     .command('edit')
     .description('edit the settings file in $EDITOR; it is validated before it is written, and reopened on an error')
     .action(
-      run.action(async ({ opts, o }) => {
-        await editSettings(connect(opts), o, process.env);
+      run.action(async ({ o, conn }) => {
+        await editSettings(connect(conn), o, process.env);
       }),
     );
 }

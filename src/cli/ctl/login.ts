@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 
 import { ApiClient } from '../../client/api-client.js';
-import { stringOpt, type Runner } from '../command.js';
+import { type Runner } from '../command.js';
 import { emit } from '../output.js';
 import { UsageError } from '../usage-error.js';
 
@@ -13,9 +13,9 @@ export function registerLogin(ctl: Command, run: Runner): void {
     .command('login')
     .description('check a server and key, and save them for the next llmgw ctl commands')
     .action(
-      run.action(async ({ opts, o }) => {
-        const server = stringOpt(opts, 'server') ?? process.env['LLMGW_SERVER'] ?? defaultServer;
-        const key = stringOpt(opts, 'key') ?? process.env['LLMGW_KEY'];
+      run.action(async ({ o, conn }) => {
+        const server = conn.server ?? process.env['LLMGW_SERVER'] ?? defaultServer;
+        const key = conn.key ?? process.env['LLMGW_KEY'];
         if (key === undefined || key === '') throw new UsageError('give the key: llmgw ctl login --server URL --key KEY (or set LLMGW_KEY)');
         const me = await new ApiClient({ server, key }).whoami();
         const path = saveLogin({ server, key });

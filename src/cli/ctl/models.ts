@@ -17,8 +17,8 @@ export function registerModels(ctl: Command, run: Runner): void {
     .command('models')
     .description('list the models of the catalog')
     .action(
-      run.action(async ({ opts, o }) => {
-        const models = await connect(opts).listModels();
+      run.action(async ({ o, conn }) => {
+        const models = await connect(conn).listModels();
         emit(o, { items: models }, ({ items }) =>
           items.length === 0
             ? 'No models yet: declare them in the settings (llmgw ctl config edit) or add one with llmgw ctl model add -f FILE.'
@@ -37,8 +37,8 @@ export function registerModels(ctl: Command, run: Runner): void {
     .argument('<name>', 'the model')
     .description("print a model's full definition")
     .action(
-      run.action(async ({ opts, o }, name: string) => {
-        const m = await connect(opts).getModel(name);
+      run.action(async ({ o, conn }, name: string) => {
+        const m = await connect(conn).getModel(name);
         emit(o, m, (v) => yaml(v));
       }),
     );
@@ -48,9 +48,9 @@ export function registerModels(ctl: Command, run: Runner): void {
     .description('add a model from a YAML or JSON file: the same shape as one entry of models: in the settings')
     .requiredOption('-f, --file <file>', 'the model definition; - reads standard input')
     .action(
-      run.action(async ({ opts, o }) => {
+      run.action(async ({ opts, o, conn }) => {
         const spec = readDefinition(stringOpt(opts, 'file') ?? '-');
-        const m = await connect(opts).addModel(spec);
+        const m = await connect(conn).addModel(spec);
         emit(o, m, (v) => `model "${v.name}" added (${v.replicas} replica${v.replicas === 1 ? '' : 's'}, profiles: ${profilesSummary(v)})`);
       }),
     );
@@ -60,11 +60,11 @@ export function registerModels(ctl: Command, run: Runner): void {
     .description('add a model, or replace the one of the same name, from a YAML or JSON file')
     .requiredOption('-f, --file <file>', 'the model definition; - reads standard input')
     .action(
-      run.action(async ({ opts, o }) => {
+      run.action(async ({ opts, o, conn }) => {
         const spec = readDefinition(stringOpt(opts, 'file') ?? '-');
         const name = (spec as { name?: unknown } | null)?.name;
         if (typeof name !== 'string') throw new UsageError('the definition has no name: write name: MODEL');
-        const client = connect(opts);
+        const client = connect(conn);
         let m: ModelView;
         let verb = 'replaced';
         try {
@@ -84,10 +84,10 @@ export function registerModels(ctl: Command, run: Runner): void {
     .argument('<replicas>', 'how many replicas it runs (0 stops them all)')
     .description('set how many replicas a model runs')
     .action(
-      run.action(async ({ opts, o }, name: string, count: string) => {
+      run.action(async ({ o, conn }, name: string, count: string) => {
         const n = Number(count);
         if (!Number.isInteger(n) || n < 0) throw new UsageError(`replicas is a whole number of 0 or more, not "${count}"`);
-        const m = await connect(opts).scaleModel(name, n);
+        const m = await connect(conn).scaleModel(name, n);
         emit(o, m, (v) => `model "${v.name}" scaled to ${v.replicas} replica${v.replicas === 1 ? '' : 's'}`);
       }),
     );
@@ -98,8 +98,8 @@ export function registerModels(ctl: Command, run: Runner): void {
     .argument('<name>', 'the model')
     .description('remove a model added through the API')
     .action(
-      run.action(async ({ opts, o }, name: string) => {
-        const m = await connect(opts).deleteModel(name);
+      run.action(async ({ o, conn }, name: string) => {
+        const m = await connect(conn).deleteModel(name);
         emit(o, m, (v) => `model "${v.name}" removed`);
       }),
     );

@@ -13,8 +13,8 @@ export function registerNodes(ctl: Command, run: Runner): void {
     .command('nodes')
     .description('list the nodes: state, last seen, devices by class, CPUs, RAM')
     .action(
-      run.action(async ({ opts, o }) => {
-        const nodes = await connect(opts).listNodes();
+      run.action(async ({ o, conn }) => {
+        const nodes = await connect(conn).listNodes();
         emit(o, { items: nodes }, ({ items }) =>
           items.length === 0
             ? 'No nodes yet: make a join token with llmgw ctl node token, then run llmgw agent --server URL --token TOKEN on each machine.'
@@ -32,8 +32,8 @@ export function registerNodes(ctl: Command, run: Runner): void {
     .argument('<name>', 'the node')
     .description("a node's devices (id as card or card/migN, class, memory, temperature, power, utilisation, processes) and the cards it leaves out")
     .action(
-      run.action(async ({ opts, o }, name: string) => {
-        const n = await connect(opts).getNode(name);
+      run.action(async ({ o, conn }, name: string) => {
+        const n = await connect(conn).getNode(name);
         emit(o, n, nodeDetail);
       }),
     );
@@ -42,8 +42,8 @@ export function registerNodes(ctl: Command, run: Runner): void {
     .argument('<name>', 'the node')
     .description('remove a node: its agent is disconnected and must join again with a token')
     .action(
-      run.action(async ({ opts, o }, name: string) => {
-        const r = await connect(opts).removeNode(name);
+      run.action(async ({ o, conn }, name: string) => {
+        const r = await connect(conn).removeNode(name);
         emit(o, r, (v) => `node "${v.name}" removed`);
       }),
     );
@@ -54,10 +54,10 @@ export function registerNodes(ctl: Command, run: Runner): void {
     .option('--name <name>', 'a name for the token (default: generated)')
     .option('--expires <duration>', 'how long it is valid: 30m, 24h, 7d (default: never expires)')
     .action(
-      run.action(async ({ opts, o }) => {
+      run.action(async ({ opts, o, conn }) => {
         const expires = stringOpt(opts, 'expires');
         const expiresIn = expires === undefined ? undefined : parseDuration(expires, '--expires');
-        const client = connect(opts);
+        const client = connect(conn);
         const created = await client.createJoinToken({ name: stringOpt(opts, 'name'), expiresIn });
         emit(o, { ...created, join: `llmgw agent --server ${client.server} --token ${created.secret}` }, (c) =>
           [
@@ -78,8 +78,8 @@ export function registerNodes(ctl: Command, run: Runner): void {
     .argument('<name>', 'the token')
     .description('revoke a join token: no new node joins with it (nodes that joined keep their own credentials)')
     .action(
-      run.action(async ({ opts, o }, name: string) => {
-        const t = await connect(opts).revokeJoinToken(name);
+      run.action(async ({ o, conn }, name: string) => {
+        const t = await connect(conn).revokeJoinToken(name);
         emit(o, t, (v) => `join token "${v.name}" revoked`);
       }),
     );
@@ -88,8 +88,8 @@ export function registerNodes(ctl: Command, run: Runner): void {
     .description('list join tokens')
     .option('--all', 'include revoked tokens')
     .action(
-      run.action(async ({ opts, o }) => {
-        const tokens = await connect(opts).listJoinTokens(opts['all'] === true);
+      run.action(async ({ opts, o, conn }) => {
+        const tokens = await connect(conn).listJoinTokens(opts['all'] === true);
         emit(o, { items: tokens }, ({ items }) =>
           table(
             ['NAME', 'PREFIX', 'CREATED', 'EXPIRES', 'USES', 'LAST USED', 'REVOKED'],
@@ -103,8 +103,8 @@ export function registerNodes(ctl: Command, run: Runner): void {
     .command('status')
     .description('the cluster in one screen: nodes by state, devices by class, free and used')
     .action(
-      run.action(async ({ opts, o }) => {
-        const s = await connect(opts).status();
+      run.action(async ({ o, conn }) => {
+        const s = await connect(conn).status();
         emit(o, s, statusText);
       }),
     );

@@ -13,8 +13,8 @@ export function registerReplicas(ctl: Command, run: Runner): void {
     .argument('[model]', "only this model's replicas")
     .description('list replicas: model, profile, node, devices, state (with the reason), ready since, restarts, endpoint')
     .action(
-      run.action(async ({ opts, o }, model?: string) => {
-        const items = await connect(opts).listReplicas(model);
+      run.action(async ({ o, conn }, model?: string) => {
+        const items = await connect(conn).listReplicas(model);
         emit(o, { items }, (d) =>
           d.items.length === 0
             ? model === undefined
@@ -44,8 +44,8 @@ export function registerReplicas(ctl: Command, run: Runner): void {
     .argument('<id>', 'the replica')
     .description("a replica's shards: node, devices, port, state, restarts and the last exit with its log lines")
     .action(
-      run.action(async ({ opts, o }, id: string) => {
-        const r = await connect(opts).getReplica(id);
+      run.action(async ({ o, conn }, id: string) => {
+        const r = await connect(conn).getReplica(id);
         emit(o, r, detail);
       }),
     );
@@ -55,8 +55,8 @@ export function registerReplicas(ctl: Command, run: Runner): void {
     .option('--in-place', 'stop it first, then start a new one (when there is no room beside it)')
     .description('start a new replica beside this one; this one stops once the new one is ready')
     .action(
-      run.action(async ({ opts, o }, id: string) => {
-        const r = await connect(opts).restartReplica(id, opts['inPlace'] === true);
+      run.action(async ({ opts, o, conn }, id: string) => {
+        const r = await connect(conn).restartReplica(id, opts['inPlace'] === true);
         emit(o, r, (v) => v.message);
       }),
     );
@@ -69,7 +69,7 @@ export function registerReplicas(ctl: Command, run: Runner): void {
     .option('--rank <rank>', 'which shard of a multi-node replica', '0')
     .description("a replica's engine log (its stdout and stderr)")
     .action(
-      run.action(async ({ opts }, id: string) => {
+      run.action(async ({ opts, conn }, id: string) => {
         const tail = Number(stringOpt(opts, 'tail'));
         const rank = Number(stringOpt(opts, 'rank'));
         if (!Number.isInteger(tail) || tail < 0) throw new UsageError('--tail is a whole number of lines');
@@ -79,7 +79,7 @@ export function registerReplicas(ctl: Command, run: Runner): void {
         process.once('SIGINT', onSignal);
         process.once('SIGTERM', onSignal);
         try {
-          await connect(opts).logs(id, { tail, rank, follow: opts['follow'] === true, signal: abort.signal, onText: (t) => process.stdout.write(t) });
+          await connect(conn).logs(id, { tail, rank, follow: opts['follow'] === true, signal: abort.signal, onText: (t) => process.stdout.write(t) });
         } finally {
           process.off('SIGINT', onSignal);
           process.off('SIGTERM', onSignal);

@@ -14,6 +14,7 @@ import { keyRoutes } from './keys.js';
 import { modelRoutes } from './models.js';
 import { nodeRoutes, statusRoute, tokenRoutes } from './nodes.js';
 import { replicaRoutes, scaleRoute } from './replicas.js';
+import { gatewayRoutes, usageRoutes } from './gateway-routes.js';
 import { checkJoinToken } from '../nodes/join-token.js';
 
 export const apiPrefix = '/api/v1';
@@ -81,6 +82,8 @@ export function createApi(deps: ApiDeps) {
   app.route('/nodes', nodeRoutes(deps));
   app.route('/node-tokens', tokenRoutes(deps));
   app.route('/status', statusRoute(deps));
+  app.route('/gateway', gatewayRoutes(deps));
+  app.route('/usage', usageRoutes(deps));
   return app;
 }
 

@@ -13,10 +13,20 @@ const keyName = z
   .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'a key name is lower-case letters, digits, ".", "_" and "-", starting with a letter or digit (e.g. "ci-bot")')
   .refine((n) => n !== systemActor, `"${systemActor}" is reserved for changes llmgw makes itself: pick another name`);
 
+const limits = {
+  /** Models the key may use through the gateway (catalog names; `MODEL:ADAPTER` is covered by MODEL). */
+  models: z.array(z.string().min(1)).min(1).nullable().optional(),
+  rpm: z.int().min(1).nullable().optional(),
+  tpm: z.int().min(1).nullable().optional(),
+};
+
 const createKeySchema = z.strictObject({
   name: keyName,
-  role: z.enum(['admin', 'user']).default('user'),
+  role: z.enum(['admin', 'user', 'gateway']).default('user'),
+  ...limits,
 });
+
+const updateKeySchema = z.strictObject(limits);
 
 export function keyRoutes(deps: ApiDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
@@ -31,8 +41,34 @@ export function keyRoutes(deps: ApiDeps): Hono<ApiEnv> {
   app.post('/', async (c) => {
     const body = await jsonBody(c, createKeySchema);
     const secret = generateSecret('key');
-    const key = await deps.store.keys.create({ name: body.name, role: body.role, prefix: secretPrefix(secret), secretHash: hashSecret(secret) }, principalOf(c).name);
+    const key = await deps.store.keys.create(
+      {
+        name: body.name,
+        role: body.role,
+        prefix: secretPrefix(secret),
+        secretHash: hashSecret(secret),
+        allowed_models: body.models ?? null,
+        rpm: body.rpm ?? null,
+        tpm: body.tpm ?? null,
+      },
+      principalOf(c).name,
+    );
     return c.json<CreatedKey>({ key: keyView(key), secret }, 201);
+  });
+
+  app.patch('/:name', async (c) => {
+    const body = await jsonBody(c, updateKeySchema);
+    const key = await deps.store.keys.setLimits(
+      c.req.param('name'),
+      {
+        ...(body.models === undefined ? {} : { allowed_models: body.models }),
+        ...(body.rpm === undefined ? {} : { rpm: body.rpm }),
+        ...(body.tpm === undefined ? {} : { tpm: body.tpm }),
+      },
+      principalOf(c).name,
+    );
+    deps.auth.forget();
+    return c.json(keyView(key));
   });
 
   app.delete('/:name', async (c) => {
@@ -58,5 +94,8 @@ export function keyView(k: ApiKeyRecord): KeyView {
     revoked_at: k.revoked_at,
     revoked_by: k.revoked_by,
     last_used_at: k.last_used_at,
+    allowed_models: k.allowed_models,
+    rpm: k.rpm,
+    tpm: k.tpm,
   };
 }

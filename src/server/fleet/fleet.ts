@@ -4,6 +4,8 @@ import type { Logger } from 'pino';
 
 import type { ModelSpec } from '../../catalog/model-spec.js';
 import { LlmgwError, messageOf } from '../../core/errors.js';
+import { flagValue } from '../../engines/args.js';
+import { engineFor } from '../../engines/registry.js';
 import { generateSecret } from '../../core/secrets.js';
 import { deviceLabel } from '../../gpu/devices.js';
 import { place } from '../../placement/place.js';
@@ -12,6 +14,7 @@ import type { AgentMessage, AssignedShard, EngineReport, EngineSettingsWire, Sha
 import type { NodeView } from '../../protocol/node-views.js';
 import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
 import type { ReplicaRecord, Store } from '../../store/store.js';
+import type { RouteReplica, RouteTable } from '../../protocol/routes.js';
 import type { Catalog } from '../catalog.js';
 import type { AgentHub, HubListener } from '../nodes/agent-hub.js';
 import type { NodeRegistry } from '../nodes/node-registry.js';
@@ -28,20 +31,6 @@ export interface FleetOptions {
   logger: Logger;
   /** How often placement runs even when nothing prompts it. */
   intervalMs?: number;
-}
-
-/** A ready replica the gateway may send requests to. */
-export interface Route {
-  replica: string;
-  model: string;
-  engine: string;
-  /** `http://host:port`. */
-  endpoint: string;
-  apiKey: string;
-  /** The name the engine answers to (llama.cpp's alias, vLLM's served name). */
-  servedName: string;
-  adapters: string[];
-  state: ReplicaState;
 }
 
 interface Reported {
@@ -307,26 +296,36 @@ export class Fleet implements HubListener {
     return out;
   }
 
-  /** Ready replicas the gateway may route to. */
-  routes(): Route[] {
+  /** What the gateway routes to: replicas that answer (ready, or degraded but serving), and every model of the catalog. */
+  async routeTable(): Promise<RouteTable> {
     const views = this.#o.registry.views();
-    const out: Route[] = [];
+    const settings = this.#o.settings.current.settings;
+    const replicas: RouteReplica[] = [];
     for (const r of this.#replicas) {
       const v = this.#view(r, views);
-      if (v.endpoint === undefined) continue;
       const profile = r.spec.profiles.find((p) => p.name === r.profile);
-      out.push({
-        replica: r.id,
+      if (v.endpoint === undefined || profile === undefined) continue;
+      const engine = engineFor(profile.engine);
+      replicas.push({
+        id: r.id,
         model: r.model,
-        engine: profile?.engine ?? 'llamacpp',
+        engine: profile.engine,
         endpoint: v.endpoint,
         apiKey: r.engine_key,
-        servedName: profile?.served_model_name ?? r.model,
-        adapters: profile?.adapters.map((a) => a.name) ?? [],
-        state: v.state,
+        servedName: profile.served_model_name ?? r.model,
+        adapters: profile.adapters.map((a) => a.name),
+        capacity: capacityOf(profile.engine, profile.args, settings.agent.engines.llamacpp.parallel),
+        loadMetrics: engine.loadMetrics,
+        metricsUrl: `${v.endpoint}${engine.metricsPath}`,
       });
     }
-    return out;
+    const models = (await this.#o.catalog.specs()).map((m) => ({
+      name: m.name,
+      adapters: [...new Set(m.profiles.flatMap((p) => p.adapters.map((a) => a.name)))],
+      engines: [...new Set(m.profiles.map((p) => p.engine))],
+      ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
+    }));
+    return { replicas, models };
   }
 
   /** A shard's log: the last `tail` lines, then (follow) each new one until `signal` aborts. */
@@ -504,4 +503,26 @@ export function hostOf(address: string): string {
 
 function sameSpec(a: ModelSpec, b: ModelSpec): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * Requests a replica computes at once: llama.cpp's slots (`--parallel`), vLLM's
+ * `--max-num-seqs`, SGLang's `--max-running-requests`, TensorRT-LLM's `--max_batch_size`;
+ * each engine's default where the profile does not say.
+ */
+export function capacityOf(engine: string, args: readonly string[], llamaParallel: number): number {
+  const set = (...names: string[]) => {
+    const v = Number(flagValue(args, ...names));
+    return Number.isInteger(v) && v > 0 ? v : undefined;
+  };
+  switch (engine) {
+    case 'llamacpp':
+      return set('--parallel', '-np') ?? llamaParallel;
+    case 'vllm':
+      return set('--max-num-seqs') ?? 256;
+    case 'sglang':
+      return set('--max-running-requests') ?? 256;
+    default:
+      return set('--max_batch_size') ?? 256;
+  }
 }

@@ -1,0 +1,42 @@
+import { ApiClient } from '../client/api-client.js';
+import { loadSettings, SettingsError } from '../config/load.js';
+import { HttpServer } from '../server/http-server.js';
+
+import { newGateway, remoteKeys, remoteRoutes, remoteUsage } from './gateway-compose.js';
+import { createLogger } from './logger.js';
+import { untilSignalled } from './signals.js';
+import { UsageError } from './usage-error.js';
+
+export interface RunGatewayOptions {
+  server: string;
+  key: string;
+  listen: string;
+  config: string | undefined;
+}
+
+/** A gateway of its own: routes, key checks and usage through the control plane's API. */
+export async function runGateway(o: RunGatewayOptions): Promise<void> {
+  const logger = createLogger('gateway', process.env, { async: true });
+  let loaded;
+  try {
+    loaded = loadSettings({ path: o.config, env: process.env });
+  } catch (e) {
+    if (e instanceof SettingsError) throw new UsageError(e.message);
+    throw e;
+  }
+  const client = new ApiClient({ server: o.server, key: o.key, timeoutMs: 5000 });
+  const me = await client.whoami();
+  if (me.role !== 'gateway' && me.role !== 'admin') {
+    throw new UsageError(`key "${me.name}" has the ${me.role} role; a gateway needs one of role gateway (llmgw ctl key create NAME --role gateway)`);
+  }
+  const gateway = newGateway({ keys: remoteKeys(client), routes: remoteRoutes(client), usage: remoteUsage(client), logger, settings: loaded.settings });
+  await gateway.start();
+  const http = new HttpServer();
+  http.mount('/v1/', (req, res) => gateway.handle(req, res));
+  http.mount('/metrics', (req, res) => void gateway.metricsHandler(req, res));
+  const url = await http.listen(o.listen);
+  logger.info({ url, server: o.server }, 'gateway listening');
+  await untilSignalled(logger);
+  await http.close();
+  await gateway.stop();
+}

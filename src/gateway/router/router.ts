@@ -1,0 +1,538 @@
+import { AffinityMap } from './affinity-map.js';
+import { Breaker } from './breaker.js';
+import { allExcluded, cancelled, failingTimeout, noReplica, queueFull, queueTimeout } from './refusals.js';
+import type {
+  AcquireOptions,
+  Lease,
+  LoadReading,
+  Outcome,
+  ReplicaLoad,
+  RouteReplica,
+  ScrapeFailureKind,
+} from './types.js';
+
+export interface RouterOptions {
+  /** A reading older than this is stale: the replica counts as busy (default 1000 ms = 4 missed scrapes). */
+  staleMs?: number;
+  /** A conversation stays on its replica while that one's score is within this of the least loaded (default 2 requests). */
+  affinityBound?: number;
+  /** How long a conversation's replica is remembered after its last request (default 10 min). */
+  affinityTtlMs?: number;
+  /** Conversations remembered at most, least recently used dropped first (default 100 000). */
+  affinityMaxEntries?: number;
+  /** Requests waiting per model for a free replica, and for how long (default 256 and 30 s). */
+  queue?: { maxPerModel: number; timeoutMs: number };
+  /** Breaker cooldowns (default 1 s doubling to 30 s). */
+  breaker?: { initialMs?: number; maxMs?: number };
+  /** The clock of readings and cooldowns, ms. */
+  now?: () => number;
+  /** Breaks ties between equally loaded replicas. */
+  random?: () => number;
+}
+
+/**
+ * A stale or missing reading counts as this much load: such a replica is taken only when
+ * no replica with a fresh reading is free (stale metrics count as saturated, as in llm-d's
+ * saturation detector), and among stale ones the gateway's own count decides.
+ */
+const STALE_PENALTY = 1_000_000;
+/** A full KV cache weighs as much as four queued requests: it is where preemption starts. */
+const KV_WEIGHT = 4;
+/** Retry-After for a busy model: completions free slots within seconds. */
+const BUSY_RETRY_AFTER_S = 5;
+
+class ReplicaEntry {
+  replica: RouteReplica;
+  capacity: number;
+  readonly group: ModelGroup;
+  readonly breaker: Breaker;
+  /** The gateway's own requests on it now. */
+  inFlight = 0;
+  reading: LoadReading | undefined = undefined;
+  /** The reading's load: running + waiting + KV use × weight. */
+  base = 0;
+  /** The gateway's requests in flight when the reading came: the reading already counts them. */
+  inFlightAtReading = 0;
+  scrapeError: string | undefined = undefined;
+  removed = false;
+
+  constructor(replica: RouteReplica, group: ModelGroup, breaker: Breaker) {
+    this.replica = replica;
+    this.capacity = Math.max(1, replica.capacity);
+    this.group = group;
+    this.breaker = breaker;
+  }
+}
+
+interface Waiter {
+  readonly group: ModelGroup;
+  readonly affinityKey: string | undefined;
+  readonly exclude: ReadonlySet<string> | undefined;
+  readonly signal: AbortSignal | undefined;
+  readonly enqueuedAt: number;
+  readonly resolve: (lease: Lease) => void;
+  readonly reject: (error: Error) => void;
+  timer: NodeJS.Timeout | undefined;
+  onAbort: (() => void) | undefined;
+  prev: Waiter | undefined;
+  next: Waiter | undefined;
+}
+
+/** One model: its replicas in an array (scanned per request) and its FIFO of waiters. */
+class ModelGroup {
+  readonly model: string;
+  entries: ReplicaEntry[] = [];
+  inFlight = 0;
+  head: Waiter | undefined = undefined;
+  tail: Waiter | undefined = undefined;
+  queued = 0;
+  /** Wakes the queue when the earliest breaker cooldown ends. */
+  wake: NodeJS.Timeout | undefined = undefined;
+  wakeAt = 0;
+
+  constructor(model: string) {
+    this.model = model;
+  }
+
+  push(waiter: Waiter): void {
+    waiter.prev = this.tail;
+    if (this.tail) this.tail.next = waiter;
+    else this.head = waiter;
+    this.tail = waiter;
+    this.queued++;
+  }
+
+  unlink(waiter: Waiter): void {
+    if (waiter.prev) waiter.prev.next = waiter.next;
+    else this.head = waiter.next;
+    if (waiter.next) waiter.next.prev = waiter.prev;
+    else this.tail = waiter.prev;
+    waiter.prev = undefined;
+    waiter.next = undefined;
+    this.queued--;
+  }
+}
+
+type ReleaseFn = (entry: ReplicaEntry, trial: boolean, outcome: Outcome) => void;
+
+class RouterLease implements Lease {
+  readonly replica: RouteReplica;
+  readonly queuedMs: number;
+  readonly #entry: ReplicaEntry;
+  readonly #trial: boolean;
+  readonly #done: ReleaseFn;
+  #released = false;
+
+  constructor(entry: ReplicaEntry, queuedMs: number, trial: boolean, done: ReleaseFn) {
+    this.replica = entry.replica;
+    this.queuedMs = queuedMs;
+    this.#entry = entry;
+    this.#trial = trial;
+    this.#done = done;
+  }
+
+  release(outcome: Outcome): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.#done(this.#entry, this.#trial, outcome);
+  }
+}
+
+function scoreOf(entry: ReplicaEntry, now: number, staleMs: number): number {
+  const reading = entry.reading;
+  if (reading === undefined || now - reading.at > staleMs) return STALE_PENALTY + entry.inFlight;
+  // Only the requests added since the reading: it already counts those in flight then.
+  const added = entry.inFlight - entry.inFlightAtReading;
+  return added > 0 ? entry.base + added : entry.base;
+}
+
+function isExcluded(entry: ReplicaEntry, exclude: ReadonlySet<string> | undefined): boolean {
+  return exclude !== undefined && exclude.size > 0 && exclude.has(entry.replica.id);
+}
+
+/**
+ * Picks, for each request, the least loaded ready replica of its model: the engine's own
+ * running and waiting requests (and KV use) from its last reading, plus the gateway's
+ * requests sent since. Full replicas (the gateway's requests ≥ capacity) and open breakers
+ * are skipped; when nothing is left the request waits in its model's FIFO queue.
+ */
+export class Router {
+  readonly #staleMs: number;
+  readonly #affinityBound: number;
+  readonly #maxQueued: number;
+  readonly #queueTimeoutMs: number;
+  readonly #breakerOptions: { initialMs?: number; maxMs?: number };
+  readonly #now: () => number;
+  readonly #random: () => number;
+  readonly #affinity: AffinityMap;
+  readonly #entries = new Map<string, ReplicaEntry>();
+  readonly #groups = new Map<string, ModelGroup>();
+  readonly #release: ReleaseFn = (entry, trial, outcome) => {
+    this.#released(entry, trial, outcome);
+  };
+
+  constructor(options: RouterOptions = {}) {
+    this.#staleMs = options.staleMs ?? 1000;
+    this.#affinityBound = options.affinityBound ?? 2;
+    this.#maxQueued = options.queue?.maxPerModel ?? 256;
+    this.#queueTimeoutMs = options.queue?.timeoutMs ?? 30_000;
+    this.#breakerOptions = { ...options.breaker };
+    this.#now = options.now ?? (() => performance.now());
+    this.#random = options.random ?? Math.random;
+    this.#affinity = new AffinityMap({
+      ttlMs: options.affinityTtlMs ?? 600_000,
+      maxEntries: options.affinityMaxEntries ?? 100_000,
+    });
+  }
+
+  /** The ready replicas: gone ones are dropped (their leases still release), new ones added, others updated. */
+  setReplicas(replicas: readonly RouteReplica[]): void {
+    const seen = new Set<string>();
+    const touched = new Set<ModelGroup>();
+    for (const replica of replicas) {
+      seen.add(replica.id);
+      let entry = this.#entries.get(replica.id);
+      if (entry && entry.replica.model !== replica.model) {
+        this.#remove(entry);
+        touched.add(entry.group);
+        entry = undefined;
+      }
+      if (entry) {
+        entry.replica = replica;
+        entry.capacity = Math.max(1, replica.capacity);
+      } else {
+        const group = this.#group(replica.model);
+        entry = new ReplicaEntry(replica, group, new Breaker(this.#breakerOptions));
+        group.entries.push(entry);
+        this.#entries.set(replica.id, entry);
+      }
+      touched.add(entry.group);
+    }
+    for (const [id, entry] of this.#entries) {
+      if (seen.has(id)) continue;
+      this.#remove(entry);
+      touched.add(entry.group);
+    }
+    const now = this.#now();
+    for (const group of touched) {
+      this.#refuseStranded(group);
+      if (group.head) {
+        this.#drain(group, now);
+        this.#armWake(group, now);
+      }
+      this.#dropIfIdle(group);
+    }
+  }
+
+  recordReading(id: string, reading: LoadReading): void {
+    const entry = this.#entries.get(id);
+    if (entry === undefined) return;
+    entry.reading = reading;
+    entry.inFlightAtReading = entry.inFlight;
+    const base = reading.running + reading.waiting + (reading.kvUsage ?? 0) * KV_WEIGHT;
+    entry.base = Number.isNaN(base) ? STALE_PENALTY : base;
+    entry.scrapeError = undefined;
+    if (entry.breaker.answered(reading.at) && entry.group.head) this.#drain(entry.group, this.#now());
+  }
+
+  /** A scrape failed; `unreachable` (the default) opens the replica's breaker. */
+  recordScrapeFailure(id: string, error: string, kind: ScrapeFailureKind = 'unreachable'): void {
+    const entry = this.#entries.get(id);
+    if (entry === undefined) return;
+    entry.scrapeError = error;
+    if (kind !== 'unreachable') return;
+    const now = this.#now();
+    if (entry.breaker.failed(now) && entry.group.head) this.#armWake(entry.group, now);
+  }
+
+  /** Models with at least one ready replica. */
+  models(): string[] {
+    const names: string[] = [];
+    for (const group of this.#groups.values()) if (group.entries.length > 0) names.push(group.model);
+    return names;
+  }
+
+  has(model: string): boolean {
+    const group = this.#groups.get(model);
+    return group !== undefined && group.entries.length > 0;
+  }
+
+  /** A replica for one request, at once or after a wait in the model's queue; rejects with RouterError. */
+  acquire(model: string, options?: AcquireOptions): Promise<Lease> {
+    const group = this.#groups.get(model);
+    if (group === undefined || group.entries.length === 0) return Promise.reject(noReplica(model));
+    const signal = options?.signal;
+    if (signal?.aborted) return Promise.reject(cancelled(model));
+    const exclude = options?.exclude;
+    const affinityKey = options?.affinityKey;
+    const now = this.#now();
+    // Earlier requests first: a slot that came free without a wake-up (a cooldown just over) is theirs.
+    if (group.head) this.#drain(group, now);
+    const entry = this.#pick(group, exclude, affinityKey, now);
+    if (entry) return Promise.resolve(this.#lease(entry, 0));
+    if (!this.#hasCandidate(group, exclude)) return Promise.reject(allExcluded(model));
+    if (group.queued >= this.#maxQueued) {
+      return Promise.reject(queueFull(model, group.queued, BUSY_RETRY_AFTER_S));
+    }
+    return new Promise<Lease>((resolve, reject) => {
+      this.#enqueue({
+        group,
+        affinityKey,
+        exclude,
+        signal,
+        enqueuedAt: now,
+        resolve,
+        reject,
+        timer: undefined,
+        onAbort: undefined,
+        prev: undefined,
+        next: undefined,
+      });
+    });
+  }
+
+  loads(): ReplicaLoad[] {
+    const now = this.#now();
+    const loads: ReplicaLoad[] = [];
+    for (const entry of this.#entries.values()) {
+      const reading = entry.reading;
+      const load: ReplicaLoad = {
+        id: entry.replica.id,
+        model: entry.replica.model,
+        inFlight: entry.inFlight,
+        stale: reading === undefined || now - reading.at > this.#staleMs,
+        breaker: entry.breaker.state(now),
+        score: scoreOf(entry, now, this.#staleMs),
+        capacity: entry.capacity,
+        scrapeError: entry.scrapeError,
+      };
+      if (reading) load.reading = reading;
+      loads.push(load);
+    }
+    return loads;
+  }
+
+  /** Requests waiting for a replica: of one model, or of all. */
+  queued(model?: string): number {
+    if (model !== undefined) return this.#groups.get(model)?.queued ?? 0;
+    let total = 0;
+    for (const group of this.#groups.values()) total += group.queued;
+    return total;
+  }
+
+  /** The gateway's requests in flight: of one model, or of all. */
+  inFlight(model?: string): number {
+    if (model !== undefined) return this.#groups.get(model)?.inFlight ?? 0;
+    let total = 0;
+    for (const group of this.#groups.values()) total += group.inFlight;
+    return total;
+  }
+
+  /**
+   * The least score among replicas that are not excluded, not full and whose breaker lets
+   * a request through; ties go to fewer in flight, then to chance (reservoir sampling, so
+   * nothing is allocated). The conversation's replica wins within the affinity bound.
+   */
+  #pick(
+    group: ModelGroup,
+    exclude: ReadonlySet<string> | undefined,
+    affinityKey: string | undefined,
+    now: number,
+  ): ReplicaEntry | undefined {
+    const staleMs = this.#staleMs;
+    let best: ReplicaEntry | undefined;
+    let bestScore = Infinity;
+    let ties = 0;
+    for (const entry of group.entries) {
+      if (entry.inFlight >= entry.capacity || isExcluded(entry, exclude) || !entry.breaker.allows(now))
+        continue;
+      const score = scoreOf(entry, now, staleMs);
+      if (
+        best === undefined ||
+        score < bestScore ||
+        (score === bestScore && entry.inFlight < best.inFlight)
+      ) {
+        best = entry;
+        bestScore = score;
+        ties = 1;
+      } else if (score === bestScore && entry.inFlight === best.inFlight) {
+        ties++;
+        if (this.#random() * ties < 1) best = entry;
+      }
+    }
+    if (best === undefined || affinityKey === undefined) return best;
+    const boundId = this.#affinity.get(affinityKey, now);
+    if (boundId !== undefined && boundId !== best.replica.id) {
+      const bound = this.#entries.get(boundId);
+      if (
+        bound !== undefined &&
+        bound.group === group &&
+        bound.inFlight < bound.capacity &&
+        !isExcluded(bound, exclude) &&
+        bound.breaker.allows(now) &&
+        scoreOf(bound, now, staleMs) <= bestScore + this.#affinityBound
+      ) {
+        best = bound;
+      }
+    }
+    this.#affinity.set(affinityKey, best.replica.id, now);
+    return best;
+  }
+
+  #lease(entry: ReplicaEntry, queuedMs: number): Lease {
+    entry.inFlight++;
+    entry.group.inFlight++;
+    // Picked through a half-open breaker: this request is its trial.
+    const trial = entry.breaker.admit();
+    return new RouterLease(entry, queuedMs, trial, this.#release);
+  }
+
+  #released(entry: ReplicaEntry, trial: boolean, outcome: Outcome): void {
+    const group = entry.group;
+    entry.inFlight--;
+    group.inFlight--;
+    const now = this.#now();
+    if (outcome === 'ok') {
+      entry.breaker.succeeded(now, trial);
+    } else if (outcome === 'failed') {
+      if (entry.breaker.failed(now) && group.head && !entry.removed) this.#armWake(group, now);
+    } else {
+      entry.breaker.cancelled(trial);
+    }
+    if (entry.removed) this.#dropIfIdle(group);
+    else if (group.head) this.#drain(group, now);
+  }
+
+  /** Whether any replica could ever take the request: one not excluded. */
+  #hasCandidate(group: ModelGroup, exclude: ReadonlySet<string> | undefined): boolean {
+    if (exclude === undefined || exclude.size === 0) return group.entries.length > 0;
+    for (const entry of group.entries) if (!exclude.has(entry.replica.id)) return true;
+    return false;
+  }
+
+  #enqueue(waiter: Waiter): void {
+    const { group, signal } = waiter;
+    group.push(waiter);
+    waiter.timer = setTimeout(() => {
+      this.#timedOut(waiter);
+    }, this.#queueTimeoutMs);
+    waiter.timer.unref();
+    if (signal) {
+      waiter.onAbort = () => {
+        this.#leave(waiter);
+        waiter.reject(cancelled(group.model));
+      };
+      signal.addEventListener('abort', waiter.onAbort, { once: true });
+    }
+    this.#armWake(group, waiter.enqueuedAt);
+  }
+
+  /** Takes a waiter out of its queue and drops its timer and abort listener. */
+  #leave(waiter: Waiter): void {
+    waiter.group.unlink(waiter);
+    clearTimeout(waiter.timer);
+    if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
+    this.#dropIfIdle(waiter.group);
+  }
+
+  #timedOut(waiter: Waiter): void {
+    const group = waiter.group;
+    this.#leave(waiter);
+    const now = this.#now();
+    const waited = this.#queueTimeoutMs;
+    // Every candidate cooling down: the replicas are failing, not busy; retry when one may be back.
+    let reopens = Infinity;
+    for (const entry of group.entries) {
+      if (isExcluded(entry, waiter.exclude)) continue;
+      if (!entry.breaker.isCoolingDown(now)) {
+        reopens = Infinity;
+        break;
+      }
+      reopens = Math.min(reopens, entry.breaker.openUntil);
+    }
+    if (reopens !== Infinity) {
+      const retryAfterS = Math.min(30, Math.max(1, Math.ceil((reopens - now) / 1000)));
+      waiter.reject(failingTimeout(group.model, waited, retryAfterS));
+    } else {
+      waiter.reject(queueTimeout(group.model, waited, BUSY_RETRY_AFTER_S));
+    }
+  }
+
+  /**
+   * Serves waiters in arrival order while slots are free: one slot, one waiter, so a
+   * release wakes exactly one. A waiter that excludes the free replica is passed over (it
+   * is a retry that must go elsewhere); one that excludes nothing and finds nothing means
+   * nothing is free, so the scan stops there.
+   */
+  #drain(group: ModelGroup, now: number): void {
+    let waiter = group.head;
+    while (waiter) {
+      const next = waiter.next;
+      const entry = this.#pick(group, waiter.exclude, waiter.affinityKey, now);
+      if (entry) {
+        this.#leave(waiter);
+        waiter.resolve(this.#lease(entry, now - waiter.enqueuedAt));
+      } else if (waiter.exclude === undefined || waiter.exclude.size === 0) {
+        return;
+      }
+      waiter = next;
+    }
+  }
+
+  /** Arms a wake-up for the end of the earliest cooldown, so waiters get the half-open trial. */
+  #armWake(group: ModelGroup, now: number): void {
+    let at = Infinity;
+    for (const entry of group.entries) {
+      if (entry.breaker.isCoolingDown(now) && entry.breaker.openUntil < at) at = entry.breaker.openUntil;
+    }
+    if (at === Infinity) return;
+    if (group.wake !== undefined && group.wakeAt <= at) return;
+    clearTimeout(group.wake);
+    group.wakeAt = at;
+    group.wake = setTimeout(() => {
+      group.wake = undefined;
+      if (!group.head) return;
+      const fired = this.#now();
+      this.#drain(group, fired);
+      if (group.queued > 0) this.#armWake(group, fired);
+    }, at - now);
+    group.wake.unref();
+  }
+
+  /** Waiters that no replica left could ever serve: refused now rather than at their timeout. */
+  #refuseStranded(group: ModelGroup): void {
+    let waiter = group.head;
+    while (waiter) {
+      const next = waiter.next;
+      if (!this.#hasCandidate(group, waiter.exclude)) {
+        this.#leave(waiter);
+        waiter.reject(group.entries.length === 0 ? noReplica(group.model) : allExcluded(group.model));
+      }
+      waiter = next;
+    }
+  }
+
+  #group(model: string): ModelGroup {
+    let group = this.#groups.get(model);
+    if (group === undefined) {
+      group = new ModelGroup(model);
+      this.#groups.set(model, group);
+    }
+    return group;
+  }
+
+  #remove(entry: ReplicaEntry): void {
+    entry.removed = true;
+    this.#entries.delete(entry.replica.id);
+    const group = entry.group;
+    group.entries = group.entries.filter((e) => e !== entry);
+  }
+
+  /** A model with no replica, no waiter and no request in flight is forgotten. */
+  #dropIfIdle(group: ModelGroup): void {
+    if (group.entries.length > 0 || group.head || group.inFlight > 0) return;
+    clearTimeout(group.wake);
+    group.wake = undefined;
+    if (this.#groups.get(group.model) === group) this.#groups.delete(group.model);
+  }
+}

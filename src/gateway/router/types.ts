@@ -1,0 +1,79 @@
+
+/** What the router knows of one ready replica: the wire type the route table carries. */
+export type { RouteReplica } from '../../protocol/routes.js';
+import type { RouteReplica } from '../../protocol/routes.js';
+
+/** The last reading of a replica's own metrics. */
+export interface LoadReading {
+  running: number;
+  waiting: number;
+  /** 0..1, where the engine reports one. */
+  kvUsage?: number;
+  /** When it was read (ms, the router's clock). */
+  at: number;
+}
+
+/** How a request to a replica ended, for the circuit breaker and the load count. */
+export type Outcome =
+  /** Answered (any status below 500, or a 5xx after bytes reached the client). */
+  | 'ok'
+  /** Refused the connection, or answered 5xx before any byte reached the client: try another. */
+  | 'failed'
+  /** The client went away; says nothing about the replica. */
+  | 'cancelled';
+
+/** A replica chosen for one request; release it exactly once. */
+export interface Lease {
+  replica: RouteReplica;
+  /** How long the request waited in the queue, ms. */
+  queuedMs: number;
+  release(outcome: Outcome): void;
+}
+
+export interface AcquireOptions {
+  /** Requests of one conversation prefer the replica that served it before. */
+  affinityKey?: string | undefined;
+  /** Replicas already tried for this request (a retry goes elsewhere). */
+  exclude?: ReadonlySet<string> | undefined;
+  /** The client gave up: leave the queue. */
+  signal?: AbortSignal | undefined;
+}
+
+/** Why no replica was given; the gateway turns these into 503 (with Retry-After) or 404. */
+export type RouterRefusal =
+  | { kind: 'no-replica'; message: string }
+  | { kind: 'queue-full'; message: string; retryAfterS: number }
+  | { kind: 'queue-timeout'; message: string; retryAfterS: number }
+  | { kind: 'cancelled'; message: string };
+
+export class RouterError extends Error {
+  readonly refusal: RouterRefusal;
+  constructor(refusal: RouterRefusal) {
+    super(refusal.message);
+    this.name = 'RouterError';
+    this.refusal = refusal;
+  }
+}
+
+/** One replica's state, for /metrics and views. */
+export interface ReplicaLoad {
+  id: string;
+  model: string;
+  inFlight: number;
+  reading?: LoadReading;
+  stale: boolean;
+  breaker: 'closed' | 'open' | 'half-open';
+  score: number;
+  /** Requests it computes at once (the replica's capacity). */
+  capacity?: number;
+  /** Why the last scrape failed, until one succeeds. */
+  scrapeError?: string | undefined;
+}
+
+/**
+ * Why a scrape gave no reading. Only `unreachable` (the connection was refused, or the
+ * host is gone) counts against the replica's breaker: a slow or malformed answer says the
+ * metrics are missing, not that requests would fail, and the reading going stale already
+ * makes the replica count as busy.
+ */
+export type ScrapeFailureKind = 'unreachable' | 'timeout' | 'status' | 'no-metrics';

@@ -1,0 +1,55 @@
+import type { LoadMetrics } from '../engines/types.js';
+
+/**
+ * What a gateway needs to route: the ready replicas of each model, and every model of
+ * the catalog (to tell "unknown model" from "no replica ready"). Served by the control
+ * plane to its own gateway in process, and to gateways of their own over the API.
+ */
+
+export interface RouteReplica {
+  id: string;
+  /** The catalog name clients ask for. */
+  model: string;
+  engine: 'llamacpp' | 'vllm' | 'sglang' | 'trtllm';
+  /** `http://host:port`. */
+  endpoint: string;
+  /** The engine's key: sent on every request and scrape. */
+  apiKey: string;
+  /** The engine's own name for the model (what the request's `model` becomes). */
+  servedName: string;
+  /** LoRA adapters in load order (llama.cpp addresses adapter i as id i). */
+  adapters: string[];
+  /**
+   * Requests it computes at once (llama.cpp: its slots; vLLM: max_num_seqs). Past this
+   * many of the gateway's own requests in flight it counts as full, and new requests
+   * wait in the gateway's queue rather than pile up in the engine.
+   */
+  capacity: number;
+  /** The Prometheus names of its load. */
+  loadMetrics: LoadMetrics;
+  /** Where its metrics are. */
+  metricsUrl: string;
+}
+
+export interface CatalogEntry {
+  name: string;
+  /** Adapters of any of its profiles, served as `MODEL:ADAPTER`. */
+  adapters: string[];
+  /** Engines its profiles use. */
+  engines: string[];
+  context_length?: number;
+}
+
+export interface RouteTable {
+  replicas: RouteReplica[];
+  models: CatalogEntry[];
+}
+
+/** What a gateway of its own learns of a key from the control plane. */
+export interface KeyInfo {
+  name: string;
+  role: 'admin' | 'user' | 'gateway';
+  allowed_models: string[] | null;
+  rpm: number | null;
+  tpm: number | null;
+}

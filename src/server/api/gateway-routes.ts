@@ -1,0 +1,72 @@
+import { Hono, type MiddlewareHandler } from 'hono';
+import { z } from 'zod';
+
+import { LlmgwError } from '../../core/errors.js';
+import { formatIssues } from '../../core/errors.js';
+import { issuesFromZod } from '../../core/zod-issues.js';
+import type { KeyInfo, RouteTable } from '../../protocol/routes.js';
+import type { UsageDelta } from '../../store/store.js';
+import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+
+/** Gateways of their own call these with a key of role `gateway` (or admin). */
+const gatewayOnly: MiddlewareHandler<ApiEnv> = async (c, next) => {
+  const p = principalOf(c);
+  if (p.role !== 'gateway' && p.role !== 'admin') {
+    throw new LlmgwError('permission_denied', `this is for gateways: key "${p.name}" has the ${p.role} role (make one with llmgw ctl key create NAME --role gateway)`);
+  }
+  await next();
+};
+
+const keySchema = z.strictObject({ secret_hash: z.string().regex(/^[0-9a-f]{64}$/, 'the SHA-256 of the key, 64 hex digits') });
+const usageSchema = z.strictObject({
+  rows: z
+    .array(
+      z.strictObject({
+        key_name: z.string().min(1),
+        model: z.string().min(1),
+        hour: z.iso.datetime(),
+        requests: z.int().min(0),
+        prompt_tokens: z.int().min(0),
+        completion_tokens: z.int().min(0),
+      }),
+    )
+    .max(100_000),
+});
+const usageQuery = z.strictObject({
+  key: z.string().min(1).optional(),
+  model: z.string().min(1).optional(),
+  since: z.iso.datetime({ offset: true, error: 'expected an ISO time such as 2026-12-01T09:00:00Z' }).optional(),
+});
+
+export function gatewayRoutes(deps: ApiDeps): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+  app.use('*', gatewayOnly);
+  app.get('/routes', async (c) => c.json<RouteTable>(await deps.fleet.routeTable()));
+  app.post('/keys', async (c) => {
+    const { secret_hash } = await jsonBody(c, keySchema);
+    const p = await deps.auth.byHash(secret_hash);
+    return c.json<KeyInfo>({ name: p.name, role: p.role, allowed_models: p.allowedModels, rpm: p.rpm, tpm: p.tpm });
+  });
+  app.post('/usage', async (c) => {
+    const { rows } = await jsonBody(c, usageSchema);
+    await deps.store.usage.add(rows.map((r) => ({ ...r, hour: new Date(r.hour).toISOString() })));
+    return c.json({ written: rows.length });
+  });
+  return app;
+}
+
+export function usageRoutes(deps: ApiDeps): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+  app.use('*', adminOnly);
+  app.get('/', async (c) => {
+    const parsed = usageQuery.safeParse(c.req.query(), { reportInput: true });
+    if (!parsed.success) {
+      const issues = issuesFromZod(usageQuery, parsed.error);
+      throw new LlmgwError('invalid_argument', `invalid query:\n${formatIssues(issues)}`, { issues });
+    }
+    const { key, model, since } = parsed.data;
+    const items: UsageDelta[] = await deps.store.usage.list({ key, model, since: since === undefined ? undefined : new Date(since).toISOString() });
+    return c.json({ items });
+  });
+  return app;
+}

@@ -1,0 +1,339 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { fakeLlamaServer, fakeVllm } from './fakes/engines/fake-engines.js';
+import { llmgw, startDaemon, type Daemon } from './support/cli.js';
+import { fakeNvidiaSmi } from './support/fake-gpu.js';
+import { delayedEngine, replicas, until } from './support/fleet.js';
+
+/**
+ * The gateway through the official OpenAI client, against `llmgw up` on a machine whose
+ * eight A100s are a fake nvidia-smi, with fake engines (vLLM and llama.cpp) serving.
+ */
+describe('the OpenAI-compatible gateway of llmgw up', () => {
+  let dir: string;
+  let up: Daemon;
+  let url: string;
+  let env: Record<string, string>;
+  let adminKey: string;
+  let client: OpenAI;
+
+  const key = async (name: string, flags: string[] = []) => JSON.parse((await llmgw(['ctl', 'key', 'create', name, ...flags, '--json'], env)).stdout).secret as string;
+  const chat = (model: string, extra: Record<string, unknown> = {}) => client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, ...extra } as never);
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'llmgw-gateway-'));
+    writeFileSync(join(dir, 'm.gguf'), '');
+    writeFileSync(join(dir, 'sql.gguf'), '');
+    const vllm = delayedEngine(dir, fakeVllm, 'FAKE_VLLM_DELAY_MS');
+    const llama = delayedEngine(dir, fakeLlamaServer, 'FAKE_LLAMA_DELAY_MS');
+    const gpu = (name: string, engine: string, extra: Record<string, unknown> = {}) =>
+      `  - name: ${name}\n    source: ${engine === 'vllm' ? 'hf://org/repo' : join(dir, 'm.gguf')}\n    replicas: ${String(extra['replicas'] ?? 1)}\n    profiles:\n      - name: a100\n        engine: ${engine}\n        gpu_class: a100-80g\n${String(extra['profile'] ?? '')}`;
+    writeFileSync(
+      join(dir, 'config.yaml'),
+      [
+        'listen: 127.0.0.1:0',
+        'agent:',
+        '  heartbeat_ms: 300',
+        '  stop_grace_s: 2',
+        '  engines:',
+        `    llamacpp: {bin: ${llama}}`,
+        `    vllm: {bin: ${vllm}}`,
+        'gateway:',
+        '  max_body_mb: 0.25',
+        '  queue: {max_per_model: 1, timeout_s: 2}',
+        'models:',
+        gpu('chat', 'vllm', { replicas: 2, profile: `        adapters: [{name: sql, path: ${join(dir, 'sql.gguf')}}]\n` }),
+        gpu('twin', 'vllm', { replicas: 2 }),
+        gpu('tiny', 'llamacpp', { profile: `        args: [--parallel, '1']\n        adapters: [{name: sql, path: ${join(dir, 'sql.gguf')}}]\n` }),
+        gpu('embed', 'llamacpp', { profile: `        args: [--embeddings]\n` }),
+        '  - name: nowhere',
+        '    source: hf://org/repo',
+        '    profiles: [{name: l4, engine: vllm, gpu_class: l4-24g}]',
+      ].join('\n'),
+    );
+    env = { XDG_CONFIG_HOME: join(dir, 'xdg') };
+    up = startDaemon(['up', '-c', join(dir, 'config.yaml')], {
+      ...env,
+      LLMGW_DATA_DIR: join(dir, 'data'),
+      LLMGW_NVML_LIBRARY: '/nonexistent',
+      LLMGW_NVIDIA_SMI: fakeNvidiaSmi,
+      FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550',
+      FAKE_ENGINE_LOAD_MS: '0',
+    }, dir);
+    adminKey = (await up.waitFor(/shown only this once[^\n]*\n\n\s+(llmgw_key_\w+)/))[1]!;
+    url = (await up.waitFor(/"url":"(http:\/\/[\d.:]+)"/))[1]!;
+    client = new OpenAI({ baseURL: `${url}/v1`, apiKey: adminKey, maxRetries: 0 });
+    for (const model of ['chat', 'twin', 'tiny', 'embed']) {
+      await until(`${model} ready`, async () => {
+        const list = await replicas(env, model);
+        return list.length > 0 && list.every((r) => r.state === 'ready' || r.state === 'degraded') ? true : undefined;
+      }, 60_000);
+    }
+    // The gateway refreshes its routes twice a second.
+    await new Promise((r) => setTimeout(r, 800));
+  }, 120_000);
+  afterAll(async () => {
+    await up.stop('SIGTERM');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('lists the served models and their adapters', async () => {
+    const models = await client.models.list();
+    const ids = models.data.map((m) => m.id);
+    expect(ids).toEqual(expect.arrayContaining(['chat', 'chat:sql', 'twin', 'tiny', 'tiny:sql', 'embed', 'nowhere']));
+  });
+
+  it('answers chat completions, non-streamed, with the body reaching the engine as sent', async () => {
+    const tools = [{ type: 'function', function: { name: 'weather', description: 'the weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+    const messages = [
+      { role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }] },
+    ];
+    const body = { model: 'chat', messages, tools, tool_choice: 'auto', response_format: { type: 'json_object' }, logprobs: true, top_logprobs: 2, max_tokens: 4, x_engine_field: 42 };
+    const r = (await client.chat.completions.create(body as never)) as unknown as { choices: { message: { content: string } }[]; usage: { completion_tokens: number }; x_fake: { received: Record<string, unknown> } };
+    expect(r.choices[0]?.message.content).toBeTruthy();
+    expect(r.usage.completion_tokens).toBeGreaterThan(0);
+    expect(r.x_fake.received).toEqual(body);
+  });
+
+  it('streams chat completions chunk by chunk, and counts the usage of a stream it asked for', async () => {
+    const before = JSON.parse((await llmgw(['ctl', 'usage', '--model', 'chat', '--json'], env)).stdout).items as { completion_tokens: number }[];
+    const stream = await client.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, stream: true });
+    const chunks: unknown[] = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    // The client did not ask for usage: the chunk the gateway asked for is not passed on.
+    expect(chunks.some((c) => (c as { usage?: unknown }).usage !== undefined && (c as { choices: unknown[] }).choices.length === 0)).toBe(false);
+    expect(chunks.length).toBeGreaterThan(2);
+    const sum = (items: { completion_tokens: number }[]) => items.reduce((n, i) => n + i.completion_tokens, 0);
+    await until('the stream counted', async () => {
+      const after = JSON.parse((await llmgw(['ctl', 'usage', '--model', 'chat', '--json'], env)).stdout).items as { completion_tokens: number }[];
+      return sum(after) >= sum(before) + 5 ? true : undefined;
+    });
+    // Asked for, the usage chunk reaches the client.
+    const asked = await client.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3, stream: true, stream_options: { include_usage: true } });
+    let usage: unknown;
+    for await (const chunk of asked) usage = chunk.usage ?? usage;
+    expect(usage).toMatchObject({ completion_tokens: 3 });
+  });
+
+  it('passes chunks on as they come, not when the answer is done', async () => {
+    const res = await fetch(`${url}/v1/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat', prompt: 'count', max_tokens: 8, stream: true }),
+    });
+    const times: number[] = [];
+    const start = performance.now();
+    for await (const _chunk of res.body as AsyncIterable<Uint8Array>) times.push(performance.now() - start);
+    // Eight tokens 5 ms apart at least: the first arrives well before the last.
+    expect(times.length).toBeGreaterThan(3);
+    expect((times.at(-1) ?? 0) - (times[0] ?? 0)).toBeGreaterThan(20);
+  });
+
+  it('serves completions streamed and not, and embeddings', async () => {
+    const done = await client.completions.create({ model: 'tiny', prompt: 'hello', max_tokens: 3 });
+    expect(done.choices[0]?.text).toBeTruthy();
+    const stream = await client.completions.create({ model: 'tiny', prompt: 'hello', max_tokens: 3, stream: true });
+    let text = '';
+    for await (const c of stream) text += c.choices[0]?.text ?? '';
+    expect(text.length).toBeGreaterThan(0);
+    const e = await client.embeddings.create({ model: 'embed', input: 'hello' });
+    expect(e.data[0]?.embedding.length).toBeGreaterThan(0);
+  });
+
+  it('serves an adapter as MODEL:ADAPTER: llama.cpp by lora id, vLLM by name', async () => {
+    const llama = (await chat('tiny:sql')) as unknown as { x_fake: { lora: { id: number; scale: number }[]; received: { model: string } } };
+    expect(llama.x_fake.lora).toEqual([{ id: 0, scale: 1 }]);
+    expect(llama.x_fake.received.model).toBe('tiny');
+    const vllm = (await chat('chat:sql')) as unknown as { x_fake: { received: { model: string } } };
+    expect(vllm.x_fake.received.model).toBe('sql');
+    await expect(chat('tiny:nope')).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+  });
+
+  it('refuses with OpenAI-shaped errors and the right statuses', async () => {
+    const anon = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'llmgw_key_wrongwrongwrongwrongwrong1', maxRetries: 0 });
+    await expect(anon.models.list()).rejects.toMatchObject({ status: 401, code: 'invalid_api_key', type: 'authentication_error' });
+    const none = await fetch(`${url}/v1/models`);
+    expect(none.status).toBe(401);
+    expect(((await none.json()) as { error: { message: string } }).error.message).toMatch(/^no API key: send your API key as "Authorization: Bearer KEY"/);
+
+    const limited = new OpenAI({ baseURL: `${url}/v1`, apiKey: await key('only-tiny', ['--models', 'tiny']), maxRetries: 0 });
+    const forbidden = await limited.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    expect(forbidden).toMatchObject({ status: 403, code: 'model_not_allowed' });
+    expect((forbidden as Error).message).toContain('key "only-tiny" may not use model "chat" (it may use: tiny)');
+    expect((await limited.models.list()).data.map((m) => m.id)).toEqual(['tiny', 'tiny:sql']);
+
+    const unknown = await chat('chatt').catch((e: unknown) => e);
+    expect(unknown).toMatchObject({ status: 404, code: 'model_not_found' });
+    expect((unknown as Error).message).toContain('model "chatt" does not exist; did you mean "chat"?');
+
+    const bad = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' }, body: '{"model": "chat", ' });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { code: string } }).error.code).toBe('invalid_json');
+
+    const big = await chat('chat', { messages: [{ role: 'user', content: 'x'.repeat(400_000) }] }).catch((e: unknown) => e);
+    expect(big).toMatchObject({ status: 413, code: 'request_too_large' });
+
+    const rpm = new OpenAI({ baseURL: `${url}/v1`, apiKey: await key('slow-lane', ['--rpm', '2']), maxRetries: 0 });
+    await rpm.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 });
+    await rpm.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 });
+    const limitedRes = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${(rpm as unknown as { apiKey: string }).apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(limitedRes.status).toBe(429);
+    expect(Number(limitedRes.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(((await limitedRes.json()) as { error: { message: string } }).error.message).toContain('key "slow-lane" made its 2 requests per minute');
+
+    const pending = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'nowhere', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(pending.status).toBe(503);
+    expect(pending.headers.get('retry-after')).not.toBeNull();
+    expect(((await pending.json()) as { error: { message: string; code: string } }).error).toMatchObject({ code: 'no_ready_replica', message: 'no replica of nowhere is ready: llmgw ctl replicas nowhere says why' });
+  });
+
+  it('queues requests when every replica is full, and answers 503 with Retry-After past the bound', async () => {
+    // tiny has one slot, the queue one place: the third of three at once is turned away.
+    writeFileSync(join(dir, 'delay-20002'), '700');
+    const r = await replicas(env, 'tiny');
+    await llmgw(['ctl', 'replica', 'restart', r[0]!.id, '--in-place'], env);
+    await until('tiny back', async () => ((await replicas(env, 'tiny')).find((x) => x.state === 'ready' || x.state === 'degraded') ? true : undefined), 30_000);
+    await new Promise((res) => setTimeout(res, 800));
+    const send = () =>
+      fetch(`${url}/v1/completions`, { method: 'POST', headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'x', max_tokens: 1 }) });
+    const results = await Promise.all([send(), send(), send()]);
+    const statuses = results.map((x) => x.status).sort();
+    expect(statuses).toEqual([200, 200, 503]);
+    const refused = results.find((x) => x.status === 503)!;
+    expect(refused.headers.get('retry-after')).toBe('5');
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(/1 requests? (is|are) already waiting/);
+  });
+
+  it('sends more requests to a fast replica than to its slow twin (least load)', async () => {
+    const twins = await replicas(env, 'twin');
+    const [slow, fast] = twins;
+    const slowPort = new URL(slow!.endpoint!).port;
+    writeFileSync(join(dir, `delay-${slowPort}`), '400');
+    await llmgw(['ctl', 'replica', 'restart', slow!.id, '--in-place'], env);
+    const slowNow = await until('the slow twin back', async () => (await replicas(env, 'twin')).find((x) => x.id !== fast!.id && x.state === 'ready'), 30_000);
+    expect(new URL(slowNow.endpoint!).port).toBe(slowPort);
+    await new Promise((res) => setTimeout(res, 800));
+    const counts = new Map<string, number>();
+    const worker = async () => {
+      for (let i = 0; i < 10; i++) {
+        const res = await fetch(`${url}/v1/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json', 'x-session-id': `w-${i}-${Math.random()}` },
+          body: JSON.stringify({ model: 'twin', prompt: `p${i}`, max_tokens: 1 }),
+        });
+        await res.text();
+        const id = res.headers.get('x-llmgw-replica') ?? '?';
+        counts.set(id, (counts.get(id) ?? 0) + 1);
+      }
+    };
+    await Promise.all(Array.from({ length: 4 }, worker));
+    const toSlow = counts.get(slowNow.id) ?? 0;
+    const toFast = counts.get(fast!.id) ?? 0;
+    expect(toSlow + toFast).toBe(40);
+    expect(toFast).toBeGreaterThan(toSlow * 2);
+  });
+
+  it('keeps answering when a replica dies mid-run: requests not yet streaming are retried elsewhere', async () => {
+    const [victim] = await replicas(env, 'chat');
+    const pid = victim!.shards[0]!.pid!;
+    const send = (i: number) =>
+      client.completions.create({ model: 'chat', prompt: `r${i}`, max_tokens: 2 }).then(
+        () => 'ok',
+        (e: unknown) => `error ${(e as { status?: number }).status ?? '?'}`,
+      );
+    const first = Array.from({ length: 10 }, (_, i) => send(i));
+    await new Promise((res) => setTimeout(res, 20));
+    process.kill(pid, 'SIGKILL');
+    const rest = Array.from({ length: 20 }, (_, i) => send(100 + i));
+    const outcomes = await Promise.all([...first, ...rest]);
+    expect(outcomes.filter((o) => o !== 'ok')).toEqual([]);
+  });
+
+  it('cancels the engine request when the client goes away', async () => {
+    const abort = new AbortController();
+    const res = await fetch(`${url}/v1/completions`, {
+      method: 'POST',
+      signal: abort.signal,
+      headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'twin', prompt: 'long', max_tokens: 2000, stream: true }),
+    });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    const replica = res.headers.get('x-llmgw-replica')!;
+    abort.abort();
+    const metric = async () => {
+      const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
+      const line = text.split('\n').find((l) => l.startsWith('llmgw_gateway_replica_load{') && l.includes(`replica="${replica}"`) && l.includes('kind="running"'));
+      return line === undefined ? undefined : Number(line.split(' ').at(-1));
+    };
+    await until('the engine no longer computing it', async () => ((await metric()) === 0 ? true : undefined), 10_000);
+  });
+
+  it('passes X-Request-Id on and back, logs each request, and exposes its metrics', async () => {
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json', 'x-request-id': 'trace-abc-123' },
+      body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }),
+    });
+    expect(res.headers.get('x-request-id')).toBe('trace-abc-123');
+    await up.waitFor(/"requestId":"trace-abc-123".*"model":"chat".*"status":200.*"msg":"gateway request"/, 10_000);
+    const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
+    expect(text).toMatch(/llmgw_gateway_requests_total\{model="chat",key="admin",status="200"\} \d+/);
+    expect(text).toMatch(/llmgw_gateway_time_to_first_token_seconds_bucket\{le="[\d.]+",model="chat"\}/);
+    expect(text).toMatch(/llmgw_gateway_inter_token_latency_seconds_count\{model="chat"\} \d+/);
+    expect(text).toMatch(/llmgw_gateway_tokens_total\{model="chat",key="admin",kind="completion"\} \d+/);
+    expect(text).toMatch(/llmgw_gateway_errors_total\{model="nowhere",key="admin",code="no_ready_replica"\} \d+/);
+    expect((await fetch(`${url}/metrics`)).status).toBe(401);
+  });
+
+  it('reports usage per key, model and hour', async () => {
+    const r = await llmgw(['ctl', 'usage', '--key', 'admin', '--since', '1h'], env);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^HOUR\s+KEY\s+MODEL\s+REQUESTS\s+PROMPT TOKENS\s+COMPLETION TOKENS/);
+    expect(r.stdout).toMatch(/admin\s+chat\s+\d+\s+\d+\s+\d+/);
+    expect(r.stdout).toMatch(/total: \d+ requests/);
+  });
+
+  describe('a gateway of its own', () => {
+    let gw: Daemon;
+    let gwUrl: string;
+    beforeAll(async () => {
+      const gwKey = await key('edge', ['--role', 'gateway']);
+      gw = startDaemon(['gateway', '--server', url, '--key', gwKey, '--listen', '127.0.0.1:0'], { LLMGW_DATA_DIR: join(dir, 'gw') });
+      gwUrl = (await gw.waitFor(/"url":"(http:\/\/[\d.:]+)".*gateway listening/))[1]!;
+      await new Promise((res) => setTimeout(res, 800));
+    });
+    afterAll(async () => {
+      await gw.stop('SIGTERM');
+    });
+
+    it('follows the control plane’s routes, checks keys there, and writes usage there', async () => {
+      const user = await key('edge-user');
+      const c = new OpenAI({ baseURL: `${gwUrl}/v1`, apiKey: user, maxRetries: 0 });
+      const r = await c.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+      expect(r.choices[0]?.message.content).toBeTruthy();
+      await expect(new OpenAI({ baseURL: `${gwUrl}/v1`, apiKey: 'llmgw_key_nopenopenopenopenopenope', maxRetries: 0 }).models.list()).rejects.toMatchObject({ status: 401 });
+      await until('usage written through the control plane', async () => ((await llmgw(['ctl', 'usage', '--key', 'edge-user'], env)).stdout.includes('edge-user') ? true : undefined));
+    });
+
+    it('refuses to start with a key that is not a gateway key', async () => {
+      const r = await llmgw(['gateway', '--server', url, '--key', await key('plain-user'), '--listen', '127.0.0.1:0']);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain('key "plain-user" has the user role; a gateway needs one of role gateway');
+    });
+  });
+});
