@@ -337,3 +337,54 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
     });
   });
 });
+
+describe('a gateway of its own when the control plane is away', () => {
+  it('keeps serving the routes and keys it knows', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-gw-alone-'));
+    const adminKey = 'alone-admin-key-0123456789abcdefghij';
+    const { freePort } = await import('./fakes/engines/fake-engines.js');
+    const port = await freePort();
+    writeFileSync(join(dir, 'config.yaml'), `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  engines:\n    vllm: {bin: ${fakeVllm}}\n`);
+    const cpEnv = { LLMGW_ADMIN_KEY: adminKey, LLMGW_DATA_DIR: join(dir, 'cp') };
+    let server = startDaemon(['server', '-c', join(dir, 'config.yaml')], cpEnv);
+    await server.waitFor(/control plane listening/);
+    const env = { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_SERVER: `http://127.0.0.1:${port}`, LLMGW_KEY: adminKey };
+    const token = JSON.parse((await llmgw(['ctl', 'node', 'token', '--json'], env)).stdout).secret as string;
+    const agent = startDaemon(['agent', '--server', `http://127.0.0.1:${port}`, '--token', token, '--name', 'gpu'], {
+      LLMGW_DATA_DIR: join(dir, 'node'),
+      LLMGW_NVML_LIBRARY: '/nonexistent',
+      LLMGW_NVIDIA_SMI: fakeNvidiaSmi,
+      FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550',
+      FAKE_ENGINE_LOAD_MS: '0',
+    });
+    let gw: Daemon | undefined;
+    try {
+      await agent.waitFor(/joined the cluster/);
+      await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify({ name: 'm', source: 'hf://org/repo', profiles: [{ name: 'a100', engine: 'vllm', gpu_class: 'a100-80g' }] }));
+      await until('m ready', async () => ((await replicas(env, 'm')).find((r) => r.state === 'ready' || r.state === 'degraded') ? true : undefined));
+      const gwKey = JSON.parse((await llmgw(['ctl', 'key', 'create', 'edge', '--role', 'gateway', '--json'], env)).stdout).secret as string;
+      const userKey = JSON.parse((await llmgw(['ctl', 'key', 'create', 'client', '--json'], env)).stdout).secret as string;
+      gw = startDaemon(['gateway', '--server', `http://127.0.0.1:${port}`, '--key', gwKey, '--listen', '127.0.0.1:0'], {});
+      const gwUrl = (await gw.waitFor(/"url":"(http:\/\/[\d.:]+)".*gateway listening/))[1]!;
+      const c = new OpenAI({ baseURL: `${gwUrl}/v1`, apiKey: userKey, maxRetries: 0 });
+      await until('routes followed', async () => ((await c.completions.create({ model: 'm', prompt: 'x', max_tokens: 1 }).catch(() => undefined)) === undefined ? undefined : true));
+
+      expect(await server.stop('SIGTERM')).toBe(0);
+      for (let i = 0; i < 3; i++) expect((await c.completions.create({ model: 'm', prompt: `alone ${i}`, max_tokens: 1 })).choices[0]?.text).toBeDefined();
+      await gw.waitFor(/routes not refreshed; serving with the last ones/, 10_000);
+
+      // Back again: the usage counted while it was away reaches the store.
+      server = startDaemon(['server', '-c', join(dir, 'config.yaml')], cpEnv);
+      await server.waitFor(/control plane listening/);
+      await until('usage written after the control plane returned', async () => {
+        const rows = JSON.parse((await llmgw(['ctl', 'usage', '--key', 'client', '--json'], env)).stdout).items as { requests: number }[];
+        return rows.reduce((n, r) => n + r.requests, 0) >= 4 ? true : undefined;
+      });
+    } finally {
+      await gw?.stop('SIGTERM');
+      await agent.stop('SIGTERM');
+      await server.stop('SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
