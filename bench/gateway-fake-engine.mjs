@@ -7,9 +7,9 @@
 //
 //   BENCH_ENGINE_MODE=instant    a small fixed completion, at once
 //   BENCH_ENGINE_MODE=delay50    the same, 50 ms later
-//   BENCH_ENGINE_MODE=stream100  server-sent events: 100 token chunks 10 ms apart, then a
-//                                usage chunk when stream_options.include_usage, then [DONE]
-//                                (streamed whatever the request's `stream` says)
+//   BENCH_ENGINE_MODE=stream100  server-sent events: 100 token chunks 10 ms apart, the first at
+//                                once; then a usage chunk when stream_options.include_usage,
+//                                then [DONE] (streamed whatever the request's `stream` says)
 import http from 'node:http';
 
 const argv = process.argv.slice(2);
@@ -97,10 +97,11 @@ function metrics() {
 
 function stream(res, includeUsage) {
   res.writeHead(200, { 'Content-Type': 'text/event-stream', 'X-Accel-Buffering': 'no' });
-  let sent = 0;
+  // The first token at once (with the role chunk), the other 99 every 10 ms.
+  res.write(firstChunk + tokenChunk);
+  let sent = 1;
   const timer = setInterval(() => {
-    if (sent === 0) res.write(firstChunk + tokenChunk);
-    else res.write(tokenChunk);
+    res.write(tokenChunk);
     sent++;
     if (sent < streamTokens) return;
     clearInterval(timer);

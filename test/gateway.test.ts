@@ -31,8 +31,8 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
     writeFileSync(join(dir, 'sql.gguf'), '');
     const vllm = delayedEngine(dir, fakeVllm, 'FAKE_VLLM_DELAY_MS');
     const llama = delayedEngine(dir, fakeLlamaServer, 'FAKE_LLAMA_DELAY_MS');
-    const gpu = (name: string, engine: string, extra: Record<string, unknown> = {}) =>
-      `  - name: ${name}\n    source: ${engine === 'vllm' ? 'hf://org/repo' : join(dir, 'm.gguf')}\n    replicas: ${String(extra['replicas'] ?? 1)}\n    profiles:\n      - name: a100\n        engine: ${engine}\n        gpu_class: a100-80g\n${String(extra['profile'] ?? '')}`;
+    const gpu = (name: string, engine: string, extra: { replicas?: number; profile?: string } = {}) =>
+      `  - name: ${name}\n    source: ${engine === 'vllm' ? 'hf://org/repo' : join(dir, 'm.gguf')}\n    replicas: ${extra.replicas ?? 1}\n    profiles:\n      - name: a100\n        engine: ${engine}\n        gpu_class: a100-80g\n${extra.profile ?? ''}`;
     writeFileSync(
       join(dir, 'config.yaml'),
       [

@@ -32,7 +32,7 @@ export class Usage implements UsageRepository {
     if (filter.model !== undefined) q = q.where('model', '=', filter.model);
     if (filter.since !== undefined) q = q.where('hour', '>=', hourOf(filter.since));
     const rows = await q.execute();
-    return rows.map((r) => ({ ...r, requests: Number(r.requests), prompt_tokens: Number(r.prompt_tokens), completion_tokens: Number(r.completion_tokens) }));
+    return rows;
   }
 }
 
