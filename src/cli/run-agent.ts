@@ -1,8 +1,7 @@
-import { loadSettings, SettingsError } from '../config/load.js';
 
 import { startNodeAgent } from './node-agent.js';
 import { createLogger } from './logger.js';
-import { UsageError } from './usage-error.js';
+import { commandSettings } from './settings.js';
 import { untilSignalled } from './signals.js';
 
 export interface RunAgentOptions {
@@ -14,13 +13,7 @@ export interface RunAgentOptions {
 
 export async function runAgent(o: RunAgentOptions): Promise<void> {
   const logger = createLogger('agent');
-  let loaded;
-  try {
-    loaded = loadSettings({ path: o.config, env: process.env });
-  } catch (e) {
-    if (e instanceof SettingsError) throw new UsageError(e.message);
-    throw e;
-  }
+  const loaded = commandSettings({ path: o.config, env: process.env });
   const node = await startNodeAgent({ server: o.server, token: o.token, name: o.name, settings: loaded.settings, logger });
   logger.info({ server: o.server, node: node.agent.identity.name, dataDir: loaded.settings.data_dir }, 'agent starting');
   const running = node.agent.run();

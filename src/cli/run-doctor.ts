@@ -7,13 +7,12 @@ import { diagnose, type ControlPlaneProbe, type DoctorReport, type EngineProbe, 
 import { hostInfo } from '../agent/host.js';
 import { which, isExecutable } from '../agent/which.js';
 import { ApiClient } from '../client/api-client.js';
-import { loadSettings, SettingsError } from '../config/load.js';
 import { messageOf } from '../core/errors.js';
 import { defaultDiscoveries } from '../gpu/discover.js';
 import { DiscoveryError, type GpuDiscovery } from '../gpu/types.js';
 
 import type { Output } from './output.js';
-import { UsageError } from './usage-error.js';
+import { commandSettings } from './settings.js';
 
 const run = promisify(execFile);
 
@@ -26,13 +25,7 @@ export interface DoctorOptions {
 
 /** Probes this node and prints what is wrong; resolves with the exit status. */
 export async function runDoctor(options: DoctorOptions): Promise<number> {
-  let settings;
-  try {
-    settings = loadSettings({ path: options.config, env: process.env }).settings;
-  } catch (e) {
-    if (e instanceof SettingsError) throw new UsageError(e.message);
-    throw e;
-  }
+  const settings = commandSettings({ path: options.config, env: process.env }).settings;
   const { nvml, nvidiaSmi } = defaultDiscoveries(process.env);
   const paths = [await probePath(nvml), await probePath(nvidiaSmi)];
   const engines = await probeEngines(settings.agent.engines.llamacpp.bin, settings.data_dir);

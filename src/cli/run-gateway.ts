@@ -1,10 +1,10 @@
 import { ApiClient } from '../client/api-client.js';
-import { loadSettings, SettingsError } from '../config/load.js';
 import { HttpServer } from '../server/http-server.js';
 
 import { newGateway, remoteKeys, remoteRoutes, remoteUsage } from './gateway-compose.js';
 import { createLogger } from './logger.js';
 import { untilSignalled } from './signals.js';
+import { commandSettings } from './settings.js';
 import { UsageError } from './usage-error.js';
 
 export interface RunGatewayOptions {
@@ -17,13 +17,7 @@ export interface RunGatewayOptions {
 /** A gateway of its own: routes, key checks and usage through the control plane's API. */
 export async function runGateway(o: RunGatewayOptions): Promise<void> {
   const logger = createLogger('gateway', process.env, { async: true });
-  let loaded;
-  try {
-    loaded = loadSettings({ path: o.config, env: process.env });
-  } catch (e) {
-    if (e instanceof SettingsError) throw new UsageError(e.message);
-    throw e;
-  }
+  const loaded = commandSettings({ path: o.config, env: process.env });
   const client = new ApiClient({ server: o.server, key: o.key, timeoutMs: 5000 });
   const me = await client.whoami();
   if (me.role !== 'gateway' && me.role !== 'admin') {

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 
-import { loadSettings, SettingsError, type LoadOptions, type Settings } from '../config/load.js';
+import type { LoadOptions, Settings } from '../config/load.js';
 import { ControlPlane } from '../server/control-plane.js';
 import { openStore } from '../store/open.js';
 
@@ -8,7 +8,7 @@ import { stringOpt } from './command.js';
 import { readLogin, saveLogin } from './ctl/login-file.js';
 import { createLogger } from './logger.js';
 import type { Output } from './output.js';
-import { UsageError } from './usage-error.js';
+import { commandSettings } from './settings.js';
 import { loadIdentity } from '../agent/identity.js';
 import { generateSecret, hashSecret, secretPrefix } from '../core/secrets.js';
 import { newGateway, storeKeys } from './gateway-compose.js';
@@ -25,14 +25,8 @@ export interface ServeOptions {
 export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   const logger = createLogger(mode === 'up' ? 'llmgw-up' : 'control-plane');
   const loadOptions: LoadOptions = { path: stringOpt(opts, 'config'), env: process.env };
-  let loaded;
-  try {
-    loaded = loadSettings(loadOptions);
-  } catch (e) {
-    // An invalid settings file is the operator's input: refused before anything starts.
-    if (e instanceof SettingsError) throw new UsageError(e.message);
-    throw e;
-  }
+  // An invalid settings file is refused before anything starts.
+  const loaded = commandSettings(loadOptions);
   for (const w of loaded.warnings) logger.warn(w);
   const store = await openStore(loaded.settings.database);
   let cp: ControlPlane;

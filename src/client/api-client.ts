@@ -8,6 +8,7 @@ import type {
   ListOf,
   ModelView,
   Role,
+  UsageRow,
   WhoAmI,
 } from '../core/api-types.js';
 import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../protocol/node-views.js';
@@ -42,14 +43,6 @@ export interface KeyLimitsBody {
   tpm?: number | null;
 }
 
-export interface UsageRowView {
-  key_name: string;
-  model: string;
-  hour: string;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-}
 
 /** A refusal from the control plane, with its code, HTTP status and message as sent. */
 export class ApiError extends LlmgwError {
@@ -131,8 +124,8 @@ export class ApiClient {
   async updateKey(name: string, limits: KeyLimitsBody): Promise<KeyView> {
     return (await this.request<KeyView>('PATCH', `/keys/${encodeURIComponent(name)}`, { json: limits })).body;
   }
-  async usage(filter: { key?: string | undefined; model?: string | undefined; since?: string | undefined } = {}): Promise<UsageRowView[]> {
-    return (await this.request<ListOf<UsageRowView>>('GET', '/usage', { query: filter })).body.items;
+  async usage(filter: { key?: string | undefined; model?: string | undefined; since?: string | undefined } = {}): Promise<UsageRow[]> {
+    return (await this.request<ListOf<UsageRow>>('GET', '/usage', { query: filter })).body.items;
   }
   async revokeKey(name: string): Promise<KeyView> {
     return (await this.request<KeyView>('DELETE', `/keys/${encodeURIComponent(name)}`)).body;

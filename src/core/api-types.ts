@@ -68,6 +68,17 @@ export interface HealthView {
   error?: string;
 }
 
+/** One hour's requests and tokens of one key and model through the gateway. */
+export interface UsageRow {
+  key_name: string;
+  model: string;
+  /** The hour, as an ISO time at its start. */
+  hour: string;
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
 export interface ListOf<T> {
   items: T[];
 }

@@ -1,14 +1,8 @@
 import type { Logger } from 'pino';
 
-/** One hour's counts of one key and model. */
-export interface UsageRow {
-  key_name: string;
-  model: string;
-  hour: string;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-}
+import type { UsageRow } from '../core/api-types.js';
+
+export type { UsageRow };
 
 export type UsageSink = (rows: UsageRow[]) => Promise<void>;
 

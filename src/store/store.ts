@@ -1,6 +1,7 @@
 import type { ModelSpec } from '../catalog/model-spec.js';
 import type { NodeInventory } from '../gpu/types.js';
 import type { Shard } from '../placement/types.js';
+import type { JoinTokenView } from '../protocol/node-views.js';
 
 /**
  * The data-access layer of the control plane. One interface, one implementation over
@@ -59,27 +60,13 @@ export interface UpdateOptions {
   action?: string;
 }
 
-import type { Role } from '../core/api-types.js';
+import type { KeyView, Role, UsageRow } from '../core/api-types.js';
 
 export type { Role };
 
-export interface ApiKeyRecord {
+/** A key as stored: what the API shows of it, and its id. */
+export interface ApiKeyRecord extends KeyView {
   id: string;
-  name: string;
-  role: Role;
-  /** The first characters of the secret, to tell keys apart; never enough to use. */
-  prefix: string;
-  created_at: string;
-  created_by: string;
-  revoked_at: string | null;
-  revoked_by: string | null;
-  last_used_at: string | null;
-  /** Models the key may use through the gateway; null: every model. */
-  allowed_models: string[] | null;
-  /** Requests per minute through the gateway; null: no limit. */
-  rpm: number | null;
-  /** Tokens (prompt and completion) per minute; null: no limit. */
-  tpm: number | null;
 }
 
 export interface KeyLimits {
@@ -136,17 +123,10 @@ export interface AuditRepository {
   list(filter?: AuditFilter): Promise<AuditEntry[]>;
 }
 
-export interface JoinTokenRecord {
+/** A join token as stored: what the API shows of it, its id, and who revoked it. */
+export interface JoinTokenRecord extends JoinTokenView {
   id: string;
-  name: string;
-  prefix: string;
-  created_at: string;
-  created_by: string;
-  expires_at: string | null;
-  revoked_at: string | null;
   revoked_by: string | null;
-  last_used_at: string | null;
-  uses: number;
 }
 
 export interface JoinTokenRepository {
@@ -228,15 +208,8 @@ export interface FleetRepository {
   locked<T>(work: (tx: Store) => Promise<T>): Promise<T>;
 }
 
-export interface UsageDelta {
-  key_name: string;
-  model: string;
-  /** The hour, as an ISO time at its start. */
-  hour: string;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-}
+/** Counts to add, or the counts stored: one key, model and hour. */
+export type UsageDelta = UsageRow;
 
 export interface UsageFilter {
   key?: string | undefined;
