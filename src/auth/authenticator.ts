@@ -30,6 +30,7 @@ export class Authenticator {
   readonly #now: () => number;
   readonly #cache = new Map<string, { principal: Principal; until: number }>();
   readonly #touched = new Map<string, number>();
+  #generation = 0;
 
   constructor(options: AuthenticatorOptions) {
     this.#store = options.store;
@@ -65,6 +66,12 @@ export class Authenticator {
   /** Forgets cached keys, after a revocation or rotation here. */
   forget(): void {
     this.#cache.clear();
+    this.#generation++;
+  }
+
+  /** Changes whenever cached keys are forgotten: caches built on this one check it. */
+  get generation(): number {
+    return this.#generation;
   }
 
   // last_used_at is for people ("is this key still used?"): once a minute is plenty,

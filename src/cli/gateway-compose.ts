@@ -19,12 +19,21 @@ const noKey = 'send your API key as "Authorization: Bearer KEY" (an admin makes 
 
 /** Keys checked against the control plane's own store (the gateway inside the control plane). */
 export function storeKeys(auth: Authenticator): GatewayKeys {
+  // Keys seen in the last second, by the secret as sent: a request then costs no hash and
+  // no lookup. A revocation here forgets them at once (the authenticator's generation).
+  const recent = new Map<string, { p: GatewayPrincipal; until: number; generation: number }>();
   return {
     async check(secret) {
       if (secret === undefined) throw new GatewayError('invalid_api_key', `no API key: ${noKey}`);
+      const now = Date.now();
+      const hit = recent.get(secret);
+      if (hit !== undefined && hit.until > now && hit.generation === auth.generation) return hit.p;
       try {
-        const p = await auth.byHash(hashSecret(secret));
-        return { name: p.name, allowedModels: p.allowedModels, rpm: p.rpm, tpm: p.tpm };
+        const found = await auth.byHash(hashSecret(secret));
+        const p = { name: found.name, allowedModels: found.allowedModels, rpm: found.rpm, tpm: found.tpm };
+        if (recent.size > 10_000) recent.clear();
+        recent.set(secret, { p, until: now + 1000, generation: auth.generation });
+        return p;
       } catch (e) {
         if (e instanceof LlmgwError && e.code === 'unauthenticated') throw new GatewayError('invalid_api_key', `the API key is not valid (revoked, or mistyped): ${noKey}`);
         throw e;

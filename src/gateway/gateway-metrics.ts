@@ -7,8 +7,14 @@ import type { ReplicaLoad } from './router/types.js';
  * status (bounded sets: catalog models, keys); per-replica ones are filled in when
  * scraped, from the router's view.
  */
+type Observer = { observe: (v: number) => void };
+type Incrementer = { inc: (v?: number) => void };
+
 export class GatewayMetrics {
   readonly registry = new Registry();
+  // Labelled children, made once per label set: prom-client hashes the labels on every
+  // call otherwise, which shows on the per-request path.
+  readonly #children = new Map<string, Observer | Incrementer>();
   readonly requests: Counter<'model' | 'key' | 'status'>;
   readonly errors: Counter<'model' | 'key' | 'code'>;
   readonly duration: Histogram<'model'>;
@@ -16,6 +22,47 @@ export class GatewayMetrics {
   readonly itl: Histogram<'model'>;
   readonly tokens: Counter<'model' | 'key' | 'kind'>;
   readonly retries: Counter<'model'>;
+
+  /** A request answered (or refused): its count by status, and its duration. */
+  answered(model: string, key: string, status: number, seconds: number): void {
+    this.#counter(`r\u0000${model}\u0000${key}\u0000${status}`, () => this.requests.labels(model, key, String(status))).inc();
+    this.#observer(`d\u0000${model}`, () => this.duration.labels(model)).observe(seconds);
+  }
+
+  countTokens(model: string, key: string, prompt: number, completion: number): void {
+    if (prompt > 0) this.#counter(`tp\u0000${model}\u0000${key}`, () => this.tokens.labels(model, key, 'prompt')).inc(prompt);
+    if (completion > 0) this.#counter(`tc\u0000${model}\u0000${key}`, () => this.tokens.labels(model, key, 'completion')).inc(completion);
+  }
+
+  ttftFor(model: string): Observer {
+    return this.#observer(`t\u0000${model}`, () => this.ttft.labels(model));
+  }
+
+  itlFor(model: string): Observer {
+    return this.#observer(`i\u0000${model}`, () => this.itl.labels(model));
+  }
+
+  retry(model: string): void {
+    this.#counter(`x\u0000${model}`, () => this.retries.labels(model)).inc();
+  }
+
+  #observer(id: string, make: () => Observer): Observer {
+    let c = this.#children.get(id) as Observer | undefined;
+    if (c === undefined) {
+      c = make();
+      this.#children.set(id, c);
+    }
+    return c;
+  }
+
+  #counter(id: string, make: () => Incrementer): Incrementer {
+    let c = this.#children.get(id) as Incrementer | undefined;
+    if (c === undefined) {
+      c = make();
+      this.#children.set(id, c);
+    }
+    return c;
+  }
 
   constructor(loads: () => ReplicaLoad[], queued: (model?: string) => number) {
     const registers = [this.registry];

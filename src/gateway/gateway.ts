@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { Agent, request, type IncomingMessage, type ServerResponse } from 'node:http';
-import { StringDecoder } from 'node:string_decoder';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 
 import type { Logger } from 'pino';
+import { Pool, type Dispatcher } from 'undici';
 
 import { didYouMean } from '../core/did-you-mean.js';
 import type { CatalogEntry, RouteReplica, RouteTable } from '../protocol/routes.js';
@@ -13,6 +13,8 @@ import { RateLimits } from './rate-limits.js';
 import { Router } from './router/router.js';
 import { Scraper } from './router/scraper.js';
 import { RouterError, type Lease, type Outcome } from './router/types.js';
+
+type DispatchController = Parameters<NonNullable<Dispatcher.DispatchHandler['onRequestStart']>>[0];
 import { SseRelay } from './sse-relay.js';
 import { UsageRecorder, type UsageSink } from './usage-recorder.js';
 import { scanUsage, type TokenCounts } from './usage-scan.js';
@@ -47,10 +49,11 @@ export interface GatewayOptions {
 const chatPaths = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses']);
 /** Engines that serve OpenAI's Responses API. */
 const responsesEngines = new Set(['vllm', 'sglang']);
-const hopByHop = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authenticate', 'proxy-authorization']);
 
 interface Exchange {
   requestId: string;
+  /** Stops what the request is doing now (waiting in the queue, or the engine's answer): the client went away. */
+  cancel?: (() => void) | undefined;
   started: number;
   principal?: GatewayPrincipal;
   model?: string;
@@ -78,7 +81,7 @@ export class Gateway {
   readonly #limits = new RateLimits();
   readonly #usage: UsageRecorder;
   readonly metrics: GatewayMetrics;
-  readonly #agent = new Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo', keepAliveMsecs: 10_000 });
+  readonly #pools = new Map<string, Pool>();
   #table: RouteTable = { replicas: [], models: [] };
   #timer: NodeJS.Timeout | undefined;
   #refreshing = false;
@@ -108,7 +111,7 @@ export class Gateway {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#scraper.stop();
     await this.#usage.stop();
-    this.#agent.destroy();
+    await Promise.all([...this.#pools.values()].map((p) => p.close()));
   }
 
   /** Takes the route table again; a failure keeps the last one (the gateway serves alone for a while). */
@@ -120,6 +123,13 @@ export class Gateway {
       this.#table = table;
       this.router.setReplicas(table.replicas);
       this.#scraper.setReplicas(table.replicas);
+      // Connections to engines that are gone are closed (requests on them finish first).
+      const live = new Set(table.replicas.map((r) => r.endpoint));
+      for (const [endpoint, pool] of this.#pools) {
+        if (live.has(endpoint)) continue;
+        this.#pools.delete(endpoint);
+        void pool.close();
+      }
     } catch (e) {
       this.#o.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'routes not refreshed; serving with the last ones');
     } finally {
@@ -192,38 +202,48 @@ export class Gateway {
     const streamOptions = body['stream_options'] as { include_usage?: unknown } | undefined;
     // Usage of a stream comes only when asked for; ask, and drop that chunk if the client did not.
     const addUsage = stream && path !== '/v1/responses' && streamOptions?.include_usage !== true;
-    const abort = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) abort.abort();
+    // One listener for the client going away: it cancels whatever the request is doing then.
+    res.once('close', () => {
+      if (!res.writableFinished) x.cancel?.();
     });
     const tried = new Set<string>();
-    const affinity = affinityKey(req, body);
+    // A conversation key only matters when there is a choice of replicas.
+    const affinity = this.router.replicaCount(base) > 1 ? affinityKey(req, body) : undefined;
     const attempts = 1 + (this.#o.retries ?? 2);
     for (let attempt = 0; attempt < attempts; attempt++) {
-      let lease: Lease;
-      try {
-        lease = await this.router.acquire(base, { affinityKey: affinity, exclude: tried, signal: abort.signal });
-      } catch (e) {
-        if (e instanceof RouterError) {
-          if (e.refusal.kind === 'cancelled') {
-            this.#log(x, 499);
-            return;
+      let lease = this.router.tryAcquire(base, { affinityKey: affinity, exclude: tried });
+      if (lease === undefined) {
+        // Only a request that may wait pays for an AbortSignal.
+        const abort = new AbortController();
+        x.cancel = () => abort.abort();
+        try {
+          lease = await this.router.acquire(base, { affinityKey: affinity, exclude: tried, signal: abort.signal });
+        } catch (e) {
+          if (e instanceof RouterError) {
+            if (e.refusal.kind === 'cancelled') {
+              this.#log(x, 499);
+              return;
+            }
+            if (attempt > 0 && e.refusal.kind === 'no-replica') throw new GatewayError('upstream_error', `every replica of ${base} tried failed: ${x.error ?? 'no answer'}`);
+            throw new GatewayError('no_ready_replica', e.refusal.kind === 'no-replica' ? `no replica of ${base} is ready: llmgw ctl replicas ${base} says why` : e.message, {
+              retryAfterS: 'retryAfterS' in e.refusal ? e.refusal.retryAfterS : 10,
+            });
           }
-          if (attempt > 0 && e.refusal.kind === 'no-replica') throw new GatewayError('upstream_error', `every replica of ${base} tried failed: ${x.error ?? 'no answer'}`);
-          throw new GatewayError('no_ready_replica', e.refusal.kind === 'no-replica' ? `no replica of ${base} is ready: llmgw ctl replicas ${base} says why` : e.message, {
-            retryAfterS: 'retryAfterS' in e.refusal ? e.refusal.retryAfterS : 10,
-          });
+          throw e;
+        } finally {
+          x.cancel = undefined;
         }
-        throw e;
       }
       x.queuedMs += lease.queuedMs;
       tried.add(lease.replica.id);
       x.replica = lease.replica.id;
-      const payload = upstreamBody(body, lease.replica, adapter, addUsage);
-      const outcome = await this.#forward({ req, res, x, lease, path, payload, stripUsage: addUsage, signal: abort.signal });
+      // Sent as it came when the engine takes it as it is: no second serialisation.
+      const unchanged = adapter === undefined && !addUsage && lease.replica.servedName === model;
+      const payload = unchanged ? raw : upstreamBody(body, lease.replica, adapter, addUsage);
+      const outcome = await this.#forward({ req, res, x, lease, path, payload, stripUsage: addUsage });
       if (outcome !== 'retry') return;
       x.retries++;
-      this.metrics.retries.inc({ model: base });
+      this.metrics.retry(base);
     }
     throw new GatewayError('upstream_error', `every replica of ${base} tried failed: ${x.error ?? 'no answer'}`);
   }
@@ -261,132 +281,149 @@ export class Gateway {
   }
 
   /** One attempt on one replica. 'retry' when it refused or failed before any byte reached the client. */
-  #forward(o: { req: IncomingMessage; res: ServerResponse; x: Exchange; lease: Lease; path: string; payload: string; stripUsage: boolean; signal: AbortSignal }): Promise<'done' | 'retry'> {
+  #forward(o: { req: IncomingMessage; res: ServerResponse; x: Exchange; lease: Lease; path: string; payload: string | Buffer; stripUsage: boolean }): Promise<'done' | 'retry'> {
     const { req, res, x, lease } = o;
     const r = lease.replica;
     const model = x.model ?? r.model;
     return new Promise((resolve) => {
-      let released = false;
-      const release = (outcome: Outcome) => {
-        if (released) return;
-        released = true;
+      let settled = false;
+      let controller: DispatchController | undefined;
+      /** A 5xx before any byte went out: read and dropped, then another replica is tried. */
+      let failedStatus: number | undefined;
+      let relay: SseRelay | undefined;
+      let tail = '';
+      // The last chunk of a plain answer is held back until the next one comes, or the
+      // answer ends: a small answer (one chunk, the usual case) then goes out in one write
+      // with the end of the response, instead of two.
+      let held: Buffer | undefined;
+      const settle = (outcome: Outcome, result: 'done' | 'retry', status?: number) => {
+        if (settled) return;
+        settled = true;
+        x.cancel = undefined;
         lease.release(outcome);
+        if (status !== undefined) this.#log(x, status);
+        resolve(result);
       };
-      const upstream = request(`${r.endpoint}${o.path}`, {
-        method: 'POST',
-        agent: this.#agent,
-        headers: {
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(o.payload),
-          authorization: `Bearer ${r.apiKey}`,
-          accept: req.headers.accept ?? '*/*',
-          'x-request-id': x.requestId,
+      x.cancel = () => {
+        controller?.abort(new Error('the client went away'));
+        settle('cancelled', 'done', 499);
+      };
+      const itl = this.metrics.itlFor(model);
+      this.#pool(r.endpoint).dispatch(
+        {
+          path: o.path,
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'content-length': String(Buffer.byteLength(o.payload)),
+            authorization: `Bearer ${r.apiKey}`,
+            accept: req.headers.accept ?? '*/*',
+            'x-request-id': x.requestId,
+          },
+          body: o.payload,
         },
-      });
-      const onAbort = () => {
-        upstream.destroy();
-        release('cancelled');
-        this.#log(x, 499);
-        resolve('done');
-      };
-      o.signal.addEventListener('abort', onAbort, { once: true });
-      upstream.on('error', (e) => {
-        o.signal.removeEventListener('abort', onAbort);
-        if (o.signal.aborted) return;
-        x.error = `${r.id}: ${e.message}`;
-        release('failed');
-        if (!res.headersSent) {
-          resolve('retry');
-          return;
-        }
-        // Bytes already reached the client: never sent twice; the client sees the cut.
-        res.destroy();
-        this.#log(x, 502);
-        resolve('done');
-      });
-      upstream.on('response', (up) => {
-        const status = up.statusCode ?? 502;
-        if (status >= 500 && !res.headersSent) {
-          up.resume();
-          x.error = `${r.id} answered ${status}`;
-          release('failed');
-          o.signal.removeEventListener('abort', onAbort);
-          resolve('retry');
-          return;
-        }
-        const headers: Record<string, string | string[]> = {};
-        for (const [k, v] of Object.entries(up.headers)) if (v !== undefined && !hopByHop.has(k)) headers[k] = v;
-        headers['x-request-id'] = x.requestId;
-        // Which replica answered: for people reading a trace, and for tests of routing.
-        headers['x-llmgw-replica'] = r.id;
-        const sse = (up.headers['content-type'] ?? '').startsWith('text/event-stream');
-        if (sse) delete headers['content-length'];
-        res.writeHead(status, headers);
-        x.status = status;
-        const relay = sse
-          ? new SseRelay({
-              stripUsage: o.stripUsage,
-              onToken: (gap) => {
-                if (gap !== undefined) this.metrics.itl.observe({ model }, gap / 1000);
-              },
-            })
-          : undefined;
-        const decoder = sse ? new StringDecoder('utf8') : undefined;
-        let tail = '';
-        up.on('data', (chunk: Buffer) => {
-          let ok: boolean;
-          if (relay !== undefined && decoder !== undefined) {
-            const out = relay.push(decoder.write(chunk));
-            ok = out === '' ? true : res.write(out);
-          } else {
-            ok = res.write(chunk);
-            // Usage is at the end of a JSON answer: keep the end to read it.
-            tail = (tail + chunk.toString('latin1')).slice(-4096);
-          }
-          if (!ok) {
-            up.pause();
-            res.once('drain', () => up.resume());
-          }
-        });
-        up.on('end', () => {
-          o.signal.removeEventListener('abort', onAbort);
-          if (relay !== undefined && decoder !== undefined) {
-            const rest = relay.push(decoder.end()) + relay.end();
-            res.end(rest);
-            x.usage = relay.usage;
-            if (relay.firstTokenAt !== undefined) x.ttftMs = relay.firstTokenAt - x.started;
-          } else {
-            res.end();
-            if (status < 400) x.usage = scanUsage(tail);
-          }
-          release('ok');
-          this.#done(x, status);
-          resolve('done');
-        });
-        up.on('error', () => {
-          o.signal.removeEventListener('abort', onAbort);
-          if (o.signal.aborted) return;
-          res.destroy();
-          release('failed');
-          this.#log(x, 502);
-          resolve('done');
-        });
-      });
-      upstream.end(o.payload);
+        {
+          onRequestStart: (c) => {
+            controller = c;
+          },
+          onResponseStart: (_c, status, headers) => {
+            if (status >= 500 && !res.headersSent) {
+              failedStatus = status;
+              return;
+            }
+            const sse = String(headers['content-type'] ?? '').startsWith('text/event-stream');
+            const out = passedHeaders(headers, sse);
+            out['x-request-id'] = x.requestId;
+            // Which replica answered: for people reading a trace, and for tests of routing.
+            out['x-llmgw-replica'] = r.id;
+            if (sse) {
+              relay = new SseRelay({
+                stripUsage: o.stripUsage,
+                onToken: (gap) => {
+                  if (gap !== undefined) itl.observe(gap / 1000);
+                },
+              });
+            }
+            res.writeHead(status, out);
+            x.status = status;
+          },
+          onResponseData: (c, chunk) => {
+            if (failedStatus !== undefined || settled) return;
+            let ok: boolean;
+            if (relay !== undefined) {
+              const out = relay.push(chunk);
+              ok = out === undefined || res.write(out);
+            } else {
+              ok = held === undefined || res.write(held);
+              held = chunk;
+              // Usage is at the end of a JSON answer: keep the end to read it.
+              tail = tail.length + chunk.length > 8192 ? (tail + chunk.toString('latin1')).slice(-4096) : tail + chunk.toString('latin1');
+            }
+            if (!ok) {
+              c.pause();
+              res.once('drain', () => c.resume());
+            }
+          },
+          onResponseEnd: () => {
+            if (settled) return;
+            if (failedStatus !== undefined) {
+              x.error = `${r.id} answered ${failedStatus}`;
+              settle('failed', 'retry');
+              return;
+            }
+            const status = x.status ?? 200;
+            if (relay !== undefined) {
+              const rest = relay.end();
+              if (rest === undefined) res.end();
+              else res.end(rest);
+              x.usage = relay.usage;
+              if (relay.firstTokenAt !== undefined) x.ttftMs = relay.firstTokenAt - x.started;
+            } else {
+              if (held === undefined) res.end();
+              else res.end(held);
+              held = undefined;
+              if (status < 400) x.usage = scanUsage(tail);
+            }
+            this.#account(x);
+            settle('ok', 'done', status);
+          },
+          onResponseError: (_c, e) => {
+            if (settled) return;
+            x.error = `${r.id}: ${e.message}`;
+            if (!res.headersSent) {
+              settle('failed', 'retry');
+              return;
+            }
+            // Bytes already reached the client: never sent twice; the client sees the cut.
+            res.destroy();
+            settle('failed', 'done', 502);
+          },
+        },
+      );
     });
   }
 
-  #done(x: Exchange, status: number): void {
+  /** The connections to one engine, made once and kept. */
+  #pool(endpoint: string): Pool {
+    let pool = this.#pools.get(endpoint);
+    if (pool === undefined) {
+      // No header or body timeout: a long answer is not streamed, and a stream may pause.
+      pool = new Pool(endpoint, { connections: 1024, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });
+      this.#pools.set(endpoint, pool);
+    }
+    return pool;
+  }
+
+  /** Counts an answered request: usage, the key's tokens, metrics. */
+  #account(x: Exchange): void {
     const key = x.principal?.name ?? '-';
     const model = x.model ?? '-';
     const prompt = x.usage?.prompt ?? 0;
     const completion = x.usage?.completion ?? 0;
     this.#usage.record({ key, model, prompt, completion });
     if (x.principal !== undefined) this.#limits.charge(key, prompt + completion, x.principal);
-    if (prompt > 0) this.metrics.tokens.inc({ model, key, kind: 'prompt' }, prompt);
-    if (completion > 0) this.metrics.tokens.inc({ model, key, kind: 'completion' }, completion);
-    if (x.ttftMs !== undefined) this.metrics.ttft.observe({ model }, x.ttftMs / 1000);
-    this.#log(x, status);
+    this.metrics.countTokens(model, key, prompt, completion);
+    if (x.ttftMs !== undefined) this.metrics.ttftFor(model).observe(x.ttftMs / 1000);
   }
 
   #refuse(res: ServerResponse, x: Exchange, e: GatewayError): void {
@@ -398,9 +435,8 @@ export class Gateway {
 
   #log(x: Exchange, status: number): void {
     const ms = performance.now() - x.started;
-    const model = x.model ?? '-';
-    this.metrics.requests.inc({ model, key: x.principal?.name ?? '-', status: String(status) });
-    this.metrics.duration.observe({ model }, ms / 1000);
+    this.metrics.answered(x.model ?? '-', x.principal?.name ?? '-', status, ms / 1000);
+    if (!this.#o.logger.isLevelEnabled('info')) return;
     this.#o.logger.info(
       {
         requestId: x.requestId,
@@ -501,4 +537,18 @@ function fnv1a(text: string): string {
     h = Math.imul(h, 0x01000193);
   }
   return (h >>> 0).toString(36);
+}
+
+/** Headers of one connection, not of the answer (RFC 9110, 7.6.1): not passed on. */
+const hopByHop = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authenticate', 'proxy-authorization']);
+
+/** The engine's headers as the client gets them: a new object, without the connection's own (and a stream's length, which the gateway may change). */
+function passedHeaders(h: Record<string, string | string[] | undefined>, sse: boolean): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const k in h) {
+    const v = h[k];
+    if (v === undefined || hopByHop.has(k) || (sse && k === 'content-length')) continue;
+    out[k] = v;
+  }
+  return out;
 }

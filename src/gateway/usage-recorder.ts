@@ -17,6 +17,8 @@ export class UsageRecorder {
   readonly #logger: Logger;
   readonly #timer: NodeJS.Timeout;
   #flushing: Promise<void> = Promise.resolve();
+  #hourStart = -1;
+  #hourName = '';
 
   constructor(options: { sink: UsageSink; logger: Logger; intervalMs?: number }) {
     this.#sink = options.sink;
@@ -28,7 +30,13 @@ export class UsageRecorder {
   record(r: { key: string; model: string; prompt: number; completion: number; at?: number }): void {
     const { key, model, prompt: promptTokens, completion: completionTokens } = r;
     const at = r.at ?? Date.now();
-    const hour = new Date(at - (at % 3_600_000)).toISOString();
+    const start = at - (at % 3_600_000);
+    // The hour's name is made once an hour, not once a request.
+    if (start !== this.#hourStart) {
+      this.#hourStart = start;
+      this.#hourName = new Date(start).toISOString();
+    }
+    const hour = this.#hourName;
     const id = `${key}\u0000${model}\u0000${hour}`;
     const row = this.#pending.get(id);
     if (row === undefined) {

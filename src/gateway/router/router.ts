@@ -257,6 +257,22 @@ export class Router {
     return group !== undefined && group.entries.length > 0;
   }
 
+  /** How many replicas a model has now (a conversation key only matters with two or more). */
+  replicaCount(model: string): number {
+    return this.#groups.get(model)?.entries.length ?? 0;
+  }
+
+  /**
+   * A replica at once, without a promise, when one is free and nobody waits before this
+   * request: the common case, kept cheap. Undefined otherwise; then acquire() decides.
+   */
+  tryAcquire(model: string, options?: Omit<AcquireOptions, 'signal'>): Lease | undefined {
+    const group = this.#groups.get(model);
+    if (group === undefined || group.entries.length === 0 || group.head) return undefined;
+    const entry = this.#pick(group, options?.exclude, options?.affinityKey, this.#now());
+    return entry ? this.#lease(entry, 0) : undefined;
+  }
+
   /** A replica for one request, at once or after a wait in the model's queue; rejects with RouterError. */
   acquire(model: string, options?: AcquireOptions): Promise<Lease> {
     const group = this.#groups.get(model);
