@@ -340,9 +340,8 @@ describe('stopping', () => {
     expect(took).toBeLessThan(3000);
     expect(isRunning(pid ?? 0)).toBe(false);
     expect(sup.statuses()).toEqual([]);
-    expect(readFileSync(join(dir, 'logs', 'stubborn-r0.log'), 'utf8')).toMatch(
-      /still ran 400 ms after SIGTERM: killed/,
-    );
+    // The log file is appended asynchronously: wait for the line rather than race it.
+    await until('the kill in the log file', () => /still ran 400 ms after SIGTERM: killed/.test(readFileSync(join(dir, 'logs', 'stubborn-r0.log'), 'utf8')));
   });
 
   it('stops only the removed shard, with its whole process group', async () => {
