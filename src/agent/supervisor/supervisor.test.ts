@@ -133,8 +133,11 @@ describe('readiness', () => {
       ),
     ).toBe(true);
     expect(sup.logs('llama-1/0').some((l) => l.includes('llama_server: model loaded'))).toBe(true);
-    const file = readFileSync(join(dir, 'logs', 'llama-1-r0.log'), 'utf8');
-    expect(file).toContain('model loaded');
+    // Appended asynchronously: wait for it.
+    const file = await until('the log file', () => {
+      const text = readFileSync(join(dir, 'logs', 'llama-1-r0.log'), 'utf8');
+      return text.includes('model loaded') ? text : undefined;
+    });
     expect(file).toMatch(/--- llmgw .*: started llama-server \(pid \d+\)/);
   });
 
