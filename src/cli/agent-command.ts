@@ -11,6 +11,7 @@ export function registerAgent(program: Command, run: Runner): void {
     .option('--token <token>', 'a join token from llmgw ctl node token (default: LLMGW_TOKEN); not needed once the node has joined')
     .option('--name <name>', "this node's name (default: the host name)")
     .option('-c, --config <path>', 'the settings file (data_dir, agent.engines...)')
+    .option('--json', 'print errors as JSON (its log is JSON lines already)')
     .action(
       run.action(async ({ opts }) => {
         const server = stringOpt(opts, 'server') ?? process.env['LLMGW_SERVER'];

@@ -11,6 +11,7 @@ export function registerGateway(program: Command, run: Runner): void {
     .option('--key <key>', 'a key of role gateway (llmgw ctl key create NAME --role gateway); default: LLMGW_KEY')
     .option('--listen <address>', 'HOST:PORT to serve /v1 on', '127.0.0.1:8081')
     .option('-c, --config <path>', 'the settings file (gateway.*)')
+    .option('--json', 'print errors as JSON (its log is JSON lines already)')
     .action(
       run.action(async ({ opts }) => {
         const server = stringOpt(opts, 'server') ?? process.env['LLMGW_SERVER'];

@@ -134,3 +134,16 @@ describe('settings', () => {
     expect(refusal(`models:\n${m}\n${m}\n`).message).toMatch(/:3: models\[1\]\.name: model "a" is declared twice/);
   });
 });
+
+describe('what a new settings file changes', () => {
+  it('applies models, agents and placement at once, and names what waits for a restart', async () => {
+    const { diffSettings } = await import('./write.js');
+    const { parseSettings } = await import('./load.js');
+    const d = dir();
+    const at = (text: string) => parseSettings(text, { path: join(d, 'llmgw.yaml'), env: {}, cwd: d }).settings;
+    const before = at('listen: 127.0.0.1:8080\n');
+    const after = at('listen: 127.0.0.1:9090\nplacement: {node_lost_after_s: 30}\ngateway: {retries: 0}\nagent: {heartbeat_ms: 1000}\n');
+    expect(diffSettings(before, after)).toEqual({ applied: ['agent', 'placement'], restartRequired: ['listen', 'gateway'] });
+    expect(diffSettings(before, before)).toEqual({ applied: [], restartRequired: [] });
+  });
+});

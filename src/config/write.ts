@@ -41,6 +41,8 @@ export function writeFileAtomic(path: string, text: string): void {
 
 /** Keys that a running control plane cannot take without a restart. */
 const restartKeys = ['listen', 'database', 'data_dir'] as const;
+/** Sections read once at start (the gateway's limits and queue). */
+const restartSections = ['gateway'] as const;
 
 export interface SettingsChange {
   /** Keys whose new value is in effect now. */
@@ -50,9 +52,10 @@ export interface SettingsChange {
 }
 
 export function diffSettings(before: Settings, after: Settings): SettingsChange {
-  const restartRequired = restartKeys.filter((k) => before[k] !== after[k]);
+  const restartRequired: string[] = restartKeys.filter((k) => before[k] !== after[k]);
+  for (const k of restartSections) if (!isDeepStrictEqual(before[k], after[k])) restartRequired.push(k);
   const applied: string[] = [];
-  if (!isDeepStrictEqual(before.models, after.models)) applied.push('models');
-  if (!isDeepStrictEqual(before.agent, after.agent)) applied.push('agent');
-  return { applied, restartRequired: [...restartRequired] };
+  // Placement and the agents' engines are read again at every placement and assignment.
+  for (const k of ['models', 'agent', 'placement'] as const) if (!isDeepStrictEqual(before[k], after[k])) applied.push(k);
+  return { applied, restartRequired };
 }

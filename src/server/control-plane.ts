@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 
 import { Authenticator } from '../auth/authenticator.js';
 import type { LoadedSettings, LoadOptions } from '../config/load.js';
+import { diffSettings } from '../config/write.js';
 import type { Store } from '../store/store.js';
 
 import { ensureAdminKey } from './admin-key.js';
@@ -100,7 +101,7 @@ export class ControlPlane {
     const url = await http.listen(options.listen ?? options.settings.settings.listen);
     settings.onChange((next, previous) => {
       logger.info({ from: previous.source.path }, 'settings replaced');
-      const restart = (['listen', 'database', 'data_dir'] as const).filter((k) => next.settings[k] !== previous.settings[k]);
+      const restart = diffSettings(previous.settings, next.settings).restartRequired;
       if (restart.length > 0) logger.warn({ keys: restart }, 'these settings take effect at the next start');
     });
     logger.info({ url, store: store.dialect, settings: options.settings.source.path, declaredModels: options.settings.settings.models.length }, 'control plane listening');
