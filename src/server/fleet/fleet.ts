@@ -58,6 +58,8 @@ export class Fleet implements HubListener {
   readonly #assigned = new Map<string, string>();
   readonly #logRequests = new Map<string, LogRequest>();
   #pending: PendingReplica[] = [];
+  /** The catalog as the last placement saw it. */
+  #specs = new Map<string, ModelSpec>();
   #replicas: ReplicaRecord[] = [];
   #shards: Shard[] = [];
   #running: Promise<void> | undefined;
@@ -196,6 +198,7 @@ export class Fleet implements HubListener {
       return { pending: placed.pending, replicas: await tx.fleet.replicas(), shards: await tx.fleet.shards() };
     });
     this.#pending = result.pending;
+    this.#specs = specByName;
     this.#replicas = result.replicas;
     this.#shards = result.shards;
     const ids = new Set(this.#shards.map((s) => `${s.replica}/${s.rank}`));
@@ -362,7 +365,7 @@ export class Fleet implements HubListener {
   }
 
   #specOf(model: string): ModelSpec | undefined {
-    return this.#replicas.find((r) => r.model === model)?.spec;
+    return this.#specs.get(model);
   }
 
   #readyReplicas(): number {
