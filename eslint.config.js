@@ -9,7 +9,7 @@ import tseslint from 'typescript-eslint';
  * The apps (server, agent, gateway) never import each other: the CLI composes them.
  */
 const layers = [
-  ['core'],
+  ['core', 'http1'],
   ['catalog', 'gpu'],
   ['config', 'engines', 'planner', 'protocol'],
   ['placement', 'store', 'client'],

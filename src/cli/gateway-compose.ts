@@ -5,10 +5,12 @@ import type { ApiClient } from '../client/api-client.js';
 import type { Settings } from '../config/load.js';
 import { LlmgwError } from '../core/errors.js';
 import { hashSecret } from '../core/secrets.js';
+import { nodeRequest } from '../gateway/client-io.js';
 import { Gateway, type GatewayKeys, type GatewayPrincipal } from '../gateway/gateway.js';
 import { GatewayError } from '../gateway/openai-errors.js';
 import type { UsageSink } from '../gateway/usage-recorder.js';
 import type { KeyInfo, RouteTable } from '../protocol/routes.js';
+import type { HttpServer } from '../server/http-server.js';
 
 export function gatewayOptions(settings: Settings): { maxBodyBytes: number; retries: number; queue: { maxPerModel: number; timeoutMs: number } } {
   const g = settings.gateway;
@@ -95,4 +97,17 @@ export function remoteUsage(client: ApiClient): UsageSink {
 
 export function newGateway(o: { keys: GatewayKeys; routes: () => Promise<RouteTable>; usage: UsageSink; logger: Logger; settings: Settings }): Gateway {
   return new Gateway({ keys: o.keys, routes: o.routes, usage: o.usage, logger: o.logger, ...gatewayOptions(o.settings) });
+}
+
+/** Where the gateway is served: a control plane's address, or a gateway's own. */
+export type GatewayHost = Pick<HttpServer, 'fastLane' | 'mount'>;
+
+/** /v1 on the front door's fast path (node:http for what it leaves), and /metrics. */
+export function mountGateway(host: GatewayHost, gateway: Gateway): void {
+  host.fastLane('/v1/', {
+    maxBodyBytes: gateway.maxBodyBytes,
+    handler: (req, res) => gateway.handle(req, res),
+    fallback: (req, res) => gateway.handle(nodeRequest(req), res),
+  });
+  host.mount('/metrics', (req, res) => void gateway.metricsHandler(nodeRequest(req), res));
 }

@@ -1,7 +1,7 @@
 import { ApiClient } from '../client/api-client.js';
 import { HttpServer } from '../server/http-server.js';
 
-import { newGateway, remoteKeys, remoteRoutes, remoteUsage } from './gateway-compose.js';
+import { mountGateway, newGateway, remoteKeys, remoteRoutes, remoteUsage } from './gateway-compose.js';
 import { createLogger } from './logger.js';
 import { untilSignalled } from './signals.js';
 import { commandSettings } from './settings.js';
@@ -26,8 +26,7 @@ export async function runGateway(o: RunGatewayOptions): Promise<void> {
   const gateway = newGateway({ keys: remoteKeys(client), routes: remoteRoutes(client), usage: remoteUsage(client), logger, settings: loaded.settings });
   await gateway.start();
   const http = new HttpServer();
-  http.mount('/v1/', (req, res) => gateway.handle(req, res));
-  http.mount('/metrics', (req, res) => void gateway.metricsHandler(req, res));
+  mountGateway(http, gateway);
   const url = await http.listen(o.listen);
   logger.info({ url, server: o.server }, 'gateway listening');
   await untilSignalled(logger);

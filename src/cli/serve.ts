@@ -11,7 +11,7 @@ import type { Output } from './output.js';
 import { commandSettings } from './settings.js';
 import { loadIdentity } from '../agent/identity.js';
 import { generateSecret, hashSecret, secretPrefix } from '../core/secrets.js';
-import { newGateway, storeKeys } from './gateway-compose.js';
+import { mountGateway, newGateway, storeKeys } from './gateway-compose.js';
 import { startNodeAgent, type NodeAgent } from './node-agent.js';
 import { version } from './version.js';
 import { untilSignalled } from './signals.js';
@@ -53,8 +53,7 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
     settings: loaded.settings,
   });
   await gateway.start();
-  cp.mount('/v1/', (req, res) => gateway.handle(req, res));
-  cp.mount('/metrics', (req, res) => void gateway.metricsHandler(req, res));
+  mountGateway(cp, gateway);
   cp.beforeStoreClose(() => gateway.stop());
   if (cp.generatedAdminKey !== undefined) announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
   // `llmgw up` is also this machine's node: its agent runs here, joined over loopback.

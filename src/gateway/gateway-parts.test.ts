@@ -1,5 +1,3 @@
-import type { IncomingMessage } from 'node:http';
-
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 
@@ -36,7 +34,7 @@ describe('gateway parts', () => {
   });
 
   it('keys conversations by session header, else by how they start', () => {
-    const req = (headers: Record<string, string> = {}) => ({ headers }) as unknown as IncomingMessage;
+    const req = (headers: Record<string, string> = {}) => headers;
     expect(affinityKey(req({ 'x-session-id': 'abc' }), {})).toBe('s:abc');
     const a = affinityKey(req(), { messages: [{ role: 'system', content: 'S' }, { role: 'user', content: 'q1' }, { role: 'assistant', content: 'a1' }] });
     const b = affinityKey(req(), { messages: [{ role: 'system', content: 'S' }, { role: 'user', content: 'q1' }, { role: 'assistant', content: 'other' }, { role: 'user', content: 'q2' }] });

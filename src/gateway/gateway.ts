@@ -1,20 +1,18 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-
 import type { Logger } from 'pino';
-import { Pool, type Dispatcher } from 'undici';
 
 import { didYouMean } from '../core/did-you-mean.js';
+import { BodyTooLargeError } from '../http1/front-door.js';
+import { UpstreamPool, type UpstreamCall } from '../http1/upstream-pool.js';
 import type { CatalogEntry, RouteReplica, RouteTable } from '../protocol/routes.js';
 
+import type { ClientResponse, GatewayRequest } from './client-io.js';
 import { GatewayMetrics } from './gateway-metrics.js';
 import { GatewayError, sendError } from './openai-errors.js';
 import { RateLimits } from './rate-limits.js';
 import { Router } from './router/router.js';
 import { Scraper } from './router/scraper.js';
 import { RouterError, type Lease, type Outcome } from './router/types.js';
-
-type DispatchController = Parameters<NonNullable<Dispatcher.DispatchHandler['onRequestStart']>>[0];
 import { SseRelay } from './sse-relay.js';
 import { UsageRecorder, type UsageSink } from './usage-recorder.js';
 import { scanUsage, type TokenCounts } from './usage-scan.js';
@@ -71,8 +69,9 @@ interface Exchange {
  * The OpenAI-compatible front door: authenticates the key, checks what it may use and
  * its limits, picks the least-loaded ready replica of the model (the router), sends the
  * body on with only the model name changed, and streams the answer back as it comes,
- * counting tokens from the engine's own usage. Plain node:http on both sides: no
- * framework on the hot path.
+ * counting tokens from the engine's own usage. It is called by the front door's fast
+ * path (or node:http for what that leaves) and speaks to engines over its own HTTP/1.1
+ * connection pools: no framework and no per-request objects beyond its own.
  */
 export class Gateway {
   readonly #o: GatewayOptions;
@@ -81,7 +80,7 @@ export class Gateway {
   readonly #limits = new RateLimits();
   readonly #usage: UsageRecorder;
   readonly metrics: GatewayMetrics;
-  readonly #pools = new Map<string, Pool>();
+  readonly #pools = new Map<string, UpstreamPool>();
   #table: RouteTable = { replicas: [], models: [] };
   #timer: NodeJS.Timeout | undefined;
   #refreshing = false;
@@ -137,13 +136,18 @@ export class Gateway {
     }
   }
 
+  /** The largest request body taken; past it, 413. */
+  get maxBodyBytes(): number {
+    return this.#o.maxBodyBytes ?? 16 * 1024 * 1024;
+  }
+
   /** Flushes counted usage now (tests; shutdown). */
   flushUsage(): Promise<void> {
     return this.#usage.flush();
   }
 
   /** Everything under /v1/. */
-  handle(req: IncomingMessage, res: ServerResponse): void {
+  handle(req: GatewayRequest, res: ClientResponse): void {
     const x: Exchange = { requestId: requestIdOf(req), started: performance.now(), retries: 0, queuedMs: 0 };
     this.#serve(req, res, x).catch((e: unknown) => {
       const err = e instanceof GatewayError ? e : new GatewayError('upstream_error', 'the gateway failed on this request; see its log for the request id');
@@ -153,7 +157,7 @@ export class Gateway {
   }
 
   /** Prometheus text; behind a key, like every gateway route. */
-  async metricsHandler(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async metricsHandler(req: GatewayRequest, res: ClientResponse): Promise<void> {
     const x: Exchange = { requestId: requestIdOf(req), started: performance.now(), retries: 0, queuedMs: 0 };
     try {
       await this.#o.keys.check(secretOf(req));
@@ -165,7 +169,7 @@ export class Gateway {
     }
   }
 
-  async #serve(req: IncomingMessage, res: ServerResponse, x: Exchange): Promise<void> {
+  async #serve(req: GatewayRequest, res: ClientResponse, x: Exchange): Promise<void> {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     x.principal = await this.#o.keys.check(secretOf(req));
     if (req.method === 'GET' && path === '/v1/models') {
@@ -175,7 +179,14 @@ export class Gateway {
     if (req.method !== 'POST' || !chatPaths.has(path)) {
       throw new GatewayError('not_found', `no route ${req.method ?? ''} ${path}: the gateway serves GET /v1/models and POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/responses`);
     }
-    const raw = await readBody(req, this.#o.maxBodyBytes ?? 16 * 1024 * 1024);
+    const limit = this.maxBodyBytes;
+    let raw: Buffer;
+    try {
+      raw = await req.body(limit);
+    } catch (e) {
+      if (e instanceof BodyTooLargeError) throw tooLarge(limit);
+      throw e;
+    }
     let body: Record<string, unknown>;
     try {
       const parsed: unknown = JSON.parse(raw.toString('utf8'));
@@ -208,7 +219,7 @@ export class Gateway {
     });
     const tried = new Set<string>();
     // A conversation key only matters when there is a choice of replicas.
-    const affinity = this.router.replicaCount(base) > 1 ? affinityKey(req, body) : undefined;
+    const affinity = this.router.replicaCount(base) > 1 ? affinityKey(req.headers, body) : undefined;
     const attempts = 1 + (this.#o.retries ?? 2);
     for (let attempt = 0; attempt < attempts; attempt++) {
       let lease = this.router.tryAcquire(base, { affinityKey: affinity, exclude: tried });
@@ -265,7 +276,7 @@ export class Gateway {
     return entry;
   }
 
-  #models(res: ServerResponse, x: Exchange): void {
+  #models(res: ClientResponse, x: Exchange): void {
     const allowed = x.principal?.allowedModels ?? null;
     const created = Math.floor(Date.now() / 1000);
     const data: Record<string, unknown>[] = [];
@@ -281,13 +292,12 @@ export class Gateway {
   }
 
   /** One attempt on one replica. 'retry' when it refused or failed before any byte reached the client. */
-  #forward(o: { req: IncomingMessage; res: ServerResponse; x: Exchange; lease: Lease; path: string; payload: string | Buffer; stripUsage: boolean }): Promise<'done' | 'retry'> {
+  #forward(o: { req: GatewayRequest; res: ClientResponse; x: Exchange; lease: Lease; path: string; payload: string | Buffer; stripUsage: boolean }): Promise<'done' | 'retry'> {
     const { req, res, x, lease } = o;
     const r = lease.replica;
     const model = x.model ?? r.model;
     return new Promise((resolve) => {
       let settled = false;
-      let controller: DispatchController | undefined;
       /** A 5xx before any byte went out: read and dropped, then another replica is tried. */
       let failedStatus: number | undefined;
       let relay: SseRelay | undefined;
@@ -304,39 +314,32 @@ export class Gateway {
         if (status !== undefined) this.#log(x, status);
         resolve(result);
       };
-      x.cancel = () => {
-        controller?.abort(new Error('the client went away'));
-        settle('cancelled', 'done', 499);
-      };
-      const itl = this.metrics.itlFor(model);
-      this.#pool(r.endpoint).dispatch(
+      const accept = req.headers['accept'];
+      const call: UpstreamCall = this.#pool(r.endpoint).request(
         {
-          path: o.path,
           method: 'POST',
+          path: o.path,
           headers: {
             'content-type': 'application/json',
-            'content-length': String(Buffer.byteLength(o.payload)),
             authorization: `Bearer ${r.apiKey}`,
-            accept: req.headers.accept ?? '*/*',
+            accept: typeof accept === 'string' ? accept : '*/*',
             'x-request-id': x.requestId,
           },
           body: o.payload,
         },
         {
-          onRequestStart: (c) => {
-            controller = c;
-          },
-          onResponseStart: (_c, status, headers) => {
+          onHead: (status, headers) => {
             if (status >= 500 && !res.headersSent) {
               failedStatus = status;
               return;
             }
-            const sse = String(headers['content-type'] ?? '').startsWith('text/event-stream');
+            const sse = (headers['content-type'] ?? '').startsWith('text/event-stream');
             const out = passedHeaders(headers, sse);
             out['x-request-id'] = x.requestId;
             // Which replica answered: for people reading a trace, and for tests of routing.
             out['x-llmgw-replica'] = r.id;
             if (sse) {
+              const itl = this.metrics.itlFor(model);
               relay = new SseRelay({
                 stripUsage: o.stripUsage,
                 onToken: (gap) => {
@@ -347,7 +350,7 @@ export class Gateway {
             res.writeHead(status, out);
             x.status = status;
           },
-          onResponseData: (c, chunk) => {
+          onData: (chunk) => {
             if (failedStatus !== undefined || settled) return;
             let ok: boolean;
             if (relay !== undefined) {
@@ -360,11 +363,11 @@ export class Gateway {
               tail = tail.length + chunk.length > 8192 ? (tail + chunk.toString('latin1')).slice(-4096) : tail + chunk.toString('latin1');
             }
             if (!ok) {
-              c.pause();
-              res.once('drain', () => c.resume());
+              call.pause();
+              res.once('drain', () => call.resume());
             }
           },
-          onResponseEnd: () => {
+          onEnd: () => {
             if (settled) return;
             if (failedStatus !== undefined) {
               x.error = `${r.id} answered ${failedStatus}`;
@@ -387,7 +390,7 @@ export class Gateway {
             this.#account(x);
             settle('ok', 'done', status);
           },
-          onResponseError: (_c, e) => {
+          onError: (e) => {
             if (settled) return;
             x.error = `${r.id}: ${e.message}`;
             if (!res.headersSent) {
@@ -400,15 +403,19 @@ export class Gateway {
           },
         },
       );
+      x.cancel = () => {
+        call.abort();
+        settle('cancelled', 'done', 499);
+      };
     });
   }
 
   /** The connections to one engine, made once and kept. */
-  #pool(endpoint: string): Pool {
+  #pool(endpoint: string): UpstreamPool {
     let pool = this.#pools.get(endpoint);
     if (pool === undefined) {
-      // No header or body timeout: a long answer is not streamed, and a stream may pause.
-      pool = new Pool(endpoint, { connections: 1024, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });
+      // No answer timeout: a long answer is not streamed, and a stream may pause.
+      pool = new UpstreamPool(endpoint);
       this.#pools.set(endpoint, pool);
     }
     return pool;
@@ -426,7 +433,7 @@ export class Gateway {
     if (x.ttftMs !== undefined) this.metrics.ttftFor(model).observe(x.ttftMs / 1000);
   }
 
-  #refuse(res: ServerResponse, x: Exchange, e: GatewayError): void {
+  #refuse(res: ClientResponse, x: Exchange, e: GatewayError): void {
     sendError(res, e, x.requestId);
     x.error = e.message;
     this.metrics.errors.inc({ model: x.model ?? '-', key: x.principal?.name ?? '-', code: e.code });
@@ -457,43 +464,19 @@ export class Gateway {
   }
 }
 
-function requestIdOf(req: IncomingMessage): string {
+function requestIdOf(req: GatewayRequest): string {
   const given = req.headers['x-request-id'];
   return typeof given === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(given) ? given : randomUUID();
 }
 
-function secretOf(req: IncomingMessage): string | undefined {
-  const auth = req.headers.authorization;
-  if (auth !== undefined) {
+function secretOf(req: GatewayRequest): string | undefined {
+  const auth = req.headers['authorization'];
+  if (typeof auth === 'string') {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
     return m?.[1];
   }
   const key = req.headers['x-api-key'];
   return typeof key === 'string' && key !== '' ? key : undefined;
-}
-
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) {
-    req.resume();
-    return Promise.reject(tooLarge(limit));
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > limit) {
-        req.removeAllListeners('data');
-        req.resume();
-        reject(tooLarge(limit));
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => resolve(chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
 }
 
 function tooLarge(limit: number): GatewayError {
@@ -520,8 +503,8 @@ export function upstreamBody(body: Record<string, unknown>, replica: RouteReplic
  * what starts it (system prompt and first message, or the prompt's start), so a
  * conversation's next turn finds the replica whose prefix cache holds it.
  */
-export function affinityKey(req: IncomingMessage, body: Record<string, unknown>): string | undefined {
-  const session = req.headers['x-session-id'];
+export function affinityKey(headers: GatewayRequest['headers'], body: Record<string, unknown>): string | undefined {
+  const session = headers['x-session-id'];
   if (typeof session === 'string' && session !== '') return `s:${session}`;
   const messages = body['messages'];
   if (Array.isArray(messages) && messages.length > 0) return `m:${fnv1a(JSON.stringify(messages.slice(0, 2)))}`;
@@ -543,8 +526,8 @@ function fnv1a(text: string): string {
 const hopByHop = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authenticate', 'proxy-authorization']);
 
 /** The engine's headers as the client gets them: a new object, without the connection's own (and a stream's length, which the gateway may change). */
-function passedHeaders(h: Record<string, string | string[] | undefined>, sse: boolean): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
+function passedHeaders(h: Record<string, string>, sse: boolean): Record<string, string> {
+  const out: Record<string, string> = {};
   for (const k in h) {
     const v = h[k];
     if (v === undefined || hopByHop.has(k) || (sse && k === 'content-length')) continue;

@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { ClientResponse } from './client-io.js';
 
 /**
  * Errors in OpenAI's shape, `{"error": {"message", "type", "code", "param"}}`, which
@@ -59,7 +59,7 @@ export class GatewayError extends Error {
   }
 }
 
-export function sendError(res: ServerResponse, e: GatewayError, requestId: string): void {
+export function sendError(res: ClientResponse, e: GatewayError, requestId: string): void {
   if (res.headersSent) {
     res.destroy();
     return;

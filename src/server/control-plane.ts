@@ -113,6 +113,11 @@ export class ControlPlane {
     this.#http.mount(prefix, handler);
   }
 
+  /** The same on the front door's fast path (see HttpServer.fastLane). */
+  fastLane(prefix: string, o: Parameters<HttpServer['fastLane']>[1]): void {
+    this.#http.fastLane(prefix, o);
+  }
+
   /** Work to finish once requests have stopped and before the store closes (writing counted usage). */
   beforeStoreClose(work: () => Promise<void>): void {
     this.#beforeStoreClose.push(work);

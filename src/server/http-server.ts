@@ -1,8 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
 import type { Duplex } from 'node:stream';
 
 import { LlmgwError, messageOf } from '../core/errors.js';
+import { FrontDoor, type FastHandler, type FastLane } from '../http1/front-door.js';
 
 import { localUrl, parseListen } from './listen.js';
 
@@ -17,11 +18,15 @@ export interface Mount {
 
 /**
  * One listening socket for the control plane's parts (API, gateway, agent channel,
- * console), each mounted on a path prefix. Plain node:http underneath so that the
- * gateway's hot path pays for no framework.
+ * console), each mounted on a path prefix. Every connection is read first by the front
+ * door, which answers the fast lanes (the gateway's /v1) itself and hands the rest to
+ * node:http, with no framework on either path.
  */
 export class HttpServer {
   readonly #server: Server;
+  readonly #listener: NetServer;
+  readonly #lanes: FastLane[] = [];
+  readonly #door: FrontDoor;
   readonly #mounts: Mount[] = [];
   readonly #upgrades = new Map<string, UpgradeHandler>();
   #fallback: RequestHandler = (_req, res) => {
@@ -44,6 +49,28 @@ export class HttpServer {
       }
       handler(req, socket, head);
     });
+    const keepAliveMs = this.#server.keepAliveTimeout;
+    this.#door = new FrontDoor({
+      lanes: this.#lanes,
+      keepAliveMs,
+      requestMs: this.#server.headersTimeout,
+      handOff: (socket, read) => {
+        this.#server.emit('connection', socket);
+        // node:http reads what comes next from the socket itself; what was read already it is given.
+        if (read !== undefined) socket.emit('data', read);
+      },
+    });
+    this.#listener = createNetServer((socket) => this.#door.accept(socket));
+  }
+
+  /**
+   * Serves a path prefix on the front door's fast path; requests it cannot take there
+   * (chunked or larger bodies, odd heads) reach `fallback`, a node:http handler.
+   */
+  fastLane(prefix: string, o: { maxBodyBytes: number; handler: FastHandler; fallback: RequestHandler }): void {
+    this.#lanes.push({ prefix, maxBodyBytes: o.maxBodyBytes, handler: o.handler });
+    this.#lanes.sort((a, b) => b.prefix.length - a.prefix.length);
+    this.mount(prefix, o.fallback);
   }
 
   mount(prefix: string, handler: RequestHandler): void {
@@ -68,10 +95,13 @@ export class HttpServer {
         const hint = e.code === 'EADDRINUSE' ? `: another process listens there; stop it, or set listen: to another port` : '';
         reject(new LlmgwError('unavailable', `cannot listen on ${listen}: ${messageOf(e)}${hint}`, { cause: e }));
       };
-      this.#server.once('error', onError);
-      this.#server.listen({ host, port }, () => {
-        this.#server.off('error', onError);
-        const address = this.#server.address() as AddressInfo;
+      this.#listener.once('error', onError);
+      this.#listener.listen({ host, port }, () => {
+        this.#listener.off('error', onError);
+        // node:http starts its request-timeout checks when it hears it is listening; the
+        // socket is the front door's, so it is told.
+        this.#server.emit('listening');
+        const address = this.#listener.address() as AddressInfo;
         resolve(localUrl(host, address.port));
       });
     });
@@ -82,10 +112,17 @@ export class HttpServer {
    * then closes whatever is left.
    */
   async close(graceMs = 10_000): Promise<void> {
-    if (!this.#server.listening) return;
-    const closed = new Promise<void>((resolve) => this.#server.close(() => { resolve(); }));
+    if (!this.#listener.listening) return;
+    // Resolves when every connection it accepted is gone, node:http's included.
+    const closed = new Promise<void>((resolve) => this.#listener.close(() => { resolve(); }));
+    this.#door.closeIdle();
     this.#server.closeIdleConnections();
-    const timer = setTimeout(() => { this.#server.closeAllConnections(); }, graceMs);
+    // node:http closes a kept connection after its answer only once it knows it is closing.
+    this.#server.close();
+    const timer = setTimeout(() => {
+      this.#door.closeAll();
+      this.#server.closeAllConnections();
+    }, graceMs);
     await closed;
     clearTimeout(timer);
   }
