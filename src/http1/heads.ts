@@ -28,11 +28,12 @@ export interface ResponseHead {
   reusable: boolean;
 }
 
-const token = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-// eslint-disable-next-line no-control-regex -- a request target holds no control characters
-const requestLine = /^([A-Z]+) (\/[^ \x00-\x1f\x7f]*) HTTP\/1\.1$/;
+/** Characters of a header name (RFC 9110 token), by char code. */
+const tokenChar = new Uint8Array(128);
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") tokenChar[c.charCodeAt(0)] = 1;
 const statusLine = /^HTTP\/1\.([01]) (\d{3})(?: [^\r\n]*)?$/;
 const digits = /^\d{1,15}$/;
+const methodChars = /^[A-Z]{1,16}$/;
 
 /**
  * The head of a request that a plain proxy path can take: HTTP/1.1, an origin-form target,
@@ -40,17 +41,23 @@ const digits = /^\d{1,15}$/;
  * on a body, Expect, Upgrade, HTTP/1.0, a malformed line), which node:http then answers.
  */
 export function parseRequestHead(head: string): RequestHead | undefined {
-  const lines = head.split('\r\n');
-  const m = requestLine.exec(lines[0] ?? '');
-  if (m === null) return undefined;
-  const headers = headerLines(lines);
+  const eol = head.indexOf('\r\n');
+  const lineEnd = eol < 0 ? head.length : eol;
+  // METHOD SP origin-form SP HTTP/1.1, nothing else.
+  const sp1 = head.indexOf(' ');
+  const sp2 = head.indexOf(' ', sp1 + 1);
+  if (sp1 <= 0 || sp2 < 0 || sp2 >= lineEnd) return undefined;
+  if (lineEnd - sp2 !== 9 || !head.startsWith('HTTP/1.1', sp2 + 1)) return undefined;
+  const method = head.slice(0, sp1);
+  if (!methodChars.test(method) || head.charCodeAt(sp1 + 1) !== 47 /* / */ || hasControl(head, sp1 + 1, sp2, false)) return undefined;
+  const headers = headerLines(head, lineEnd);
   if (headers === undefined) return undefined;
   if (headers['transfer-encoding'] !== undefined || headers['expect'] !== undefined || headers['upgrade'] !== undefined) return undefined;
   const length = headers['content-length'];
   if (length !== undefined && !digits.test(length)) return undefined;
   return {
-    method: m[1] as string,
-    url: m[2] as string,
+    method,
+    url: head.slice(sp1 + 1, sp2),
     headers,
     contentLength: length === undefined ? 0 : Number(length),
     close: hasToken(headers['connection'], 'close'),
@@ -59,10 +66,11 @@ export function parseRequestHead(head: string): RequestHead | undefined {
 
 /** The head of an engine's answer; undefined when it is not a well-formed HTTP/1.x response. */
 export function parseResponseHead(head: string, method: string): ResponseHead | undefined {
-  const lines = head.split('\r\n');
-  const m = statusLine.exec(lines[0] ?? '');
+  const eol = head.indexOf('\r\n');
+  const lineEnd = eol < 0 ? head.length : eol;
+  const m = statusLine.exec(head.slice(0, lineEnd));
   if (m === null) return undefined;
-  const headers = headerLines(lines);
+  const headers = headerLines(head, lineEnd);
   if (headers === undefined) return undefined;
   const status = Number(m[2]);
   const http10 = m[1] === '0';
@@ -91,33 +99,63 @@ export function parseResponseHead(head: string, method: string): ResponseHead | 
   return { status, headers, framing, reusable };
 }
 
-function headerLines(lines: string[]): Record<string, string> | undefined {
+/** The header fields after the start line, which ends at `from`. */
+function headerLines(head: string, from: number): Record<string, string> | undefined {
   const headers: Record<string, string> = {};
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i] as string;
-    const colon = line.indexOf(':');
-    // No colon, or folded (obsolete) continuation lines: not for this parser.
-    if (colon <= 0) return undefined;
-    const name = line.slice(0, colon);
-    if (!token.test(name)) return undefined;
-    const value = line.slice(colon + 1).trim();
-    // eslint-disable-next-line no-control-regex -- a field value holds no control characters but tab
-    if (/[\x00-\x08\x0a-\x1f\x7f]/.test(value)) return undefined;
-    const key = name.toLowerCase();
+  const n = head.length;
+  // One pass over the characters: the name (token characters up to the colon), then the
+  // value (no control characters but tab) up to CRLF. Folded lines fail at their space.
+  let i = from + 2;
+  while (i < n) {
+    const nameStart = i;
+    let upper = false;
+    let c = head.charCodeAt(i);
+    while (c < 128 && tokenChar[c] === 1) {
+      if (c >= 65 && c <= 90) upper = true;
+      c = head.charCodeAt(++i);
+    }
+    if (i === nameStart || c !== 58) return undefined;
+    const name = head.slice(nameStart, i);
+    const key = upper ? name.toLowerCase() : name;
+    const valueStart = ++i;
+    while (i < n) {
+      c = head.charCodeAt(i);
+      if (c === 13) {
+        if (head.charCodeAt(i + 1) !== 10) return undefined;
+        break;
+      }
+      if ((c < 32 && c !== 9) || c === 127) return undefined;
+      i++;
+    }
+    const value = head.slice(valueStart, i).trim();
     const before = headers[key];
     if (before === undefined) {
       headers[key] = value;
-    } else {
+    } else if (key === 'content-length') {
       // Two lengths that differ are a smuggling attempt; the same one twice is harmless.
-      if (key === 'content-length' && before !== value) return undefined;
-      if (key !== 'content-length') headers[key] = `${before}, ${value}`;
+      if (before !== value) return undefined;
+    } else {
+      headers[key] = `${before}, ${value}`;
     }
+    i += 2;
   }
   return headers;
 }
 
+/** Whether `text` holds a control character (or a space, with `space`) between `from` and `to`. */
+function hasControl(text: string, from: number, to: number, space: boolean): boolean {
+  for (let i = from; i < to; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 32 || c === 127 || (space && c === 32)) return true;
+  }
+  return false;
+}
+
 function hasToken(value: string | undefined, wanted: string): boolean {
   if (value === undefined) return false;
+  const lower = value.toLowerCase();
+  if (lower === wanted) return true;
+  if (!lower.includes(wanted)) return false;
   return value.split(',').some((t) => t.trim().toLowerCase() === wanted);
 }
 
