@@ -1,96 +1,128 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
+
+import { CounterTable, HistogramTable, type CounterCell, type HistogramCell } from './metric-tables.js';
 
 import type { ReplicaLoad } from './router/types.js';
 
 /**
  * The gateway's Prometheus metrics. Per-request ones are labelled by model, key name and
- * status (bounded sets: catalog models, keys); per-replica ones are filled in when
- * scraped, from the router's view.
+ * status (bounded sets: catalog models, keys) and kept in tables the request path adds to
+ * directly (metric-tables.ts); per-replica ones are filled in when scraped, from the
+ * router's view.
  */
 type Observer = { observe: (v: number) => void };
-type Incrementer = { inc: (v?: number) => void };
+
+/** Everything one (model, key) pair counts, found once per request. */
+interface Account {
+  statuses: Map<number, CounterCell>;
+  prompt: CounterCell;
+  completion: CounterCell;
+}
+
+/** Per model. */
+interface ModelCells {
+  duration: HistogramCell;
+  ttft: HistogramCell;
+  itl: HistogramCell;
+  retries: CounterCell;
+  keys: Map<string, Account>;
+}
 
 export class GatewayMetrics {
   readonly registry = new Registry();
-  // Labelled children, made once per label set: prom-client hashes the labels on every
-  // call otherwise, which shows on the per-request path.
-  readonly #children = new Map<string, Observer | Incrementer>();
-  readonly requests: Counter<'model' | 'key' | 'status'>;
+  readonly #models = new Map<string, ModelCells>();
+  readonly requests: CounterTable;
   readonly errors: Counter<'model' | 'key' | 'code'>;
-  readonly duration: Histogram<'model'>;
-  readonly ttft: Histogram<'model'>;
-  readonly itl: Histogram<'model'>;
-  readonly tokens: Counter<'model' | 'key' | 'kind'>;
-  readonly retries: Counter<'model'>;
+  readonly duration: HistogramTable;
+  readonly ttft: HistogramTable;
+  readonly itl: HistogramTable;
+  readonly tokens: CounterTable;
+  readonly retries: CounterTable;
 
   /** A request answered (or refused): its count by status, and its duration. */
   answered(model: string, key: string, status: number, seconds: number): void {
-    this.#counter(`r\u0000${model}\u0000${key}\u0000${status}`, () => this.requests.labels(model, key, String(status))).inc();
-    this.#observer(`d\u0000${model}`, () => this.duration.labels(model)).observe(seconds);
+    const m = this.#model(model);
+    const a = this.#account(m, model, key);
+    let cell = a.statuses.get(status);
+    if (cell === undefined) {
+      cell = this.requests.cell(`${model}\u0000${key}\u0000${status}`, () => ({ model, key, status: String(status) }));
+      a.statuses.set(status, cell);
+    }
+    cell.value++;
+    m.duration.observe(seconds);
   }
 
   countTokens(model: string, key: string, prompt: number, completion: number): void {
-    if (prompt > 0) this.#counter(`tp\u0000${model}\u0000${key}`, () => this.tokens.labels(model, key, 'prompt')).inc(prompt);
-    if (completion > 0) this.#counter(`tc\u0000${model}\u0000${key}`, () => this.tokens.labels(model, key, 'completion')).inc(completion);
+    const a = this.#account(this.#model(model), model, key);
+    a.prompt.value += prompt;
+    a.completion.value += completion;
   }
 
   ttftFor(model: string): Observer {
-    return this.#observer(`t\u0000${model}`, () => this.ttft.labels(model));
+    return this.#model(model).ttft;
   }
 
   itlFor(model: string): Observer {
-    return this.#observer(`i\u0000${model}`, () => this.itl.labels(model));
+    return this.#model(model).itl;
   }
 
   retry(model: string): void {
-    this.#counter(`x\u0000${model}`, () => this.retries.labels(model)).inc();
+    this.#model(model).retries.value++;
   }
 
-  #observer(id: string, make: () => Observer): Observer {
-    let c = this.#children.get(id) as Observer | undefined;
-    if (c === undefined) {
-      c = make();
-      this.#children.set(id, c);
+  #model(model: string): ModelCells {
+    let m = this.#models.get(model);
+    if (m === undefined) {
+      const labels = () => ({ model });
+      m = {
+        duration: this.duration.cell(model, labels),
+        ttft: this.ttft.cell(model, labels),
+        itl: this.itl.cell(model, labels),
+        retries: this.retries.cell(model, labels),
+        keys: new Map(),
+      };
+      this.#models.set(model, m);
     }
-    return c;
+    return m;
   }
 
-  #counter(id: string, make: () => Incrementer): Incrementer {
-    let c = this.#children.get(id) as Incrementer | undefined;
-    if (c === undefined) {
-      c = make();
-      this.#children.set(id, c);
+  #account(m: ModelCells, model: string, key: string): Account {
+    let a = m.keys.get(key);
+    if (a === undefined) {
+      a = {
+        statuses: new Map(),
+        prompt: this.tokens.cell(`${model}\u0000${key}\u0000prompt`, () => ({ model, key, kind: 'prompt' })),
+        completion: this.tokens.cell(`${model}\u0000${key}\u0000completion`, () => ({ model, key, kind: 'completion' })),
+      };
+      m.keys.set(key, a);
     }
-    return c;
+    return a;
   }
 
   constructor(loads: () => ReplicaLoad[], queued: (model?: string) => number) {
     const registers = [this.registry];
-    this.requests = new Counter({ name: 'llmgw_gateway_requests_total', help: 'Requests answered, by model, key name and HTTP status', labelNames: ['model', 'key', 'status'], registers });
+    this.requests = new CounterTable({ name: 'llmgw_gateway_requests_total', help: 'Requests answered, by model, key name and HTTP status', registers });
     this.errors = new Counter({ name: 'llmgw_gateway_errors_total', help: 'Requests refused or failed, by model, key name and error code', labelNames: ['model', 'key', 'code'], registers });
-    this.duration = new Histogram({
+    this.duration = new HistogramTable({
       name: 'llmgw_gateway_request_duration_seconds',
       help: 'Whole requests, from arrival to the last byte',
-      labelNames: ['model'],
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers,
     });
-    this.ttft = new Histogram({
+    this.ttft = new HistogramTable({
       name: 'llmgw_gateway_time_to_first_token_seconds',
       help: 'From arrival to the first token of a streamed answer',
-      labelNames: ['model'],
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     });
-    this.itl = new Histogram({
+    this.itl = new HistogramTable({
       name: 'llmgw_gateway_inter_token_latency_seconds',
       help: 'Between tokens of a streamed answer',
-      labelNames: ['model'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
       registers,
     });
-    this.tokens = new Counter({ name: 'llmgw_gateway_tokens_total', help: 'Tokens, by model, key name and kind (prompt, completion)', labelNames: ['model', 'key', 'kind'], registers });
-    this.retries = new Counter({ name: 'llmgw_gateway_retries_total', help: 'Requests sent again to another replica (refused, or 5xx before the first byte)', labelNames: ['model'], registers });
+    this.tokens = new CounterTable({ name: 'llmgw_gateway_tokens_total', help: 'Tokens, by model, key name and kind (prompt, completion)', registers });
+    this.retries = new CounterTable({ name: 'llmgw_gateway_retries_total', help: 'Requests sent again to another replica (refused, or 5xx before the first byte)', registers });
     new Gauge({
       name: 'llmgw_gateway_in_flight',
       help: 'Requests being answered now, by model',
