@@ -2,6 +2,9 @@ import type { Socket } from 'node:net';
 
 import { headEnd, maxHeadBytes, parseRequestHead } from './heads.js';
 
+/** Bytes of requests sent ahead (pipelined) that are read while one is being answered. */
+const maxAheadBytes = 64 * 1024;
+
 /** A request the front door read whole: head and body. */
 export interface FastRequest {
   readonly method: string;
@@ -141,6 +144,12 @@ class FrontConnection {
     this.#door.forget(this);
     this.active?.clientGone();
   };
+  /** The client sent all it will (a half-close): answer what was asked, then close. */
+  #ended = false;
+  readonly #onEnd = () => {
+    this.#ended = true;
+    if (this.active === undefined) this.socket.end();
+  };
 
   constructor(socket: Socket, door: FrontDoor) {
     this.socket = socket;
@@ -148,6 +157,7 @@ class FrontConnection {
     socket.on('data', this.#onData);
     socket.on('error', this.#onError);
     socket.on('close', this.#onClose);
+    socket.on('end', this.#onEnd);
   }
 
   get idle(): boolean {
@@ -163,6 +173,9 @@ class FrontConnection {
     this.#parts.push(d);
     this.#size += d.length;
     if (this.active === undefined) this.next();
+    // Requests sent ahead while one is answered wait here, up to a bound; past it the
+    // client is not read until the answer is out.
+    else if (this.#size > maxAheadBytes) this.socket.pause();
   }
 
   /** Takes the next whole request, if the bytes hold one. */
@@ -210,7 +223,13 @@ class FrontConnection {
       this.#door.forget(this);
       return;
     }
+    if (this.socket.isPaused()) this.socket.resume();
     this.next();
+    if (this.#ended && !this.#answering()) this.socket.end();
+  }
+
+  #answering(): boolean {
+    return this.active !== undefined;
   }
 
   #joined(): Buffer {
@@ -224,6 +243,7 @@ class FrontConnection {
     this.socket.off('data', this.#onData);
     this.socket.off('close', this.#onClose);
     this.socket.off('error', this.#onError);
+    this.socket.off('end', this.#onEnd);
     const read = this.#size === 0 ? undefined : this.#joined();
     this.#parts = [];
     this.#size = 0;

@@ -60,7 +60,8 @@ export class HttpServer {
         if (read !== undefined) socket.emit('data', read);
       },
     });
-    this.#listener = createNetServer((socket) => this.#door.accept(socket));
+    // Half-open as node:http has it: a client may end its side and still read the answer.
+    this.#listener = createNetServer({ allowHalfOpen: true }, (socket) => this.#door.accept(socket));
   }
 
   /**
