@@ -1,4 +1,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -152,6 +154,47 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
     const vllm = (await chat('chat:sql')) as unknown as { x_fake: { received: { model: string } } };
     expect(vllm.x_fake.received.model).toBe('sql');
     await expect(chat('tiny:nope')).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+  });
+
+  it('takes requests however they are framed: chunked, with Expect, pipelined, from a half-closed client', async () => {
+    const body = JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'framing' }], max_tokens: 2 });
+    const { hostname, port } = new URL(url);
+    // A chunked body and Expect: 100-continue are left to node:http; the answer is the same.
+    for (const expect100 of [false, true]) {
+      const answer = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = httpRequest({ host: hostname, port, method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json', ...(expect100 ? { expect: '100-continue' } : {}) } }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        });
+        req.on('error', reject);
+        const send = () => {
+          req.write(body.slice(0, 20));
+          req.end(body.slice(20));
+        };
+        if (expect100) req.on('continue', send);
+        else send();
+      });
+      expect(answer.status).toBe(200);
+      expect((JSON.parse(answer.text) as { x_fake: { received: unknown } }).x_fake.received).toEqual(JSON.parse(body));
+    }
+    // Two requests in one write, then the client ends its side: both answered, in order, then the close.
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => {
+        const one = (id: string) => `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${adminKey}\r\nContent-Type: application/json\r\nX-Request-Id: ${id}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+        socket.end(one('pipelined-1') + one('pipelined-2'));
+      });
+      let text = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (c: string) => (text += c));
+      socket.on('end', () => resolve(text));
+      socket.on('error', reject);
+    });
+    const statuses = raw.match(/HTTP\/1\.1 \d{3}/g);
+    expect(statuses).toEqual(['HTTP/1.1 200', 'HTTP/1.1 200']);
+    expect(raw.indexOf('x-request-id: pipelined-1')).toBeGreaterThan(0);
+    expect(raw.indexOf('x-request-id: pipelined-2')).toBeGreaterThan(raw.indexOf('x-request-id: pipelined-1'));
   });
 
   it('refuses with OpenAI-shaped errors and the right statuses', async () => {
