@@ -156,7 +156,7 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
     await expect(chat('tiny:nope')).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
   });
 
-  it('takes requests however they are framed: chunked, with Expect, pipelined, from a half-closed client', async () => {
+  it('takes requests however they are framed: chunked, with Expect, pipelined', async () => {
     const body = JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'framing' }], max_tokens: 2 });
     const { hostname, port } = new URL(url);
     // A chunked body and Expect: 100-continue are left to node:http; the answer is the same.
@@ -179,11 +179,11 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
       expect(answer.status).toBe(200);
       expect((JSON.parse(answer.text) as { x_fake: { received: unknown } }).x_fake.received).toEqual(JSON.parse(body));
     }
-    // Two requests in one write, then the client ends its side: both answered, in order, then the close.
+    // Two requests in one write, the second asking to close: both answered, in order, then the close.
     const raw = await new Promise<string>((resolve, reject) => {
       const socket = connect(Number(port), hostname, () => {
-        const one = (id: string) => `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${adminKey}\r\nContent-Type: application/json\r\nX-Request-Id: ${id}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-        socket.end(one('pipelined-1') + one('pipelined-2'));
+        const one = (id: string, extra = '') => `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${adminKey}\r\nContent-Type: application/json\r\nX-Request-Id: ${id}\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+        socket.write(one('pipelined-1') + one('pipelined-2', 'Connection: close\r\n'));
       });
       let text = '';
       socket.setEncoding('utf8');

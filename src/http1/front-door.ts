@@ -144,13 +144,15 @@ class FrontConnection {
     this.#door.forget(this);
     this.active?.clientGone();
   };
-  /** The client sent all it will (a half-close): answer what was asked, then close. */
-  #ended = false;
+  /**
+   * The client ended its side. As node:http does by default, that is the client going
+   * away: what it asked is cancelled (a closed HTTP client sends a FIN, rarely a reset).
+   */
   readonly #onEnd = () => {
-    this.#ended = true;
-    if (this.active === undefined) this.socket.end();
+    this.#stopReading();
+    this.active?.clientGone();
+    this.socket.end();
   };
-
   constructor(socket: Socket, door: FrontDoor) {
     this.socket = socket;
     this.#door = door;
@@ -207,7 +209,10 @@ class FrontConnection {
       this.#parts = rest.length === 0 ? [] : [rest];
       this.#size = rest.length;
       this.#head = undefined;
-      const res = new FastResponse(this.socket, head.close || this.#door.closing, () => this.#answered(res));
+      // The last request this connection takes: what follows it is not read (RFC 9112, 9.6).
+      if (head.close) this.#stopReading();
+      const door = this.#door;
+      const res = new FastResponse(this.socket, () => head.close || door.closing, () => this.#answered(res));
       this.active = res;
       this.since = performance.now();
       lane.handler(new ReadRequest(head.method, head.url, head.headers, body), res);
@@ -218,18 +223,21 @@ class FrontConnection {
     if (this.active !== res) return;
     this.active = undefined;
     this.since = performance.now();
-    if (res.closeAfter || this.#door.closing) {
+    if (res.closeAfter) {
       this.socket.end();
       this.#door.forget(this);
       return;
     }
     if (this.socket.isPaused()) this.socket.resume();
     this.next();
-    if (this.#ended && !this.#answering()) this.socket.end();
   }
 
-  #answering(): boolean {
-    return this.active !== undefined;
+  /** Nothing more is taken from this client (it asked to close, or went away). */
+  #stopReading(): void {
+    this.socket.off('data', this.#onData);
+    this.#parts = [];
+    this.#size = 0;
+    this.#head = undefined;
   }
 
   #joined(): Buffer {
@@ -310,7 +318,7 @@ type HeaderValue = string | number | readonly string[];
 export class FastResponse {
   readonly #socket: Socket;
   readonly #done: () => void;
-  readonly closeAfter: boolean;
+  readonly #closeAfter: () => boolean;
   #head: string | undefined;
   #chunked = false;
   #bodyless = false;
@@ -319,10 +327,15 @@ export class FastResponse {
   #gone = false;
   #onClose: (() => void)[] = [];
 
-  constructor(socket: Socket, closeAfter: boolean, done: () => void) {
+  constructor(socket: Socket, closeAfter: () => boolean, done: () => void) {
     this.#socket = socket;
-    this.closeAfter = closeAfter;
+    this.#closeAfter = closeAfter;
     this.#done = done;
+  }
+
+  /** The connection closes after this answer: the client asked, or the server is stopping. */
+  get closeAfter(): boolean {
+    return this.#closeAfter();
   }
 
   get headersSent(): boolean {

@@ -240,12 +240,16 @@ class Exchange implements UpstreamCall {
     }
   }
 
+  // Only while this exchange holds its connection: once it ended, the connection may
+  // carry another's answer (a late 'drain' from the client must not touch it).
   pause(): void {
+    if (this.#state === 'over') return;
     this.#paused = true;
     this.#conn?.socket.pause();
   }
 
   resume(): void {
+    if (this.#state === 'over') return;
     this.#paused = false;
     this.#conn?.socket.resume();
   }

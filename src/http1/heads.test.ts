@@ -1,0 +1,316 @@
+import { describe, expect, it } from 'vitest';
+
+import { parseRequestHead, parseResponseHead, type RequestHead, type ResponseHead } from './heads.js';
+
+/** A head as the front door hands it over: the lines joined by CRLF, without the blank line. */
+const head = (...lines: string[]): string => lines.join('\r\n');
+
+describe('parseRequestHead', () => {
+  const accepted: [string, string, RequestHead][] = [
+    [
+      'a GET without headers',
+      head('GET / HTTP/1.1'),
+      { method: 'GET', url: '/', headers: {}, contentLength: 0, close: false },
+    ],
+    [
+      'a POST with its length, header names in lower case',
+      head('POST /v1/chat/completions HTTP/1.1', 'Host: gw:8080', 'Content-Type: application/json', 'CONTENT-LENGTH: 42', 'X-Request-ID: abc'),
+      {
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: { host: 'gw:8080', 'content-type': 'application/json', 'content-length': '42', 'x-request-id': 'abc' },
+        contentLength: 42,
+        close: false,
+      },
+    ],
+    [
+      'a target with a query string kept as sent',
+      head('GET /v1/models?limit=5&q=%20a HTTP/1.1', 'host: x'),
+      { method: 'GET', url: '/v1/models?limit=5&q=%20a', headers: { host: 'x' }, contentLength: 0, close: false },
+    ],
+    [
+      'a repeated header joined with ", " whatever its case',
+      head('GET / HTTP/1.1', 'Accept: text/html', 'ACCEPT: application/json', 'accept: */*'),
+      { method: 'GET', url: '/', headers: { accept: 'text/html, application/json, */*' }, contentLength: 0, close: false },
+    ],
+    [
+      'the same Content-Length twice',
+      head('PUT /x HTTP/1.1', 'Content-Length: 5', 'content-length: 5'),
+      { method: 'PUT', url: '/x', headers: { 'content-length': '5' }, contentLength: 5, close: false },
+    ],
+    [
+      'Content-Length: 0',
+      head('POST /x HTTP/1.1', 'Content-Length: 0'),
+      { method: 'POST', url: '/x', headers: { 'content-length': '0' }, contentLength: 0, close: false },
+    ],
+    [
+      'values trimmed of spaces and tabs around them, kept inside',
+      head('GET / HTTP/1.1', 'X-A:   spaced  out \t', 'X-B:\tx\ty', 'X-Empty:'),
+      { method: 'GET', url: '/', headers: { 'x-a': 'spaced  out', 'x-b': 'x\ty', 'x-empty': '' }, contentLength: 0, close: false },
+    ],
+    [
+      'every token character in a name',
+      head('GET / HTTP/1.1', "A1!#$%&'*+-.^_`|~z: v"),
+      { method: 'GET', url: '/', headers: { "a1!#$%&'*+-.^_`|~z": 'v' }, contentLength: 0, close: false },
+    ],
+    [
+      'bytes past ASCII in a value (obs-text)',
+      head('GET / HTTP/1.1', 'X-Name: caf\u00e9'),
+      { method: 'GET', url: '/', headers: { 'x-name': 'caf\u00e9' }, contentLength: 0, close: false },
+    ],
+    [
+      'Connection: close',
+      head('GET / HTTP/1.1', 'Connection: close'),
+      { method: 'GET', url: '/', headers: { connection: 'close' }, contentLength: 0, close: true },
+    ],
+    [
+      'Connection: CLOSE in capitals',
+      head('GET / HTTP/1.1', 'connection: CLOSE'),
+      { method: 'GET', url: '/', headers: { connection: 'CLOSE' }, contentLength: 0, close: true },
+    ],
+    [
+      'close inside a Connection list',
+      head('GET / HTTP/1.1', 'Connection: keep-alive, Close'),
+      { method: 'GET', url: '/', headers: { connection: 'keep-alive, Close' }, contentLength: 0, close: true },
+    ],
+    [
+      'close in a second Connection header',
+      head('GET / HTTP/1.1', 'Connection: keep-alive', 'Connection: close'),
+      { method: 'GET', url: '/', headers: { connection: 'keep-alive, close' }, contentLength: 0, close: true },
+    ],
+    [
+      'Connection: keep-alive (not close)',
+      head('GET / HTTP/1.1', 'Connection: keep-alive'),
+      { method: 'GET', url: '/', headers: { connection: 'keep-alive' }, contentLength: 0, close: false },
+    ],
+    [
+      'a Connection token that only contains "close" (not close)',
+      head('GET / HTTP/1.1', 'Connection: closed, x-close-later'),
+      { method: 'GET', url: '/', headers: { connection: 'closed, x-close-later' }, contentLength: 0, close: false },
+    ],
+  ];
+
+  it.each(accepted)('accepts %s', (_name, text, expected) => {
+    expect(parseRequestHead(text)).toEqual(expected);
+  });
+
+  const refused: [string, string][] = [
+    ['an empty head', ''],
+    ['a method alone', 'GET'],
+    ['no target', 'GET HTTP/1.1'],
+    ['HTTP/1.0', head('GET / HTTP/1.0', 'Host: a')],
+    ['HTTP/1.11', 'GET / HTTP/1.11'],
+    ['HTTP/2.0', 'GET / HTTP/2.0'],
+    ['a lower-case version', 'GET / http/1.1'],
+    ['a lower-case method', 'get / HTTP/1.1'],
+    ['a mixed-case method', 'Post / HTTP/1.1'],
+    ['a method with a digit', 'GET2 / HTTP/1.1'],
+    ['a method longer than 16 letters', 'ABCDEFGHIJKLMNOPQ / HTTP/1.1'],
+    ['an absolute-form target', 'GET http://example.com/ HTTP/1.1'],
+    ['an asterisk-form target', 'OPTIONS * HTTP/1.1'],
+    ['an authority-form target', 'CONNECT example.com:443 HTTP/1.1'],
+    ['a double space before the target', 'GET  / HTTP/1.1'],
+    ['a double space before the version', 'GET /  HTTP/1.1'],
+    ['a trailing space after the version', 'GET / HTTP/1.1 '],
+    ['a space inside the target', 'GET /a b HTTP/1.1'],
+    ['a tab inside the target', 'GET /a\tb HTTP/1.1'],
+    ['a NUL inside the target', 'GET /a\u0000b HTTP/1.1'],
+    ['a DEL inside the target', 'GET /a\u007fb HTTP/1.1'],
+    ['an ESC inside the target', 'GET /a\u001bb HTTP/1.1'],
+    ['a lone CR inside the target', 'GET /a\rb HTTP/1.1'],
+    ['a request line ended by a lone LF', 'GET / HTTP/1.1\nHost: a'],
+    ['a NUL in a value', head('GET / HTTP/1.1', 'X: a\u0000b')],
+    ['a DEL in a value', head('GET / HTTP/1.1', 'X: a\u007f')],
+    ['a vertical tab in a value', head('GET / HTTP/1.1', 'X: a\u000bb')],
+    ['a lone LF inside a value', head('GET / HTTP/1.1', 'X: a\nInjected: b')],
+    ['a lone CR inside a value', head('GET / HTTP/1.1', 'X: a\rb')],
+    ['a CR at the very end of the head', 'GET / HTTP/1.1\r\nX: a\r'],
+    ['a folded continuation line (space)', head('GET / HTTP/1.1', 'X: a', ' b')],
+    ['a folded continuation line (tab)', head('GET / HTTP/1.1', 'X: a', '\tb')],
+    ['a header without a colon', head('GET / HTTP/1.1', 'Host example.com')],
+    ['an empty header name', head('GET / HTTP/1.1', ': value')],
+    ['a space inside a name', head('GET / HTTP/1.1', 'Ho st: a')],
+    ['a space before the colon', head('GET / HTTP/1.1', 'Host : a')],
+    ['a parenthesis in a name', head('GET / HTTP/1.1', 'X(y): a')],
+    ['a quote in a name', head('GET / HTTP/1.1', 'X"y: a')],
+    ['a slash in a name', head('GET / HTTP/1.1', 'X/y: a')],
+    ['a non-ASCII letter in a name', head('GET / HTTP/1.1', 'X\u00e9: a')],
+    ['an empty line inside the head', head('GET / HTTP/1.1', 'Host: a', '', 'X: b')],
+    ['two different Content-Lengths', head('POST / HTTP/1.1', 'Content-Length: 5', 'Content-Length: 6')],
+    ['two Content-Lengths in one header', head('POST / HTTP/1.1', 'Content-Length: 5, 5')],
+    ['a non-digit Content-Length', head('POST / HTTP/1.1', 'Content-Length: abc')],
+    ['a negative Content-Length', head('POST / HTTP/1.1', 'Content-Length: -1')],
+    ['a signed Content-Length', head('POST / HTTP/1.1', 'Content-Length: +5')],
+    ['a hex Content-Length', head('POST / HTTP/1.1', 'Content-Length: 0x10')],
+    ['a fractional Content-Length', head('POST / HTTP/1.1', 'Content-Length: 1.5')],
+    ['an empty Content-Length', head('POST / HTTP/1.1', 'Content-Length:')],
+    ['a Content-Length of 16 digits', head('POST / HTTP/1.1', 'Content-Length: 1234567890123456')],
+    ['Transfer-Encoding: chunked', head('POST / HTTP/1.1', 'Transfer-Encoding: chunked')],
+    ['Transfer-Encoding with a Content-Length', head('POST / HTTP/1.1', 'Content-Length: 5', 'transfer-encoding: identity')],
+    ['Expect: 100-continue', head('POST / HTTP/1.1', 'Content-Length: 5', 'Expect: 100-continue')],
+    ['Upgrade', head('GET /ws HTTP/1.1', 'Connection: Upgrade', 'Upgrade: websocket')],
+  ];
+
+  it.each(refused)('refuses %s', (_name, text) => {
+    expect(parseRequestHead(text)).toBeUndefined();
+  });
+
+  it('accepts a 15-digit Content-Length, the longest it reads', () => {
+    expect(parseRequestHead(head('POST / HTTP/1.1', 'Content-Length: 123456789012345'))?.contentLength).toBe(123456789012345);
+  });
+});
+
+describe('parseResponseHead', () => {
+  const cases: [string, string, string, Omit<ResponseHead, 'headers'> & { headers?: Record<string, string> }][] = [
+    [
+      'a Content-Length answer',
+      head('HTTP/1.1 200 OK', 'Content-Type: application/json', 'Content-Length: 17'),
+      'POST',
+      { status: 200, headers: { 'content-type': 'application/json', 'content-length': '17' }, framing: { kind: 'length', length: 17 }, reusable: true },
+    ],
+    [
+      'a Content-Length of 0',
+      head('HTTP/1.1 200 OK', 'Content-Length: 0'),
+      'GET',
+      { status: 200, framing: { kind: 'length', length: 0 }, reusable: true },
+    ],
+    [
+      'a status line without a reason phrase',
+      head('HTTP/1.1 404', 'content-length: 3'),
+      'GET',
+      { status: 404, framing: { kind: 'length', length: 3 }, reusable: true },
+    ],
+    [
+      'a chunked answer',
+      head('HTTP/1.1 200 OK', 'Transfer-Encoding: chunked'),
+      'POST',
+      { status: 200, headers: { 'transfer-encoding': 'chunked' }, framing: { kind: 'chunked' }, reusable: true },
+    ],
+    [
+      'chunked as the last of several codings',
+      head('HTTP/1.1 200 OK', 'Transfer-Encoding: gzip, Chunked'),
+      'POST',
+      { status: 200, framing: { kind: 'chunked' }, reusable: true },
+    ],
+    [
+      'chunked in a second Transfer-Encoding header',
+      head('HTTP/1.1 200 OK', 'Transfer-Encoding: gzip', 'Transfer-Encoding: chunked'),
+      'POST',
+      { status: 200, headers: { 'transfer-encoding': 'gzip, chunked' }, framing: { kind: 'chunked' }, reusable: true },
+    ],
+    [
+      'chunked with a Content-Length (chunked wins)',
+      head('HTTP/1.1 200 OK', 'Content-Length: 100', 'Transfer-Encoding: chunked'),
+      'POST',
+      { status: 200, framing: { kind: 'chunked' }, reusable: true },
+    ],
+    [
+      'a Transfer-Encoding whose last coding is not chunked',
+      head('HTTP/1.1 200 OK', 'Transfer-Encoding: chunked, gzip'),
+      'POST',
+      { status: 200, framing: { kind: 'close' }, reusable: false },
+    ],
+    [
+      'a Transfer-Encoding without chunked',
+      head('HTTP/1.1 200 OK', 'Transfer-Encoding: gzip', 'Content-Length: 5'),
+      'POST',
+      { status: 200, framing: { kind: 'close' }, reusable: false },
+    ],
+    [
+      'no length at all',
+      head('HTTP/1.1 200 OK', 'Content-Type: text/plain'),
+      'GET',
+      { status: 200, framing: { kind: 'close' }, reusable: false },
+    ],
+    [
+      'a 204',
+      head('HTTP/1.1 204 No Content', 'Content-Length: 10'),
+      'DELETE',
+      { status: 204, framing: { kind: 'none' }, reusable: true },
+    ],
+    [
+      'a 304',
+      head('HTTP/1.1 304 Not Modified', 'Transfer-Encoding: chunked'),
+      'GET',
+      { status: 304, framing: { kind: 'none' }, reusable: true },
+    ],
+    [
+      'the answer to a HEAD',
+      head('HTTP/1.1 200 OK', 'Content-Length: 1000'),
+      'HEAD',
+      { status: 200, framing: { kind: 'none' }, reusable: true },
+    ],
+    [
+      'the answer to a HEAD without a length',
+      head('HTTP/1.1 200 OK'),
+      'HEAD',
+      { status: 200, framing: { kind: 'none' }, reusable: true },
+    ],
+    [
+      'an interim 100 Continue',
+      'HTTP/1.1 100 Continue',
+      'POST',
+      { status: 100, framing: { kind: 'none' }, reusable: true },
+    ],
+    [
+      'HTTP/1.0 without keep-alive',
+      head('HTTP/1.0 200 OK', 'Content-Length: 2'),
+      'GET',
+      { status: 200, framing: { kind: 'length', length: 2 }, reusable: false },
+    ],
+    [
+      'HTTP/1.0 with Connection: keep-alive',
+      head('HTTP/1.0 200 OK', 'Content-Length: 2', 'Connection: Keep-Alive'),
+      'GET',
+      { status: 200, framing: { kind: 'length', length: 2 }, reusable: true },
+    ],
+    [
+      'HTTP/1.1 with Connection: close',
+      head('HTTP/1.1 200 OK', 'Content-Length: 2', 'Connection: close'),
+      'GET',
+      { status: 200, framing: { kind: 'length', length: 2 }, reusable: false },
+    ],
+    [
+      'HTTP/1.1 with close in a Connection list',
+      head('HTTP/1.1 200 OK', 'Transfer-Encoding: chunked', 'Connection: keep-alive, CLOSE'),
+      'GET',
+      { status: 200, framing: { kind: 'chunked' }, reusable: false },
+    ],
+    [
+      'HTTP/1.1 with Connection: keep-alive',
+      head('HTTP/1.1 500 Internal Server Error', 'Content-Length: 2', 'Connection: keep-alive', 'Keep-Alive: timeout=5'),
+      'POST',
+      { status: 500, headers: { 'content-length': '2', connection: 'keep-alive', 'keep-alive': 'timeout=5' }, framing: { kind: 'length', length: 2 }, reusable: true },
+    ],
+  ];
+
+  it.each(cases)('reads %s', (_name, text, method, expected) => {
+    const parsed = parseResponseHead(text, method);
+    expect(parsed).toBeDefined();
+    expect(parsed?.status).toBe(expected.status);
+    expect(parsed?.framing).toEqual(expected.framing);
+    expect(parsed?.reusable).toBe(expected.reusable);
+    if (expected.headers !== undefined) expect(parsed?.headers).toEqual(expected.headers);
+  });
+
+  const malformed: [string, string][] = [
+    ['an empty head', ''],
+    ['a two-digit status', 'HTTP/1.1 20 OK'],
+    ['a four-digit status', 'HTTP/1.1 2000 OK'],
+    ['a status glued to its reason', 'HTTP/1.1 200OK'],
+    ['a double space before the status', 'HTTP/1.1  200 OK'],
+    ['HTTP/2', 'HTTP/2 200 OK'],
+    ['HTTP/1.2', 'HTTP/1.2 200 OK'],
+    ['a lower-case protocol', 'http/1.1 200 OK'],
+    ['another protocol', 'ICY 200 OK'],
+    ['a non-digit Content-Length', head('HTTP/1.1 200 OK', 'Content-Length: ten')],
+    ['two different Content-Lengths', head('HTTP/1.1 200 OK', 'Content-Length: 1', 'Content-Length: 2')],
+    ['a header without a colon', head('HTTP/1.1 200 OK', 'Content-Length 5')],
+    ['a folded header', head('HTTP/1.1 200 OK', 'X-A: a', ' b', 'Content-Length: 0')],
+    ['a lone LF in a value', head('HTTP/1.1 200 OK', 'X-A: a\nContent-Length: 0')],
+  ];
+
+  it.each(malformed)('refuses %s', (_name, text) => {
+    expect(parseResponseHead(text, 'GET')).toBeUndefined();
+  });
+});
