@@ -314,3 +314,10 @@ describe('parseResponseHead', () => {
     expect(parseResponseHead(text, 'GET')).toBeUndefined();
   });
 });
+
+describe('optional whitespace', () => {
+  it('is spaces and tabs only: a no-break space (0xA0) stays in the value', () => {
+    expect(parseRequestHead('POST /x HTTP/1.1\r\nContent-Length: 5\xa0')).toBeUndefined();
+    expect(parseRequestHead('POST /x HTTP/1.1\r\nX-A: \t v \t')?.headers['x-a']).toBe('v');
+  });
+});

@@ -127,7 +127,12 @@ function headerLines(head: string, from: number): Record<string, string> | undef
       if ((c < 32 && c !== 9) || c === 127) return undefined;
       i++;
     }
-    const value = head.slice(valueStart, i).trim();
+    // Optional whitespace is spaces and tabs only (String.trim would also take 0xA0).
+    let from = valueStart;
+    let to = i;
+    while (from < to && (head.charCodeAt(from) === 32 || head.charCodeAt(from) === 9)) from++;
+    while (to > from && (head.charCodeAt(to - 1) === 32 || head.charCodeAt(to - 1) === 9)) to--;
+    const value = head.slice(from, to);
     const before = headers[key];
     if (before === undefined) {
       headers[key] = value;
