@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
+import { seeded } from '../../test/support/timing.js';
+
 import { ChunkedDecoder } from './chunked-decoder.js';
 
 /** The chunked framing of `chunks`, with the last (zero) chunk and an optional trailer. */
@@ -15,18 +17,6 @@ function decode(pieces: readonly Buffer[], decoder = new ChunkedDecoder()): { bo
   const out: Buffer[] = [];
   const used = pieces.map((p) => decoder.push(p, (d) => out.push(d)));
   return { body: Buffer.concat(out), used, done: decoder.done };
-}
-
-/** A small deterministic generator (mulberry32), so that a failing split can be replayed. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** `wire` cut at random places: pieces of 1 to `max` bytes. */

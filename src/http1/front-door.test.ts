@@ -3,23 +3,9 @@ import { connect, createServer as createNetServer, type AddressInfo, type Server
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
+import { gate, sleep, untilTrue as until } from '../../test/support/timing.js';
+
 import { BodyTooLargeError, FrontDoor, type FastHandler, type FastRequest, type FastResponse } from './front-door.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(what: string, condition: () => boolean, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
-
-function gate(): { wait: Promise<void>; open: () => void } {
-  let open: () => void = () => undefined;
-  const wait = new Promise<void>((resolve) => (open = resolve));
-  return { wait, open };
-}
 
 /** One answer as a client reads it off the wire. */
 interface Answer {
@@ -695,7 +681,7 @@ describe('FrontDoor', () => {
     expect(server().isPaused()).toBe(false);
   });
 
-  it('tells the handler of a client reset before the answer through res.once("close")', async () => {
+  it.each(['reset', 'closed (FIN)'] as const)('tells the handler at once, through res.once("close"), of a client %s before the answer', async (how) => {
     let res: FastResponse | undefined;
     const gone = gate();
     const t = await start({
@@ -708,31 +694,13 @@ describe('FrontDoor', () => {
     c.write('GET /fast/slow HTTP/1.1\r\nHost: t\r\n\r\n');
     await until('the handler', () => res !== undefined);
     expect(res?.writableFinished).toBe(false);
-    c.socket.resetAndDestroy();
+    if (how === 'reset') c.socket.resetAndDestroy();
+    else c.socket.destroy();
     await gone.wait;
     expect(res?.writableFinished).toBe(false);
     expect(res?.headersSent).toBe(false);
     // Writing to a gone client takes nothing.
     expect(res?.write('late')).toBe(false);
-    expect(t.door.size).toBe(0);
-  });
-
-  it('tells the handler at once of a client that closed (FIN) before the answer', async () => {
-    let res: FastResponse | undefined;
-    const gone = gate();
-    const t = await start({
-      handler: (_req, r) => {
-        res = r;
-        r.once('close', () => gone.open());
-      },
-    });
-    const c = await RawClient.open(t.port);
-    c.write('GET /fast/stream HTTP/1.1\r\nHost: t\r\n\r\n');
-    await until('the handler', () => res !== undefined);
-    c.socket.destroy();
-    await c.closed;
-    await gone.wait;
-    expect(res?.writableFinished).toBe(false);
     await until('the door to let go', () => t.door.size === 0);
   });
 

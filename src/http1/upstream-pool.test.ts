@@ -3,6 +3,8 @@ import { createServer as createNetServer, type AddressInfo, type Server as NetSe
 
 import { afterEach, describe, expect, it } from 'vitest';
 
+import { gate, sleep, untilTrue as until } from '../../test/support/timing.js';
+
 import { UpstreamPool, type UpstreamCall, type UpstreamPoolOptions, type UpstreamRequest } from './upstream-pool.js';
 
 /** What a handler saw of one exchange, in order. */
@@ -133,23 +135,6 @@ function send(pool: UpstreamPool, req: Partial<UpstreamRequest> = {}, hooks: Hoo
 }
 
 const bodyOf = (seen: Seen): string => Buffer.concat(seen.pieces).toString();
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(what: string, condition: () => boolean, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
-
-/** A promise with its resolve, for a server that waits on the test. */
-function gate(): { wait: Promise<void>; open: () => void } {
-  let open: () => void = () => undefined;
-  const wait = new Promise<void>((resolve) => (open = resolve));
-  return { wait, open };
-}
-
 const closed = (s: Socket): Promise<void> => (s.destroyed ? Promise.resolve() : new Promise((resolve) => s.once('close', () => resolve())));
 
 describe('UpstreamPool', () => {

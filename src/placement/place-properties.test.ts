@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
+import { seeded as mulberry32 } from '../../test/support/timing.js';
+
 import { isMigClass } from '../catalog/gpu-class.js';
 import type { ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
 import type { Device, ExcludedCard } from '../gpu/types.js';
@@ -12,17 +14,6 @@ import type { PlacementInput, PlacementNode, PlacementResult, Shard } from './ty
  * and a differential check against a naive placer that scans every node for every replica
  * under the same rules: the buckets of the real one must choose exactly the same.
  */
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Rng {
   int(lo: number, hi: number): number;
