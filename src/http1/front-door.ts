@@ -41,7 +41,7 @@ export interface FrontDoorOptions {
   handOff: (socket: Socket, read: Buffer | undefined) => void;
   /** An idle connection is closed after this (node:http's keepAliveTimeout). */
   keepAliveMs?: number;
-  /** A request's head and body must arrive within this (node:http's headersTimeout). */
+  /** A request's head and body must arrive within this (node:http's requestTimeout). */
   requestMs?: number;
 }
 
@@ -114,7 +114,7 @@ export class FrontDoor {
   #sweep(): void {
     const now = performance.now();
     const keepAlive = this.#o.keepAliveMs ?? 65_000;
-    const request = this.#o.requestMs ?? 60_000;
+    const request = this.#o.requestMs ?? 300_000;
     for (const c of this.#connections) {
       if (c.active !== undefined) continue;
       const limit = c.hasPartial ? request : keepAlive;

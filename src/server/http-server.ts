@@ -53,7 +53,7 @@ export class HttpServer {
     this.#door = new FrontDoor({
       lanes: this.#lanes,
       keepAliveMs,
-      requestMs: this.#server.headersTimeout,
+      requestMs: this.#server.requestTimeout,
       handOff: (socket, read) => {
         this.#server.emit('connection', socket);
         // node:http reads what comes next from the socket itself; what was read already it is given.
