@@ -153,6 +153,7 @@ class FrontConnection {
     this.active?.clientGone();
     this.socket.end();
   };
+
   constructor(socket: Socket, door: FrontDoor) {
     this.socket = socket;
     this.#door = door;
