@@ -147,6 +147,15 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
     expect(e.data[0]?.embedding.length).toBeGreaterThan(0);
   });
 
+  it('serves /v1/responses where the engine offers it (vLLM), and says what to use where not', async () => {
+    const r = await client.responses.create({ model: 'chat', input: 'hi', max_output_tokens: 2 });
+    expect(r.status).toBe('completed');
+    expect(r.output_text).toBe('Hello from');
+    const refused = await client.responses.create({ model: 'tiny', input: 'hi' }).catch((e: unknown) => e);
+    expect(refused).toMatchObject({ status: 404, code: 'not_found' });
+    expect((refused as Error).message).toContain('model tiny runs on llamacpp, which does not serve /v1/responses: use /v1/chat/completions');
+  });
+
   it('serves an adapter as MODEL:ADAPTER: llama.cpp by lora id, vLLM by name', async () => {
     const llama = (await chat('tiny:sql')) as unknown as { x_fake: { lora: { id: number; scale: number }[]; received: { model: string } } };
     expect(llama.x_fake.lora).toEqual([{ id: 0, scale: 1 }]);
