@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { smiFixtureFile, type SmiFixture } from '../../../test/support/fake-gpu.js';
+import { mixedMigH100Instances } from '../../../test/support/gpu-expectations.js';
 import { joinSmi } from './join-smi.js';
 import { parseSmiList } from './parse-list.js';
 import { parseSmiQuery } from './parse-query.js';
@@ -19,38 +20,7 @@ describe('joinSmi', () => {
     const [h100] = cards;
     expect(h100?.class).toBe('h100-80g');
     expect(h100?.processes).toEqual([]);
-    expect(h100?.instances).toEqual([
-      {
-        index: 0,
-        uuid: 'MIG-b3061c09-2a4c-5026-a575-79f86a5bb12c',
-        profile: '3g.40gb',
-        gpu_instance_id: 2,
-        compute_instance_id: 0,
-        memory_total_mib: 40448,
-        memory_used_mib: 7510,
-        processes: [{ pid: 21198, name: './gpu_burn', memory_mib: 7484 }],
-      },
-      {
-        index: 1,
-        uuid: 'MIG-27b1a30b-e164-5ba8-9904-9d949f65d8e4',
-        profile: '2g.20gb',
-        gpu_instance_id: 3,
-        compute_instance_id: 0,
-        memory_total_mib: 20096,
-        memory_used_mib: 13,
-        processes: [],
-      },
-      {
-        index: 2,
-        uuid: 'MIG-7c1f0b9e-4d2a-5b7e-8f31-0a6c2e9d4b15',
-        profile: '1g.10gb',
-        gpu_instance_id: 9,
-        compute_instance_id: 0,
-        memory_total_mib: 9984,
-        memory_used_mib: 6,
-        processes: [],
-      },
-    ]);
+    expect(h100?.instances).toEqual(mixedMigH100Instances);
   });
 
   it('matches old-style MIG UUIDs by the GI/CI ids they carry, not by position', () => {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { fakeNvidiaSmi, useSmiFixture } from '../../../test/support/fake-gpu.js';
+import { naEverywhereCards } from '../../../test/support/gpu-expectations.js';
 import { devicesOf } from '../devices.js';
 import { DiscoveryError } from '../types.js';
 import { NvidiaSmiDiscovery, smiFailure } from './nvidia-smi-discovery.js';
@@ -104,20 +105,7 @@ describe('NvidiaSmiDiscovery against the fake nvidia-smi', () => {
   it('reads a card that says N/A everywhere as one without those readings', async () => {
     useSmiFixture('na-everywhere');
     const found = await smi.discover();
-    expect(found.cards).toEqual([
-      {
-        index: 0,
-        uuid: 'GPU-1b724e78-eef5-4163-d43c-e4da15d41176',
-        name: 'NVIDIA GeForce RTX 4070 Laptop GPU',
-        class: 'rtx4070laptop-8g',
-        pci_bus_id: '00000000:01:00.0',
-        memory_total_mib: 8188,
-        memory_used_mib: 0,
-        wear: {},
-        processes: [{ pid: 2210, name: '', memory_mib: 0 }],
-        instances: [],
-      },
-    ]);
+    expect(found.cards).toEqual(naEverywhereCards);
   });
 
   it('reads compute-instance profiles (driver 575)', async () => {

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 import { buildFakeNvml, fakeNvmlInitDepth, useNvmlScenario } from '../../../test/support/fake-gpu.js';
+import { mixedMigH100Instances, naEverywhereCards } from '../../../test/support/gpu-expectations.js';
 import { devicesOf } from '../devices.js';
 import { DiscoveryError, type GpuInventory } from '../types.js';
 import { nvmlReturn, type NvmlApi, type NvmlResult } from './nvml-api.js';
@@ -86,38 +87,7 @@ describe('NvmlDiscovery through koffi against the fake NVML', () => {
     expect(h100?.processes).toEqual([]);
     expect(h100 !== undefined && 'utilization_pct' in h100).toBe(false);
     // Handle slot 2 is empty: the instance in slot 3 is Device 2, as nvidia-smi -L numbers it.
-    expect(h100?.instances).toEqual([
-      {
-        index: 0,
-        uuid: 'MIG-b3061c09-2a4c-5026-a575-79f86a5bb12c',
-        profile: '3g.40gb',
-        gpu_instance_id: 2,
-        compute_instance_id: 0,
-        memory_total_mib: 40448,
-        memory_used_mib: 7510,
-        processes: [{ pid: 21198, name: './gpu_burn', memory_mib: 7484 }],
-      },
-      {
-        index: 1,
-        uuid: 'MIG-27b1a30b-e164-5ba8-9904-9d949f65d8e4',
-        profile: '2g.20gb',
-        gpu_instance_id: 3,
-        compute_instance_id: 0,
-        memory_total_mib: 20096,
-        memory_used_mib: 13,
-        processes: [],
-      },
-      {
-        index: 2,
-        uuid: 'MIG-7c1f0b9e-4d2a-5b7e-8f31-0a6c2e9d4b15',
-        profile: '1g.10gb',
-        gpu_instance_id: 9,
-        compute_instance_id: 0,
-        memory_total_mib: 9984,
-        memory_used_mib: 6,
-        processes: [],
-      },
-    ]);
+    expect(h100?.instances).toEqual(mixedMigH100Instances);
     const { devices } = devicesOf(found.cards);
     expect(devices.map((d) => [d.id, d.label, d.class, d.temperature_c, d.power_w])).toEqual([
       [1000, '0/mig0', 'h100-80g-mig-3g.40gb', 52, 433.78],
@@ -169,20 +139,7 @@ describe('NvmlDiscovery through koffi against the fake NVML', () => {
 
   it('leaves out every reading the card does not support', async () => {
     const found = await discover('na-everywhere');
-    expect(found.cards).toEqual([
-      {
-        index: 0,
-        uuid: 'GPU-1b724e78-eef5-4163-d43c-e4da15d41176',
-        name: 'NVIDIA GeForce RTX 4070 Laptop GPU',
-        class: 'rtx4070laptop-8g',
-        pci_bus_id: '00000000:01:00.0',
-        memory_total_mib: 8188,
-        memory_used_mib: 0,
-        wear: {},
-        processes: [{ pid: 2210, name: '', memory_mib: 0 }],
-        instances: [],
-      },
-    ]);
+    expect(found.cards).toEqual(naEverywhereCards);
   });
 
   it('works out profiles from slices and memory when MIG names do not carry them', async () => {
