@@ -3,7 +3,7 @@
 // responses), streamed and not, in each engine's own dialect. Node built-ins only.
 import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
-import { clearTimeout, setTimeout } from 'node:timers';
+import { clearTimeout, setInterval, setTimeout } from 'node:timers';
 
 // Not a module of Node's; the lint of plain .mjs files knows only ECMAScript's globals.
 const { AbortController } = globalThis;
@@ -46,6 +46,22 @@ export function crashLater(settings, log) {
     log(`fake crash after ${settings.failAfterMs} ms (FAIL_AFTER_MS): exiting ${settings.failCode}`);
     process.exit(settings.failCode);
   }, settings.failAfterMs).unref();
+}
+
+/** SIGTERM: log `message`, cut whatever is in flight, exit 0 (vLLM and SGLang alike); SIGINT: exit 0. */
+export function exitOnSignals(inflight, log, message) {
+  process.on('SIGTERM', () => {
+    log(message);
+    for (const entry of inflight.all) entry.res.destroy();
+    process.exit(0);
+  });
+  process.on('SIGINT', () => process.exit(0));
+}
+
+/** A worker rank of a multi-node replica: no HTTP server, alive until a signal. */
+export function idleWorker(log, message) {
+  log(message);
+  setInterval(() => {}, 1 << 30);
 }
 
 export const sleep = (ms, signal) =>

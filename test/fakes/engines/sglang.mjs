@@ -14,11 +14,11 @@
 // Knobs as the llama fake, prefixed FAKE_SGLANG_ (or FAKE_ENGINE_): LOAD_MS, DELAY_MS, TOKEN_MS,
 // TOKENS, FAIL_STATUS, FAIL_AFTER_MS, FAIL_CODE. Answers carry "x_fake": {model, lora, received}.
 import http from 'node:http';
-import { setInterval, setTimeout } from 'node:timers';
+import { setTimeout } from 'node:timers';
 import { URL } from 'node:url';
 
 import {
-  InFlight, Slots, crashLater, echoRequestId, embeddingsBody, fakeSettings, listen, openAiDialect, parseLoose, presentedKey,
+  InFlight, Slots, crashLater, exitOnSignals, idleWorker, echoRequestId, embeddingsBody, fakeSettings, listen, openAiDialect, parseLoose, presentedKey,
   promptTokens, readBody, sendJson, serveGeneration,
 } from './fake-openai-server.mjs';
 
@@ -58,16 +58,10 @@ const created = Math.floor(Date.now() / 1000);
 const dialect = openAiDialect();
 
 crashLater(settings, log);
-process.on('SIGTERM', () => {
-  log('Received SIGTERM, shutting down');
-  for (const entry of inflight.all) entry.res.destroy();
-  process.exit(0);
-});
-process.on('SIGINT', () => process.exit(0));
+exitOnSignals(inflight, log, 'Received SIGTERM, shutting down');
 
 if (Number(one('--node-rank') ?? 0) > 0) {
-  log(`node rank ${one('--node-rank')} of ${one('--nnodes') ?? '?'}, joining ${one('--dist-init-addr') ?? '?'}; no HTTP server on this rank`);
-  setInterval(() => {}, 1 << 30);
+  idleWorker(log, `node rank ${one('--node-rank')} of ${one('--nnodes') ?? '?'}, joining ${one('--dist-init-addr') ?? '?'}; no HTTP server on this rank`);
 } else {
   await serve();
 }

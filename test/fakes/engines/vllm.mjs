@@ -10,11 +10,11 @@
 // Knobs as the llama fake, prefixed FAKE_VLLM_ (or FAKE_ENGINE_): LOAD_MS, DELAY_MS, TOKEN_MS,
 // TOKENS, FAIL_STATUS, FAIL_AFTER_MS, FAIL_CODE. Answers carry "x_fake": {model, lora, received}.
 import http from 'node:http';
-import { setInterval, setTimeout } from 'node:timers';
+import { setTimeout } from 'node:timers';
 import { URL } from 'node:url';
 
 import {
-  InFlight, Slots, crashLater, echoRequestId, embeddingsBody, fakeSettings, listen, openAiDialect, parseLoose, presentedKey,
+  InFlight, Slots, crashLater, exitOnSignals, idleWorker, echoRequestId, embeddingsBody, fakeSettings, listen, openAiDialect, parseLoose, presentedKey,
   promptTokens, readBody, sendJson, serveGeneration, serveResponses,
 } from './fake-openai-server.mjs';
 
@@ -66,16 +66,10 @@ const created = Math.floor(Date.now() / 1000);
 const dialect = openAiDialect();
 
 crashLater(settings, log);
-process.on('SIGTERM', () => {
-  log('Shutting down (SIGTERM)');
-  for (const entry of inflight.all) entry.res.destroy();
-  process.exit(0);
-});
-process.on('SIGINT', () => process.exit(0));
+exitOnSignals(inflight, log, 'Shutting down (SIGTERM)');
 
 if (one('--headless') === 'true') {
-  log(`headless worker, node rank ${one('--node-rank') ?? '?'} of ${one('--nnodes') ?? '?'}, head ${one('--master-addr') ?? '?'}:${one('--master-port') ?? '?'}`);
-  setInterval(() => {}, 1 << 30);
+  idleWorker(log, `headless worker, node rank ${one('--node-rank') ?? '?'} of ${one('--nnodes') ?? '?'}, head ${one('--master-addr') ?? '?'}:${one('--master-port') ?? '?'}`);
 } else {
   await serve();
 }
