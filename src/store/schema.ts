@@ -1,5 +1,7 @@
 import type { Generated } from 'kysely';
 
+import type { UsageRow } from '../core/api-types.js';
+
 /** The tables as Kysely sees them. Times are ISO-8601 UTC text, which sorts as it reads. */
 export interface Database {
   meta: { key: string; value: string };
@@ -84,13 +86,6 @@ export interface Database {
     threads: number | null;
     memory_mib: number | null;
   };
-  usage: {
-    key_name: string;
-    model: string;
-    /** `2026-12-02T13:00:00.000Z`: the hour the requests started in. */
-    hour: string;
-    requests: number;
-    prompt_tokens: number;
-    completion_tokens: number;
-  };
+  /** One row per key, model and hour (`hour`: the ISO time the hour starts). */
+  usage: UsageRow;
 }

@@ -57,6 +57,15 @@ function shard(key: string, processes: ProcessSpec[], extra: Partial<ShardRun> =
   return { key, replica, rank: Number(rank), processes, stopGraceMs: 2000, ...extra };
 }
 
+/** One fake llama-server rank on `port`, loading its model for `loadMs`, health-checked as llama.cpp is. */
+function llamaShard(key: string, port: number, loadMs: number, args: string[] = []): ShardRun {
+  return shard(
+    key,
+    [{ name: 'llama-server', bin: fakeLlamaServer, args: ['--model', fakeGguf(), ...args, '--port', String(port)], env: { FAKE_LLAMA_LOAD_MS: String(loadMs) } }],
+    { health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' } },
+  );
+}
+
 async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 5000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -107,20 +116,7 @@ describe('readiness', () => {
     const { sup, events, dir } = harness();
     const port = await freePort();
     sup.apply([
-      shard(
-        'llama-1/0',
-        [
-          {
-            name: 'llama-server',
-            bin: fakeLlamaServer,
-            args: ['--model', fakeGguf(), '--host', '127.0.0.1', '--port', String(port)],
-            env: { FAKE_LLAMA_LOAD_MS: '500' },
-          },
-        ],
-        {
-          health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' },
-        },
-      ),
+      llamaShard('llama-1/0', port, 500, ['--host', '127.0.0.1']),
     ]);
     expect(statusOf(sup, 'llama-1/0')?.state).toBe('starting');
     const ready = await inState(sup, 'llama-1/0', 'ready');
@@ -197,20 +193,7 @@ describe('readiness', () => {
     const { sup } = harness({ readyTimeoutMs: 300, backoff: { initialMs: 5000, maxMs: 5000 } });
     const port = await freePort();
     sup.apply([
-      shard(
-        'slow/0',
-        [
-          {
-            name: 'llama-server',
-            bin: fakeLlamaServer,
-            args: ['--model', fakeGguf(), '--port', String(port)],
-            env: { FAKE_LLAMA_LOAD_MS: '60000' },
-          },
-        ],
-        {
-          health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' },
-        },
-      ),
+      llamaShard('slow/0', port, 60000),
     ]);
     const failed = await until('the restart', () => {
       const st = statusOf(sup, 'slow/0');
@@ -528,20 +511,7 @@ describe('leftovers', () => {
     const { sup, dir } = harness();
     const port = await freePort();
     sup.apply([
-      shard(
-        'llama-1/0',
-        [
-          {
-            name: 'llama-server',
-            bin: fakeLlamaServer,
-            args: ['--model', fakeGguf(), '--port', String(port)],
-            env: { FAKE_LLAMA_LOAD_MS: '0' },
-          },
-        ],
-        {
-          health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' },
-        },
-      ),
+      llamaShard('llama-1/0', port, 0),
     ]);
     const { pid } = await inState(sup, 'llama-1/0', 'ready');
     const stateFile = join(dir, 'processes.json');
