@@ -97,7 +97,7 @@ export async function replicas(env: Record<string, string>, model?: string): Pro
   const r = await llmgw(['ctl', 'replicas', ...(model === undefined ? [] : [model]), '--json'], env);
   if (r.code !== 0) throw new Error(`ctl replicas failed: ${r.stderr}`);
   const items = (JSON.parse(r.stdout) as { items: ReplicaJson[] }).items;
-  replicasSeen = items.map((x) => `  ${x.id} (${x.model}) ${x.state}${x.reason === undefined ? '' : `: ${x.reason}`}; ports ${x.shards.map((s) => s.port ?? '-').join(', ')}`).join('\n');
+  replicasSeen = items.map((x) => `  ${x.id} (${x.model}) ${x.state}${typeof x.reason === 'string' ? `: ${x.reason}` : ''}; ports ${x.shards.map((s) => s.port ?? '-').join(', ')}`).join('\n');
   return items;
 }
 
