@@ -1,14 +1,15 @@
 // @ts-check
 import js from '@eslint/js';
-import importX from 'eslint-plugin-import-x';
+import importX, { createNodeResolver } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 
 /**
  * The architecture, lowest layer first. A folder may import from its own layer's
  * libraries only where listed, and from every lower layer; never from a higher one.
  * The apps (server, agent, gateway) never import each other: the CLI composes them.
+ * Exported for test/lint-layers.test.ts, which checks that every folder of src is placed here.
  */
-const layers = [
+export const layers = [
   ['core', 'http1'],
   ['catalog', 'gpu'],
   ['config', 'engines', 'planner', 'protocol'],
@@ -51,6 +52,17 @@ export default tseslint.config(
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
     plugins: { 'import-x': importX },
+    settings: {
+      // Sources import each other as './x.js' (nodenext); the file on disk is x.ts. Without this
+      // mapping no import resolves, and no-restricted-paths silently skips what it cannot resolve.
+      'import-x/resolver-next': [
+        createNodeResolver({
+          extensions: ['.ts', '.mts', '.js', '.mjs', '.cjs', '.json', '.node'],
+          extensionAlias: { '.js': ['.ts', '.js'], '.mjs': ['.mts', '.mjs'] },
+          conditionNames: ['types', 'import', 'node', 'require', 'default'],
+        }),
+      ],
+    },
     rules: {
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-non-null-assertion': 'error',
@@ -60,6 +72,8 @@ export default tseslint.config(
       '@typescript-eslint/no-confusing-void-expression': ['error', { ignoreArrowShorthand: true }],
       'import-x/no-default-export': 'error',
       'import-x/no-restricted-paths': ['error', { zones }],
+      // An import the resolver cannot follow is one the layer rule cannot check: make it an error.
+      'import-x/no-unresolved': 'error',
       'max-params': ['error', 4],
     },
   },

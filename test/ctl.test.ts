@@ -1,10 +1,11 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { llmgw, startDaemon, type Daemon } from './support/cli.js';
+import { freePort } from './fakes/engines/fake-engines.js';
+import { childHome, llmgw, startDaemon, type Daemon } from './support/cli.js';
 
 const adminKey = 'ctl-test-admin-key-0123456789abcdef';
 const editor = `${process.execPath} ${join(import.meta.dirname, 'support', 'scripted-editor.mjs')}`;
@@ -196,9 +197,25 @@ describe('llmgw ctl against a running llmgw server', () => {
   });
 
   it('says how to reach a server it cannot reach (exit 1)', async () => {
-    const r = await llmgw(['ctl', 'models', '--server', 'http://127.0.0.1:59999'], { XDG_CONFIG_HOME: join(dir, 'none') });
+    // A port the OS just handed out, that nothing listens on: a fixed one may be taken on this machine.
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const r = await llmgw(['ctl', 'models', '--server', closed], { XDG_CONFIG_HOME: join(dir, 'none') });
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('cannot reach the control plane at http://127.0.0.1:59999 (ECONNREFUSED): is it running?');
+    expect(r.stderr).toContain(`cannot reach the control plane at ${closed} (ECONNREFUSED): is it running?`);
+  });
+
+  it('reads the saved login from HOME when XDG_CONFIG_HOME is unset, and names a file that is not one', async () => {
+    // childHome, not the user's home: a test never reads or writes the login of a real cluster.
+    const saved = join(childHome, '.config', 'llmgw', 'ctl.json');
+    mkdirSync(dirname(saved), { recursive: true });
+    writeFileSync(saved, 'not a login');
+    try {
+      const r = await llmgw(['ctl', 'models']);
+      expect(r.stderr).toContain(`${saved} is not a saved login: run llmgw ctl login again, or delete it`);
+      expect(r.code).toBe(2);
+    } finally {
+      rmSync(saved);
+    }
   });
 });
 

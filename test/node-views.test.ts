@@ -4,6 +4,7 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { freePort } from './fakes/engines/fake-engines.js';
 import { llmgw, startDaemon, type Daemon } from './support/cli.js';
 import { buildFakeNvml, fakeNvidiaSmi, nvmlScenarioFile } from './support/fake-gpu.js';
 
@@ -171,8 +172,10 @@ describe('nodes seen through llmgw ctl and llmgw doctor', () => {
       expect(ok.control_plane).toMatchObject({ url, reachable: true, token: { accepted: true, name: 'doctor-ok', expires_at: null } });
       const bad = JSON.parse((await doctor({ FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550' }, ['--server', url, '--token', 'llmgw_join_wrongwrongwrongwrongwrong'])).stdout);
       expect(bad.warnings).toContainEqual({ code: 'token_refused', message: expect.stringContaining('the join token is not valid') });
-      const down = JSON.parse((await doctor({ FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550' }, ['--server', 'http://127.0.0.1:59998'])).stdout);
-      expect(down.warnings).toContainEqual({ code: 'control_plane_unreachable', message: expect.stringContaining('http://127.0.0.1:59998 does not answer') });
+      // A port the OS just handed out, that nothing listens on: a fixed one may be taken on this machine.
+      const closed = `http://127.0.0.1:${await freePort()}`;
+      const down = JSON.parse((await doctor({ FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550' }, ['--server', closed])).stdout);
+      expect(down.warnings).toContainEqual({ code: 'control_plane_unreachable', message: expect.stringContaining(`${closed} does not answer`) });
     });
 
     it('prints a human report', async () => {

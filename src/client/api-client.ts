@@ -6,11 +6,11 @@ import type {
   HealthView,
   KeyView,
   ListOf,
-  ModelView,
   Role,
   UsageRow,
   WhoAmI,
 } from '../core/api-types.js';
+import type { ModelView } from '../protocol/model-views.js';
 import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../protocol/node-views.js';
 import type { ReplicaView, RestartResult } from '../protocol/replica-views.js';
 import { errorStatus, LlmgwError, messageOf, type ErrorCode, type Issue } from '../core/errors.js';

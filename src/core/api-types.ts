@@ -1,18 +1,7 @@
-import type { ModelSpec } from '../catalog/model-spec.js';
-
-/** What the control plane's API sends, shared by the server and its clients. */
-
-export interface ModelMetadata {
-  /** `config`: declared in the settings file, read-only through the API. `api`: added through it. */
-  origin: 'config' | 'api';
-  version?: number;
-  created_at?: string;
-  created_by?: string;
-  updated_at?: string;
-  updated_by?: string;
-}
-
-export type ModelView = ModelSpec & { metadata: ModelMetadata };
+/**
+ * What the control plane's API sends, shared by the server and its clients: the shapes that
+ * need nothing above core. Views of catalog, node and replica types are in src/protocol.
+ */
 
 /** admin: everything. user: reads, and the gateway. gateway: what a gateway of its own needs. */
 export type Role = 'admin' | 'user' | 'gateway';

@@ -1,5 +1,3 @@
-import type { LoadMetrics } from '../engines/types.js';
-
 /**
  * What a gateway needs to route: the ready replicas of each model, and every model of
  * the catalog (to tell "unknown model" from "no replica ready"). Served by the control
@@ -26,9 +24,23 @@ export interface RouteReplica {
    */
   capacity: number;
   /** The Prometheus names of its load. */
-  loadMetrics: LoadMetrics;
+  loadMetrics: RouteLoadMetrics;
   /** Where its metrics are. */
   metricsUrl: string;
+}
+
+/**
+ * An engine's own Prometheus names for its load, as the route table carries them. The wire
+ * states its own shape (the engine modules sit beside protocol, not below it); the fleet
+ * fills it from each engine's `loadMetrics`, so the compiler holds the two together.
+ */
+export interface RouteLoadMetrics {
+  /** Requests being computed now. */
+  running: string;
+  /** Requests queued in the engine. */
+  waiting: string;
+  /** KV cache use, 0..1, where the engine reports one. */
+  kvUsage?: string;
 }
 
 export interface CatalogEntry {

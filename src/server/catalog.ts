@@ -1,8 +1,8 @@
 import type { ModelSpec } from '../catalog/model-spec.js';
 import { validateModel } from '../catalog/validate.js';
-import type { ModelView } from '../core/api-types.js';
 import { didYouMean } from '../core/did-you-mean.js';
 import { formatIssues, LlmgwError, type Issue } from '../core/errors.js';
+import type { ModelView } from '../protocol/model-views.js';
 import type { Store, StoredModel } from '../store/store.js';
 
 export interface CatalogOptions {

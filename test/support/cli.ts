@@ -1,8 +1,22 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+import { afterAll } from 'vitest';
 
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const llmgwBin = fileURLToPath(new URL('../../bin/llmgw.js', import.meta.url));
+
+/**
+ * HOME and working directory of every llmgw a test starts: a folder of this test file's own.
+ * A user's saved login (~/.config/llmgw/ctl.json) and the settings of an llmgw run in the
+ * checkout (./.llmgw) are then never read, nor written, by a test.
+ */
+export const childHome = mkdtempSync(join(tmpdir(), 'llmgw-test-home-'));
+// Registered on the suite of the test file that imports this module (each file gets its own).
+afterAll(() => { rmSync(childHome, { recursive: true, force: true }); });
 
 export interface RunResult {
   code: number | null;
@@ -10,11 +24,12 @@ export interface RunResult {
   stderr: string;
 }
 
-/** Runs the built `llmgw` as a user would, with only the environment given (plus PATH and HOME). */
+/** Runs the built `llmgw` as a user would, with only the environment given (plus PATH and HOME), in childHome. */
 export function llmgw(args: readonly string[], env: Record<string, string> = {}, input?: string): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [llmgwBin, ...args], {
-      env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/tmp', ...env },
+      env: { PATH: process.env['PATH'] ?? '', HOME: childHome, ...env },
+      cwd: childHome,
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -36,10 +51,10 @@ export interface Daemon {
   stop: (signal?: NodeJS.Signals) => Promise<number | null>;
 }
 
-/** Starts a long-running llmgw command (server, up, agent). */
-export function startDaemon(args: readonly string[], env: Record<string, string>, cwd?: string): Daemon {
+/** Starts a long-running llmgw command (server, up, agent), in childHome unless given a cwd. */
+export function startDaemon(args: readonly string[], env: Record<string, string>, cwd: string = childHome): Daemon {
   const child = spawn(process.execPath, [llmgwBin, ...args], {
-    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/tmp', ...env },
+    env: { PATH: process.env['PATH'] ?? '', HOME: childHome, ...env },
     cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

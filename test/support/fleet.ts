@@ -86,20 +86,30 @@ export interface ReplicaJson {
   endpoint?: string;
   restarts: number;
   retiring?: boolean;
-  shards: { pid?: number; devices: string[]; node: string; state: string; reason?: string; last_exit?: { code: number | null; signal: string | null; log_tail: string[] } }[];
+  shards: { pid?: number; port?: number; devices: string[]; node: string; state: string; reason?: string; last_exit?: { code: number | null; signal: string | null; log_tail: string[] } }[];
 }
+
+/** The replicas the last `replicas()` call saw, one line each: what `until` names when it times out. */
+let replicasSeen: string | undefined;
 
 /** `llmgw ctl replicas --json`. */
 export async function replicas(env: Record<string, string>, model?: string): Promise<ReplicaJson[]> {
   const r = await llmgw(['ctl', 'replicas', ...(model === undefined ? [] : [model]), '--json'], env);
   if (r.code !== 0) throw new Error(`ctl replicas failed: ${r.stderr}`);
-  return (JSON.parse(r.stdout) as { items: ReplicaJson[] }).items;
+  const items = (JSON.parse(r.stdout) as { items: ReplicaJson[] }).items;
+  replicasSeen = items.map((x) => `  ${x.id} (${x.model}) ${x.state}${typeof x.reason === 'string' ? `: ${x.reason}` : ''}; ports ${x.shards.map((s) => s.port ?? '-').join(', ')}`).join('\n');
+  return items;
+}
+
+function seenSince(): string {
+  return replicasSeen === undefined ? '' : `\nthe replicas last seen:\n${replicasSeen}`;
 }
 
 /** Polls until `probe` gives something, or fails naming what it waited for and what it last saw. */
 export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
   const end = Date.now() + timeoutMs;
   let last: unknown;
+  replicasSeen = undefined;
   for (;;) {
     try {
       const v = await probe();
@@ -107,7 +117,9 @@ export async function until<T>(what: string, probe: () => Promise<T | undefined>
     } catch (e) {
       last = e;
     }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last === undefined ? '' : `: ${last instanceof Error ? last.message : JSON.stringify(last)}`}`);
+    if (Date.now() > end) {
+      throw new Error(`timed out waiting for ${what}${last === undefined ? '' : `: ${last instanceof Error ? last.message : JSON.stringify(last)}`}${seenSince()}`);
+    }
     await new Promise((r) => setTimeout(r, 200));
   }
 }

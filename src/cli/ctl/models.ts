@@ -4,8 +4,8 @@ import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 
 import { ApiError } from '../../client/api-client.js';
-import type { ModelView } from '../../core/api-types.js';
 import { messageOf } from '../../core/errors.js';
+import type { ModelView } from '../../protocol/model-views.js';
 import { stringOpt, type Runner } from '../command.js';
 import { age, emit, table, yaml } from '../output.js';
 import { UsageError } from '../usage-error.js';

@@ -1,6 +1,7 @@
 import { Hono } from 'hono';
 
-import type { ListOf, ModelView } from '../../core/api-types.js';
+import type { ListOf } from '../../core/api-types.js';
+import type { ModelView } from '../../protocol/model-views.js';
 import { adminOnly, ifMatchVersion, principalOf, rawJson, type ApiDeps, type ApiEnv } from './context.js';
 
 export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
