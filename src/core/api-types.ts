@@ -14,8 +14,12 @@ export interface ModelMetadata {
 
 export type ModelView = ModelSpec & { metadata: ModelMetadata };
 
-/** admin: everything. user: reads, and the gateway. gateway: what a gateway of its own needs. */
-export type Role = 'admin' | 'user' | 'gateway';
+/**
+ * admin: everything. user: reads, and the gateway. gateway: what a gateway of its own needs.
+ * metrics: reads /metrics only (a Prometheus scraper's key).
+ */
+export const roles = ['admin', 'user', 'gateway', 'metrics'] as const;
+export type Role = (typeof roles)[number];
 
 export interface KeyView {
   name: string;
