@@ -223,7 +223,7 @@ describe('control-plane API over HTTP', () => {
       expect(name.status).toBe(400);
       expect(name.body.error.message).toContain('a key name is lower-case letters');
       const role = await api(t.url, t.adminKey, 'POST', '/keys', { name: 'x', role: 'root' });
-      expect(role.body.error.message).toContain('role: expected one of "admin", "user", "gateway", got "root"');
+      expect(role.body.error.message).toContain('role: expected one of "admin", "user", "gateway", "metrics", got "root"');
       const extra = await api(t.url, t.adminKey, 'POST', '/keys', { name: 'x', expires: 'never' });
       expect(extra.body.error.message).toContain('unknown key "expires"');
       const system = await api(t.url, t.adminKey, 'POST', '/keys', { name: 'system' });

@@ -53,9 +53,17 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
         gpu('twin', 'vllm', { replicas: 2 }),
         gpu('tiny', 'llamacpp', { profile: `        args: [--parallel, '1']\n        adapters: [{name: sql, path: ${join(dir, 'sql.gguf')}}]\n` }),
         gpu('embed', 'llamacpp', { profile: `        args: [--embeddings]\n` }),
+        // llama.cpp without --embeddings: its /v1/embeddings answers 501.
+        gpu('plain', 'llamacpp', { profile: `        args: [--parallel, '4']\n` }),
+        // Loads for ten minutes: its replica stays starting.
+        gpu('loading', 'llamacpp', { profile: `        env: {FAKE_LLAMA_LOAD_MS: '600000'}\n` }),
         '  - name: nowhere',
         '    source: hf://org/repo',
         '    profiles: [{name: l4, engine: vllm, gpu_class: l4-24g}]',
+        // Its weights are on no node: its replica fails.
+        '  - name: broken',
+        `    source: ${join(dir, 'missing.gguf')}`,
+        '    profiles: [{name: cpu, engine: llamacpp, cpu: true, min_memory_gb: 0.1}]',
       ].join('\n'),
     );
     env = { XDG_CONFIG_HOME: join(dir, 'xdg') };
@@ -70,7 +78,7 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
     adminKey = (await up.waitFor(/shown only this once[^\n]*\n\n\s+(llmgw_key_\w+)/))[1]!;
     url = (await up.waitFor(/"url":"(http:\/\/[\d.:]+)"/))[1]!;
     client = new OpenAI({ baseURL: `${url}/v1`, apiKey: adminKey, maxRetries: 0 });
-    for (const model of ['chat', 'twin', 'tiny', 'embed']) {
+    for (const model of ['chat', 'twin', 'tiny', 'embed', 'plain']) {
       await until(`${model} ready`, async () => {
         const list = await replicas(env, model);
         return list.length > 0 && list.every((r) => r.state === 'ready' || r.state === 'degraded') ? true : undefined;
@@ -87,7 +95,7 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
   it('lists the served models and their adapters', async () => {
     const models = await client.models.list();
     const ids = models.data.map((m) => m.id);
-    expect(ids).toEqual(expect.arrayContaining(['chat', 'chat:sql', 'twin', 'tiny', 'tiny:sql', 'embed', 'nowhere']));
+    expect(ids).toEqual(expect.arrayContaining(['chat', 'chat:sql', 'twin', 'tiny', 'tiny:sql', 'embed', 'plain', 'loading', 'nowhere', 'broken']));
   });
 
   it('answers chat completions, non-streamed, with the body reaching the engine as sent', async () => {
@@ -248,8 +256,183 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
       body: JSON.stringify({ model: 'nowhere', messages: [{ role: 'user', content: 'x' }] }),
     });
     expect(pending.status).toBe(503);
-    expect(pending.headers.get('retry-after')).not.toBeNull();
-    expect(((await pending.json()) as { error: { message: string; code: string } }).error).toMatchObject({ code: 'no_ready_replica', message: 'no replica of nowhere is ready: llmgw ctl replicas nowhere says why' });
+    expect(((await pending.json()) as { error: { message: string; code: string } }).error.code).toBe('no_ready_replica');
+  });
+
+  /** An OpenAI client that retries as it does by default (twice), counting the requests it makes. */
+  const countingClient = (apiKey = adminKey) => {
+    const counter = { calls: 0 };
+    const c = new OpenAI({
+      baseURL: `${url}/v1`,
+      apiKey,
+      maxRetries: 2,
+      fetch: (input: string | URL | Request, init?: RequestInit) => {
+        counter.calls++;
+        return fetch(input, init);
+      },
+    });
+    return { client: c, counter };
+  };
+  const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+
+  it("passes an engine's 4xx or 501 to the client at once, in OpenAI's shape with the engine's message", async () => {
+    const { client: c, counter } = countingClient();
+    const refused = await c.embeddings.create({ model: 'plain', input: 'hello' }).catch((e: unknown) => e);
+    expect(refused).toMatchObject({ status: 501, code: 501, type: 'not_supported_error' });
+    expect((refused as Error).message).toContain('This server does not support embeddings. Start it with `--embeddings`');
+    // Not tried on another replica, and not again by the client: the engine was not started for it.
+    expect(counter.calls).toBe(1);
+    const raw = await post('/v1/embeddings', { model: 'plain', input: 'x' });
+    expect(raw.status).toBe(501);
+    expect(raw.headers.get('x-should-retry')).toBe('false');
+    expect(raw.headers.get('x-llmgw-replica')).toMatch(/^plain-/);
+    expect(await raw.json()).toEqual({ error: { message: 'This server does not support embeddings. Start it with `--embeddings`', type: 'not_supported_error', param: null, code: 501 } });
+    // A 400 of the engine's own (llama.cpp wants messages) is the client's answer too.
+    const bad = await post('/v1/chat/completions', { model: 'plain', max_tokens: 1 });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toEqual({ error: { message: "'messages' is required", type: 'invalid_request_error', param: null, code: 400 } });
+  });
+
+  it('keeps serving chat on a model while another client hammers it with requests its engine refuses', async () => {
+    const hammer = async () => {
+      const statuses: number[] = [];
+      for (let i = 0; i < 30; i++) {
+        const r = await post('/v1/embeddings', { model: 'plain', input: `x${i}` });
+        await r.text();
+        statuses.push(r.status);
+      }
+      return statuses;
+    };
+    const chatter = async () => {
+      let ok = 0;
+      for (let i = 0; i < 10; i++) {
+        const r = await post('/v1/chat/completions', { model: 'plain', messages: [{ role: 'user', content: `c${i}` }], max_tokens: 2 });
+        await r.text();
+        if (r.status === 200) ok++;
+      }
+      return ok;
+    };
+    const [h1, h2, c1, c2] = await Promise.all([hammer(), hammer(), chatter(), chatter()]);
+    expect([...h1, ...h2].filter((st) => st !== 501)).toEqual([]);
+    expect(c1 + c2).toBe(20);
+    // The replica stays in rotation: its breaker never opened.
+    const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
+    expect(text).toMatch(/llmgw_gateway_replica_state\{replica="plain-[^"]+",model="plain",state="closed"\} 1/);
+    expect(text).toMatch(/llmgw_gateway_errors_total\{model="plain",key="admin",code="engine_refused"\} \d+/);
+    expect(text).not.toMatch(/llmgw_gateway_retries_total\{model="plain"\} [1-9]/);
+  });
+
+  it('keeps /metrics and the log small and free of secrets, whatever model names and paths clients send', async () => {
+    const metrics = async () => (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
+    const before = await metrics();
+    const mark = up.output().length;
+    const huge = 'm'.repeat(200_000);
+    for (let i = 0; i < 10; i++) {
+      const r = await post('/v1/chat/completions', { model: `${huge}${i}`, messages: [{ role: 'user', content: 'x' }] });
+      expect(r.status).toBe(400);
+      const text = await r.text();
+      expect(text.length).toBeLessThan(1000);
+      expect(JSON.parse(text).error).toEqual({
+        message: 'the model name is 200001 characters long: models and adapters are named by DNS labels of at most 63 characters (MODEL, or MODEL:ADAPTER); GET /v1/models lists them',
+        type: 'invalid_request_error',
+        param: 'model',
+        code: 'invalid_request',
+      });
+    }
+    // An adapter name is held to the same bound.
+    const longAdapter = await post('/v1/chat/completions', { model: `chat:${'a'.repeat(64)}`, messages: [] });
+    expect(longAdapter.status).toBe(400);
+    const random = Array.from({ length: 100 }, (_, i) => `r${i}-${Math.random().toString(36).slice(2)}`);
+    for (const model of random) {
+      const r = await post('/v1/completions', { model, prompt: 'x' });
+      expect(r.status).toBe(404);
+      await r.text();
+    }
+    // A key sent as a model name, and in a path (the gateway's and the API's).
+    const asModel = await post('/v1/chat/completions', { model: adminKey, messages: [] });
+    expect(asModel.status).toBe(404);
+    expect((await fetch(`${url}/v1/${adminKey}`, { headers: { authorization: `Bearer ${adminKey}` } })).status).toBe(404);
+    const apiPath = await fetch(`${url}/api/v1/${adminKey}`, { headers: { authorization: `Bearer ${adminKey}` } });
+    expect(apiPath.status).toBe(404);
+    expect(await apiPath.text()).not.toContain(adminKey);
+    await (await post('/v1/chat/completions', { model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }, { 'x-request-id': 'probe-done' })).text();
+    await up.waitFor(/"requestId":"probe-done"/, 10_000);
+
+    const after = await metrics();
+    expect(after).not.toContain('mmmmmmmm');
+    for (const model of random) expect(after).not.toContain(model);
+    expect(after).not.toContain(adminKey.slice(10));
+    expect(after).toMatch(/llmgw_gateway_requests_total\{model="unknown",key="admin",status="404"\} \d+/);
+    // Refused for its length before it was taken as a model name at all.
+    expect(after).toMatch(/llmgw_gateway_requests_total\{model="-",key="admin",status="400"\} \d+/);
+    // A few series for "unknown" at most, not one per name sent.
+    expect(after.length - before.length).toBeLessThan(8 * 1024);
+    const log = up.output().slice(mark);
+    expect(log).not.toContain(adminKey.slice(10));
+    expect(log).not.toContain('m'.repeat(1000));
+    expect(log).toContain('llmgw_key_[redacted]');
+    for (const line of log.split('\n').filter((l) => l.includes('"msg":"gateway request"') || l.includes('"msg":"api request"'))) expect(line.length).toBeLessThan(2048);
+  });
+
+  it('answers at once, without Retry-After, for a model none of whose replicas can come up; one that is starting keeps the wait', async () => {
+    await until('broken failed', async () => ((await replicas(env, 'broken')).some((r) => r.state === 'failed') ? true : undefined), 30_000);
+    const { client: c, counter } = countingClient();
+    const failed = await until('the gateway to see it', async () => {
+      const e = (await chat('broken').catch((x: unknown) => x)) as { status?: number; headers?: Headers; message: string };
+      return e.status === 503 && e.headers?.get('retry-after') === null ? e : undefined;
+    });
+    expect(failed.message).toMatch(/^503 no replica of broken can serve: replica broken-\S+ failed: .*are not on node .*\(llmgw ctl replicas broken says more\)$/);
+    counter.calls = 0;
+    await expect(c.chat.completions.create({ model: 'broken', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status: 503, code: 'no_ready_replica' });
+    expect(counter.calls).toBe(1);
+
+    // Waiting for room that does not exist is no better.
+    const nowhere = await post('/v1/chat/completions', { model: 'nowhere', messages: [{ role: 'user', content: 'x' }] });
+    expect(nowhere.status).toBe(503);
+    expect(nowhere.headers.get('retry-after')).toBeNull();
+    expect(nowhere.headers.get('x-should-retry')).toBe('false');
+    expect(((await nowhere.json()) as { error: { message: string } }).error.message).toMatch(/^no replica of nowhere can serve: 1 replica waits for room: .*l4-24g.* \(llmgw ctl replicas nowhere says more\)$/);
+
+    // A replica on its way: the client is told to come back.
+    expect((await replicas(env, 'loading')).map((r) => r.state)).toEqual(['starting']);
+    const loading = await post('/v1/chat/completions', { model: 'loading', messages: [{ role: 'user', content: 'x' }] });
+    expect(loading.status).toBe(503);
+    expect(loading.headers.get('retry-after')).toBe('10');
+    expect(((await loading.json()) as { error: { message: string } }).error.message).toBe('no replica of loading is ready: llmgw ctl replicas loading says why');
+  });
+
+  it('serves /metrics at its path only, to admin and metrics keys', async () => {
+    const get = (path: string, key?: string) => fetch(`${url}${path}`, { headers: key === undefined ? {} : { authorization: `Bearer ${key}` } });
+    const scraper = await key('prom', ['--role', 'metrics']);
+    const user = await key('metrics-curious');
+    const ok = await get('/metrics', scraper);
+    expect(ok.status).toBe(200);
+    expect(await ok.text()).toContain('llmgw_gateway_requests_total');
+    expect((await get('/metrics?x=1', adminKey)).status).toBe(200);
+
+    const denied = await get('/metrics', user);
+    expect(denied.status).toBe(403);
+    expect(((await denied.json()) as { error: unknown }).error).toEqual({
+      message: 'key "metrics-curious" has the user role; /metrics needs an admin key or a metrics key (llmgw ctl key create NAME --role metrics)',
+      type: 'permission_error',
+      param: null,
+      code: 'permission_denied',
+    });
+    for (const path of ['/metricsXYZ', '/metrics/x', '/metrics.txt']) {
+      const r = await get(path, adminKey);
+      expect(r.status).toBe(404);
+      expect(((await r.json()) as { error: { message: string } }).error.message).toBe(`no route GET ${path}: metrics are at GET /metrics`);
+    }
+
+    // The metrics key reads /metrics and nothing else.
+    const v1 = await new OpenAI({ baseURL: `${url}/v1`, apiKey: scraper, maxRetries: 0 }).models.list().catch((e: unknown) => e);
+    expect(v1).toMatchObject({ status: 403, code: 'permission_denied' });
+    expect((v1 as Error).message).toContain('key "prom" has the metrics role, which reads /metrics only: use a user key for /v1');
+    const api = await get('/api/v1/models', scraper);
+    expect(api.status).toBe(403);
+    expect(((await api.json()) as { error: { message: string } }).error.message).toBe('key "prom" has the metrics role, which reads /metrics only: use a user or admin key for the API');
+    expect(await (await get('/api/v1/whoami', scraper)).json()).toEqual({ name: 'prom', role: 'metrics' });
   });
 
   it('queues requests when every replica is full, and answers 503 with Retry-After past the bound', async () => {

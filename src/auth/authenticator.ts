@@ -1,3 +1,4 @@
+import { bearerToken } from '../core/bearer.js';
 import { LlmgwError } from '../core/errors.js';
 import { hashSecret } from '../core/secrets.js';
 import type { ApiKeyRecord, Role, Store } from '../store/store.js';
@@ -40,7 +41,7 @@ export class Authenticator {
 
   /** The principal of an `Authorization` header, or a 401 that says what to send. */
   async authenticate(header: string | undefined): Promise<Principal> {
-    const secret = bearer(header);
+    const secret = bearerToken(header);
     if (secret === undefined) {
       throw new LlmgwError('unauthenticated', 'this route needs an API key: send the header "Authorization: Bearer KEY" (llmgw ctl login saves one)');
     }
@@ -86,14 +87,8 @@ export class Authenticator {
 
 export function requireRole(principal: Principal, role: Role): void {
   if (role === 'admin' && principal.role !== 'admin') {
-    throw new LlmgwError('permission_denied', `this needs an admin key; key "${principal.name}" has the user role`);
+    throw new LlmgwError('permission_denied', `this needs an admin key; key "${principal.name}" has the ${principal.role} role`);
   }
-}
-
-function bearer(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  return m?.[1];
 }
 
 function toPrincipal(key: ApiKeyRecord): Principal {

@@ -1,7 +1,8 @@
 import { ApiClient } from '../client/api-client.js';
 import { HttpServer } from '../server/http-server.js';
 
-import { mountGateway, newGateway, remoteKeys, remoteRoutes, remoteUsage } from './gateway-compose.js';
+import { remoteKeys } from '../gateway/keys.js';
+import { mountGateway, newGateway, remoteRoutes, remoteUsage } from './gateway-compose.js';
 import { createLogger } from './logger.js';
 import { untilSignalled } from './signals.js';
 import { commandSettings } from './settings.js';

@@ -3,8 +3,12 @@
  * need nothing above core. Views of catalog, node and replica types are in src/protocol.
  */
 
-/** admin: everything. user: reads, and the gateway. gateway: what a gateway of its own needs. */
-export type Role = 'admin' | 'user' | 'gateway';
+/**
+ * admin: everything. user: reads, and the gateway. gateway: what a gateway of its own needs.
+ * metrics: reads /metrics only (a Prometheus scraper's key).
+ */
+export const roles = ['admin', 'user', 'gateway', 'metrics'] as const;
+export type Role = (typeof roles)[number];
 
 export interface KeyView {
   name: string;

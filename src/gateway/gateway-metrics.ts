@@ -1,26 +1,69 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 
+import type { CatalogEntry } from '../protocol/routes.js';
+
 import { CounterTable, HistogramTable, type CounterCell, type HistogramCell } from './metric-tables.js';
 
 import type { ReplicaLoad } from './router/types.js';
 
+/** The model label of what a client asked for that is not in the catalog. */
+export const unknownModel = 'unknown';
+/** The label of what a request never got to: a model before its body was read, a key that was not valid. */
+export const none = '-';
+
+/**
+ * Label values from bounded sets only: whatever a client sends becomes at most one more
+ * series, never one per value (each series stays in memory and in every scrape).
+ */
+export class MetricLabels {
+  #known = new Set<string>();
+
+  /** The catalog's models, and their adapters as `MODEL:ADAPTER`. */
+  setCatalog(models: readonly CatalogEntry[]): void {
+    const known = new Set<string>();
+    for (const m of models) {
+      known.add(m.name);
+      for (const a of m.adapters) known.add(`${m.name}:${a}`);
+    }
+    this.#known = known;
+  }
+
+  /** A model of the catalog as itself; anything else (a typo, a megabyte) as `unknown`. */
+  model(name: string | undefined): string {
+    if (name === undefined) return none;
+    return this.#known.has(name) ? name : unknownModel;
+  }
+
+  /** Key names come from the store (only a key that was found has a name). */
+  key(name: string | undefined): string {
+    return name ?? none;
+  }
+
+  /** HTTP's status codes; anything outside them (a broken engine) as `other`. */
+  status(status: number): string {
+    return Number.isInteger(status) && status >= 100 && status <= 599 ? String(status) : 'other';
+  }
+}
+
 /**
  * The gateway's Prometheus metrics. Per-request ones are labelled by model, key name and
- * status (bounded sets: catalog models, keys) and kept in tables the request path adds to
- * directly (metric-tables.ts); per-replica ones are filled in when scraped, from the
- * router's view.
+ * status (bounded sets: catalog models, keys, HTTP statuses; see MetricLabels) and kept in
+ * tables the request path adds to directly (metric-tables.ts); per-replica ones are filled
+ * in when scraped, from the router's view.
  */
 type Observer = { observe: (v: number) => void };
 
 /** Everything one (model, key) pair counts, found once per request. */
 interface Account {
-  statuses: Map<number, CounterCell>;
+  key: string;
+  statuses: Map<string, CounterCell>;
   prompt: CounterCell;
   completion: CounterCell;
 }
 
 /** Per model. */
 interface ModelCells {
+  label: string;
   duration: HistogramCell;
   ttft: HistogramCell;
   itl: HistogramCell;
@@ -30,6 +73,7 @@ interface ModelCells {
 
 export class GatewayMetrics {
   readonly registry = new Registry();
+  readonly labels = new MetricLabels();
   readonly #models = new Map<string, ModelCells>();
   readonly requests: CounterTable;
   readonly errors: Counter<'model' | 'key' | 'code'>;
@@ -39,42 +83,55 @@ export class GatewayMetrics {
   readonly tokens: CounterTable;
   readonly retries: CounterTable;
 
+  /** The catalog's models and adapters: the model labels there are (anything else is `unknown`). */
+  setCatalog(models: readonly CatalogEntry[]): void {
+    this.labels.setCatalog(models);
+  }
+
   /** A request answered (or refused): its count by status, and its duration. */
-  answered(model: string, key: string, status: number, seconds: number): void {
+  answered(model: string | undefined, key: string | undefined, status: number, seconds: number): void {
     const m = this.#model(model);
-    const a = this.#account(m, model, key);
-    let cell = a.statuses.get(status);
+    const a = this.#account(m, this.labels.key(key));
+    const s = this.labels.status(status);
+    let cell = a.statuses.get(s);
     if (cell === undefined) {
-      cell = this.requests.cell(`${model}\u0000${key}\u0000${status}`, () => ({ model, key, status: String(status) }));
-      a.statuses.set(status, cell);
+      cell = this.requests.cell(`${m.label}\u0000${a.key}\u0000${s}`, () => ({ model: m.label, key: a.key, status: s }));
+      a.statuses.set(s, cell);
     }
     cell.value++;
     m.duration.observe(seconds);
   }
 
-  countTokens(model: string, key: string, prompt: number, completion: number): void {
-    const a = this.#account(this.#model(model), model, key);
+  /** A request refused (by the gateway, or the engine: `engine_refused`), by its error code. */
+  refused(model: string | undefined, key: string | undefined, code: string): void {
+    this.errors.inc({ model: this.labels.model(model), key: this.labels.key(key), code });
+  }
+
+  countTokens(model: string | undefined, key: string | undefined, prompt: number, completion: number): void {
+    const a = this.#account(this.#model(model), this.labels.key(key));
     a.prompt.value += prompt;
     a.completion.value += completion;
   }
 
-  ttftFor(model: string): Observer {
+  ttftFor(model: string | undefined): Observer {
     return this.#model(model).ttft;
   }
 
-  itlFor(model: string): Observer {
+  itlFor(model: string | undefined): Observer {
     return this.#model(model).itl;
   }
 
-  retry(model: string): void {
+  retry(model: string | undefined): void {
     this.#model(model).retries.value++;
   }
 
-  #model(model: string): ModelCells {
+  #model(name: string | undefined): ModelCells {
+    const model = this.labels.model(name);
     let m = this.#models.get(model);
     if (m === undefined) {
       const labels = () => ({ model });
       m = {
+        label: model,
         duration: this.duration.cell(model, labels),
         ttft: this.ttft.cell(model, labels),
         itl: this.itl.cell(model, labels),
@@ -86,10 +143,12 @@ export class GatewayMetrics {
     return m;
   }
 
-  #account(m: ModelCells, model: string, key: string): Account {
+  #account(m: ModelCells, key: string): Account {
+    const model = m.label;
     let a = m.keys.get(key);
     if (a === undefined) {
       a = {
+        key,
         statuses: new Map(),
         prompt: this.tokens.cell(`${model}\u0000${key}\u0000prompt`, () => ({ model, key, kind: 'prompt' })),
         completion: this.tokens.cell(`${model}\u0000${key}\u0000completion`, () => ({ model, key, kind: 'completion' })),

@@ -1,14 +1,15 @@
-import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 
 import { didYouMean } from '../core/did-you-mean.js';
-import { BodyTooLargeError } from '../http1/front-door.js';
+import { clientText } from '../core/redact.js';
+import { requestIdFrom } from '../core/request-id.js';
 import { UpstreamPool, type UpstreamCall } from '../http1/upstream-pool.js';
 import type { CatalogEntry, RouteReplica, RouteTable } from '../protocol/routes.js';
 
 import type { ClientResponse, GatewayRequest } from './client-io.js';
 import { GatewayMetrics } from './gateway-metrics.js';
-import { GatewayError, sendError } from './openai-errors.js';
+import { admitKey, type GatewayKeys, type GatewayPrincipal, type KeyHeaders, type KeyScope } from './keys.js';
+import { allFailed, engineError, GatewayError, sendEngineError, sendError, toGatewayError } from './openai-errors.js';
 import { RateLimits } from './rate-limits.js';
 import { Router } from './router/router.js';
 import { Scraper } from './router/scraper.js';
@@ -16,19 +17,6 @@ import { RouterError, type Lease, type Outcome } from './router/types.js';
 import { SseRelay } from './sse-relay.js';
 import { UsageRecorder, type UsageSink } from './usage-recorder.js';
 import { scanUsage, type TokenCounts } from './usage-scan.js';
-
-/** Who is calling, as the gateway needs it: the key's name and what it may use. */
-export interface GatewayPrincipal {
-  name: string;
-  allowedModels: string[] | null;
-  rpm: number | null;
-  tpm: number | null;
-}
-
-export interface GatewayKeys {
-  /** The key of an `Authorization: Bearer` (or `X-Api-Key`) header; throws GatewayError invalid_api_key. */
-  check(secret: string | undefined): Promise<GatewayPrincipal>;
-}
 
 export interface GatewayOptions {
   keys: GatewayKeys;
@@ -45,6 +33,10 @@ export interface GatewayOptions {
 }
 
 const chatPaths = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses']);
+/** Model and adapter names are DNS labels: a longer name is refused before any work is done with it. */
+const nameMax = 63;
+/** Most of an engine's error body read (its message is what the client needs). */
+const errorBodyMax = 64 * 1024;
 /** Engines that serve OpenAI's Responses API. */
 const responsesEngines = new Set(['vllm', 'sglang']);
 
@@ -54,7 +46,10 @@ interface Exchange {
   cancel?: (() => void) | undefined;
   started: number;
   principal?: GatewayPrincipal;
+  /** The model as asked for (`MODEL` or `MODEL:ADAPTER`), once its length is checked. */
   model?: string;
+  /** The catalog model: the part before any `:`. */
+  base?: string;
   replica?: string;
   status?: number;
   retries: number;
@@ -82,6 +77,8 @@ export class Gateway {
   readonly metrics: GatewayMetrics;
   readonly #pools = new Map<string, UpstreamPool>();
   #table: RouteTable = { replicas: [], models: [] };
+  /** The table's models by name. */
+  #catalog = new Map<string, CatalogEntry>();
   #timer: NodeJS.Timeout | undefined;
   #refreshing = false;
 
@@ -120,6 +117,8 @@ export class Gateway {
     try {
       const table = await this.#o.routes();
       this.#table = table;
+      this.#catalog = new Map(table.models.map((m) => [m.name, m]));
+      this.metrics.setCatalog(table.models);
       this.router.setReplicas(table.replicas);
       this.#scraper.setReplicas(table.replicas);
       // Connections to engines that are gone are closed (requests on them finish first).
@@ -146,47 +145,53 @@ export class Gateway {
     return this.#usage.flush();
   }
 
-  /** Everything under /v1/. */
-  handle(req: GatewayRequest, res: ClientResponse): void {
-    const x: Exchange = { requestId: requestIdOf(req), started: performance.now(), retries: 0, queuedMs: 0 };
-    this.#serve(req, res, x).catch((e: unknown) => {
-      const err = e instanceof GatewayError ? e : new GatewayError('upstream_error', 'the gateway failed on this request; see its log for the request id');
-      if (!(e instanceof GatewayError)) this.#o.logger.error({ requestId: x.requestId, err: e instanceof Error ? e.stack : String(e) }, 'gateway error');
-      this.#refuse(res, x, err);
-    });
+  /**
+   * The key of a request, from its head alone: whether it may call `scope` at all (which
+   * models it may use is known once the body names one). Throws GatewayError; answer it
+   * with `refuse`. For a front door that checks keys before it reads a body.
+   */
+  checkKey(headers: KeyHeaders, scope: KeyScope): Promise<GatewayPrincipal> {
+    return admitKey(this.#o.keys, headers, scope);
   }
 
-  /** Prometheus text; behind a key, like every gateway route. */
+  /** Answers a request refused before the gateway took it (by `checkKey`), in OpenAI's shape. */
+  refuse(req: Pick<GatewayRequest, 'headers'>, res: ClientResponse, e: unknown): void {
+    const x: Exchange = { requestId: requestIdFrom(req.headers['x-request-id']), started: performance.now(), retries: 0, queuedMs: 0 };
+    this.#fail(res, x, e);
+  }
+
+  /** Everything under /v1/. */
+  handle(req: GatewayRequest, res: ClientResponse): void {
+    const x: Exchange = { requestId: requestIdFrom(req.headers['x-request-id']), started: performance.now(), retries: 0, queuedMs: 0 };
+    this.#serve(req, res, x).catch((e: unknown) => this.#fail(res, x, e));
+  }
+
+  /** Prometheus text, at /metrics only, for an admin key or a metrics key: it names every key. */
   async metricsHandler(req: GatewayRequest, res: ClientResponse): Promise<void> {
-    const x: Exchange = { requestId: requestIdOf(req), started: performance.now(), retries: 0, queuedMs: 0 };
+    const x: Exchange = { requestId: requestIdFrom(req.headers['x-request-id']), started: performance.now(), retries: 0, queuedMs: 0 };
     try {
-      await this.#o.keys.check(secretOf(req));
+      const path = (req.url ?? '/').split('?')[0] ?? '/';
+      if (path !== '/metrics') throw new GatewayError('not_found', `no route ${req.method ?? ''} ${clientText(path, 100)}: metrics are at GET /metrics`);
+      x.principal = await this.checkKey(req.headers, '/metrics');
       const text = await this.metrics.registry.metrics();
-      res.writeHead(200, { 'content-type': this.metrics.registry.contentType });
+      res.writeHead(200, { 'content-type': this.metrics.registry.contentType, 'x-request-id': x.requestId });
       res.end(text);
     } catch (e) {
-      this.#refuse(res, x, e instanceof GatewayError ? e : new GatewayError('upstream_error', 'metrics failed'));
+      this.#fail(res, x, e);
     }
   }
 
   async #serve(req: GatewayRequest, res: ClientResponse, x: Exchange): Promise<void> {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
-    x.principal = await this.#o.keys.check(secretOf(req));
+    x.principal = await this.checkKey(req.headers, '/v1');
     if (req.method === 'GET' && path === '/v1/models') {
       this.#models(res, x);
       return;
     }
     if (req.method !== 'POST' || !chatPaths.has(path)) {
-      throw new GatewayError('not_found', `no route ${req.method ?? ''} ${path}: the gateway serves GET /v1/models and POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/responses`);
+      throw new GatewayError('not_found', `no route ${req.method ?? ''} ${clientText(path, 100)}: the gateway serves GET /v1/models and POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/responses`);
     }
-    const limit = this.maxBodyBytes;
-    let raw: Buffer;
-    try {
-      raw = await req.body(limit);
-    } catch (e) {
-      if (e instanceof BodyTooLargeError) throw tooLarge(limit);
-      throw e;
-    }
+    const raw = await req.body(this.maxBodyBytes);
     let body: Record<string, unknown>;
     try {
       const parsed: unknown = JSON.parse(raw.toString('utf8'));
@@ -197,10 +202,15 @@ export class Gateway {
     }
     const model = body['model'];
     if (typeof model !== 'string' || model === '') throw new GatewayError('invalid_request', 'model is required: name one of GET /v1/models', { param: 'model' });
-    x.model = model;
     const colon = model.indexOf(':');
     const base = colon < 0 ? model : model.slice(0, colon);
     const adapter = colon < 0 ? undefined : model.slice(colon + 1);
+    if (base.length > nameMax || (adapter?.length ?? 0) > nameMax) {
+      // Anyone may send a megabyte here: it is neither repeated nor compared with anything.
+      throw new GatewayError('invalid_request', `the model name is ${model.length} characters long: models and adapters are named by DNS labels of at most ${nameMax} characters (MODEL, or MODEL:ADAPTER); GET /v1/models lists them`, { param: 'model' });
+    }
+    x.model = model;
+    x.base = base;
     const entry = this.#entry(base, adapter, x.principal);
     if (path === '/v1/responses' && !entry.engines.some((e) => responsesEngines.has(e))) {
       throw new GatewayError('not_found', `model ${base} runs on ${entry.engines.join(', ')}, which does not serve /v1/responses: use /v1/chat/completions`);
@@ -230,15 +240,9 @@ export class Gateway {
         try {
           lease = await this.router.acquire(base, { affinityKey: affinity, exclude: tried, signal: abort.signal });
         } catch (e) {
-          if (e instanceof RouterError) {
-            if (e.refusal.kind === 'cancelled') {
-              this.#log(x, 499);
-              return;
-            }
-            if (attempt > 0 && e.refusal.kind === 'no-replica') throw new GatewayError('upstream_error', `every replica of ${base} tried failed: ${x.error ?? 'no answer'}`);
-            throw new GatewayError('no_ready_replica', e.refusal.kind === 'no-replica' ? `no replica of ${base} is ready: llmgw ctl replicas ${base} says why` : e.message, {
-              retryAfterS: 'retryAfterS' in e.refusal ? e.refusal.retryAfterS : 10,
-            });
+          if (e instanceof RouterError && e.refusal.kind === 'cancelled') {
+            this.#log(x, 499);
+            return;
           }
           throw e;
         } finally {
@@ -256,13 +260,14 @@ export class Gateway {
       x.retries++;
       this.metrics.retry(base);
     }
-    throw new GatewayError('upstream_error', `every replica of ${base} tried failed: ${x.error ?? 'no answer'}`);
+    throw allFailed(base, x.error);
   }
 
   #entry(base: string, adapter: string | undefined, principal: GatewayPrincipal): CatalogEntry {
-    const entry = this.#table.models.find((m) => m.name === base);
+    const entry = this.#catalog.get(base);
     if (entry === undefined) {
       const names = this.#table.models.map((m) => m.name).filter((n) => principal.allowedModels === null || principal.allowedModels.includes(n));
+      // Cheap even over thousands of models: the name is at most 63 characters, and most candidates are skipped by length.
       const near = didYouMean(base, names);
       const list = names.slice(0, 8).join(', ');
       throw new GatewayError('model_not_found', `model "${base}" does not exist${near === undefined ? '' : `; did you mean "${near}"?`}${list === '' ? '' : ` (models: ${list})`}`, { param: 'model' });
@@ -291,7 +296,12 @@ export class Gateway {
     res.end(text);
   }
 
-  /** One attempt on one replica. 'retry' when it refused or failed before any byte reached the client. */
+  /**
+   * One attempt on one replica. 'retry' when it refused the connection or failed (5xx, or
+   * 401: our key for it is wrong) before any byte reached the client. An engine's 4xx, and
+   * its 501 for what it was not started to do, is the client's answer: passed on in
+   * OpenAI's shape, never tried elsewhere, and no mark against the replica.
+   */
   #forward(o: { req: GatewayRequest; res: ClientResponse; x: Exchange; lease: Lease; path: string; payload: string | Buffer; stripUsage: boolean }): Promise<'done' | 'retry'> {
     const { req, res, x, lease } = o;
     const r = lease.replica;
@@ -300,6 +310,8 @@ export class Gateway {
       let settled = false;
       /** A 5xx before any byte went out: read and dropped, then another replica is tried. */
       let failedStatus: number | undefined;
+      /** The engine refused the request (4xx, 501): its body, read to be answered in OpenAI's shape. */
+      let refusal: { status: number; parts: Buffer[]; size: number } | undefined;
       let relay: SseRelay | undefined;
       let tail = '';
       // The last chunk of a plain answer is held back until the next one comes, or the
@@ -329,8 +341,12 @@ export class Gateway {
         },
         {
           onHead: (status, headers) => {
-            if (status >= 500 && !res.headersSent) {
+            if (!res.headersSent && ((status >= 500 && status !== 501) || status === 401)) {
               failedStatus = status;
+              return;
+            }
+            if (!res.headersSent && status >= 400) {
+              refusal = { status, parts: [], size: 0 };
               return;
             }
             const sse = (headers['content-type'] ?? '').startsWith('text/event-stream');
@@ -352,6 +368,11 @@ export class Gateway {
           },
           onData: (chunk) => {
             if (failedStatus !== undefined || settled) return;
+            if (refusal !== undefined) {
+              if (refusal.size < errorBodyMax) refusal.parts.push(chunk);
+              refusal.size += chunk.length;
+              return;
+            }
             let ok: boolean;
             if (relay !== undefined) {
               const out = relay.push(chunk);
@@ -370,8 +391,19 @@ export class Gateway {
           onEnd: () => {
             if (settled) return;
             if (failedStatus !== undefined) {
-              x.error = `${r.id} answered ${failedStatus}`;
+              x.error = `${r.id} answered ${failedStatus}${failedStatus === 401 ? ' (it refused the gateway’s key for it: restart the replica)' : ''}`;
               settle('failed', 'retry');
+              return;
+            }
+            if (refusal !== undefined) {
+              const error = engineError(refusal.status, Buffer.concat(refusal.parts).subarray(0, errorBodyMax).toString('utf8'));
+              sendEngineError(res, { status: refusal.status, error, requestId: x.requestId, replica: r.id });
+              x.status = refusal.status;
+              x.error = `${r.id} answered ${refusal.status}: ${error.message}`;
+              this.metrics.refused(x.model, x.principal?.name, 'engine_refused');
+              this.#account(x);
+              // The replica answered: as good a sign of its health as a 200.
+              settle('ok', 'done', refusal.status);
               return;
             }
             const status = x.status ?? 200;
@@ -429,26 +461,35 @@ export class Gateway {
     const completion = x.usage?.completion ?? 0;
     this.#usage.record({ key, model, prompt, completion });
     if (x.principal !== undefined) this.#limits.charge(key, prompt + completion, x.principal);
-    this.metrics.countTokens(model, key, prompt, completion);
-    if (x.ttftMs !== undefined) this.metrics.ttftFor(model).observe(x.ttftMs / 1000);
+    this.metrics.countTokens(x.model, key, prompt, completion);
+    if (x.ttftMs !== undefined) this.metrics.ttftFor(x.model).observe(x.ttftMs / 1000);
   }
 
-  #refuse(res: ClientResponse, x: Exchange, e: GatewayError): void {
-    sendError(res, e, x.requestId);
-    x.error = e.message;
-    this.metrics.errors.inc({ model: x.model ?? '-', key: x.principal?.name ?? '-', code: e.code });
-    this.#log(x, e.status);
+  /** Whatever a request threw, answered in OpenAI's shape, counted and logged. */
+  #fail(res: ClientResponse, x: Exchange, e: unknown): void {
+    const err = toGatewayError(e, {
+      model: x.base,
+      lastFailure: x.error,
+      unavailable: x.base === undefined ? undefined : this.#catalog.get(x.base)?.unavailable,
+      maxBodyBytes: this.maxBodyBytes,
+      onUnexpected: (u) => this.#o.logger.error({ requestId: x.requestId, err: u instanceof Error ? u.stack : String(u) }, 'gateway error'),
+    });
+    sendError(res, err, x.requestId);
+    x.error = err.message;
+    this.metrics.refused(x.model, x.principal?.name, err.code);
+    this.#log(x, err.status);
   }
 
   #log(x: Exchange, status: number): void {
     const ms = performance.now() - x.started;
-    this.metrics.answered(x.model ?? '-', x.principal?.name ?? '-', status, ms / 1000);
+    this.metrics.answered(x.model, x.principal?.name, status, ms / 1000);
     if (!this.#o.logger.isLevelEnabled('info')) return;
     this.#o.logger.info(
       {
         requestId: x.requestId,
         key: x.principal?.name,
-        model: x.model,
+        // What clients send is cut short and has secrets redacted: anyone may send a megabyte, or a key.
+        model: x.model === undefined ? undefined : clientText(x.model, 100),
         replica: x.replica,
         status,
         ms: Math.round(ms * 10) / 10,
@@ -457,30 +498,11 @@ export class Gateway {
         ...(x.retries > 0 ? { retries: x.retries } : {}),
         ...(x.stream === undefined ? {} : { stream: x.stream }),
         ...(x.usage === undefined ? {} : { promptTokens: x.usage.prompt, completionTokens: x.usage.completion }),
-        ...(x.error === undefined ? {} : { error: x.error }),
+        ...(x.error === undefined ? {} : { error: clientText(x.error, 500) }),
       },
       'gateway request',
     );
   }
-}
-
-function requestIdOf(req: GatewayRequest): string {
-  const given = req.headers['x-request-id'];
-  return typeof given === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(given) ? given : randomUUID();
-}
-
-function secretOf(req: GatewayRequest): string | undefined {
-  const auth = req.headers['authorization'];
-  if (typeof auth === 'string') {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    return m?.[1];
-  }
-  const key = req.headers['x-api-key'];
-  return typeof key === 'string' && key !== '' ? key : undefined;
-}
-
-function tooLarge(limit: number): GatewayError {
-  return new GatewayError('request_too_large', `the request body is over ${Math.round(limit / 1024 / 1024)} MiB: send a smaller one (images as URLs rather than inline), or raise gateway.max_body_mb`);
 }
 
 /** The body as this replica's engine takes it: its name for the model, the adapter, usage asked for. */

@@ -50,6 +50,8 @@ export interface CatalogEntry {
   /** Engines its profiles use. */
   engines: string[];
   context_length?: number;
+  /** Why no replica of it is ready or on its way (all failed, or none has room): requests are refused at once with this. */
+  unavailable?: string;
 }
 
 export interface RouteTable {
@@ -60,7 +62,7 @@ export interface RouteTable {
 /** What a gateway of its own learns of a key from the control plane. */
 export interface KeyInfo {
   name: string;
-  role: 'admin' | 'user' | 'gateway';
+  role: 'admin' | 'user' | 'gateway' | 'metrics';
   allowed_models: string[] | null;
   rpm: number | null;
   tpm: number | null;

@@ -2,6 +2,7 @@ import type { ModelSpec } from '../catalog/model-spec.js';
 import { validateModel } from '../catalog/validate.js';
 import { didYouMean } from '../core/did-you-mean.js';
 import { formatIssues, LlmgwError, type Issue } from '../core/errors.js';
+import { clientText } from '../core/redact.js';
 import type { ModelView } from '../protocol/model-views.js';
 import type { Store, StoredModel } from '../store/store.js';
 
@@ -116,7 +117,7 @@ export class Catalog {
   async #notFound(name: string): Promise<LlmgwError> {
     const names = (await this.list()).map((m) => m.name);
     const near = didYouMean(name, names);
-    return new LlmgwError('not_found', `model "${name}" does not exist${near === undefined ? '' : `; did you mean "${near}"?`} (llmgw ctl models lists them)`);
+    return new LlmgwError('not_found', `model "${clientText(name)}" does not exist${near === undefined ? '' : `; did you mean "${near}"?`} (llmgw ctl models lists them)`);
   }
 }
 

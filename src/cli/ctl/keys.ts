@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { Option } from 'commander';
 
 import type { KeyLimitsBody } from '../../client/api-client.js';
+import { roles } from '../../core/api-types.js';
 import { stringOpt, type Runner } from '../command.js';
 import { UsageError } from '../usage-error.js';
 import { age, emit, table } from '../output.js';
@@ -40,14 +41,14 @@ export function registerKeys(ctl: Command, run: Runner): void {
   key
     .command('create')
     .argument('<name>', 'a name for the key: who or what uses it')
-    .addOption(new Option('--role <role>', 'admin: everything; user: reads and the gateway; gateway: for llmgw gateway').choices(['admin', 'user', 'gateway']).default('user'))
+    .addOption(new Option('--role <role>', 'admin: everything; user: reads and the gateway; gateway: for llmgw gateway; metrics: reads /metrics only').choices(roles).default('user'))
     .option('--models <names>', 'models it may use through the gateway, comma-separated (default: all)')
     .option('--rpm <n>', 'requests per minute through the gateway (default: no limit)')
     .option('--tpm <n>', 'tokens per minute through the gateway (default: no limit)')
     .description('create a key; its secret is shown once')
     .action(
       run.action(async ({ opts, o, conn }, name: string) => {
-        const role = opts['role'] === 'admin' ? 'admin' : opts['role'] === 'gateway' ? 'gateway' : 'user';
+        const role = roles.find((r) => r === opts['role']) ?? 'user';
         const created = await connect(conn).createKey(name, role, limitsOf(opts));
         emit(o, created, (c) => `key "${c.key.name}" (${c.key.role}) created. Its secret, shown only this once:\n\n  ${c.secret}\n`);
       }),

@@ -1,11 +1,12 @@
-import { randomUUID } from 'node:crypto';
-
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 
 import type { Principal } from '../../auth/authenticator.js';
 import type { HealthView, WhoAmI } from '../../core/api-types.js';
+import { bearerToken } from '../../core/bearer.js';
 import { LlmgwError, messageOf } from '../../core/errors.js';
+import { clientText } from '../../core/redact.js';
+import { requestIdFrom } from '../../core/request-id.js';
 import { auditRoutes } from './audit.js';
 import { configRoutes } from './config.js';
 import { principalOf, type ApiDeps, type ApiEnv } from './context.js';
@@ -24,7 +25,7 @@ export function createApi(deps: ApiDeps) {
   const app = new Hono<ApiEnv>().basePath(apiPrefix);
 
   app.use('*', async (c, next) => {
-    const requestId = validRequestId(c.req.header('x-request-id')) ?? randomUUID();
+    const requestId = requestIdFrom(c.req.header('x-request-id'));
     c.set('requestId', requestId);
     c.header('X-Request-Id', requestId);
     const started = performance.now();
@@ -33,7 +34,7 @@ export function createApi(deps: ApiDeps) {
       {
         requestId,
         method: c.req.method,
-        path: c.req.path,
+        path: clientText(c.req.path),
         status: c.res.status,
         ms: Math.round((performance.now() - started) * 10) / 10,
         key: (c.get('principal') as Principal | undefined)?.name,
@@ -43,7 +44,7 @@ export function createApi(deps: ApiDeps) {
   });
   app.onError((err, c) => errorResponse(c, err, deps.logger));
   app.notFound((c) =>
-    errorResponse(c, new LlmgwError('not_found', `no API route ${c.req.method} ${c.req.path} (llmgw ctl --help lists what the API offers)`), deps.logger),
+    errorResponse(c, new LlmgwError('not_found', `no API route ${c.req.method} ${clientText(c.req.path)} (llmgw ctl --help lists what the API offers)`), deps.logger),
   );
   app.use('*', bodyLimit({ maxSize: 1024 * 1024, onError: () => { throw new LlmgwError('payload_too_large', 'the request body is too large: the API takes up to 1 MiB'); } }));
 
@@ -58,14 +59,19 @@ export function createApi(deps: ApiDeps) {
 
   // For llmgw doctor: is this join token good, before an agent tries it?
   app.get('/agent/token', async (c) => {
-    const secret = /^Bearer\s+(\S+)$/i.exec(c.req.header('authorization') ?? '')?.[1];
+    const secret = bearerToken(c.req.header('authorization'));
     if (secret === undefined) throw new LlmgwError('unauthenticated', 'send the join token as "Authorization: Bearer TOKEN"');
     const token = await checkJoinToken(deps.store, secret, Date.now());
     return c.json({ name: token.name, expires_at: token.expires_at });
   });
 
   app.use('*', async (c, next) => {
-    c.set('principal', await deps.auth.authenticate(c.req.header('authorization')));
+    const principal = await deps.auth.authenticate(c.req.header('authorization'));
+    c.set('principal', principal);
+    // A scraper's key reads /metrics; of the API it may only ask who it is.
+    if (principal.role === 'metrics' && c.req.path !== `${apiPrefix}/whoami`) {
+      throw new LlmgwError('permission_denied', `key "${principal.name}" has the metrics role, which reads /metrics only: use a user or admin key for the API`);
+    }
     await next();
   });
 
@@ -85,8 +91,4 @@ export function createApi(deps: ApiDeps) {
   app.route('/gateway', gatewayRoutes(deps));
   app.route('/usage', usageRoutes(deps));
   return app;
-}
-
-function validRequestId(id: string | undefined): string | undefined {
-  return id !== undefined && /^[A-Za-z0-9._:-]{1,128}$/.test(id) ? id : undefined;
 }

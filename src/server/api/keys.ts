@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 
-import type { CreatedKey, KeyView, ListOf } from '../../core/api-types.js';
+import { roles, type CreatedKey, type KeyView, type ListOf } from '../../core/api-types.js';
 import { LlmgwError } from '../../core/errors.js';
 import { generateSecret, hashSecret, secretPrefix } from '../../core/secrets.js';
 import type { ApiKeyRecord } from '../../store/store.js';
@@ -22,7 +22,7 @@ const limits = {
 
 const createKeySchema = z.strictObject({
   name: keyName,
-  role: z.enum(['admin', 'user', 'gateway']).default('user'),
+  role: z.enum(roles).default('user'),
   ...limits,
 });
 

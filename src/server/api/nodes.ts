@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { ListOf } from '../../core/api-types.js';
 import { LlmgwError } from '../../core/errors.js';
 import { didYouMean } from '../../core/did-you-mean.js';
+import { clientText } from '../../core/redact.js';
 import { generateSecret, hashSecret, secretPrefix } from '../../core/secrets.js';
 import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../../protocol/node-views.js';
 import type { JoinTokenRecord } from '../../store/store.js';
@@ -30,7 +31,7 @@ export function nodeRoutes(deps: NodeDeps): Hono<ApiEnv> {
     const view = deps.registry.view(name);
     if (view === undefined) {
       const near = didYouMean(name, deps.registry.views().map((v) => v.name));
-      throw new LlmgwError('not_found', `no node is named "${name}"${near === undefined ? '' : `; did you mean "${near}"?`} (llmgw ctl nodes lists them)`);
+      throw new LlmgwError('not_found', `no node is named "${clientText(name)}"${near === undefined ? '' : `; did you mean "${near}"?`} (llmgw ctl nodes lists them)`);
     }
     return c.json(view);
   });

@@ -20,6 +20,7 @@ import type { AgentHub, HubListener } from '../nodes/agent-hub.js';
 import type { NodeRegistry } from '../nodes/node-registry.js';
 import type { SettingsHolder } from '../settings-holder.js';
 
+import { unavailableReason, type ReplicaOfModel } from './availability.js';
 import { retirable } from './retirement.js';
 
 export interface FleetOptions {
@@ -304,8 +305,12 @@ export class Fleet implements HubListener {
     const views = this.#o.registry.views();
     const settings = this.#o.settings.current.settings;
     const replicas: RouteReplica[] = [];
+    const states = new Map<string, ReplicaOfModel[]>();
     for (const r of this.#replicas) {
       const v = this.#view(r, views);
+      const ofModel = states.get(r.model) ?? [];
+      ofModel.push({ id: r.id, state: v.state, reason: v.reason });
+      states.set(r.model, ofModel);
       const profile = r.spec.profiles.find((p) => p.name === r.profile);
       if (v.endpoint === undefined || profile === undefined) continue;
       const engine = engineFor(profile.engine);
@@ -322,12 +327,17 @@ export class Fleet implements HubListener {
         metricsUrl: `${v.endpoint}${engine.metricsPath}`,
       });
     }
-    const models = (await this.#o.catalog.specs()).map((m) => ({
-      name: m.name,
-      adapters: [...new Set(m.profiles.flatMap((p) => p.adapters.map((a) => a.name)))],
-      engines: [...new Set(m.profiles.map((p) => p.engine))],
-      ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
-    }));
+    const pending = new Map(this.#pending.map((p) => [p.model, p]));
+    const models = (await this.#o.catalog.specs()).map((m) => {
+      const unavailable = unavailableReason({ model: m.name, wanted: m.replicas, replicas: states.get(m.name) ?? [], pending: pending.get(m.name) });
+      return {
+        name: m.name,
+        adapters: [...new Set(m.profiles.flatMap((p) => p.adapters.map((a) => a.name)))],
+        engines: [...new Set(m.profiles.map((p) => p.engine))],
+        ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
+        ...(unavailable === undefined ? {} : { unavailable }),
+      };
+    });
     return { replicas, models };
   }
 

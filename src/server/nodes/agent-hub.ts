@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
 
+import { bearerToken } from '../../core/bearer.js';
 import { LlmgwError, messageOf } from '../../core/errors.js';
 import { dnsLabelProblem } from '../../core/names.js';
 import { generateSecret, hashSecret } from '../../core/secrets.js';
@@ -124,8 +125,7 @@ export class AgentHub {
   }
 
   async #authenticate(req: IncomingMessage): Promise<Caller> {
-    const auth = req.headers.authorization ?? '';
-    const secret = /^Bearer\s+(\S+)$/i.exec(auth)?.[1];
+    const secret = bearerToken(req.headers.authorization);
     const id = header(req, nodeIdHeader);
     const name = header(req, nodeNameHeader);
     const version = header(req, agentVersionHeader) ?? 'unknown';
