@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
+import { engineEnv } from './engine-env.js';
 import { ProcessRecord } from './leftovers.js';
 import { LogBuffer } from './log-buffer.js';
 import { runHash } from './run-hash.js';
@@ -41,7 +42,10 @@ export interface SupervisorOptions {
   logFileMaxBytes?: number;
   /** Where the processes are recorded for `killLeftovers`; default `${logDir}/../processes.json`. */
   stateFile?: string;
-  /** Base environment of engines (default process.env); ProcessSpec.env is added on top. */
+  /**
+   * Base environment of engines (default: what engineEnv keeps of process.env, never the
+   * agent's own secrets); ProcessSpec.env is added on top.
+   */
   env?: NodeJS.ProcessEnv;
   now?: () => number;
 }
@@ -170,7 +174,7 @@ export class Supervisor {
     return {
       log,
       record: this.#record,
-      env: this.#o.env ?? process.env,
+      env: this.#o.env ?? engineEnv(process.env),
       timing: this.#timing,
       onStatus: this.#o.onStatus,
       gpuProcesses: this.#o.gpuProcesses,
