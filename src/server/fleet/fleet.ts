@@ -9,7 +9,7 @@ import { engineFor } from '../../engines/registry.js';
 import { generateSecret } from '../../core/secrets.js';
 import { deviceLabel } from '../../gpu/devices.js';
 import { place } from '../../placement/place.js';
-import type { PendingReplica, PlacementNode, Shard } from '../../placement/types.js';
+import type { PendingReplica, PlacementNode, PortRange, Shard } from '../../placement/types.js';
 import type { AgentMessage, AssignedShard, EngineReport, EngineSettingsWire, ShardStatusWire } from '../../protocol/agent-protocol.js';
 import type { NodeView } from '../../protocol/node-views.js';
 import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
@@ -55,6 +55,8 @@ export class Fleet implements HubListener {
   readonly #o: FleetOptions;
   readonly #statuses = new Map<string, Reported>();
   readonly #engines = new Map<string, EngineReport>();
+  /** Ports of the placement range other programs listen on, by node id, as its agent last said. */
+  readonly #portsTaken = new Map<string, PortRange[]>();
   readonly #assigned = new Map<string, string>();
   readonly #logRequests = new Map<string, LogRequest>();
   #pending: PendingReplica[] = [];
@@ -133,6 +135,11 @@ export class Fleet implements HubListener {
         const silent = where.find((n) => lost.has(n));
         if (gone !== undefined) remove.push({ id: r.id, reason: `node ${gone} was removed` });
         else if (silent !== undefined) remove.push({ id: r.id, reason: `node ${silent} was not ready for ${settings.placement.node_lost_after_s} s` });
+        else {
+          // Its engine cannot listen where it was placed: placed again, on a port its node reports free.
+          const taken = this.#portTaken(r.id, shards);
+          if (taken !== undefined) remove.push({ id: r.id, reason: taken });
+        }
       }
       // Replaced replicas whose successors are ready stop now.
       const live = replicas.filter((r) => !remove.some((x) => x.id === r.id));
@@ -159,7 +166,7 @@ export class Fleet implements HubListener {
       let counter = 0;
       const placed = place({
         models,
-        nodes: views.map(placementNode),
+        nodes: views.map((v) => placementNode(v, this.#portsTaken.get(v.id) ?? [])),
         shards: kept,
         ports: { first, last },
         cpuThreads: settings.placement.cpu_threads,
@@ -231,10 +238,14 @@ export class Fleet implements HubListener {
     if (m.type === 'shards') {
       const before = this.#readyReplicas();
       for (const [key, r] of this.#statuses) if (r.nodeId === nodeId) this.#statuses.delete(key);
+      const portsBefore = this.#portsTakenSeen();
       for (const s of m.statuses) this.#statuses.set(s.key, { nodeId, status: s });
       if (m.engines !== undefined) this.#engines.set(nodeId, m.engines);
+      if (m.ports_taken !== undefined) this.#portsTaken.set(nodeId, m.ports_taken.map(([first, last]) => ({ first, last })));
       // A replica that became ready may let a replaced one stop.
       if (this.#readyReplicas() !== before && this.#replicas.some((r) => r.retiring)) this.poke();
+      // A shard whose port another program took is placed again.
+      else if (this.#portsTakenSeen() !== portsBefore) this.poke();
       return;
     }
     const req = this.#logRequests.get(m.request);
@@ -340,19 +351,21 @@ export class Fleet implements HubListener {
         new LlmgwError('not_found', exists ? `replica ${id} has no rank ${options.rank}` : `no replica is named "${id}" (llmgw ctl replicas lists them)`),
       );
     }
+    // The engine's log lives on its node: a node that cannot answer now is a conflict with
+    // the replica's state (409), not a store that does not answer (503).
     const node = this.#o.registry.views().find((v) => v.name === shard.node);
-    if (node === undefined) return Promise.reject(new LlmgwError('unavailable', `node ${shard.node} is not known here`));
+    if (node === undefined) return Promise.reject(new LlmgwError('conflict', `node ${shard.node}, where replica ${id} runs, is not known to this control plane: its logs cannot be read (llmgw ctl nodes lists the nodes)`));
     const request = randomUUID();
     return new Promise((resolve, reject) => {
       this.#logRequests.set(request, {
         nodeId: node.id,
         onLines: options.onLines,
-        onDone: (error) => (error === undefined ? resolve() : reject(new LlmgwError('unavailable', error))),
+        onDone: (error) => (error === undefined ? resolve() : reject(new LlmgwError('conflict', error))),
       });
       const sent = this.#o.hub.send(node.id, { type: 'logs', request, key: `${id}/${options.rank}`, tail: options.tail, follow: options.follow });
       if (!sent) {
         this.#logRequests.delete(request);
-        reject(new LlmgwError('unavailable', `node ${shard.node} is not connected to this control plane, so its logs cannot be read now`));
+        reject(new LlmgwError('conflict', `node ${shard.node} is not connected to this control plane, so the logs of replica ${id} cannot be read now: start its agent (llmgw ctl nodes says when it was last seen)`));
         return;
       }
       options.signal.addEventListener('abort', () => {
@@ -366,6 +379,26 @@ export class Fleet implements HubListener {
 
   #specOf(model: string): ModelSpec | undefined {
     return this.#specs.get(model);
+  }
+
+  /** The shards reported unable to listen on their ports, as one string to tell a change. */
+  #portsTakenSeen(): string {
+    const keys: string[] = [];
+    for (const [key, r] of this.#statuses) if (r.status.port_taken !== undefined) keys.push(`${key}:${r.status.port_taken.port}`);
+    return keys.sort().join(',');
+  }
+
+  /** Why a replica must be placed again because a shard's port is another program's; undefined when none is. */
+  #portTaken(id: string, shards: readonly Shard[]): string | undefined {
+    for (const s of shards) {
+      if (s.replica !== id) continue;
+      const taken = this.#statuses.get(`${s.replica}/${s.rank}`)?.status.port_taken;
+      // Only a report about the port the shard has now: an older one may still arrive after it moved.
+      if (taken === undefined || taken.port !== s.port) continue;
+      const who = taken.pid === undefined ? 'another program' : `another program (pid ${taken.pid}, ${taken.name ?? 'unknown'})`;
+      return `port ${s.port} on node ${s.node} is taken by ${who}: placed again on a free port`;
+    }
+    return undefined;
   }
 
   #readyReplicas(): number {
@@ -454,7 +487,8 @@ export class Fleet implements HubListener {
         api_key: r.engine_key,
       });
     }
-    const message = { type: 'assign' as const, shards, engines: this.#engineSettings() };
+    const [first, last] = this.#o.settings.current.settings.placement.ports.split('-').map(Number) as [number, number];
+    const message = { type: 'assign' as const, shards, engines: this.#engineSettings(), ports: { first, last } };
     const text = JSON.stringify(message);
     if (this.#assigned.get(nodeId) === text) return;
     if (this.#o.hub.send(nodeId, message)) this.#assigned.set(nodeId, text);
@@ -485,7 +519,7 @@ function aggregate(shards: readonly ShardView[]): { state: ReplicaState; reason?
   return { state: 'ready' };
 }
 
-function placementNode(v: NodeView): PlacementNode {
+function placementNode(v: NodeView, portsTaken: readonly PortRange[]): PlacementNode {
   return {
     name: v.name,
     ready: v.state === 'ready',
@@ -494,6 +528,7 @@ function placementNode(v: NodeView): PlacementNode {
     cpus: v.host.cpus.count,
     memory_mib: v.host.memory.total_mib,
     address: hostOf(v.address),
+    ports_taken: portsTaken,
   };
 }
 
