@@ -13,7 +13,7 @@ import type { ServerMessage } from '../src/protocol/agent-protocol.js';
 import { freePort } from './fakes/engines/fake-engines.js';
 import { llmgw, startDaemon, type Daemon } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
-import { recordingLlamaServer, until, type ReplicaJson } from './support/fleet.js';
+import { enginePorts, recordingLlamaServer, until, type ReplicaJson } from './support/fleet.js';
 import { inventoryWith } from './support/inventory.js';
 
 // Engine ports another program holds (issue 10, item 3), and the logs of a shard whose
@@ -36,14 +36,6 @@ function holdPort(port: number, host = '0.0.0.0'): Promise<Server> {
   });
 }
 
-/** A port free now, and the next `n` after it: a placement range this test can reason about. */
-async function range(n: number): Promise<{ first: number; last: number }> {
-  for (;;) {
-    const first = await freePort();
-    if (first + n < 65535) return { first, last: first + n };
-  }
-}
-
 const portOf = (endpoint: string | undefined) => Number(new URL(endpoint ?? 'http://x:0').port);
 
 describe('the control plane, told that a port is taken', () => {
@@ -54,7 +46,7 @@ describe('the control plane, told that a port is taken', () => {
   let agent: Agent;
 
   beforeAll(async () => {
-    ports = await range(20);
+    ports = await enginePorts(20);
     t = await startControlPlane({ config: `agent:\n  heartbeat_ms: 150\nplacement:\n  ports: ${ports.first}-${ports.last}\n` });
     const token = (await api(t.url, t.adminKey, 'POST', '/node-tokens', {})).body.secret as string;
     agent = new Agent({
@@ -80,38 +72,45 @@ describe('the control plane, told that a port is taken', () => {
 
   const lastAssign = () => assigns.at(-1);
 
-  it('places again, on a free port, a replica whose node says another program holds its port, and hands that port out no more', async () => {
+  it('places nothing on a node before its agent has said which ports are taken, then none of those', async () => {
     const model = { name: 'tiny', source: '/models/tiny.gguf', profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }] };
     expect((await api(t.url, t.adminKey, 'POST', '/models', model)).status).toBe(201);
-    const first = await until('the assignment', () => lastAssign()?.shards.find((s) => s.model.name === 'tiny'));
-    // The agent is told the placement range, so it reports only ports within it.
-    expect(lastAssign()?.ports).toEqual(ports);
-    expect(first).toMatchObject({ replica: 'tiny-1', port: ports.first });
+    // The agent is told the placement range at once, so it can report only ports within it.
+    await until('the first assignment', () => lastAssign());
+    expect(lastAssign()).toMatchObject({ shards: [], ports });
+    const waiting = (await api(t.url, t.adminKey, 'GET', '/replicas?model=tiny')).body.items;
+    expect(waiting).toMatchObject([{ id: '-', state: 'pending' }]);
 
+    agent.send({ type: 'shards', statuses: [], ports_taken: [[ports.first, ports.first]] });
+    const first = await until('the assignment', () => lastAssign()?.shards.find((s) => s.model.name === 'tiny'));
+    expect(first).toMatchObject({ replica: 'tiny-1', port: ports.first + 1 });
+  });
+
+  it('places again, on a free port, a replica whose node says another program holds its port, and hands that port out no more', async () => {
     agent.send({
       type: 'shards',
-      statuses: [{ key: 'tiny-1/0', replica: 'tiny-1', rank: 0, state: 'failed', reason: 'taken', restarts: 0, port_taken: { port: ports.first, pid: 4242, name: 'python3' } }],
-      ports_taken: [[ports.first, ports.first]],
+      statuses: [{ key: 'tiny-1/0', replica: 'tiny-1', rank: 0, state: 'failed', reason: 'taken', restarts: 0, port_taken: { port: ports.first + 1, pid: 4242, name: 'python3' } }],
+      ports_taken: [[ports.first, ports.first + 1]],
     });
     const moved = await until('the replica placed again', () => lastAssign()?.shards.find((s) => s.model.name === 'tiny' && s.replica !== 'tiny-1'));
-    expect(moved).toMatchObject({ replica: 'tiny-2', port: ports.first + 1 });
+    expect(moved).toMatchObject({ replica: 'tiny-2', port: ports.first + 2 });
     expect(lastAssign()?.shards.map((s) => s.replica)).toEqual(['tiny-2']);
     const audit = await api(t.url, t.adminKey, 'GET', '/audit?action=replica.remove&target=replica/tiny-1');
-    expect(audit.body.items[0]?.detail.reason).toBe(`port ${ports.first} on node port-node is taken by another program (pid 4242, python3): placed again on a free port`);
+    expect(audit.body.items[0]?.detail.reason).toBe(`port ${ports.first + 1} on node port-node is taken by another program (pid 4242, python3): placed again on a free port`);
 
     // Ports reported taken (no shard of ours on them) are not handed out either.
     agent.send({
       type: 'shards',
       statuses: [{ key: 'tiny-2/0', replica: 'tiny-2', rank: 0, state: 'ready', restarts: 0 }],
-      ports_taken: [[ports.first, ports.first], [ports.first + 2, ports.first + 3]],
+      ports_taken: [[ports.first, ports.first + 1], [ports.first + 3, ports.first + 4]],
     });
     await new Promise((r) => setTimeout(r, 300));
     const other = { name: 'other', source: '/models/other.gguf', profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }] };
     expect((await api(t.url, t.adminKey, 'POST', '/models', other)).status).toBe(201);
     const placed = await until('the other model placed', () => lastAssign()?.shards.find((s) => s.model.name === 'other'));
-    expect(placed.port).toBe(ports.first + 4);
+    expect(placed.port).toBe(ports.first + 5);
     // A ready replica on a port the report does not name stays where it is.
-    expect(lastAssign()?.shards.find((s) => s.model.name === 'tiny')).toMatchObject({ replica: 'tiny-2', port: ports.first + 1 });
+    expect(lastAssign()?.shards.find((s) => s.model.name === 'tiny')).toMatchObject({ replica: 'tiny-2', port: ports.first + 2 });
   });
 
   it("answers a log request its node refuses with 409 and the node's reason, not 503", async () => {
@@ -154,7 +153,7 @@ describe('llmgw up while another program holds engine ports', () => {
     mkdirSync(join(dir, 'rec'));
     rec = recordingLlamaServer(join(dir, 'rec'));
     writeFileSync(join(dir, 'tiny.gguf'), '');
-    ports = await range(30);
+    ports = await enginePorts(30);
     // Another program holds the first port of the range, on every interface, and answers as an engine would.
     held.push(await holdPort(ports.first));
     const listen = await freePort();
@@ -220,9 +219,9 @@ describe('llmgw up while another program holds engine ports', () => {
     const models = await fetch(`${r.endpoint ?? ''}/v1/models`, { headers: { authorization: `Bearer ${launch?.env['LLAMA_API_KEY'] ?? ''}` } });
     expect(((await models.json()) as { data: { id: string }[] }).data[0]?.id).toBe('tiny');
     expect(seen.filter((s) => s.state === 'ready' && s.port === ports.first)).toEqual([]);
-    // The replica first placed on the taken port was placed again, saying why.
-    expect((await removals('tiny-1'))[0]?.detail.reason).toMatch(takenReason(ports.first));
-    expect(r.id).toBe('tiny-2');
+    // The agent said which ports were taken before anything was placed on its node: the first replica is the one.
+    expect(r.id).toBe('tiny-1');
+    expect(await removals('tiny-1')).toEqual([]);
   });
 
   it('gives engines a clean environment: no LLMGW_* (the admin key least of all), nothing else of the agent', async () => {

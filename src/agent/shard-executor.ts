@@ -128,17 +128,20 @@ export class ShardExecutor {
     await this.#o.supervisor.stopAll();
   }
 
-  /** Ports of the placement range other programs listen on, as ranges; undefined when the range or the machine cannot say. */
+  /**
+   * Ports other programs listen on, as ranges: within the placement range once an
+   * assignment named it, every one before (the control plane places nothing on a node
+   * before its first report). Undefined where this machine cannot tell.
+   */
   #portsTaken(): [number, number][] | undefined {
-    const range = this.#desired?.ports;
-    if (range === undefined) return undefined;
+    const range = this.#desired?.ports ?? { first: 1, last: 65535 };
     const ports = this.#o.supervisor.portsTaken(range.first, range.last);
     return ports === undefined ? undefined : toRanges(ports).slice(0, maxPortRanges);
   }
 
   /** Looks now and again at the ports other programs take, and reports when that changed. */
   #watchPorts(): void {
-    if (this.#portsTimer !== undefined || this.#desired?.ports === undefined) return;
+    if (this.#portsTimer !== undefined) return;
     this.#portsTimer = setInterval(() => {
       try {
         const ports = this.#portsTaken();

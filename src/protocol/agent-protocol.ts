@@ -137,8 +137,9 @@ export const agentMessageSchema = z.discriminatedUnion('type', [
     statuses: z.array(shardStatusSchema),
     engines: engineReportSchema.optional(),
     /**
-     * Ports of the placement range (as the last assignment gave it) that programs other than
-     * the agent's engines listen on, as inclusive ranges: placement hands none of them out.
+     * Ports that programs other than the agent's engines listen on, as inclusive ranges:
+     * those of the placement range the last assignment gave, or all of them before one did.
+     * Placement hands none of them out.
      */
     ports_taken: z.array(z.tuple([z.int(), z.int()])).optional(),
   }),

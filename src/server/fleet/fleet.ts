@@ -55,8 +55,13 @@ export class Fleet implements HubListener {
   readonly #o: FleetOptions;
   readonly #statuses = new Map<string, Reported>();
   readonly #engines = new Map<string, EngineReport>();
-  /** Ports of the placement range other programs listen on, by node id, as its agent last said. */
+  /** Ports other programs listen on, by node id, as its agent last said. */
   readonly #portsTaken = new Map<string, PortRange[]>();
+  /**
+   * Nodes connected here whose agent has reported since it connected: only those take new
+   * shards, so that none is placed on a port the node would have said is taken.
+   */
+  readonly #reported = new Set<string>();
   readonly #assigned = new Map<string, string>();
   readonly #logRequests = new Map<string, LogRequest>();
   #pending: PendingReplica[] = [];
@@ -166,7 +171,7 @@ export class Fleet implements HubListener {
       let counter = 0;
       const placed = place({
         models,
-        nodes: views.map((v) => placementNode(v, this.#portsTaken.get(v.id) ?? [])),
+        nodes: views.map((v) => placementNode(v, { portsTaken: this.#portsTaken.get(v.id) ?? [], heard: this.#reported.has(v.id) || !this.#o.registry.isConnected(v.id) })),
         shards: kept,
         ports: { first, last },
         cpuThreads: settings.placement.cpu_threads,
@@ -217,11 +222,13 @@ export class Fleet implements HubListener {
 
   connected(nodeId: string): void {
     this.#assigned.delete(nodeId);
+    this.#reported.delete(nodeId);
     this.#push(nodeId);
   }
 
   disconnected(nodeId: string): void {
     this.#assigned.delete(nodeId);
+    this.#reported.delete(nodeId);
     for (const [id, r] of this.#logRequests) {
       if (r.nodeId === nodeId) {
         r.onDone('the node disconnected');
@@ -239,13 +246,15 @@ export class Fleet implements HubListener {
       const before = this.#readyReplicas();
       for (const [key, r] of this.#statuses) if (r.nodeId === nodeId) this.#statuses.delete(key);
       const portsBefore = this.#portsTakenSeen();
+      const first = !this.#reported.has(nodeId);
+      this.#reported.add(nodeId);
       for (const s of m.statuses) this.#statuses.set(s.key, { nodeId, status: s });
       if (m.engines !== undefined) this.#engines.set(nodeId, m.engines);
       if (m.ports_taken !== undefined) this.#portsTaken.set(nodeId, m.ports_taken.map(([first, last]) => ({ first, last })));
       // A replica that became ready may let a replaced one stop.
       if (this.#readyReplicas() !== before && this.#replicas.some((r) => r.retiring)) this.poke();
-      // A shard whose port another program took is placed again.
-      else if (this.#portsTakenSeen() !== portsBefore) this.poke();
+      // A node heard from for the first time takes new shards; a shard whose port another program took is placed again.
+      else if (first || this.#portsTakenSeen() !== portsBefore) this.poke();
       return;
     }
     const req = this.#logRequests.get(m.request);
@@ -519,16 +528,17 @@ function aggregate(shards: readonly ShardView[]): { state: ReplicaState; reason?
   return { state: 'ready' };
 }
 
-function placementNode(v: NodeView, portsTaken: readonly PortRange[]): PlacementNode {
+/** A node as placement sees it; `heard`: its agent has said what runs there and which ports are taken. */
+function placementNode(v: NodeView, o: { portsTaken: readonly PortRange[]; heard: boolean }): PlacementNode {
   return {
     name: v.name,
-    ready: v.state === 'ready',
+    ready: v.state === 'ready' && o.heard,
     devices: v.devices,
     excluded: v.excluded,
     cpus: v.host.cpus.count,
     memory_mib: v.host.memory.total_mib,
     address: hostOf(v.address),
-    ports_taken: portsTaken,
+    ports_taken: o.portsTaken,
   };
 }
 
