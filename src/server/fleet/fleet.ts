@@ -10,7 +10,7 @@ import { generateSecret } from '../../core/secrets.js';
 import { deviceLabel } from '../../gpu/devices.js';
 import { place } from '../../placement/place.js';
 import type { PendingReplica, PlacementNode, PortRange, Shard } from '../../placement/types.js';
-import type { AgentMessage, AssignedShard, EngineReport, EngineSettingsWire, ShardStatusWire } from '../../protocol/agent-protocol.js';
+import { maxPortRanges, type AgentMessage, type AssignedShard, type EngineReport, type EngineSettingsWire, type ShardStatusWire } from '../../protocol/agent-protocol.js';
 import type { NodeView } from '../../protocol/node-views.js';
 import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
 import type { ReplicaRecord, Store } from '../../store/store.js';
@@ -246,15 +246,15 @@ export class Fleet implements HubListener {
       const before = this.#readyReplicas();
       for (const [key, r] of this.#statuses) if (r.nodeId === nodeId) this.#statuses.delete(key);
       const portsBefore = this.#portsTakenSeen();
-      const first = !this.#reported.has(nodeId);
+      const firstReport = !this.#reported.has(nodeId);
       this.#reported.add(nodeId);
       for (const s of m.statuses) this.#statuses.set(s.key, { nodeId, status: s });
       if (m.engines !== undefined) this.#engines.set(nodeId, m.engines);
-      if (m.ports_taken !== undefined) this.#portsTaken.set(nodeId, m.ports_taken.map(([first, last]) => ({ first, last })));
+      if (m.ports_taken !== undefined) this.#portsTaken.set(nodeId, m.ports_taken.slice(0, maxPortRanges).map(([first, last]) => ({ first, last })));
       // A replica that became ready may let a replaced one stop.
       if (this.#readyReplicas() !== before && this.#replicas.some((r) => r.retiring)) this.poke();
       // A node heard from for the first time takes new shards; a shard whose port another program took is placed again.
-      else if (first || this.#portsTakenSeen() !== portsBefore) this.poke();
+      else if (firstReport || this.#portsTakenSeen() !== portsBefore) this.poke();
       return;
     }
     const req = this.#logRequests.get(m.request);
