@@ -9,7 +9,7 @@ import { isRunning } from '../src/agent/supervisor/process-tree.js';
 import { freePort } from './fakes/engines/fake-engines.js';
 import { llmgw, startDaemon, type Daemon } from './support/cli.js';
 import { fakeNvidiaSmi } from './support/fake-gpu.js';
-import { recordingLlamaServer, replicas, serveLlamaRelease, until } from './support/fleet.js';
+import { enginePorts, recordingLlamaServer, replicas, serveLlamaRelease, until } from './support/fleet.js';
 
 const noGpu = { LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1', LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi' };
 const ready = (model: string, env: Record<string, string>, check: (r: Awaited<ReturnType<typeof replicas>>[number]) => boolean = () => true) =>
@@ -20,16 +20,19 @@ describe('llmgw up with a declared llama.cpp model', () => {
   let up: Daemon;
   let env: Record<string, string>;
   let rec: ReturnType<typeof recordingLlamaServer>;
+  let ports: { first: number; last: number };
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-fleet-up-'));
     mkdirSync(join(dir, 'rec'));
     rec = recordingLlamaServer(join(dir, 'rec'));
     writeFileSync(join(dir, 'tiny.gguf'), '');
+    ports = await enginePorts();
     writeFileSync(
       join(dir, 'config.yaml'),
       [
         'listen: 127.0.0.1:0',
+        `placement: {ports: ${ports.first}-${ports.last}}`,
         'agent:',
         '  heartbeat_ms: 300',
         '  stop_grace_s: 5',
@@ -58,7 +61,8 @@ describe('llmgw up with a declared llama.cpp model', () => {
   it('ends with a ready replica answering on its own port, behind a key only the gateway knows', async () => {
     const r = await ready('tiny', env);
     expect(r).toMatchObject({ id: 'tiny-1', node: expect.any(String), restarts: 0 });
-    expect(r.endpoint).toMatch(/^http:\/\/127\.0\.0\.1:2\d{4}$/);
+    expect(r.endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(Number(new URL(r.endpoint ?? '').port)).toBeGreaterThanOrEqual(ports.first);
     expect((await fetch(`${r.endpoint}/health`)).status).toBe(200);
     expect((await fetch(`${r.endpoint}/v1/models`)).status).toBe(401);
     const [launch] = rec.launches();
@@ -178,7 +182,8 @@ describe('llmgw server with agents on other machines', () => {
     cpuRec = recordingLlamaServer(join(dir, 'cpu-rec'));
     migRec = recordingLlamaServer(join(dir, 'mig-rec'));
     writeFileSync(join(dir, 'm.gguf'), '');
-    writeFileSync(join(dir, 'config.yaml'), `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  stop_grace_s: 5\nplacement:\n  node_lost_after_s: 5\n`);
+    const p = await enginePorts();
+    writeFileSync(join(dir, 'config.yaml'), `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  stop_grace_s: 5\nplacement:\n  node_lost_after_s: 5\n  ports: ${p.first}-${p.last}\n`);
     env = { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_SERVER: `http://127.0.0.1:${port}`, LLMGW_KEY: adminKey };
     await startServer();
     await startAgent('cpu-node', { ...noGpu, LLMGW_AGENT_ENGINES_LLAMACPP_BIN: cpuRec.bin });
@@ -260,7 +265,8 @@ describe('llama.cpp installed by the agent', () => {
     release = await serveLlamaRelease();
     const port = await freePort();
     writeFileSync(join(dir, 'm.gguf'), '');
-    writeFileSync(join(dir, 'config.yaml'), `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  engines:\n    llamacpp:\n      release_url: ${release.url}\n`);
+    const p = await enginePorts();
+    writeFileSync(join(dir, 'config.yaml'), `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  engines:\n    llamacpp:\n      release_url: ${release.url}\nplacement:\n  ports: ${p.first}-${p.last}\n`);
     server = startDaemon(['server', '--config', join(dir, 'config.yaml')], { LLMGW_ADMIN_KEY: adminKey, LLMGW_DATA_DIR: join(dir, 'cp') });
     await server.waitFor(/control plane listening/);
     env = { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_SERVER: `http://127.0.0.1:${port}`, LLMGW_KEY: adminKey };

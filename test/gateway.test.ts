@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fakeLlamaServer, fakeVllm } from './fakes/engines/fake-engines.js';
 import { llmgw, startDaemon, type Daemon } from './support/cli.js';
 import { fakeNvidiaSmi } from './support/fake-gpu.js';
-import { delayedEngine, replicas, until } from './support/fleet.js';
+import { delayedEngine, enginePorts, replicas, until } from './support/fleet.js';
 
 /**
  * The gateway through the official OpenAI client, against `llmgw up` on a machine whose
@@ -35,10 +35,12 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
     const llama = delayedEngine(dir, fakeLlamaServer, 'FAKE_LLAMA_DELAY_MS');
     const gpu = (name: string, engine: string, extra: { replicas?: number; profile?: string } = {}) =>
       `  - name: ${name}\n    source: ${engine === 'vllm' ? 'hf://org/repo' : join(dir, 'm.gguf')}\n    replicas: ${extra.replicas ?? 1}\n    profiles:\n      - name: a100\n        engine: ${engine}\n        gpu_class: a100-80g\n${extra.profile ?? ''}`;
+    const ports = await enginePorts();
     writeFileSync(
       join(dir, 'config.yaml'),
       [
         'listen: 127.0.0.1:0',
+        `placement: {ports: ${ports.first}-${ports.last}}`,
         'agent:',
         '  heartbeat_ms: 300',
         '  stop_grace_s: 2',
@@ -437,8 +439,8 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
 
   it('queues requests when every replica is full, and answers 503 with Retry-After past the bound', async () => {
     // tiny has one slot, the queue one place: the third of three at once is turned away.
-    writeFileSync(join(dir, 'delay-20002'), '700');
     const r = await replicas(env, 'tiny');
+    writeFileSync(join(dir, `delay-${new URL(r[0]?.endpoint ?? '').port}`), '700');
     await llmgw(['ctl', 'replica', 'restart', r[0]!.id, '--in-place'], env);
     await until('tiny back', async () => ((await replicas(env, 'tiny')).find((x) => x.state === 'ready' || x.state === 'degraded') ? true : undefined), 30_000);
     await new Promise((res) => setTimeout(res, 800));
@@ -579,7 +581,8 @@ describe('a gateway of its own when the control plane is away', () => {
     const adminKey = 'alone-admin-key-0123456789abcdefghij';
     const { freePort } = await import('./fakes/engines/fake-engines.js');
     const port = await freePort();
-    writeFileSync(join(dir, 'config.yaml'), `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  engines:\n    vllm: {bin: ${fakeVllm}}\n`);
+    const p = await enginePorts();
+    writeFileSync(join(dir, 'config.yaml'), `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  engines:\n    vllm: {bin: ${fakeVllm}}\nplacement:\n  ports: ${p.first}-${p.last}\n`);
     const cpEnv = { LLMGW_ADMIN_KEY: adminKey, LLMGW_DATA_DIR: join(dir, 'cp') };
     let server = startDaemon(['server', '-c', join(dir, 'config.yaml')], cpEnv);
     await server.waitFor(/control plane listening/);

@@ -10,9 +10,10 @@ import { engineFor } from '../engines/registry.js';
 import type { EngineSettings, ShardLaunch, Weights } from '../engines/types.js';
 import { devicesOf } from '../gpu/devices.js';
 import type { Device, NodeInventory } from '../gpu/types.js';
-import type { AgentMessage, AssignedShard, EngineReport, EngineSettingsWire, ServerMessage } from '../protocol/agent-protocol.js';
+import { maxPortRanges, type AgentMessage, type AssignedShard, type EngineReport, type EngineSettingsWire, type ServerMessage } from '../protocol/agent-protocol.js';
 
 import { chooseFlavour, installLlamaCpp, llamaEnv, type InstalledLlama, type LlamaInstallOptions } from './installer/index.js';
+import { toRanges } from './supervisor/sockets.js';
 import type { Supervisor } from './supervisor/supervisor.js';
 import type { ShardRun, ShardStatus } from './supervisor/types.js';
 
@@ -31,6 +32,8 @@ export interface ShardExecutorOptions {
   /** Where engines listen: loopback when the control plane (and so the gateway) is on this machine. */
   bindHost: string;
   install?: (o: LlamaInstallOptions) => Promise<InstalledLlama>;
+  /** How often the ports other programs listen on are looked at again (default 5 s). */
+  portsIntervalMs?: number;
 }
 
 /** The llama-server shards run: its path and environment, or why they wait. */
@@ -67,6 +70,9 @@ export class ShardExecutor {
   #install: Install | undefined;
   readonly #follows = new Map<string, () => void>();
   #reportTimer: NodeJS.Timeout | undefined;
+  #portsTimer: NodeJS.Timeout | undefined;
+  /** The ports last reported taken, as sent. */
+  #lastPorts = '';
 
   constructor(options: ShardExecutorOptions) {
     this.#o = options;
@@ -94,6 +100,7 @@ export class ShardExecutor {
       this.#desired = m;
       writeFileAtomic(this.assignmentFile, JSON.stringify(m));
       this.#sync();
+      this.#watchPorts();
     } else if (m.type === 'logs') this.#logs(m);
     else {
       this.#follows.get(m.request)?.();
@@ -108,14 +115,42 @@ export class ShardExecutor {
     this.#reportTimer = setTimeout(() => {
       this.#reportTimer = undefined;
       const statuses = [...this.#o.supervisor.statuses(), ...this.#blocked.values()];
-      this.#o.send({ type: 'shards', statuses, engines: this.#engineReport() });
+      const ports = this.#portsTaken();
+      if (ports !== undefined) this.#lastPorts = JSON.stringify(ports);
+      this.#o.send({ type: 'shards', statuses, engines: this.#engineReport(), ...(ports === undefined ? {} : { ports_taken: ports }) });
     }, 50);
     this.#reportTimer.unref();
   }
 
   async stop(): Promise<void> {
     for (const cancel of this.#follows.values()) cancel();
+    if (this.#portsTimer !== undefined) clearInterval(this.#portsTimer);
     await this.#o.supervisor.stopAll();
+  }
+
+  /**
+   * Ports other programs listen on, as ranges: within the placement range once an
+   * assignment named it, every one before (the control plane places nothing on a node
+   * before its first report). Undefined where this machine cannot tell.
+   */
+  #portsTaken(): [number, number][] | undefined {
+    const range = this.#desired?.ports ?? { first: 1, last: 65535 };
+    const ports = this.#o.supervisor.portsTaken(range.first, range.last);
+    return ports === undefined ? undefined : toRanges(ports).slice(0, maxPortRanges);
+  }
+
+  /** Looks now and again at the ports other programs take, and reports when that changed. */
+  #watchPorts(): void {
+    if (this.#portsTimer !== undefined) return;
+    this.#portsTimer = setInterval(() => {
+      try {
+        const ports = this.#portsTaken();
+        if (ports !== undefined && JSON.stringify(ports) !== this.#lastPorts) this.report();
+      } catch (e) {
+        this.#o.logger.warn({ err: messageOf(e) }, 'could not read which ports are taken');
+      }
+    }, this.#o.portsIntervalMs ?? 5000);
+    this.#portsTimer.unref();
   }
 
   #sync(): void {
@@ -282,8 +317,10 @@ export class ShardExecutor {
     };
   }
 
+  /** `node NAME`, or `this node` before the machine was read. */
   #nodeName(): string {
-    return this.#o.inventory()?.host.hostname ?? 'this node';
+    const name = this.#o.inventory()?.host.hostname;
+    return name === undefined ? 'this node' : `node ${name}`;
   }
 
   #engineReport(): EngineReport {
@@ -302,12 +339,21 @@ export class ShardExecutor {
   }
 
   #logs(m: Extract<ServerMessage, { type: 'logs' }>): void {
-    const known = this.#o.supervisor.statuses().some((s) => s.key === m.key);
-    if (!known) {
-      this.#o.send({ type: 'log_lines', request: m.request, lines: [], done: true, error: `shard ${m.key} does not run on this node` });
+    const status = this.#o.supervisor.statuses().find((s) => s.key === m.key);
+    if (status === undefined) {
+      const blocked = this.#blocked.get(m.key);
+      // Its engine never started (an install that failed, weights missing): why is its log.
+      const error = blocked === undefined ? `${this.#nodeName()} has no shard ${m.key}: the assignment that places it there has not reached its agent yet, or it was just removed; try again in a few seconds` : undefined;
+      const lines = blocked === undefined ? [] : [notRunning(`the engine has not started: ${blocked.reason ?? blocked.state}`)];
+      this.#o.send({ type: 'log_lines', request: m.request, lines, done: true, ...(error === undefined ? {} : { error }) });
       return;
     }
-    this.#o.send({ type: 'log_lines', request: m.request, lines: this.#o.supervisor.logs(m.key, m.tail), done: !m.follow });
+    const lines = this.#o.supervisor.logs(m.key, m.tail);
+    // No process runs (it could not be started, or waits to start again): say why after what it last wrote.
+    if (status.pid === undefined && status.reason !== undefined && status.state === 'failed') {
+      lines.push(notRunning(`the engine is not running: ${status.reason}`));
+    }
+    this.#o.send({ type: 'log_lines', request: m.request, lines, done: !m.follow });
     if (!m.follow) return;
     let batch: string[] = [];
     let timer: NodeJS.Timeout | undefined;
@@ -329,13 +375,18 @@ export class ShardExecutor {
   }
 }
 
+/** A line of the agent's own in a log it sends, marked as the supervisor's notes in log files are. */
+function notRunning(text: string): string {
+  return `--- llmgw: ${text}`;
+}
+
 function profileOf(shard: AssignedShard) {
   const profile = shard.model.profiles.find((p) => p.name === shard.profile);
   if (profile === undefined) throw new Error(`model ${shard.model.name} has no profile ${shard.profile}`);
   return profile;
 }
 
-/** The model's weights as this node has them: a file or directory here, or a repository or URL the engine fetches. */
+/** The model's weights as this node (`node NAME`) has them: a file or directory here, or a repository or URL the engine fetches. */
 export function weightsOf(source: string, node: string): Weights {
   const parsed = parseSource(source);
   if (parsed === undefined) throw new Error(`the model's source "${source}" is not one llmgw reads`);
@@ -345,7 +396,7 @@ export function weightsOf(source: string, node: string): Weights {
   try {
     stat = statSync(parsed.path);
   } catch {
-    throw new Error(`the model's weights ${parsed.path} are not on node ${node}: put them there (the path must be the same on every node), or use a hf:// source`);
+    throw new Error(`the model's weights ${parsed.path} are not on ${node}: put them there (the path must be the same on every node), or use a hf:// source`);
   }
   return stat.isDirectory() ? { path: parsed.path, files: readdirSync(parsed.path) } : { path: parsed.path };
 }

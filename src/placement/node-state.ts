@@ -1,7 +1,9 @@
 import type { Device } from '../gpu/types.js';
 
 import type { Slot } from './candidates.js';
-import type { PlacementNode, Shard } from './types.js';
+import type { PlacementNode, PortRange, Shard } from './types.js';
+
+export type { PortRange } from './types.js';
 
 /** A node's devices of one class and kind (whole cards, or MIG instances). */
 export interface DeviceList {
@@ -19,7 +21,7 @@ export interface NodeState {
   readonly cards: Map<string, DeviceList>;
   /** MIG instances by class. */
   readonly instances: Map<string, DeviceList>;
-  /** Ports in the range that kept shards hold. */
+  /** Ports in the range that kept shards, or other programs on the node, hold. */
   readonly heldPorts: Set<number>;
   /** Where the search for the lowest free port starts: every port below it is taken. */
   nextPort: number;
@@ -30,10 +32,6 @@ export interface NodeState {
   readonly slots: Slot[];
 }
 
-export interface PortRange {
-  first: number;
-  last: number;
-}
 
 /**
  * Node states in name order, with what existing shards use already subtracted: those being
@@ -80,6 +78,14 @@ export function buildNodes(
     }
     state.threadsFree -= s.threads ?? 0;
     state.memoryFree -= s.memory_mib ?? 0;
+  }
+
+  // Ports other programs listen on are held as shards' are: never handed out.
+  for (const state of states) {
+    for (const r of state.node.ports_taken ?? []) {
+      const last = Math.min(r.last, ports.last);
+      for (let p = Math.max(r.first, ports.first); p <= last; p++) state.heldPorts.add(p);
+    }
   }
 
   const rangeSize = Math.max(0, ports.last - ports.first + 1);

@@ -171,9 +171,19 @@ function randomInput(seed: number): PlacementInput {
       replicas: r.int(1, 5),
       profiles: [randomProfile(r, 'p0', classes)],
     });
+  // Since then, other programs took ports on some nodes (their own stream: the seeds above stay as they were).
+  const rp = rng(seed * 7919 + 1);
+  const withTaken = nodes.map((n) => {
+    if (!rp.chance(0.4)) return n;
+    const ranges = Array.from({ length: rp.int(1, 3) }, () => {
+      const first = 20000 + rp.int(-5, 45);
+      return { first, last: first + rp.int(0, 6) };
+    });
+    return { ...n, ports_taken: ranges };
+  });
   return {
     models: now,
-    nodes,
+    nodes: withTaken,
     shards: before.shards,
     ports: { first: 20000, last },
     cpuThreads,
@@ -205,7 +215,10 @@ function refState(inp: PlacementInput, shards: readonly Shard[]): Map<string, Re
     out.set(n.name, {
       node: n,
       freeIds,
-      ports: new Set(mine.flatMap((s) => [s.port, ...(s.dist_port === undefined ? [] : [s.dist_port])])),
+      ports: new Set([
+        ...mine.flatMap((s) => [s.port, ...(s.dist_port === undefined ? [] : [s.dist_port])]),
+        ...(n.ports_taken ?? []).flatMap((t) => Array.from({ length: t.last - t.first + 1 }, (_, i) => t.first + i)),
+      ]),
       threads: n.cpus - mine.reduce((t, s) => t + (s.threads ?? 0), 0),
       memory: n.memory_mib - mine.reduce((t, s) => t + (s.memory_mib ?? 0), 0),
     });
@@ -391,6 +404,10 @@ function check(inp: PlacementInput, r: PlacementResult): void {
     expect(n?.ready).toBe(true);
     expect(s.port).toBeGreaterThanOrEqual(inp.ports.first);
     expect(s.port).toBeLessThanOrEqual(inp.ports.last);
+    // Never a port another program listens on there.
+    for (const p of [s.port, ...(s.dist_port === undefined ? [] : [s.dist_port])]) {
+      expect((n?.ports_taken ?? []).some((t) => p >= t.first && p <= t.last)).toBe(false);
+    }
     const p = models.get(s.model)?.profiles.find((q) => q.name === s.profile);
     if (p === undefined) throw new Error(`shard of an unknown profile ${s.model}/${s.profile}`);
     const devs = s.devices.map((id) => n?.devices.find((d) => d.id === id));

@@ -51,6 +51,7 @@ function node(
     cpus?: number;
     memory_mib?: number;
     excluded?: ExcludedCard[];
+    portsTaken?: [number, number][];
   } = {},
 ): PlacementNode {
   return {
@@ -61,6 +62,7 @@ function node(
     cpus: o.cpus ?? 32,
     memory_mib: o.memory_mib ?? 262144,
     address: `10.0.0.${name.length}`,
+    ...(o.portsTaken === undefined ? {} : { ports_taken: o.portsTaken.map(([first, last]) => ({ first, last })) }),
   };
 }
 
@@ -608,6 +610,53 @@ const cases: [string, PlacementInput, Expected][] = [
         pending('m', 1, 'no ready node has a free a100-80g card (node-a: no free port in 20000-20001)'),
       ],
     },
+  ],
+
+  [
+    'ports: those other programs listen on are never handed out',
+    input({
+      nodes: [node('node-a', { devices: cards(4), portsTaken: [[20000, 20000], [20002, 20003]] })],
+      models: [model('m', 3, gpu(A100))],
+    }),
+    { added: ['m-1@main node-a 0/1 [0] :20001', 'm-2@main node-a 0/1 [1] :20004', 'm-3@main node-a 0/1 [2] :20005'] },
+  ],
+  [
+    'ports: taken ones count only within the range, and with kept shards\' ports once',
+    input({
+      nodes: [node('node-a', { devices: cards(4), portsTaken: [[19990, 20000], [20002, 20002], [20010, 20020]] })],
+      models: [model('x', 1, gpu(A100)), model('m', 3, gpu(A100))],
+      shards: [shard({ replica: 'x-1', model: 'x', node: 'node-a', devices: [0], port: 20002 })],
+      ports: { first: 20000, last: 20003 },
+    }),
+    {
+      added: ['m-1@main node-a 0/1 [1] :20001', 'm-2@main node-a 0/1 [2] :20003'],
+      pending: [pending('m', 1, 'no ready node has a free a100-80g card (node-a: no free port in 20000-20003)')],
+    },
+  ],
+  [
+    'ports: a port taken on one node is free on another',
+    input({
+      nodes: [node('node-a', { devices: cards(1), portsTaken: [[20000, 20000]] }), node('node-b', { devices: cards(1) })],
+      models: [model('m', 2, gpu(A100))],
+    }),
+    { added: ['m-1@main node-a 0/1 [0] :20001', 'm-2@main node-b 0/1 [0] :20000'] },
+  ],
+  [
+    'ports: a node whose range other programs hold all of takes nothing, and another does',
+    input({
+      nodes: [node('node-a', { cpus: 64, portsTaken: [[20000, 20001]] }), node('node-b', { cpus: 8 })],
+      models: [model('c', 1, cpu())],
+      ports: { first: 20000, last: 20001 },
+    }),
+    { added: ['c-1@cpu node-b 0/1 [] :20000 t4 m1024'] },
+  ],
+  [
+    'ports: the head of a multi-node replica takes two ports other programs do not hold',
+    input({
+      nodes: [node('node-a', { devices: cards(1), portsTaken: [[20000, 20000], [20002, 20002]] }), node('node-b', { devices: cards(1), portsTaken: [[20000, 20001]] })],
+      models: [model('m', 1, gpu(A100, 1, 2))],
+    }),
+    { added: ['m-1@main node-a 0/2 [0] :20001 dist 20003', 'm-1@main node-b 1/2 [0] :20002'] },
   ],
 
   // Readiness.

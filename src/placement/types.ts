@@ -17,6 +17,17 @@ export interface PlacementNode {
   memory_mib: number;
   /** Addresses other nodes reach this one at (multi-node replicas' head address). */
   address: string;
+  /**
+   * Ports other programs listen on there (its agent's report): never handed out, as an
+   * engine placed on one could not listen. Absent: none known.
+   */
+  ports_taken?: readonly PortRange[];
+}
+
+/** Ports from first to last, inclusive. */
+export interface PortRange {
+  first: number;
+  last: number;
 }
 
 /** One process group of one replica on one node. */
@@ -52,7 +63,7 @@ export interface PlacementInput {
   /** Shards placed before: kept as they are, unless their model scaled down or went away. */
   shards: readonly Shard[];
   /** Ports engines may listen on, inclusive. */
-  ports: { first: number; last: number };
+  ports: PortRange;
   /** Threads a CPU shard reserves when its profile does not say; 0 = half the node's CPUs. */
   cpuThreads: number;
   /** Makes replica ids; injected so results are reproducible in tests. */

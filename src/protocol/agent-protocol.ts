@@ -105,6 +105,8 @@ export const shardStatusSchema = z.object({
   last_exit: z
     .object({ code: z.int().nullable(), signal: z.string().nullable(), at: z.string(), log_tail: z.array(z.string()) })
     .optional(),
+  /** Another program listens on the shard's port, so its engine cannot: the control plane places it again. */
+  port_taken: z.object({ port: z.int(), pid: z.int().optional(), name: z.string().optional() }).optional(),
 });
 export type ShardStatusWire = z.output<typeof shardStatusSchema>;
 
@@ -124,10 +126,23 @@ export const engineReportSchema = z.object({
 });
 export type EngineReport = z.output<typeof engineReportSchema>;
 
+/** The most port ranges one report carries; a port left out is found taken when a shard is placed on it. */
+export const maxPortRanges = 512;
+
 export const agentMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('inventory'), inventory: inventorySchema }),
   z.object({ type: z.literal('heartbeat'), telemetry: telemetrySchema }),
-  z.object({ type: z.literal('shards'), statuses: z.array(shardStatusSchema), engines: engineReportSchema.optional() }),
+  z.object({
+    type: z.literal('shards'),
+    statuses: z.array(shardStatusSchema),
+    engines: engineReportSchema.optional(),
+    /**
+     * Ports that programs other than the agent's engines listen on, as inclusive ranges:
+     * those of the placement range the last assignment gave, or all of them before one did.
+     * Placement hands none of them out.
+     */
+    ports_taken: z.array(z.tuple([z.int(), z.int()])).optional(),
+  }),
   z.object({ type: z.literal('log_lines'), request: z.string(), lines: z.array(z.string()), done: z.boolean(), error: z.string().optional() }),
 ]);
 export type AgentMessage = z.output<typeof agentMessageSchema>;
@@ -180,7 +195,13 @@ export const serverMessageSchema = z.discriminatedUnion('type', [
     heartbeat_ms: z.int().min(100),
   }),
   /** Every shard the node should run; the agent starts, keeps and stops processes to match. */
-  z.object({ type: z.literal('assign'), shards: z.array(assignedShardSchema), engines: engineSettingsSchema }),
+  z.object({
+    type: z.literal('assign'),
+    shards: z.array(assignedShardSchema),
+    engines: engineSettingsSchema,
+    /** placement.ports: the range whose ports taken by other programs the agent reports. */
+    ports: z.object({ first: z.int(), last: z.int() }).optional(),
+  }),
   /** Recent log lines of a shard, and (follow) each new one until cancelled. */
   z.object({ type: z.literal('logs'), request: z.string(), key: z.string(), tail: z.int().min(0), follow: z.boolean() }),
   z.object({ type: z.literal('logs_cancel'), request: z.string() }),

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 
 import { c } from 'tar';
 
-import { fakeLlamaServer } from '../fakes/engines/fake-engines.js';
+import { fakeLlamaServer, freePort } from '../fakes/engines/fake-engines.js';
 
 import { llmgw } from './cli.js';
 
@@ -143,4 +143,16 @@ export function delayedEngine(dir: string, fake: string, variable: string): stri
   );
   chmodSync(bin, 0o755);
   return bin;
+}
+
+/**
+ * A placement range of a test's own (placement.ports), from a port free now: engines of
+ * other clusters on this machine (other tests, another llmgw) use the default range, and a
+ * port they take while an engine of the test restarts would move its replica.
+ */
+export async function enginePorts(size = 100): Promise<{ first: number; last: number }> {
+  for (;;) {
+    const first = await freePort();
+    if (first + size <= 65535) return { first, last: first + size };
+  }
 }

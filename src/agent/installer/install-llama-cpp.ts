@@ -45,7 +45,7 @@ export interface LlamaInstallOptions {
   fetch?: typeof fetch | undefined;
   /** How long the download may stall, and each check of the binary may run (default 60 s). */
   timeoutMs?: number | undefined;
-  /** The environment the checks run the binary in (default process.env). */
+  /** The environment the checks run the binary in (default: engineEnv of process.env, as engines get). */
   env?: NodeJS.ProcessEnv | undefined;
   signal?: AbortSignal | undefined;
 }

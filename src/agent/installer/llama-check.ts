@@ -4,6 +4,8 @@ import { delimiter, dirname } from 'node:path';
 import { LlmgwError } from '../../core/errors.js';
 import { parseListDevices, parseVersion } from '../../engines/llamacpp/llamacpp-engine.js';
 
+import { engineEnv } from '../supervisor/engine-env.js';
+
 import { setting } from './llama-asset.js';
 
 /**
@@ -20,7 +22,7 @@ export function llamaEnv(bin: string, env: NodeJS.ProcessEnv = process.env): Rec
 }
 
 export interface CheckOptions {
-  /** The environment to run it in, before llamaEnv is added (default process.env). */
+  /** The environment to run it in, before llamaEnv is added (default: engineEnv of process.env). */
   env?: NodeJS.ProcessEnv | undefined;
   timeoutMs: number;
   signal?: AbortSignal | undefined;
@@ -63,7 +65,7 @@ interface Ran {
 }
 
 function runOk(bin: string, args: string[], options: CheckOptions): Promise<Ran> {
-  const env = { ...(options.env ?? process.env) };
+  const env = { ...(options.env ?? engineEnv(process.env)) };
   Object.assign(env, llamaEnv(bin, env));
   return new Promise((resolve, reject) => {
     execFile(

@@ -15,8 +15,11 @@ import { isRunning, listProcesses, readCmdline, readEnviron, readStat } from './
  * started at the recorded time (same boot) and its command line still matches.
  */
 
-/** Each engine process gets this variable, so its workers can be found even once the leader is gone. */
-export const runTokenVariable = 'LLMGW_SHARD_RUN';
+/**
+ * Each engine process gets this variable, so its workers can be found even once the leader
+ * is gone. Not named LLMGW_*: engines get none of llmgw's own variables (engine-env.ts).
+ */
+export const runTokenVariable = 'SHARD_RUN_TOKEN';
 
 export interface RecordedProcess {
   /** The shard's key. */
@@ -30,7 +33,7 @@ export interface RecordedProcess {
   /** From /proc/PID/stat: with the boot id, it tells a reused pid apart. */
   startTime?: number;
   bootId?: string;
-  /** The value of LLMGW_SHARD_RUN in the process's environment. */
+  /** The value of runTokenVariable in the process's environment. */
   run: string;
 }
 

@@ -63,6 +63,18 @@ export function probeHealth(health: Health, timeoutMs: number): Promise<Probe> {
   });
 }
 
+/** The TCP port a health URL is asked on; undefined when it is not a URL. */
+export function healthPort(health: Health): number | undefined {
+  let url: URL;
+  try {
+    url = new URL(health.url);
+  } catch {
+    return undefined;
+  }
+  if (url.port !== '') return Number(url.port);
+  return url.protocol === 'https:' ? 443 : 80;
+}
+
 /** What a probe found, as the end of a sentence about the engine. */
 export function describeProbe(probe: Probe, health: Health): string {
   switch (probe.kind) {

@@ -4,9 +4,10 @@ import { holdsGpuMemory, noGpuMemoryReason } from './gpu-check.js';
 import { readBootId, runTokenVariable, type ProcessRecord, type RecordedProcess } from './leftovers.js';
 import type { LogBuffer } from './log-buffer.js';
 import { ProcessGroup, SpawnError, type Exit, type StopOutcome } from './process-group.js';
-import { groupMembers, listProcesses, processTree, readStat } from './process-tree.js';
-import { describeProbe, formatMs, probeHealth, startingReason, type Health } from './readiness.js';
-import type { ExitReport, GpuProcessReader, ShardRun, ShardState, ShardStatus } from './types.js';
+import { groupMembers, listProcesses, processTree, readStat, type ProcStat } from './process-tree.js';
+import { describeProbe, formatMs, healthPort, probeHealth, startingReason, type Health } from './readiness.js';
+import { describeHolder, findHolder, portUse, type Holder, type Listener } from './sockets.js';
+import type { ExitReport, GpuProcessReader, PortTaken, ShardRun, ShardState, ShardStatus } from './types.js';
 import { aborted, never, wait } from './wait.js';
 
 /** The supervisor's timings, defaults resolved. */
@@ -20,6 +21,8 @@ export interface ShardTiming {
   gpuCheckIntervalMs: number;
   /** A run that stayed ready this long resets the backoff. */
   stableMs: number;
+  /** How often a shard whose port another program holds looks again. */
+  portRetryMs: number;
 }
 
 export interface ShardContext {
@@ -29,6 +32,8 @@ export interface ShardContext {
   timing: ShardTiming;
   onStatus: (status: ShardStatus) => void;
   gpuProcesses: GpuProcessReader | undefined;
+  /** Every process of this supervisor's engines, all shards: a port they hold is not another program's. */
+  ownPids: () => ReadonlySet<number>;
   now: () => number;
 }
 
@@ -43,6 +48,7 @@ const DRAIN_MS = 1000;
 interface Ending {
   reason: string;
   exit?: Exit;
+  portTaken?: PortTaken;
 }
 
 type Outcome =
@@ -67,6 +73,11 @@ export class Shard {
   #failures = 0;
   #readySince: number | undefined;
   #lastExit: ExitReport | undefined;
+  #portTaken: PortTaken | undefined;
+  /** The processes of the attempt running now. */
+  #groups: readonly ProcessGroup[] = [];
+  /** The last holder found for a set of sockets: finding it scans every process. */
+  #holder: { inodes: string; holder: Holder | undefined } | undefined;
   #lastEmitted = '';
 
   constructor(run: ShardRun, hash: string, ctx: ShardContext) {
@@ -113,7 +124,13 @@ export class Shard {
     if (this.#pid !== undefined) s.pid = this.#pid;
     if (this.#readySince !== undefined) s.ready_since = new Date(this.#readySince).toISOString();
     if (this.#lastExit !== undefined) s.last_exit = this.#lastExit;
+    if (this.#portTaken !== undefined) s.port_taken = this.#portTaken;
     return s;
+  }
+
+  /** The live processes of this shard's engines: each leader, its descendants and its group. */
+  pids(processes: readonly ProcStat[]): number[] {
+    return this.#groups.flatMap((g) => (g.gone() ? [] : [...processTree(g.pid, processes), ...groupMembers(g.pid, processes)]));
   }
 
   async #loop(after: Promise<void> | undefined): Promise<void> {
@@ -140,7 +157,7 @@ export class Shard {
       this.#restarts++;
       this.#readySince = undefined;
       this.#pid = undefined;
-      this.#set('failed', `${ending.reason}; restarting in ${formatMs(delay)}`);
+      this.#set('failed', `${ending.reason}; restarting in ${formatMs(delay)}`, ending.portTaken);
       if (!(await wait(delay, stop))) return;
     }
   }
@@ -151,6 +168,9 @@ export class Shard {
     const { log, record } = this.#ctx;
     const logStart = log.total;
     const token = `${run.key}:${randomUUID()}`;
+    const port = run.health === undefined ? undefined : healthPort(run.health);
+    // An engine started on a port another program holds fails to bind, over and over: wait instead.
+    if (port !== undefined && !(await this.#portFree(port))) return undefined;
     this.#set(
       'starting',
       run.health === undefined
@@ -169,6 +189,7 @@ export class Shard {
           },
         });
         groups.push(group);
+        this.#groups = groups;
         log.note(`started ${spec.name} (pid ${group.pid})`);
       }
     } catch (e) {
@@ -225,9 +246,15 @@ export class Shard {
     await Promise.all(groups.map((g) => g.drained(DRAIN_MS)));
     record.set(run.key, []);
 
+    this.#groups = [];
     if (outcome.kind === 'exit') {
       const lines = log.tail(EXIT_TAIL, logStart);
-      ending = { reason: exitReason(outcome.group.name, outcome.exit, lines), exit: outcome.exit };
+      // An engine that exits before it was ready while another program holds its port could not bind it.
+      const taken = port !== undefined && this.#readySince === undefined ? this.#takenBy(port, this.#ctx.ownPids()) : undefined;
+      ending =
+        taken === undefined
+          ? { reason: exitReason(outcome.group.name, outcome.exit, lines), exit: outcome.exit }
+          : { reason: `${outcome.group.name} ${describeExit(outcome.exit)}: ${taken.reason}`, exit: outcome.exit, portTaken: taken.taken };
       log.note(`${outcome.group.name} ${describeExit(outcome.exit)}`);
     } else if (outcome.kind === 'stop') {
       log.note('stopped');
@@ -262,6 +289,63 @@ export class Shard {
   }
 
   /**
+   * Waits while another program (or an engine of this node that is stopping) listens on
+   * `port`. False when the shard stops meanwhile.
+   */
+  async #portFree(port: number): Promise<boolean> {
+    for (;;) {
+      const own = this.#ctx.ownPids();
+      const taken = this.#takenBy(port, own);
+      if (taken !== undefined) {
+        const reason = `${taken.reason}: waiting for it to be free, or for the control plane to move this replica to a free port`;
+        if (reason !== this.#reason) this.#ctx.log.note(taken.reason);
+        this.#set('failed', reason, taken.taken);
+      } else if (portUse(port, own)?.ours === true) {
+        this.#set('starting', `waiting for port ${port}: an engine of this node that is stopping still holds it`);
+      } else {
+        return true;
+      }
+      if (!(await wait(this.#ctx.timing.portRetryMs, this.#stopper.signal))) return false;
+    }
+  }
+
+  /** Whether a program not among `own` listens on `port`, and who, in words. */
+  #takenBy(port: number, own: Iterable<number>): { reason: string; taken: PortTaken } | undefined {
+    const others = portUse(port, own)?.others ?? [];
+    if (others.length === 0) return undefined;
+    const holder = this.#holderOf(others, new Set(own));
+    return {
+      reason: `port ${port} is taken by ${describeHolder(holder, others)}`,
+      taken: { port, ...(holder === undefined ? {} : { pid: holder.pid, name: holder.name }) },
+    };
+  }
+
+  #holderOf(listeners: readonly Listener[], skip: ReadonlySet<number>): Holder | undefined {
+    const inodes = listeners.map((l) => l.inode).sort((a, b) => a - b).join(',');
+    if (this.#holder?.inodes !== inodes) this.#holder = { inodes, holder: findHolder(new Set(listeners.map((l) => l.inode)), skip) };
+    return this.#holder.holder;
+  }
+
+  /**
+   * Whether the answer on the health port can be the engine's: one of its processes holds a
+   * listening socket on it. Undefined when it can, or when this machine cannot tell (no
+   * /proc); else why the answer does not count.
+   */
+  #notOwn(groups: readonly ProcessGroup[], port: number): { reason: string; taken?: PortTaken } | undefined {
+    const processes = listProcesses();
+    const pids = groups.flatMap((g) => [...processTree(g.pid, processes), ...groupMembers(g.pid, processes)]);
+    const use = portUse(port, pids);
+    if (use === undefined || use.ours) return undefined;
+    const name = groups[0]?.name ?? 'the engine';
+    if (use.others.length === 0) return { reason: `port ${port} answered, but ${name} does not listen on it (yet)` };
+    const taken = this.#takenBy(port, this.#ctx.ownPids());
+    return {
+      reason: `port ${port} answers, but from ${describeHolder(this.#holderOf(use.others, new Set(pids)), use.others)}, not from ${name}: its answers do not count`,
+      ...(taken === undefined ? {} : { taken: taken.taken }),
+    };
+  }
+
+  /**
    * Readiness, then health while ready. Resolves with a reason to restart the shard
    * (never ready in time, stopped answering); never resolves otherwise.
    */
@@ -272,14 +356,18 @@ export class Shard {
     if (health === undefined) {
       if (!(await wait(timing.settleMs, signal))) return never();
     } else {
+      const port = healthPort(health);
       for (;;) {
         const probe = await probeHealth(health, probeTimeout(timing.startingIntervalMs));
         if (signal.aborted) return never();
-        if (probe.kind === 'ok') break;
+        // Only the engine's own answer counts: another program on its port must not make it ready.
+        const foreign = probe.kind === 'ok' && port !== undefined ? this.#notOwn(groups, port) : undefined;
+        if (probe.kind === 'ok' && foreign === undefined) break;
         if (now() >= deadline) {
-          return `not ready after ${formatMs(timing.readyTimeoutMs)} (last health check: ${describeProbe(probe, health)}); raise the ready timeout if the model loads slower than that`;
+          return `not ready after ${formatMs(timing.readyTimeoutMs)} (last health check: ${foreign?.reason ?? describeProbe(probe, health)}); raise the ready timeout if the model loads slower than that`;
         }
-        this.#set('starting', startingReason(probe, health));
+        if (foreign !== undefined) this.#set('starting', foreign.reason, foreign.taken);
+        else this.#set('starting', startingReason(probe, health));
         if (!(await wait(timing.startingIntervalMs, signal))) return never();
       }
     }
@@ -345,11 +433,12 @@ export class Shard {
     return this.#stopper.signal.aborted;
   }
 
-  #set(state: ShardState, reason: string | undefined): void {
+  #set(state: ShardState, reason: string | undefined, portTaken?: PortTaken): void {
     // Once stopping, only the stop speaks.
     if (this.#stopping() && state !== 'stopping') return;
     this.#state = state;
     this.#reason = reason;
+    this.#portTaken = portTaken;
     this.#emit();
   }
 

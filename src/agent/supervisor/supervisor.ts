@@ -1,10 +1,13 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
+import { engineEnv } from './engine-env.js';
 import { ProcessRecord } from './leftovers.js';
 import { LogBuffer } from './log-buffer.js';
+import { listProcesses } from './process-tree.js';
 import { runHash } from './run-hash.js';
 import { Shard, type ShardContext, type ShardTiming } from './shard.js';
+import { readListeners, socketInodes } from './sockets.js';
 import type { GpuProcessReader, ShardRun, ShardStatus } from './types.js';
 
 export interface SupervisorOptions {
@@ -35,13 +38,18 @@ export interface SupervisorOptions {
   gpuCheckDelayMs?: number;
   /** Then how often to check it again (default 30 s). */
   gpuCheckIntervalMs?: number;
+  /** While another program holds a shard's port: how often to look again (default 2 s). */
+  portRetryMs?: number;
   /** Ring buffer size per shard, default 2000 lines. */
   logLines?: number;
   /** The log file is rotated past this size (default 10 MiB). */
   logFileMaxBytes?: number;
   /** Where the processes are recorded for `killLeftovers`; default `${logDir}/../processes.json`. */
   stateFile?: string;
-  /** Base environment of engines (default process.env); ProcessSpec.env is added on top. */
+  /**
+   * Base environment of engines (default: what engineEnv keeps of process.env, never the
+   * agent's own secrets); ProcessSpec.env is added on top.
+   */
   env?: NodeJS.ProcessEnv;
   now?: () => number;
 }
@@ -77,6 +85,7 @@ export class Supervisor {
       gpuCheckDelayMs: options.gpuCheckDelayMs ?? 10_000,
       gpuCheckIntervalMs: options.gpuCheckIntervalMs ?? 30_000,
       stableMs: options.stableMs ?? 60_000,
+      portRetryMs: options.portRetryMs ?? 2000,
     };
     mkdirSync(options.logDir, { recursive: true });
     this.#record = new ProcessRecord(options.stateFile ?? join(options.logDir, '..', 'processes.json'));
@@ -130,6 +139,19 @@ export class Supervisor {
     return this.#logs.get(key)?.follow(listener) ?? (() => undefined);
   }
 
+  /**
+   * Ports in `first..last` that a program other than these engines listens on (those of
+   * engines that are stopping are theirs still); undefined where this machine cannot tell.
+   */
+  portsTaken(first: number, last: number): number[] | undefined {
+    const listeners = readListeners();
+    if (listeners === undefined) return undefined;
+    const inRange = listeners.filter((l) => l.port >= first && l.port <= last);
+    if (inRange.length === 0) return [];
+    const ours = socketInodes(this.#ownPids());
+    return [...new Set(inRange.filter((l) => !ours.has(l.inode)).map((l) => l.port))].sort((a, b) => a - b);
+  }
+
   /** Resolves when every shard that is stopping has exited. */
   async stopped(): Promise<void> {
     while (this.#stopping.size > 0) await Promise.all(this.#stopping.values());
@@ -170,12 +192,20 @@ export class Supervisor {
     return {
       log,
       record: this.#record,
-      env: this.#o.env ?? process.env,
+      env: this.#o.env ?? engineEnv(process.env),
       timing: this.#timing,
       onStatus: this.#o.onStatus,
       gpuProcesses: this.#o.gpuProcesses,
+      ownPids: () => this.#ownPids(),
       now: this.#o.now ?? Date.now,
     };
+  }
+
+  #ownPids(): Set<number> {
+    const processes = listProcesses();
+    const out = new Set<number>();
+    for (const shard of new Set([...this.#shards.values(), ...this.#stopping.keys()])) for (const pid of shard.pids(processes)) out.add(pid);
+    return out;
   }
 }
 

@@ -55,6 +55,16 @@ export interface ShardStatus {
   restarts: number;
   ready_since?: string;
   last_exit?: ExitReport;
+  /** Set while the shard cannot start because another program listens on its port: the control plane moves it. */
+  port_taken?: PortTaken;
+}
+
+/** A shard's port, held by a program that is not one of this agent's engines. */
+export interface PortTaken {
+  port: number;
+  /** The holder, when this agent can see it. */
+  pid?: number;
+  name?: string;
 }
 
 /** Which processes hold memory on which GPU (CUDA uuid -> pids), from discovery. */

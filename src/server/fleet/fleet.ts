@@ -9,8 +9,8 @@ import { engineFor } from '../../engines/registry.js';
 import { generateSecret } from '../../core/secrets.js';
 import { deviceLabel } from '../../gpu/devices.js';
 import { place } from '../../placement/place.js';
-import type { PendingReplica, PlacementNode, Shard } from '../../placement/types.js';
-import type { AgentMessage, AssignedShard, EngineReport, EngineSettingsWire, ShardStatusWire } from '../../protocol/agent-protocol.js';
+import type { PendingReplica, PlacementNode, PortRange, Shard } from '../../placement/types.js';
+import { maxPortRanges, type AgentMessage, type AssignedShard, type EngineReport, type EngineSettingsWire, type ShardStatusWire } from '../../protocol/agent-protocol.js';
 import type { NodeView } from '../../protocol/node-views.js';
 import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
 import type { ReplicaRecord, Store } from '../../store/store.js';
@@ -56,6 +56,13 @@ export class Fleet implements HubListener {
   readonly #o: FleetOptions;
   readonly #statuses = new Map<string, Reported>();
   readonly #engines = new Map<string, EngineReport>();
+  /** Ports other programs listen on, by node id, as its agent last said. */
+  readonly #portsTaken = new Map<string, PortRange[]>();
+  /**
+   * Nodes connected here whose agent has reported since it connected: only those take new
+   * shards, so that none is placed on a port the node would have said is taken.
+   */
+  readonly #reported = new Set<string>();
   readonly #assigned = new Map<string, string>();
   readonly #logRequests = new Map<string, LogRequest>();
   #pending: PendingReplica[] = [];
@@ -134,6 +141,11 @@ export class Fleet implements HubListener {
         const silent = where.find((n) => lost.has(n));
         if (gone !== undefined) remove.push({ id: r.id, reason: `node ${gone} was removed` });
         else if (silent !== undefined) remove.push({ id: r.id, reason: `node ${silent} was not ready for ${settings.placement.node_lost_after_s} s` });
+        else {
+          // Its engine cannot listen where it was placed: placed again, on a port its node reports free.
+          const taken = this.#portTaken(r.id, shards);
+          if (taken !== undefined) remove.push({ id: r.id, reason: taken });
+        }
       }
       // Replaced replicas whose successors are ready stop now.
       const live = replicas.filter((r) => !remove.some((x) => x.id === r.id));
@@ -160,7 +172,7 @@ export class Fleet implements HubListener {
       let counter = 0;
       const placed = place({
         models,
-        nodes: views.map(placementNode),
+        nodes: views.map((v) => placementNode(v, { portsTaken: this.#portsTaken.get(v.id) ?? [], heard: this.#reported.has(v.id) || !this.#o.registry.isConnected(v.id) })),
         shards: kept,
         ports: { first, last },
         cpuThreads: settings.placement.cpu_threads,
@@ -211,11 +223,13 @@ export class Fleet implements HubListener {
 
   connected(nodeId: string): void {
     this.#assigned.delete(nodeId);
+    this.#reported.delete(nodeId);
     this.#push(nodeId);
   }
 
   disconnected(nodeId: string): void {
     this.#assigned.delete(nodeId);
+    this.#reported.delete(nodeId);
     for (const [id, r] of this.#logRequests) {
       if (r.nodeId === nodeId) {
         r.onDone('the node disconnected');
@@ -232,10 +246,16 @@ export class Fleet implements HubListener {
     if (m.type === 'shards') {
       const before = this.#readyReplicas();
       for (const [key, r] of this.#statuses) if (r.nodeId === nodeId) this.#statuses.delete(key);
+      const portsBefore = this.#portsTakenSeen();
+      const firstReport = !this.#reported.has(nodeId);
+      this.#reported.add(nodeId);
       for (const s of m.statuses) this.#statuses.set(s.key, { nodeId, status: s });
       if (m.engines !== undefined) this.#engines.set(nodeId, m.engines);
+      if (m.ports_taken !== undefined) this.#portsTaken.set(nodeId, m.ports_taken.slice(0, maxPortRanges).map(([first, last]) => ({ first, last })));
       // A replica that became ready may let a replaced one stop.
       if (this.#readyReplicas() !== before && this.#replicas.some((r) => r.retiring)) this.poke();
+      // A node heard from for the first time takes new shards; a shard whose port another program took is placed again.
+      else if (firstReport || this.#portsTakenSeen() !== portsBefore) this.poke();
       return;
     }
     const req = this.#logRequests.get(m.request);
@@ -350,19 +370,21 @@ export class Fleet implements HubListener {
         new LlmgwError('not_found', exists ? `replica ${id} has no rank ${options.rank}` : `no replica is named "${id}" (llmgw ctl replicas lists them)`),
       );
     }
+    // The engine's log lives on its node: a node that cannot answer now is a conflict with
+    // the replica's state (409), not a store that does not answer (503).
     const node = this.#o.registry.views().find((v) => v.name === shard.node);
-    if (node === undefined) return Promise.reject(new LlmgwError('unavailable', `node ${shard.node} is not known here`));
+    if (node === undefined) return Promise.reject(new LlmgwError('conflict', `node ${shard.node}, where replica ${id} runs, is not known to this control plane: its logs cannot be read (llmgw ctl nodes lists the nodes)`));
     const request = randomUUID();
     return new Promise((resolve, reject) => {
       this.#logRequests.set(request, {
         nodeId: node.id,
         onLines: options.onLines,
-        onDone: (error) => (error === undefined ? resolve() : reject(new LlmgwError('unavailable', error))),
+        onDone: (error) => (error === undefined ? resolve() : reject(new LlmgwError('conflict', error))),
       });
       const sent = this.#o.hub.send(node.id, { type: 'logs', request, key: `${id}/${options.rank}`, tail: options.tail, follow: options.follow });
       if (!sent) {
         this.#logRequests.delete(request);
-        reject(new LlmgwError('unavailable', `node ${shard.node} is not connected to this control plane, so its logs cannot be read now`));
+        reject(new LlmgwError('conflict', `node ${shard.node} is not connected to this control plane, so the logs of replica ${id} cannot be read now: start its agent (llmgw ctl nodes says when it was last seen)`));
         return;
       }
       options.signal.addEventListener('abort', () => {
@@ -376,6 +398,26 @@ export class Fleet implements HubListener {
 
   #specOf(model: string): ModelSpec | undefined {
     return this.#specs.get(model);
+  }
+
+  /** The shards reported unable to listen on their ports, as one string to tell a change. */
+  #portsTakenSeen(): string {
+    const keys: string[] = [];
+    for (const [key, r] of this.#statuses) if (r.status.port_taken !== undefined) keys.push(`${key}:${r.status.port_taken.port}`);
+    return keys.sort().join(',');
+  }
+
+  /** Why a replica must be placed again because a shard's port is another program's; undefined when none is. */
+  #portTaken(id: string, shards: readonly Shard[]): string | undefined {
+    for (const s of shards) {
+      if (s.replica !== id) continue;
+      const taken = this.#statuses.get(`${s.replica}/${s.rank}`)?.status.port_taken;
+      // Only a report about the port the shard has now: an older one may still arrive after it moved.
+      if (taken === undefined || taken.port !== s.port) continue;
+      const who = taken.pid === undefined ? 'another program' : `another program (pid ${taken.pid}, ${taken.name ?? 'unknown'})`;
+      return `port ${s.port} on node ${s.node} is taken by ${who}: placed again on a free port`;
+    }
+    return undefined;
   }
 
   #readyReplicas(): number {
@@ -464,7 +506,8 @@ export class Fleet implements HubListener {
         api_key: r.engine_key,
       });
     }
-    const message = { type: 'assign' as const, shards, engines: this.#engineSettings() };
+    const [first, last] = this.#o.settings.current.settings.placement.ports.split('-').map(Number) as [number, number];
+    const message = { type: 'assign' as const, shards, engines: this.#engineSettings(), ports: { first, last } };
     const text = JSON.stringify(message);
     if (this.#assigned.get(nodeId) === text) return;
     if (this.#o.hub.send(nodeId, message)) this.#assigned.set(nodeId, text);
@@ -495,15 +538,17 @@ function aggregate(shards: readonly ShardView[]): { state: ReplicaState; reason?
   return { state: 'ready' };
 }
 
-function placementNode(v: NodeView): PlacementNode {
+/** A node as placement sees it; `heard`: its agent has said what runs there and which ports are taken. */
+function placementNode(v: NodeView, o: { portsTaken: readonly PortRange[]; heard: boolean }): PlacementNode {
   return {
     name: v.name,
-    ready: v.state === 'ready',
+    ready: v.state === 'ready' && o.heard,
     devices: v.devices,
     excluded: v.excluded,
     cpus: v.host.cpus.count,
     memory_mib: v.host.memory.total_mib,
     address: hostOf(v.address),
+    ports_taken: o.portsTaken,
   };
 }
 

@@ -3,6 +3,7 @@
 // responses), streamed and not, in each engine's own dialect. Node built-ins only.
 import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import { clearTimeout, setInterval, setTimeout } from 'node:timers';
 
 // Not a module of Node's; the lint of plain .mjs files knows only ECMAScript's globals.
@@ -241,6 +242,19 @@ export function presentedKey(req, { xApiKey = false } = {}) {
   if (typeof auth === 'string' && auth.startsWith('Bearer ')) return auth.slice(7);
   if (xApiKey && typeof req.headers['x-api-key'] === 'string') return req.headers['x-api-key'];
   return undefined;
+}
+
+/** Whether a port can be bound now: the fake's stand-in for binding a socket before listening on it. */
+export async function canBind(host, port) {
+  if (port === 0) return true;
+  const probe = createServer();
+  try {
+    await listen(probe, host, port);
+  } catch {
+    return false;
+  }
+  await new Promise((resolve) => probe.close(resolve));
+  return true;
 }
 
 /** Listens, resolving with the port bound (port 0 picks one), or rejecting with the error. */

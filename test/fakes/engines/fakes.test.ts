@@ -58,6 +58,13 @@ function hold(url: string, body: unknown) {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A port another program (a plain TCP server here) listens on, on every interface. */
+async function takenPort(): Promise<{ blocker: ReturnType<typeof createServer>; port: number }> {
+  const blocker = createServer();
+  const port = await new Promise<number>((resolve) => blocker.listen(0, '0.0.0.0', () => { resolve((blocker.address() as { port: number }).port); }));
+  return { blocker, port };
+}
+
 describe('fake llama-server: the command line', () => {
   it('prints its version on stderr, and its devices on stdout', async () => {
     const v = await runToEnd(fakeLlamaServer, ['--version']);
@@ -81,14 +88,21 @@ describe('fake llama-server: the command line', () => {
     expect(r.stderr).toMatch(/E srv {2}llama_server: exiting due to model loading error\n$/);
   });
 
-  it('exits 1 when its port is taken, as capture 92', async () => {
-    const blocker = createServer();
-    const port = await new Promise<number>((resolve) => blocker.listen(0, '127.0.0.1', () => { resolve((blocker.address() as { port: number }).port); }));
+  it('exits 1 when its port is taken, with the lines of capture 92 in its order', async () => {
+    const { blocker, port } = await takenPort();
     const r = await runToEnd(fakeLlamaServer, ['-m', fakeGguf(), '--host', '127.0.0.1', '--port', String(port)]);
     blocker.close();
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain(`E srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: ${port}`);
-    expect(r.stderr).toContain('E srv  llama_server: exiting due to HTTP server error');
+    // Capture 92 without its timestamps.
+    expect(r.stderr.replace(/^\d+\.\d{2}\.\d{3}\.\d{3} /gm, '')).toBe(
+      [
+        'I cmn  common_param: common_params_print_info: verbosity = 3 (adjust with the `-lv N` CLI arg)',
+        `E srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: ${port}`,
+        'I srv    operator(): operator(): cleaning up before exit...',
+        'E srv  llama_server: exiting due to HTTP server error',
+        '',
+      ].join('\n'),
+    );
   });
 });
 
@@ -370,6 +384,17 @@ describe('fake vllm', () => {
     expect(resp).toMatchObject({ object: 'response', status: 'completed', output: [{ content: [{ text: 'Hello from' }] }] });
   });
 
+  it('exits 1 at once when its port is taken, before loading, with the OSError of vLLM\'s early bind', async () => {
+    const { blocker, port } = await takenPort();
+    try {
+      const r = await runToEnd(fakeVllm, ['serve', '/models/qwen', '--host', '127.0.0.1', '--port', String(port)], { FAKE_VLLM_LOAD_MS: '60000' });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/\] non-default args: .*\nTraceback \(most recent call last\):\n[\s\S]*\n {4}sock\.bind\(addr\)\nOSError: \[Errno 98\] Address already in use\n$/);
+    } finally {
+      blocker.close();
+    }
+  });
+
   it('runs a headless worker with no HTTP server until SIGTERM', async () => {
     const p = startFake(fakeVllm, ['serve', '/models/qwen', '--nnodes', '2', '--node-rank', '1', '--master-addr', '10.0.0.1', '--headless']);
     await p.waitFor(/headless worker, node rank 1 of 2/);
@@ -389,6 +414,17 @@ describe('fake sglang', () => {
       expect(chat).toMatchObject({ object: 'chat.completion', choices: [{ message: { content: 'Hello from' } }], x_fake: { lora: ['sql'] } });
     } finally {
       expect(await s.stop()).toEqual({ code: 0, signal: null });
+    }
+  });
+
+  it("exits 1 when its port is taken once loaded, with uvicorn's bind error", async () => {
+    const { blocker, port } = await takenPort();
+    try {
+      const r = await runToEnd(fakeSglang, ['-m', 'sglang.launch_server', '--model-path', '/m', '--host', '127.0.0.1', '--port', String(port)], { FAKE_SGLANG_LOAD_MS: '10' });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`Load weight end\\.\\nERROR: {4}\\[Errno 98\\] error while attempting to bind on address \\('127\\.0\\.0\\.1', ${port}\\): address already in use\\n$`));
+    } finally {
+      blocker.close();
     }
   });
 

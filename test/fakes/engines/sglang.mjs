@@ -4,6 +4,9 @@
 // --model-path MODEL ...` (the leading `-m sglang.launch_server` is accepted and ignored;
 // `serve` is too, for the newer `sglang serve` form).
 // - Nothing listens until FAKE_SGLANG_LOAD_MS (default 200): connections are refused.
+// - Its port is bound by uvicorn once the model is loaded: a port in use then ends it with
+//   uvicorn's `ERROR:    [Errno 98] error while attempting to bind on address ('HOST', PORT):
+//   address already in use`, exit 1.
 // - /health and /health_generate answer 200 with an empty body; /metrics exists only with
 //   --enable-metrics (sglang: gauges). Neither needs the key.
 // - --api-key guards every other path: 401 {"error":"Unauthorized"}.
@@ -149,8 +152,8 @@ async function serve() {
   let port;
   try {
     port = await listen(server, host, Number(one('--port') ?? 30000));
-  } catch (e) {
-    process.stderr.write(`OSError: [Errno 98] Address already in use (${e.code})\n`);
+  } catch {
+    process.stderr.write(`ERROR:    [Errno 98] error while attempting to bind on address ('${host}', ${one('--port') ?? 30000}): address already in use\n`);
     process.exit(1);
   }
   log(`Uvicorn running on http://${host}:${port} (Press CTRL+C to quit)`);

@@ -1,6 +1,9 @@
 #!/usr/bin/env node
 // A fake `vllm` CLI: `vllm serve MODEL [options]`, as llmgw launches it.
 // - Nothing listens until FAKE_VLLM_LOAD_MS (default 200) has passed: connections are refused.
+// - Its port is bound at start, before the model loads (vLLM binds early, listens once ready):
+//   a port in use ends it at once with vLLM's traceback, `OSError: [Errno 98] Address
+//   already in use`, exit 1.
 // - /health answers 200 with an empty body, /metrics the vllm: gauges; neither needs the key.
 // - The key (--api-key, else VLLM_API_KEY) guards /v1/* only: 401 {"error":"Unauthorized"}.
 // - --served-model-name names the model (default: the MODEL argument); --lora-modules
@@ -14,7 +17,7 @@ import { setTimeout } from 'node:timers';
 import { URL } from 'node:url';
 
 import {
-  InFlight, Slots, crashLater, exitOnSignals, idleWorker, echoRequestId, embeddingsBody, fakeSettings, listen, openAiDialect, parseLoose, presentedKey,
+  InFlight, Slots, canBind, crashLater, exitOnSignals, idleWorker, echoRequestId, embeddingsBody, fakeSettings, listen, openAiDialect, parseLoose, presentedKey,
   promptTokens, readBody, sendJson, serveGeneration, serveResponses,
 } from './fake-openai-server.mjs';
 
@@ -140,22 +143,37 @@ async function route(req, res) {
   if (result.finished) counters.success++;
 }
 
+/** vLLM's end when its port is in use: create_server_socket's bind raises, uncaught. */
+function addressInUse() {
+  process.stderr.write(
+    'Traceback (most recent call last):\n' +
+      '  File "/usr/local/bin/vllm", line 10, in <module>\n    sys.exit(main())\n' +
+      '  File "/usr/local/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py", line 1806, in setup_server\n' +
+      '    sock = create_server_socket(sock_addr)\n' +
+      '  File "/usr/local/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py", line 1745, in create_server_socket\n' +
+      '    sock.bind(addr)\n' +
+      'OSError: [Errno 98] Address already in use\n',
+  );
+  process.exit(1);
+}
+
 async function serve() {
   log(`vLLM API server version ${VERSION}`);
   log(`non-default args: model=${modelPath}, served_model_name=${JSON.stringify(servedNames)}`);
+  const host = one('--host');
+  const wanted = Number(one('--port') ?? 8000);
+  if (!(await canBind(host, wanted))) addressInUse();
   await new Promise((resolve) => setTimeout(resolve, settings.loadMs));
   const server = http.createServer((req, res) => {
     route(req, res).catch((e) => {
       if (!res.headersSent) error(res, 500, String(e?.message ?? e), 'InternalServerError');
     });
   });
-  const host = one('--host');
   let port;
   try {
-    port = await listen(server, host, Number(one('--port') ?? 8000));
-  } catch (e) {
-    process.stderr.write(`OSError: [Errno 98] Address already in use (${e.code})\n`);
-    process.exit(1);
+    port = await listen(server, host, wanted);
+  } catch {
+    addressInUse();
   }
   log(`Starting vLLM API server 0 on http://${host ?? '0.0.0.0'}:${port}`);
   log('Application startup complete.');
