@@ -56,6 +56,7 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
     logger,
     version: '0.0.0-test',
     adminKey: options.adminKey,
+    engineKeySecret: options.env?.['LLMGW_ENGINE_KEY_SECRET'],
     listen: options.listen ?? '127.0.0.1:0',
   });
   const adminKey = options.adminKey ?? cp.generatedAdminKey;
