@@ -53,7 +53,7 @@ function running(id: string, spec: ModelSpec, o: { node?: string; card: number; 
   };
 }
 
-function input(o: { specs: ModelSpec[]; running?: Running[]; nodes?: PlanNode[]; ready?: string[]; upSince?: number }): FleetPlanInput {
+function input(o: { specs: ModelSpec[]; running?: Running[]; nodes?: PlanNode[]; ready?: string[]; upSince?: number; lostAfterS?: number }): FleetPlanInput {
   const list = o.running ?? [];
   return {
     specs: o.specs,
@@ -63,7 +63,8 @@ function input(o: { specs: ModelSpec[]; running?: Running[]; nodes?: PlanNode[];
     ready: new Set(o.ready ?? list.map((r) => r.replica.id)),
     now,
     upSince: o.upSince ?? now - 24 * 60 * minute,
-    lostAfterS: 60,
+    lostAfterS: o.lostAfterS ?? 60,
+    reconnectS: 30,
     ports: { first: 20000, last: 20009 },
     cpuThreads: 0,
   };
@@ -267,6 +268,42 @@ const cases: [string, FleetPlanInput, Expected][] = [
       upSince: now - 61_000,
     }),
     { remove: ['m-1: node node-b was not ready for 60 s'], add: ['m@main node-a [0] :20000'] },
+  ],
+  [
+    'a short grace, a control plane up for less than an agent takes to reconnect: kept',
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { node: 'node-b', card: 0, port: 20000 })],
+      nodes: [node('node-a'), node('node-b', { ready: false, lastSeen: now - 60 * minute })],
+      ready: [],
+      upSince: now - 20_000,
+      lostAfterS: 5,
+    }),
+    {},
+  ],
+  [
+    'a short grace, a node not heard from in the reconnect time since the control plane started: lost',
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { node: 'node-b', card: 0, port: 20000 })],
+      nodes: [node('node-a'), node('node-b', { ready: false, lastSeen: now - 60 * minute })],
+      ready: [],
+      upSince: now - 31_000,
+      lostAfterS: 5,
+    }),
+    { remove: ['m-1: node node-b was not ready for 30 s'], add: ['m@main node-a [0] :20000'] },
+  ],
+  [
+    'a short grace, a node heard since the control plane started and silent past the grace: lost',
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { node: 'node-b', card: 0, port: 20000 })],
+      nodes: [node('node-a'), node('node-b', { ready: false, lastSeen: now - 6_000 })],
+      ready: [],
+      upSince: now - 20_000,
+      lostAfterS: 5,
+    }),
+    { remove: ['m-1: node node-b was not ready for 5 s'], add: ['m@main node-a [0] :20000'] },
   ],
   [
     'replicas going still hold their cards and ports in this pass',

@@ -30,6 +30,11 @@ export interface FleetPlanInput {
   upSince: number;
   /** placement.node_lost_after_s. */
   lostAfterS: number;
+  /**
+   * The longest an agent takes to reconnect (its backoff's cap): a node not heard from
+   * since this control plane started gets at least this long, however short lostAfterS.
+   */
+  reconnectS: number;
   ports: { first: number; last: number };
   cpuThreads: number;
 }
@@ -60,8 +65,9 @@ export interface FleetPlan {
  * input gives the same plan.
  *
  * - A replica on a node that was removed, or that has been silent for `lostAfterS` while
- *   this control plane was up to hear it, goes (and is placed again elsewhere); so does one
- *   of a model that left the catalog.
+ *   this control plane was up to hear it (and, if not heard since it started, for as long
+ *   as an agent may take to reconnect), goes and is placed again elsewhere; so does one of
+ *   a model that left the catalog.
  * - A model scaled down loses its extra replicas, the least useful first: one on a node
  *   that is not ready, one that is not ready, one that runs an older spec, the newest.
  *   A model scaled up gains replicas. Neither touches the replicas that stay.
@@ -89,17 +95,20 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
   };
   const live = () => input.replicas.filter((r) => !removed.has(r.id));
 
-  const lost = (name: string) => {
+  /** The grace a node was given and used up, in s; undefined while it has some left. */
+  const lostAfter = (name: string): number | undefined => {
     const n = nodes.get(name);
-    if (n === undefined || n.node.ready) return false;
-    return input.now - Math.max(n.lastSeen, input.upSince) > input.lostAfterS * 1000;
+    if (n === undefined || n.node.ready) return undefined;
+    const heardSinceStart = n.lastSeen >= input.upSince;
+    const grace = heardSinceStart ? input.lostAfterS : Math.max(input.lostAfterS, input.reconnectS);
+    return input.now - Math.max(n.lastSeen, input.upSince) > grace * 1000 ? grace : undefined;
   };
   for (const r of input.replicas) {
     const where = (shardsOf.get(r.id) ?? []).map((s) => s.node);
     const gone = where.find((n) => !nodes.has(n));
-    const silent = where.find(lost);
+    const silent = where.find((n) => lostAfter(n) !== undefined);
     if (gone !== undefined) drop(r.id, `node ${gone} was removed`);
-    else if (silent !== undefined) drop(r.id, `node ${silent} was not ready for ${input.lostAfterS} s`);
+    else if (silent !== undefined) drop(r.id, `node ${silent} was not ready for ${lostAfter(silent) ?? input.lostAfterS} s`);
     else if (!specs.has(r.model)) drop(r.id, 'model removed');
   }
 

@@ -9,7 +9,7 @@ import { engineFor } from '../../engines/registry.js';
 import { generateSecret } from '../../core/secrets.js';
 import { deviceLabel } from '../../gpu/devices.js';
 import type { PendingReplica, PlacementNode, Shard } from '../../placement/types.js';
-import type { AgentMessage, AssignedShard, EngineReport, EngineSettingsWire, ShardStatusWire } from '../../protocol/agent-protocol.js';
+import { agentReconnectMaxMs, type AgentMessage, type AssignedShard, type EngineReport, type EngineSettingsWire, type ShardStatusWire } from '../../protocol/agent-protocol.js';
 import type { NodeView } from '../../protocol/node-views.js';
 import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
 import type { FleetChange, ReplicaRecord, Store } from '../../store/store.js';
@@ -135,6 +135,7 @@ export class Fleet implements HubListener {
         now,
         upSince: this.#o.registry.upSince,
         lostAfterS: settings.placement.node_lost_after_s,
+        reconnectS: agentReconnectMaxMs / 1000,
         ports: { first, last },
         cpuThreads: settings.placement.cpu_threads,
       });
