@@ -29,7 +29,8 @@ describe('two control planes on one PostgreSQL database', () => {
     const third = startControlPlane({ database: db.url, adminKey, env: { LLMGW_ENGINE_KEY_SECRET: 'another-engine-key-secret-0123456789abcdef' } });
     await expect(third).rejects.toThrow(
       "the database's engine keys were sealed with another secret than this control plane's (from LLMGW_ENGINE_KEY_SECRET): give every control plane on one database the same secret: " +
-        'set LLMGW_ENGINE_KEY_SECRET to the contents of engine-key.secret in the data dir of the control plane that first used it',
+        'set LLMGW_ENGINE_KEY_SECRET to the contents of engine-key.secret in the data dir of the control plane that first used it ' +
+        '(if that secret is lost, docs/install.md says how to start over with new engine keys)',
     );
   });
 

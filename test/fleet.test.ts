@@ -367,7 +367,7 @@ describe('replicas that keep running while their model scales and the control pl
     for (const e of endpoints) expect((await fetch(`${e ?? ''}/health`)).status).toBe(200);
   });
 
-  it('keeps no engine key in its database, and its secret in a file only its owner reads', async () => {
+  it('keeps no engine key in its database, and its secret in a file only its owner reads', () => {
     const keys = rec.launches().map((l) => l.env['LLAMA_API_KEY']).filter((k): k is string => k !== undefined);
     expect(keys.length).toBeGreaterThan(0);
     const files = ['llmgw.db', 'llmgw.db-wal'].map((f) => join(dir, 'cp', f)).filter((f) => existsSync(f));

@@ -37,7 +37,7 @@ describe('EngineKeys', () => {
   it('refuses to open with another secret, or under another replica id, naming the replica and what to do', async () => {
     const sealed = new EngineKeys(secret, 'test').seal('tiny-1', key);
     const other = await refusal(() => new EngineKeys('b'.repeat(64), '/data/engine-key.secret').open('tiny-1', sealed));
-    expect(other.message).toMatch(/^the engine key of replica tiny-1 cannot be opened with the secret from \/data\/engine-key\.secret \(.+\): restart the replica in place \(llmgw ctl replica restart tiny-1 --in-place\)$/);
+    expect(other.message).toMatch(/^the engine key of replica tiny-1 cannot be opened with the secret from \/data\/engine-key\.secret \(.+\)$/);
     const moved = await refusal(() => new EngineKeys(secret, 'test').open('tiny-2', sealed));
     expect(moved.message).toContain('the engine key of replica tiny-2 cannot be opened');
   });
@@ -122,7 +122,8 @@ describe('prepareEngineKeys', () => {
       const e = await refusal(() => prepareEngineKeys(store, new EngineKeys('b'.repeat(64), '/srv/b/engine-key.secret')));
       expect(e.message).toBe(
         "the database's engine keys were sealed with another secret than this control plane's (from /srv/b/engine-key.secret): " +
-          'give every control plane on one database the same secret: set LLMGW_ENGINE_KEY_SECRET to the contents of engine-key.secret in the data dir of the control plane that first used it',
+          'give every control plane on one database the same secret: set LLMGW_ENGINE_KEY_SECRET to the contents of engine-key.secret in the data dir of the control plane that first used it ' +
+          '(if that secret is lost, docs/install.md says how to start over with new engine keys)',
       );
     } finally {
       await store.close();

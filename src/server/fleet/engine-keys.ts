@@ -47,7 +47,7 @@ export class EngineKeys {
       decipher.setAuthTag(raw.subarray(ivBytes, ivBytes + tagBytes));
       return Buffer.concat([decipher.update(raw.subarray(ivBytes + tagBytes)), decipher.final()]).toString('utf8');
     } catch (e) {
-      throw new LlmgwError('unavailable', `the engine key of replica ${replica} cannot be opened with the secret from ${this.source} (${messageOf(e)}): restart the replica in place (llmgw ctl replica restart ${replica} --in-place)`, { cause: e });
+      throw new LlmgwError('unavailable', `the engine key of replica ${replica} cannot be opened with the secret from ${this.source} (${messageOf(e)})`, { cause: e });
     }
   }
 }
@@ -114,7 +114,8 @@ export async function prepareEngineKeys(store: Store, keys: EngineKeys): Promise
       throw new LlmgwError(
         'invalid_argument',
         `the database's engine keys were sealed with another secret than this control plane's (from ${keys.source}): ` +
-          `give every control plane on one database the same secret: set ${engineKeySecretVariable} to the contents of ${engineKeySecretFile} in the data dir of the control plane that first used it`,
+          `give every control plane on one database the same secret: set ${engineKeySecretVariable} to the contents of ${engineKeySecretFile} in the data dir of the control plane that first used it ` +
+          '(if that secret is lost, docs/install.md says how to start over with new engine keys)',
       );
     }
     const plain = (await tx.fleet.replicas()).filter((r) => !isSealed(r.sealed_key));

@@ -223,6 +223,11 @@ const cases: [string, FleetPlanInput, Expected][] = [
     { remove: ['m-1: model removed'] },
   ],
   [
+    'a replica whose engine key cannot be opened is replaced',
+    { ...input({ specs: [m1], running: [running('m-1', m1, { card: 0, port: 20000 })] }), unkeyed: new Set(['m-1']) },
+    { remove: ["m-1: its engine key cannot be opened with this control plane's secret"], add: ['m@main node-a [1] :20001'] },
+  ],
+  [
     'a node removed: its replicas go, and are placed again elsewhere',
     input({ specs: [m1], running: [running('m-1', m1, { node: 'node-gone', card: 0, port: 20000 })] }),
     { remove: ['m-1: node node-gone was removed'], add: ['m@main node-a [0] :20000'] },

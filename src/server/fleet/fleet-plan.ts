@@ -25,6 +25,8 @@ export interface FleetPlanInput {
   nodes: readonly PlanNode[];
   /** Replicas whose shards are all ready. */
   ready: ReadonlySet<string>;
+  /** Replicas whose stored engine keys this control plane cannot open: replaced, as the gateway cannot reach them. */
+  unkeyed?: ReadonlySet<string>;
   now: number;
   /** When this control plane started: a node's silence before then is not held against it. */
   upSince: number;
@@ -67,7 +69,7 @@ export interface FleetPlan {
  * - A replica on a node that was removed, or that has been silent for `lostAfterS` while
  *   this control plane was up to hear it (and, if not heard since it started, for as long
  *   as an agent may take to reconnect), goes and is placed again elsewhere; so does one of
- *   a model that left the catalog.
+ *   a model that left the catalog, and one whose engine key cannot be opened.
  * - A model scaled down loses its extra replicas, the least useful first: one on a node
  *   that is not ready, one that is not ready, one that runs an older spec, the newest.
  *   A model scaled up gains replicas. Neither touches the replicas that stay.
@@ -110,6 +112,7 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
     if (gone !== undefined) drop(r.id, `node ${gone} was removed`);
     else if (silent !== undefined) drop(r.id, `node ${silent} was not ready for ${lostAfter(silent) ?? input.lostAfterS} s`);
     else if (!specs.has(r.model)) drop(r.id, 'model removed');
+    else if (input.unkeyed?.has(r.id) === true) drop(r.id, "its engine key cannot be opened with this control plane's secret");
   }
 
   const onReadyNodes = (r: PlanReplica) => (shardsOf.get(r.id) ?? []).every((s) => nodes.get(s.node)?.node.ready === true);

@@ -64,6 +64,8 @@ export class Fleet implements HubListener {
   #pending: PendingReplica[] = [];
   /** Engine keys opened (or made) here, by replica id. */
   readonly #keys = new Map<string, string>();
+  /** Replicas whose stored keys this control plane's secret does not open. */
+  readonly #unkeyed = new Set<string>();
   /** The catalog as the last placement saw it. */
   #specs = new Map<string, ModelSpec>();
   #replicas: ReplicaRecord[] = [];
@@ -132,6 +134,7 @@ export class Fleet implements HubListener {
         shards,
         nodes: views.map((v) => ({ node: placementNode(v), lastSeen: Date.parse(v.last_seen) })),
         ready: new Set(replicas.filter((r) => this.#replicaState(r.id, shards, views) === 'ready').map((r) => r.id)),
+        unkeyed: new Set(replicas.filter((r) => this.#engineKey(r) === undefined).map((r) => r.id)),
         now,
         upSince: this.#o.registry.upSince,
         lostAfterS: settings.placement.node_lost_after_s,
@@ -155,6 +158,7 @@ export class Fleet implements HubListener {
     for (const key of this.#statuses.keys()) if (!ids.has(key)) this.#statuses.delete(key);
     const live = new Set(this.#replicas.map((r) => r.id));
     for (const id of this.#keys.keys()) if (!live.has(id)) this.#keys.delete(id);
+    for (const id of this.#unkeyed) if (!live.has(id)) this.#unkeyed.delete(id);
     this.#pushAll();
   }
 
@@ -180,11 +184,17 @@ export class Fleet implements HubListener {
     return out;
   }
 
-  /** A replica's engine key, opened once. */
-  #engineKey(r: ReplicaRecord): string {
+  /** A replica's engine key, opened once; undefined (said once in the log) when it cannot be opened. */
+  #engineKey(r: ReplicaRecord): string | undefined {
     let key = this.#keys.get(r.id);
     if (key === undefined) {
-      key = this.#o.keys.open(r.id, r.sealed_key);
+      try {
+        key = this.#o.keys.open(r.id, r.sealed_key);
+      } catch (e) {
+        if (!this.#unkeyed.has(r.id)) this.#o.logger.error({ replica: r.id, err: messageOf(e) }, 'engine key unreadable: the replica is replaced');
+        this.#unkeyed.add(r.id);
+        return undefined;
+      }
       this.#keys.set(r.id, key);
     }
     return key;
@@ -291,14 +301,15 @@ export class Fleet implements HubListener {
     for (const r of this.#replicas) {
       const v = this.#view(r, views);
       const profile = r.spec.profiles.find((p) => p.name === r.profile);
-      if (v.endpoint === undefined || profile === undefined) continue;
+      const apiKey = this.#engineKey(r);
+      if (v.endpoint === undefined || profile === undefined || apiKey === undefined) continue;
       const engine = engineFor(profile.engine);
       replicas.push({
         id: r.id,
         model: r.model,
         engine: profile.engine,
         endpoint: v.endpoint,
-        apiKey: this.#engineKey(r),
+        apiKey,
         servedName: profile.served_model_name ?? r.model,
         adapters: profile.adapters.map((a) => a.name),
         capacity: capacityOf(profile.engine, profile.args, settings.agent.engines.llamacpp.parallel),
@@ -420,7 +431,8 @@ export class Fleet implements HubListener {
     const shards: AssignedShard[] = [];
     for (const s of this.#shards.filter((x) => x.node === node.name)) {
       const r = this.#replicas.find((x) => x.id === s.replica);
-      if (r === undefined) continue;
+      const apiKey = r === undefined ? undefined : this.#engineKey(r);
+      if (r === undefined || apiKey === undefined) continue;
       const head = s.ranks > 1 ? this.#shards.find((x) => x.replica === s.replica && x.rank === 0) : undefined;
       const headNode = head === undefined ? undefined : views.find((v) => v.name === head.node);
       shards.push({
@@ -435,7 +447,7 @@ export class Fleet implements HubListener {
         devices: s.devices,
         ...(s.threads === undefined ? {} : { threads: s.threads }),
         ...(s.memory_mib === undefined ? {} : { memory_mib: s.memory_mib }),
-        api_key: this.#engineKey(r),
+        api_key: apiKey,
       });
     }
     const message = { type: 'assign' as const, shards, engines: this.#engineSettings() };
