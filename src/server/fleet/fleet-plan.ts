@@ -85,8 +85,8 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
   for (const s of input.specs) if (!specs.has(s.name)) specs.set(s.name, s);
   const nodes = new Map<string, PlanNode>();
   for (const n of input.nodes) if (!nodes.has(n.node.name)) nodes.set(n.node.name, n);
-  const shardsOf = new Map<string, Shard[]>();
-  for (const s of input.shards) shardsOf.set(s.replica, [...(shardsOf.get(s.replica) ?? []), s]);
+  const shardsOf = groupBy(input.shards, (s) => s.replica);
+  const replicasOf = groupBy(input.replicas, (r) => r.model);
 
   const remove: Change[] = [];
   const removed = new Set<string>();
@@ -95,7 +95,7 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
     removed.add(id);
     remove.push({ id, reason });
   };
-  const live = () => input.replicas.filter((r) => !removed.has(r.id));
+  const live = (model: string) => (replicasOf.get(model) ?? []).filter((r) => !removed.has(r.id));
 
   /** The grace a node was given and used up, in s; undefined while it has some left. */
   const lostAfter = (name: string): number | undefined => {
@@ -117,7 +117,7 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
 
   const onReadyNodes = (r: PlanReplica) => (shardsOf.get(r.id) ?? []).every((s) => nodes.get(s.node)?.node.ready === true);
   for (const spec of specs.values()) {
-    const active = live().filter((r) => r.model === spec.name && !r.retiring);
+    const active = live(spec.name).filter((r) => !r.retiring);
     const excess = active.length - spec.replicas;
     if (excess <= 0) continue;
     const rank = (r: PlanReplica) => [onReadyNodes(r), input.ready.has(r.id), runsAsSpecified(r, spec)].map(Number);
@@ -127,24 +127,28 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
     for (const { r } of order.slice(0, excess)) drop(r.id, 'scaled down');
   }
 
-  for (const r of retirable(live(), (id) => input.ready.has(id), (m) => specs.get(m)?.replicas ?? 0)) drop(r.id, r.retire_reason ?? 'replaced');
+  for (const spec of specs.values()) {
+    for (const r of retirable(live(spec.name), (id) => input.ready.has(id), () => spec.replicas)) drop(r.id, r.retire_reason ?? 'replaced');
+  }
 
   const retire: Change[] = [];
-  const retiring = new Set(live().filter((r) => r.retiring).map((r) => r.id));
+  // Each replica being replaced counts on top of what its model wants, so that its successor is placed beside it.
+  const replacing = new Map<string, number>();
   for (const spec of specs.values()) {
-    const mine = live().filter((r) => r.model === spec.name);
-    if (mine.some((r) => retiring.has(r.id))) continue;
+    const mine = live(spec.name);
+    const marked = mine.filter((r) => r.retiring).length;
+    replacing.set(spec.name, marked);
+    if (marked > 0) continue;
     const stale = mine.sort(byAge).find((r) => !runsAsSpecified(r, spec));
     if (stale === undefined) continue;
     retire.push({ id: stale.id, reason: 'the model changed' });
-    retiring.add(stale.id);
+    replacing.set(spec.name, 1);
   }
 
-  const kept = live();
-  const keptIds = new Set(kept.map((r) => r.id));
+  const keptIds = new Set(input.replicas.filter((r) => !removed.has(r.id)).map((r) => r.id));
   let next = 0;
   const placed = place({
-    models: [...specs.values()].map((s) => ({ ...s, replicas: s.replicas + kept.filter((r) => r.model === s.name && retiring.has(r.id)).length })),
+    models: [...specs.values()].map((s) => ({ ...s, replicas: s.replicas + (replacing.get(s.name) ?? 0) })),
     nodes: input.nodes.map((n) => n.node),
     shards: input.shards.filter((s) => keptIds.has(s.replica)),
     stopping: input.shards.filter((s) => removed.has(s.replica)),
@@ -154,10 +158,8 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
     newReplicaId: () => String(next++),
   });
 
-  const byNew = new Map<string, Shard[]>();
-  for (const s of placed.added) byNew.set(s.replica, [...(byNew.get(s.replica) ?? []), s]);
   const add: NewReplica[] = [];
-  for (const list of byNew.values()) {
+  for (const list of groupBy(placed.added, (s) => s.replica).values()) {
     const spec = specs.get(list[0]?.model ?? '');
     if (spec === undefined || list[0] === undefined) continue;
     add.push({ model: spec.name, profile: list[0].profile, spec, shards: list.map(({ replica: _placeholder, ...s }) => s) });
@@ -178,6 +180,17 @@ function runOf(spec: ModelSpec, profile: string): unknown {
   const { replicas: _count, profiles, ...model } = spec;
   // Through JSON: an absent key and one set to undefined are the same, key order is not a change.
   return JSON.parse(JSON.stringify({ ...model, profile: profiles.find((p) => p.name === profile) ?? null })) as unknown;
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = out.get(k);
+    if (list === undefined) out.set(k, [item]);
+    else list.push(item);
+  }
+  return out;
 }
 
 function compareRanks(a: readonly number[], b: readonly number[]): number {
