@@ -169,7 +169,9 @@ describe('agents joining a control plane', () => {
 
 describe('an agent when the control plane goes away', () => {
   it('reconnects with backoff when the control plane comes back, as the same node', async () => {
-    const t1 = await startControlPlane({ config: `agent:\n  heartbeat_ms: ${heartbeatMs}\n` });
+    // Its data dir is new each start here: the engine-key secret comes from the environment.
+    const env = { LLMGW_ENGINE_KEY_SECRET: 'survivor-engine-key-secret-0123456789abcdef' };
+    const t1 = await startControlPlane({ config: `agent:\n  heartbeat_ms: ${heartbeatMs}\n`, env });
     const port = new URL(t1.url).port;
     const tok = (await api(t1.url, t1.adminKey, 'POST', '/node-tokens', {})).body.secret;
     const dataDir = mkdtempSync(join(tmpdir(), 'llmgw-agent-'));
@@ -179,7 +181,7 @@ describe('an agent when the control plane goes away', () => {
     // Same database, same port: as a control plane restarted by systemd.
     const db = t1.cp.settings.current.settings.database;
     await t1.cp.stop();
-    const t2 = await startControlPlane({ config: `agent:\n  heartbeat_ms: ${heartbeatMs}\n`, listen: `127.0.0.1:${port}`, database: db, adminKey: 'x'.repeat(32) });
+    const t2 = await startControlPlane({ config: `agent:\n  heartbeat_ms: ${heartbeatMs}\n`, listen: `127.0.0.1:${port}`, database: db, adminKey: 'x'.repeat(32), env });
     try {
       const v = await until('reconnected', async () => {
         const r = await fetch(`http://127.0.0.1:${port}/api/v1/nodes/survivor`, { headers: { authorization: `Bearer ${'x'.repeat(32)}` } });

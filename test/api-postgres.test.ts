@@ -4,6 +4,8 @@ import { api, startControlPlane, type TestControlPlane } from './support/control
 import { createTempDatabase, type TempDatabase } from './support/postgres.js';
 
 const adminKey = 'test-admin-key-0123456789abcdef';
+// Control planes on one database share the secret their engine keys are sealed with.
+const env = { LLMGW_ENGINE_KEY_SECRET: 'shared-engine-key-secret-0123456789abcdef' };
 
 describe('two control planes on one PostgreSQL database', () => {
   let db: TempDatabase;
@@ -13,14 +15,23 @@ describe('two control planes on one PostgreSQL database', () => {
   beforeAll(async () => {
     db = await createTempDatabase();
     [a, b] = await Promise.all([
-      startControlPlane({ database: db.url, adminKey }),
-      startControlPlane({ database: db.url, adminKey }),
+      startControlPlane({ database: db.url, adminKey, env }),
+      startControlPlane({ database: db.url, adminKey, env }),
     ]);
   });
   afterAll(async () => {
     await a.stop();
     await b.stop();
     await db.drop();
+  });
+
+  it('refuse a third whose engine-key secret is another, saying how to share it', async () => {
+    const third = startControlPlane({ database: db.url, adminKey, env: { LLMGW_ENGINE_KEY_SECRET: 'another-engine-key-secret-0123456789abcdef' } });
+    await expect(third).rejects.toThrow(
+      "the database's engine keys were sealed with another secret than this control plane's (from LLMGW_ENGINE_KEY_SECRET): give every control plane on one database the same secret: " +
+        'set LLMGW_ENGINE_KEY_SECRET to the contents of engine-key.secret in the data dir of the control plane that first used it ' +
+        '(if that secret is lost, docs/install.md says how to start over with new engine keys)',
+    );
   });
 
   it('see each other’s changes and keys', async () => {

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -9,7 +9,7 @@ import { isRunning } from '../src/agent/supervisor/process-tree.js';
 import { freePort } from './fakes/engines/fake-engines.js';
 import { llmgw, startDaemon, type Daemon } from './support/cli.js';
 import { fakeNvidiaSmi } from './support/fake-gpu.js';
-import { enginePorts, recordingLlamaServer, replicas, serveLlamaRelease, until } from './support/fleet.js';
+import { enginePorts, recordingLlamaServer, replicas, serveLlamaRelease, until, type ReplicaJson } from './support/fleet.js';
 
 const noGpu = { LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1', LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi' };
 const ready = (model: string, env: Record<string, string>, check: (r: Awaited<ReturnType<typeof replicas>>[number]) => boolean = () => true) =>
@@ -249,6 +249,156 @@ describe('llmgw server with agents on other machines', () => {
     expect(moved.id).not.toBe(before.id);
     const audit = JSON.parse((await llmgw(['ctl', 'audit', '--action', 'replica.remove', '--json'], env)).stdout);
     expect(audit.items.find((e: { target: string }) => e.target === `replica/${before.id}`).detail.reason).toBe(`node ${lostNode} was not ready for 5 s`);
+  });
+});
+
+describe('replicas that keep running while their model scales and the control plane restarts', () => {
+  let dir: string;
+  let port: number;
+  let server: Daemon;
+  let agent: Daemon;
+  let env: Record<string, string>;
+  let rec: ReturnType<typeof recordingLlamaServer>;
+  const adminKey = 'steady-admin-key-0123456789abcdefgh';
+  // Up: ready, or degraded where the fake llama-server lists none of the fake GPUs.
+  const up = (r: ReplicaJson) => (r.state === 'ready' || r.state === 'degraded') && r.shards[0]?.pid !== undefined;
+  const upReplicas = (model: string, n: number) =>
+    until(`${n} replicas of ${model} up`, async () => {
+      const list = await replicas(env, model);
+      if (list.length === n && list.every(up)) return list;
+      // Thrown, so that a timeout says what was seen last.
+      throw new Error(JSON.stringify(list.map((r) => ({ id: r.id, state: r.state, reason: r.reason, pid: r.shards[0]?.pid }))));
+    });
+  const startServer = async () => {
+    server = startDaemon(['server', '--config', join(dir, 'config.yaml')], { LLMGW_ADMIN_KEY: adminKey, LLMGW_DATA_DIR: join(dir, 'cp') });
+    await server.waitFor(/control plane listening/);
+  };
+  const addModel = async (name: string, replicaCount: number, gpus = 1) => {
+    const model = { name, source: join(dir, 'm.gguf'), replicas: replicaCount, profiles: [{ name: 'a100', engine: 'llamacpp', gpu_class: 'a100-80g', gpus_per_node: gpus }] };
+    const r = await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(model));
+    expect(r.code, r.stderr).toBe(0);
+  };
+  const scale = async (name: string, n: number) => {
+    expect((await llmgw(['ctl', 'model', 'scale', name, String(n)], env)).stdout.trim()).toBe(`model "${name}" scaled to ${n} replica${n === 1 ? '' : 's'}`);
+  };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'llmgw-steady-'));
+    port = await freePort();
+    mkdirSync(join(dir, 'rec'));
+    rec = recordingLlamaServer(join(dir, 'rec'));
+    writeFileSync(join(dir, 'm.gguf'), '');
+    // Engine ports from a free one up, away from the default range other tests on this machine use.
+    const engines = await freePort();
+    writeFileSync(
+      join(dir, 'config.yaml'),
+      `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  stop_grace_s: 5\nplacement:\n  node_lost_after_s: 5\n  ports: ${engines}-${engines + 40}\n`,
+    );
+    env = { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_SERVER: `http://127.0.0.1:${port}`, LLMGW_KEY: adminKey };
+    await startServer();
+    const token = JSON.parse((await llmgw(['ctl', 'node', 'token', '--json'], env)).stdout).secret as string;
+    // Eight fake A100s: room for every replica here, whatever the CPUs of the machine.
+    agent = startDaemon(['agent', '--server', `http://127.0.0.1:${port}`, '--token', token, '--name', 'gpu-node'], {
+      LLMGW_DATA_DIR: join(dir, 'node'),
+      LLMGW_NVML_LIBRARY: '/nonexistent',
+      LLMGW_NVIDIA_SMI: fakeNvidiaSmi,
+      FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550',
+      LLMGW_AGENT_ENGINES_LLAMACPP_BIN: rec.bin,
+    });
+    await agent.waitFor(/joined the cluster/);
+  });
+  afterAll(async () => {
+    await agent.stop('SIGTERM');
+    await server.stop('SIGTERM');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('scales 1 → 2 beside the running replica, and 2 → 1 stopping one while the other runs on', async () => {
+    await addModel('scaled', 1);
+    const [first] = await upReplicas('scaled', 1);
+    const pid = first!.shards[0]!.pid!;
+    await scale('scaled', 2);
+    const two = await upReplicas('scaled', 2);
+    const kept = two.find((r) => r.id === first!.id);
+    expect(kept?.shards[0]?.pid).toBe(pid);
+    expect(kept?.restarts).toBe(0);
+    expect(two.some((r) => r.retiring === true)).toBe(false);
+    const added = two.find((r) => r.id !== first!.id)!;
+
+    await scale('scaled', 1);
+    const [left] = await upReplicas('scaled', 1);
+    expect(left?.id).toBe(first!.id);
+    expect(left?.shards[0]?.pid).toBe(pid);
+    expect(isRunning(pid)).toBe(true);
+    await until('the engine of the replica scaled away stopped', () => (isRunning(added.shards[0]!.pid!) ? undefined : true));
+    const audit = JSON.parse((await llmgw(['ctl', 'audit', '--action', 'replica.remove', '--json'], env)).stdout);
+    expect(audit.items.filter((e: { detail: { model: string } }) => e.detail.model === 'scaled').map((e: { target: string; detail: { reason: string } }) => `${e.target}: ${e.detail.reason}`)).toEqual([
+      `replica/${added.id}: scaled down`,
+    ]);
+  });
+
+  it('scales up with no room by leaving the running replica alone and one pending, saying why', async () => {
+    await addModel('wide', 1, 4);
+    const [first] = await upReplicas('wide', 1);
+    await scale('wide', 3);
+    // Eight cards: one for scaled, four for wide; no four left for another.
+    const list = await until('two pending replicas of wide', async () => {
+      const l = await replicas(env, 'wide');
+      return l.filter((r) => r.state === 'pending').length === 2 ? l : undefined;
+    });
+    expect(list).toHaveLength(3);
+    const running = list.find((r) => r.id === first!.id);
+    expect(running?.retiring).toBeUndefined();
+    expect(running?.shards[0]?.pid).toBe(first!.shards[0]!.pid);
+    expect(list.find((r) => r.state === 'pending')?.reason).toMatch(/^no ready node has 4 free a100-80g cards \(gpu-node: \d free\)$/);
+    await scale('wide', 0);
+    await until('no replica of wide', async () => ((await replicas(env, 'wide')).length === 0 ? true : undefined));
+  });
+
+  it('gives each replica of a model named with -new- a port of its own, and adds no more than asked', async () => {
+    await addModel('my-new-model', 2);
+    const two = await upReplicas('my-new-model', 2);
+    // Placement passes run on every change and every few seconds: let one more run.
+    await new Promise((r) => setTimeout(r, 6000));
+    const after = await replicas(env, 'my-new-model');
+    expect(after.map((r) => r.id).sort()).toEqual(two.map((r) => r.id).sort());
+    const endpoints = after.map((r) => r.endpoint);
+    expect(new Set(endpoints).size).toBe(2);
+    for (const e of endpoints) expect((await fetch(`${e ?? ''}/health`)).status).toBe(200);
+  });
+
+  it('keeps no engine key in its database, and its secret in a file only its owner reads', () => {
+    const keys = rec.launches().map((l) => l.env['LLAMA_API_KEY']).filter((k): k is string => k !== undefined);
+    expect(keys.length).toBeGreaterThan(0);
+    const files = ['llmgw.db', 'llmgw.db-wal'].map((f) => join(dir, 'cp', f)).filter((f) => existsSync(f));
+    const bytes = Buffer.concat(files.map((f) => readFileSync(f)));
+    expect(bytes.length).toBeGreaterThan(0);
+    for (const k of keys) expect(bytes.includes(Buffer.from(k))).toBe(false);
+    expect(statSync(join(dir, 'cp', 'engine-key.secret')).mode & 0o777).toBe(0o600);
+  });
+
+  it('restarts nothing when the control plane comes back after more than node_lost_after_s away', async () => {
+    const before = (await replicas(env)).filter((r) => r.state !== 'pending');
+    expect(before.length).toBeGreaterThan(0);
+    expect(await server.stop('SIGTERM')).toBe(0);
+    // node_lost_after_s is 5: away for longer than that.
+    await new Promise((r) => setTimeout(r, 6500));
+    await startServer();
+    const after = await until('every replica up again', async () => {
+      const list = (await replicas(env)).filter((r) => r.state !== 'pending');
+      return list.length === before.length && list.every(up) ? list : undefined;
+    });
+    for (const b of before) {
+      const a = after.find((r) => r.id === b.id);
+      expect(a, `replica ${b.id}: ${server.output().split('\n').filter((l) => l.includes('replica')).join('\n')}`).toBeDefined();
+      expect(a?.shards[0]?.pid).toBe(b.shards[0]?.pid);
+      expect(a?.restarts).toBe(0);
+    }
+    // Still so a grace period later, now that the agent is heard again.
+    await new Promise((r) => setTimeout(r, 5500));
+    expect((await replicas(env)).filter((r) => r.state !== 'pending').map((r) => r.id).sort()).toEqual(before.map((r) => r.id).sort());
+    const audit = JSON.parse((await llmgw(['ctl', 'audit', '--action', 'replica.remove', '--json'], env)).stdout);
+    expect(audit.items.filter((e: { detail: { reason: string } }) => e.detail.reason.includes('was not ready'))).toEqual([]);
   });
 });
 

@@ -5,6 +5,7 @@ import { LlmgwError, messageOf } from '../core/errors.js';
 import type { NodeInventory } from '../gpu/types.js';
 import {
   agentChannelPath,
+  agentReconnectMaxMs,
   agentVersionHeader,
   nodeIdHeader,
   nodeNameHeader,
@@ -124,7 +125,7 @@ export class Agent {
       }
       if (this.#isStopped()) break;
       attempt = welcomed ? 0 : attempt + 1;
-      const delay = backoffDelay(attempt, this.#o.backoff ?? { initialMs: 500, maxMs: 30_000 }, this.#o.random);
+      const delay = backoffDelay(attempt, this.#o.backoff ?? { initialMs: 500, maxMs: agentReconnectMaxMs }, this.#o.random);
       this.#o.logger.info({ inMs: delay }, 'reconnecting');
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, delay);

@@ -39,6 +39,7 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
       logger,
       version,
       adminKey: process.env['LLMGW_ADMIN_KEY'],
+      engineKeySecret: process.env['LLMGW_ENGINE_KEY_SECRET'],
       ...(stringOpt(opts, 'listen') === undefined ? {} : { listen: stringOpt(opts, 'listen') }),
     });
   } catch (e) {

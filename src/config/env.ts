@@ -7,6 +7,7 @@ import { didYouMean } from '../core/did-you-mean.js';
 const otherVariables = new Set([
   'LLMGW_CONFIG',
   'LLMGW_ADMIN_KEY',
+  'LLMGW_ENGINE_KEY_SECRET',
   'LLMGW_SERVER',
   'LLMGW_KEY',
   'LLMGW_TOKEN',

@@ -16,8 +16,9 @@ import type { PendingReplica, PlacementInput, PlacementResult, Shard } from './t
  * - A new replica goes to the nodes with the fewest replicas of its model (spread), then the
  *   node with the least free of what it needs that still fits (best fit keeps big holes for
  *   big replicas), then the first by name.
- * - Existing shards never move. Those removed still hold their cards, ports, threads and RAM
- *   in this pass (their engines are stopping); the next pass gives them out.
+ * - Existing shards never move. Those removed (and those the caller says are stopping) still
+ *   hold their cards, ports, threads and RAM in this pass (their engines are stopping); the
+ *   next pass gives them out.
  * - Nothing is freed while placing, so once a replica of a model fits nowhere, no later one
  *   does either: the model's remaining replicas are pending at once.
  *
@@ -31,7 +32,7 @@ export function place(input: PlacementInput): PlacementResult {
   for (const n of input.nodes) if (!readiness.has(n.name)) readiness.set(n.name, n.ready);
 
   const kept = keepShards(input.shards, models, (node) => readiness.get(node) === true);
-  const { states, byName } = buildNodes(input.nodes, input.shards, input.ports);
+  const { states, byName } = buildNodes(input.nodes, [...input.shards, ...(input.stopping ?? [])], input.ports);
   const hosts = hostCounts(kept.replicas, byName);
   const placer = new Placer(input, states, hosts);
 
@@ -55,7 +56,7 @@ export function place(input: PlacementInput): PlacementResult {
         : reasons.map((r) => `profile ${r.name}: ${r.text}`).join('; ');
   }
 
-  return { shards: [...kept.shards, ...added], remove: kept.remove, pending: failed.map((f) => f.pending) };
+  return { shards: [...kept.shards, ...added], added, remove: kept.remove, pending: failed.map((f) => f.pending) };
 }
 
 /** Replicas of each model per node (by rank), counting a replica once per node it spans. */

@@ -62,6 +62,11 @@ export interface PlacementInput {
   nodes: readonly PlacementNode[];
   /** Shards placed before: kept as they are, unless their model scaled down or went away. */
   shards: readonly Shard[];
+  /**
+   * Shards of replicas the caller is stopping: not kept, but their cards, ports, threads and
+   * RAM stay taken in this pass, as those of `remove` do, since their engines still hold them.
+   */
+  stopping?: readonly Shard[];
   /** Ports engines may listen on, inclusive. */
   ports: PortRange;
   /** Threads a CPU shard reserves when its profile does not say; 0 = half the node's CPUs. */
@@ -73,6 +78,8 @@ export interface PlacementInput {
 export interface PlacementResult {
   /** Every shard that should run: those kept and those added. */
   shards: Shard[];
+  /** The shards added (also in `shards`), with the ids newReplicaId gave their replicas. */
+  added: Shard[];
   /** Shards of replicas that should stop (model removed or scaled down). */
   remove: Shard[];
   pending: PendingReplica[];

@@ -17,6 +17,12 @@ export const nodeIdHeader = 'x-llmgw-node-id';
 export const nodeNameHeader = 'x-llmgw-node-name';
 export const agentVersionHeader = 'x-llmgw-agent-version';
 
+/**
+ * The longest an agent waits between attempts to reach its control plane (its backoff's
+ * cap): a control plane that comes back gives its nodes at least this long to return.
+ */
+export const agentReconnectMaxMs = 30_000;
+
 const processSchema = z.object({ pid: z.int(), name: z.string(), memory_mib: z.number() });
 const wearSchema = z.object({
   ecc_uncorrectable: z.number().optional(),

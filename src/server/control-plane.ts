@@ -11,6 +11,7 @@ import { apiPrefix, createApi } from './api/app.js';
 import { Catalog } from './catalog.js';
 import { HttpServer, type RequestHandler } from './http-server.js';
 import { agentChannelPath } from '../protocol/agent-protocol.js';
+import { loadEngineKeys, prepareEngineKeys } from './fleet/engine-keys.js';
 import { Fleet } from './fleet/fleet.js';
 import { AgentHub } from './nodes/agent-hub.js';
 import { NodeRegistry } from './nodes/node-registry.js';
@@ -26,6 +27,8 @@ export interface ControlPlaneOptions {
   version: string;
   /** LLMGW_ADMIN_KEY. */
   adminKey?: string | undefined;
+  /** LLMGW_ENGINE_KEY_SECRET; unset, the secret in the data dir (made on the first start). */
+  engineKeySecret?: string | undefined;
   /** Overrides the settings' listen address (tests use 127.0.0.1:0). */
   listen?: string;
   /** How often agents send heartbeats; a node that misses three is not ready. */
@@ -78,6 +81,8 @@ export class ControlPlane {
   static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
     const { store, logger } = options;
     const { generated } = await ensureAdminKey(store, options.adminKey);
+    const keys = loadEngineKeys({ dataDir: options.settings.settings.data_dir, fromEnv: options.engineKeySecret });
+    await prepareEngineKeys(store, keys);
     const settings = new SettingsHolder({ initial: options.settings, store, loadOptions: options.loadOptions });
     const catalog = new Catalog({ store, declared: () => settings.current.settings.models, settingsPath: () => settings.current.source.path });
     const auth = new Authenticator({ store });
@@ -85,7 +90,7 @@ export class ControlPlane {
     const registry = new NodeRegistry({ store, logger, heartbeatMs });
     await registry.start();
     const hub = new AgentHub({ store, registry, logger, heartbeatMs });
-    const fleet = new Fleet({ store, catalog, registry, hub, settings, logger });
+    const fleet = new Fleet({ store, catalog, registry, hub, settings, logger, keys });
     catalog.onChange(() => fleet.poke());
     await fleet.start();
     const api = createApi({ store, catalog, settings, auth, logger, version: options.version, registry, hub, fleet });

@@ -14,10 +14,11 @@ function toReplica(row: Selectable<Database['replicas']>): ReplicaRecord {
     model: row.model,
     profile: row.profile,
     created_at: row.created_at,
-    engine_key: row.engine_key,
+    sealed_key: row.sealed_key,
     spec: JSON.parse(row.spec) as ModelSpec,
     retiring: row.retiring !== 0,
     retire_reason: row.retire_reason,
+    retiring_since: row.retiring_since,
   };
 }
 
@@ -36,6 +37,9 @@ function toShard(row: Selectable<Database['shards']>): Shard {
     ...(row.memory_mib === null ? {} : { memory_mib: row.memory_mib }),
   };
 }
+
+/** The meta row that holds the check value of the secret engine keys are sealed with. */
+const engineKeyCheck = 'engine_key_check';
 
 /** A fixed key for PostgreSQL's advisory lock that serialises placement across control planes. */
 const placementLockKey = 7_421_337;
@@ -102,7 +106,7 @@ export class Fleet implements FleetRepository {
     return this.#c.tx(async (db) => {
       const row = await db
         .updateTable('replicas')
-        .set({ retiring: reason === null ? 0 : 1, retire_reason: reason })
+        .set({ retiring: reason === null ? 0 : 1, retire_reason: reason, retiring_since: reason === null ? null : this.#c.now() })
         .where('id', '=', id)
         .returning(['model'])
         .executeTakeFirst();
@@ -114,6 +118,24 @@ export class Fleet implements FleetRepository {
         target: `replica/${id}`,
         detail: { model: row.model, ...(reason === null ? {} : { reason }) },
       });
+    });
+  }
+
+  reseal(keys: readonly { id: string; sealed_key: string }[]): Promise<void> {
+    return this.#c.tx(async (db) => {
+      for (const k of keys) await db.updateTable('replicas').set({ sealed_key: k.sealed_key }).where('id', '=', k.id).execute();
+    });
+  }
+
+  keyCheck(value: string): Promise<string> {
+    return this.#c.tx(async (db) => {
+      await db
+        .insertInto('meta')
+        .values({ key: engineKeyCheck, value })
+        .onConflict((oc) => oc.column('key').doNothing())
+        .execute();
+      const row = await db.selectFrom('meta').select('value').where('key', '=', engineKeyCheck).executeTakeFirstOrThrow();
+      return row.value;
     });
   }
 

@@ -149,5 +149,16 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('usage_hour').on('usage').column('hour').execute();
       },
     },
+    // Engine keys are kept sealed from here on; the control plane seals those stored before
+    // at its next start (it holds the secret, the migration does not). The new name makes
+    // an older llmgw refuse this database rather than hand sealed text to engines as keys.
+    // A replica being replaced records since when, so that only replicas made since count
+    // as its successors.
+    '0005_sealed_engine_keys': {
+      async up(db) {
+        await db.schema.alterTable('replicas').renameColumn('engine_key', 'sealed_key').execute();
+        await db.schema.alterTable('replicas').addColumn('retiring_since', 'text').execute();
+      },
+    },
   };
 }

@@ -68,10 +68,11 @@ export interface Database {
     model: string;
     profile: string;
     created_at: string;
-    engine_key: string;
+    sealed_key: string;
     spec: string;
     retiring: number;
     retire_reason: string | null;
+    retiring_since: string | null;
   };
   shards: {
     replica: string;

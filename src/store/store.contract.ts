@@ -249,20 +249,30 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       expect([n1, n2]).toEqual([1, 2]);
       expect(await store.fleet.nextReplicaNumbers('fleet-model', 1)).toEqual([3]);
       expect(await store.fleet.nextReplicaNumbers('other-model', 1)).toEqual([1]);
-      const replica = { id: 'fleet-model-1', model: 'fleet-model', profile: 'gpu', created_at: '2026-01-01T00:00:00.000Z', engine_key: 'llmgw_engine_x', spec: spec('fleet-model'), retiring: false, retire_reason: null };
+      const replica = { id: 'fleet-model-1', model: 'fleet-model', profile: 'gpu', created_at: '2026-01-01T00:00:00.000Z', sealed_key: 'v1:sealed', spec: spec('fleet-model'), retiring: false, retire_reason: null, retiring_since: null };
       const shards = [0, 1].map((rank) => ({ replica: replica.id, model: 'fleet-model', profile: 'gpu', rank, ranks: 2, node: `n${rank}`, devices: [rank, 1000 + rank], port: 20000 + rank, ...(rank === 0 ? { dist_port: 20100 } : {}) }));
       await store.fleet.apply({ add: [{ replica, shards }], remove: [] }, 'system');
       expect(await store.fleet.replicas()).toContainEqual(replica);
       expect((await store.fleet.shards()).filter((s) => s.replica === replica.id)).toEqual(shards);
       await store.fleet.retire(replica.id, 'restart', 'admin');
-      expect((await store.fleet.replicas()).find((r) => r.id === replica.id)).toMatchObject({ retiring: true, retire_reason: 'restart' });
+      expect((await store.fleet.replicas()).find((r) => r.id === replica.id)).toMatchObject({ retiring: true, retire_reason: 'restart', retiring_since: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
       const missing = await refusal(store.fleet.retire('nope-1', 'x', 'admin'));
       expect(missing.message).toBe('no replica is named "nope-1" (llmgw ctl replicas lists them)');
       await store.fleet.retire(replica.id, null, 'admin');
-      expect((await store.fleet.replicas()).find((r) => r.id === replica.id)).toMatchObject({ retiring: false, retire_reason: null });
+      expect((await store.fleet.replicas()).find((r) => r.id === replica.id)).toMatchObject({ retiring: false, retire_reason: null, retiring_since: null });
       await store.fleet.locked(async (tx) => tx.fleet.apply({ add: [], remove: [{ id: replica.id, reason: 'scaled down' }] }, 'system'));
       expect((await store.fleet.shards()).filter((s) => s.replica === replica.id)).toEqual([]);
       expect((await store.audit.list({ target: `replica/${replica.id}` })).map((e) => e.action)).toEqual(['replica.remove', 'replica.keep', 'replica.retire', 'replica.create']);
+    });
+
+    it('replaces sealed engine keys, and keeps the first check value of their secret', async () => {
+      const replica = { id: 'sealed-model-1', model: 'sealed-model', profile: 'cpu', created_at: '2026-01-01T00:00:00.000Z', sealed_key: 'llmgw_engine_plain', spec: spec('sealed-model'), retiring: false, retire_reason: null, retiring_since: null };
+      await store.fleet.apply({ add: [{ replica, shards: [] }], remove: [] }, 'system');
+      await store.fleet.locked((tx) => tx.fleet.reseal([{ id: replica.id, sealed_key: 'v1:now-sealed' }]));
+      expect((await store.fleet.replicas()).find((r) => r.id === replica.id)?.sealed_key).toBe('v1:now-sealed');
+      expect(await store.fleet.keyCheck('first')).toBe('first');
+      expect(await store.fleet.locked((tx) => tx.fleet.keyCheck('second'))).toBe('first');
+      await store.fleet.apply({ add: [], remove: [{ id: replica.id, reason: 'test' }] }, 'system');
     });
 
     it('keeps everything across a restart, without migrating again', async () => {

@@ -174,13 +174,19 @@ export interface ReplicaRecord {
   model: string;
   profile: string;
   created_at: string;
-  /** The key its engine requires; only the gateway uses it. */
-  engine_key: string;
+  /**
+   * The key its engine requires (only the gateway uses it), sealed with a secret kept
+   * outside the database (server/fleet/engine-keys.ts); in a database from before
+   * migration 0005, until the control plane seals it, the key itself.
+   */
+  sealed_key: string;
   /** The model as it was when the replica was placed: a changed model rolls replicas over, one at a time. */
   spec: ModelSpec;
   /** Replaced: it stops once its successor is ready (a restart). */
   retiring: boolean;
   retire_reason: string | null;
+  /** When it was marked to be replaced: replicas created since stand in for it. */
+  retiring_since: string | null;
 }
 
 export interface FleetChange {
@@ -199,6 +205,13 @@ export interface FleetRepository {
    * one is ready. A null reason takes that back (no room for the new one).
    */
   retire(id: string, reason: string | null, actor: Actor): Promise<void>;
+  /** Replaces replicas' sealed keys (keys stored before they were sealed, sealed now). */
+  reseal(keys: readonly { id: string; sealed_key: string }[]): Promise<void>;
+  /**
+   * The check value of the secret engine keys are sealed with: stores `value` unless one
+   * is stored already, and returns the one stored.
+   */
+  keyCheck(value: string): Promise<string>;
   /** The next replica numbers of a model: ids are never reused, so logs and audit stay unambiguous. */
   nextReplicaNumbers(model: string, count: number): Promise<number[]>;
   /**

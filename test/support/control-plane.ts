@@ -49,15 +49,24 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
     }),
   );
   const store = await openStore(settings.settings.database);
-  const cp = await ControlPlane.start({
-    settings,
-    loadOptions,
-    store,
-    logger,
-    version: '0.0.0-test',
-    adminKey: options.adminKey,
-    listen: options.listen ?? '127.0.0.1:0',
-  });
+  let cp: ControlPlane;
+  try {
+    cp = await ControlPlane.start({
+      settings,
+      loadOptions,
+      store,
+      logger,
+      version: '0.0.0-test',
+      adminKey: options.adminKey,
+      engineKeySecret: options.env?.['LLMGW_ENGINE_KEY_SECRET'],
+      listen: options.listen ?? '127.0.0.1:0',
+    });
+  } catch (e) {
+    // A refused start (the test of a refusal) leaves nothing open behind.
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
   const adminKey = options.adminKey ?? cp.generatedAdminKey;
   if (adminKey === undefined) throw new Error('no admin key');
   return {

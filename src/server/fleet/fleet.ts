@@ -8,20 +8,30 @@ import { flagValue } from '../../engines/args.js';
 import { engineFor } from '../../engines/registry.js';
 import { generateSecret } from '../../core/secrets.js';
 import { deviceLabel } from '../../gpu/devices.js';
-import { place } from '../../placement/place.js';
 import type { PendingReplica, PlacementNode, PortRange, Shard } from '../../placement/types.js';
-import { maxPortRanges, type AgentMessage, type AssignedShard, type EngineReport, type EngineSettingsWire, type ShardStatusWire } from '../../protocol/agent-protocol.js';
+import {
+  agentReconnectMaxMs,
+  maxPortRanges,
+  type AgentMessage,
+  type AssignedShard,
+  type EngineReport,
+  type EngineSettingsWire,
+  type ShardStatusWire,
+} from '../../protocol/agent-protocol.js';
 import type { NodeView } from '../../protocol/node-views.js';
 import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
-import type { ReplicaRecord, Store } from '../../store/store.js';
+import type { FleetChange, ReplicaRecord, Store } from '../../store/store.js';
 import type { RouteReplica, RouteTable } from '../../protocol/routes.js';
 import type { Catalog } from '../catalog.js';
 import type { AgentHub, HubListener } from '../nodes/agent-hub.js';
 import type { NodeRegistry } from '../nodes/node-registry.js';
 import type { SettingsHolder } from '../settings-holder.js';
 
+import { systemActor } from '../admin-key.js';
+
 import { unavailableReason, type ReplicaOfModel } from './availability.js';
-import { retirable } from './retirement.js';
+import type { EngineKeys } from './engine-keys.js';
+import { planFleet, type NewReplica } from './fleet-plan.js';
 
 export interface FleetOptions {
   store: Store;
@@ -30,6 +40,8 @@ export interface FleetOptions {
   hub: AgentHub;
   settings: SettingsHolder;
   logger: Logger;
+  /** Seals the engine keys the store keeps. */
+  keys: EngineKeys;
   /** How often placement runs even when nothing prompts it. */
   intervalMs?: number;
 }
@@ -66,6 +78,10 @@ export class Fleet implements HubListener {
   readonly #assigned = new Map<string, string>();
   readonly #logRequests = new Map<string, LogRequest>();
   #pending: PendingReplica[] = [];
+  /** Engine keys opened (or made) here, by replica id. */
+  readonly #keys = new Map<string, string>();
+  /** Replicas whose stored keys this control plane's secret does not open. */
+  readonly #unkeyed = new Set<string>();
   /** The catalog as the last placement saw it. */
   #specs = new Map<string, ModelSpec>();
   #replicas: ReplicaRecord[] = [];
@@ -122,101 +138,86 @@ export class Fleet implements HubListener {
     const settings = this.#o.settings.current.settings;
     const views = this.#o.registry.views();
     const now = Date.now();
-    const lostAfterMs = settings.placement.node_lost_after_s * 1000;
-    const lost = new Set(views.filter((v) => v.state !== 'ready' && now - Date.parse(v.last_seen) > lostAfterMs).map((v) => v.name));
-    const known = new Set(views.map((v) => v.name));
     const specs = await this.#o.catalog.specs();
-    const specByName = new Map(specs.map((s) => [s.name, s]));
     const [first, last] = settings.placement.ports.split('-').map(Number) as [number, number];
 
     const result = await this.#o.store.fleet.locked(async (tx) => {
       const replicas = await tx.fleet.replicas();
       const shards = await tx.fleet.shards();
-      const remove: { id: string; reason: string }[] = [];
-
-      // Replicas on nodes that are gone, or silent for longer than the grace, are placed elsewhere.
-      for (const r of replicas) {
-        const where = shards.filter((s) => s.replica === r.id).map((s) => s.node);
-        const gone = where.find((n) => !known.has(n));
-        const silent = where.find((n) => lost.has(n));
-        if (gone !== undefined) remove.push({ id: r.id, reason: `node ${gone} was removed` });
-        else if (silent !== undefined) remove.push({ id: r.id, reason: `node ${silent} was not ready for ${settings.placement.node_lost_after_s} s` });
-        else {
-          // Its engine cannot listen where it was placed: placed again, on a port its node reports free.
-          const taken = this.#portTaken(r.id, shards);
-          if (taken !== undefined) remove.push({ id: r.id, reason: taken });
-        }
-      }
-      // Replaced replicas whose successors are ready stop now.
-      const live = replicas.filter((r) => !remove.some((x) => x.id === r.id));
-      for (const r of retirable(live, (id) => this.#replicaState(id, shards, views) === 'ready', (m) => specByName.get(m)?.replicas ?? 0)) {
-        remove.push({ id: r.id, reason: r.retire_reason ?? 'replaced' });
-      }
-      // A model that changed rolls over: one replica at a time is replaced by one of the new spec.
-      const removing = new Set(remove.map((x) => x.id));
-      for (const spec of specs) {
-        const mine = live.filter((r) => r.model === spec.name && !removing.has(r.id));
-        if (mine.some((r) => r.retiring)) continue;
-        const stale = mine.find((r) => !sameSpec(r.spec, spec));
-        if (stale !== undefined) {
-          await tx.fleet.retire(stale.id, 'the model changed', 'system');
-          stale.retiring = true;
-          stale.retire_reason = 'the model changed';
-        }
-      }
-
-      const kept = shards.filter((s) => !removing.has(s.replica) && !remove.some((x) => x.id === s.replica));
-      const keptReplicas = replicas.filter((r) => !remove.some((x) => x.id === r.id));
-      // Each replica being replaced counts on top, so its successor gets placed beside it.
-      const models: ModelSpec[] = specs.map((s) => ({ ...s, replicas: s.replicas + keptReplicas.filter((r) => r.model === s.name && r.retiring).length }));
-      let counter = 0;
-      const placed = place({
-        models,
-        nodes: views.map((v) => placementNode(v, { portsTaken: this.#portsTaken.get(v.id) ?? [], heard: this.#reported.has(v.id) || !this.#o.registry.isConnected(v.id) })),
-        shards: kept,
+      const plan = planFleet({
+        specs,
+        replicas,
+        shards,
+        nodes: views.map((v) => ({
+          node: placementNode(v, { portsTaken: this.#portsTaken.get(v.id) ?? [], heard: this.#reported.has(v.id) || !this.#o.registry.isConnected(v.id) }),
+          lastSeen: Date.parse(v.last_seen),
+        })),
+        ready: new Set(replicas.filter((r) => this.#replicaState(r.id, shards, views) === 'ready').map((r) => r.id)),
+        unkeyed: new Set(replicas.filter((r) => this.#engineKey(r) === undefined).map((r) => r.id)),
+        portTaken: this.#portsTakenOf(replicas, shards),
+        now,
+        upSince: this.#o.registry.upSince,
+        lostAfterS: settings.placement.node_lost_after_s,
+        reconnectS: agentReconnectMaxMs / 1000,
         ports: { first, last },
         cpuThreads: settings.placement.cpu_threads,
-        newReplicaId: (model) => `${model}-new-${counter++}`,
       });
-
-      // Replicas beyond what a model wants go; retiring ones first, as they are replaced anyway.
-      for (const s of placed.remove) {
-        if (!remove.some((x) => x.id === s.replica)) remove.push({ id: s.replica, reason: specByName.has(s.model) ? 'scaled down' : 'model removed' });
-      }
-      const fresh = placed.shards.filter((s) => s.replica.includes('-new-'));
-      const byPlaceholder = new Map<string, Shard[]>();
-      for (const s of fresh) byPlaceholder.set(s.replica, [...(byPlaceholder.get(s.replica) ?? []), s]);
-      const add: { replica: ReplicaRecord; shards: Shard[] }[] = [];
-      const perModel = new Map<string, string[]>();
-      for (const [placeholder, list] of byPlaceholder) {
-        const model = list[0]?.model ?? '';
-        perModel.set(model, [...(perModel.get(model) ?? []), placeholder]);
-      }
-      for (const [model, placeholders] of perModel) {
-        const numbers = await tx.fleet.nextReplicaNumbers(model, placeholders.length);
-        placeholders.forEach((placeholder, i) => {
-          const id = `${model}-${numbers[i] ?? i}`;
-          const list = (byPlaceholder.get(placeholder) ?? []).map((s) => ({ ...s, replica: id }));
-          const spec = specByName.get(model);
-          if (spec === undefined) return;
-          add.push({
-            replica: { id, model, profile: list[0]?.profile ?? '', created_at: new Date().toISOString(), engine_key: generateSecret('engine'), spec, retiring: false, retire_reason: null },
-            shards: list,
-          });
-        });
-      }
-      if (add.length > 0 || remove.length > 0) await tx.fleet.apply({ add, remove }, 'system');
-      for (const r of remove) this.#o.logger.info({ replica: r.id, reason: r.reason }, 'replica removed');
+      for (const r of plan.retire) await tx.fleet.retire(r.id, r.reason, systemActor);
+      const add = await this.#named(tx, plan.add);
+      if (add.length > 0 || plan.remove.length > 0) await tx.fleet.apply({ add, remove: plan.remove }, systemActor);
+      for (const r of plan.retire) this.#o.logger.info({ replica: r.id, reason: r.reason }, 'replica to be replaced');
+      for (const r of plan.remove) this.#o.logger.info({ replica: r.id, reason: r.reason }, 'replica removed');
       for (const a of add) this.#o.logger.info({ replica: a.replica.id, nodes: a.shards.map((s) => s.node) }, 'replica placed');
-      return { pending: placed.pending, replicas: await tx.fleet.replicas(), shards: await tx.fleet.shards() };
+      return { pending: plan.pending, replicas: await tx.fleet.replicas(), shards: await tx.fleet.shards() };
     });
     this.#pending = result.pending;
-    this.#specs = specByName;
+    this.#specs = new Map(specs.map((s) => [s.name, s]));
     this.#replicas = result.replicas;
     this.#shards = result.shards;
     const ids = new Set(this.#shards.map((s) => `${s.replica}/${s.rank}`));
     for (const key of this.#statuses.keys()) if (!ids.has(key)) this.#statuses.delete(key);
+    const live = new Set(this.#replicas.map((r) => r.id));
+    for (const id of this.#keys.keys()) if (!live.has(id)) this.#keys.delete(id);
+    for (const id of this.#unkeyed) if (!live.has(id)) this.#unkeyed.delete(id);
     this.#pushAll();
+  }
+
+  /** Gives new replicas their ids (never reused) and engine keys, sealed for the store. */
+  async #named(tx: Store, added: readonly NewReplica[]): Promise<FleetChange['add']> {
+    // Read after the retirements above were stamped: a successor is made since its predecessor was marked.
+    const createdAt = new Date().toISOString();
+    const perModel = new Map<string, NewReplica[]>();
+    for (const a of added) perModel.set(a.model, [...(perModel.get(a.model) ?? []), a]);
+    const out: FleetChange['add'] = [];
+    for (const [model, list] of perModel) {
+      const numbers = await tx.fleet.nextReplicaNumbers(model, list.length);
+      list.forEach((a, i) => {
+        const id = `${model}-${numbers[i] ?? i}`;
+        const key = generateSecret('engine');
+        this.#keys.set(id, key);
+        out.push({
+          replica: { id, model, profile: a.profile, created_at: createdAt, sealed_key: this.#o.keys.seal(id, key), spec: a.spec, retiring: false, retire_reason: null, retiring_since: null },
+          shards: a.shards.map((s) => ({ ...s, replica: id })),
+        });
+      });
+    }
+    return out;
+  }
+
+  /** A replica's engine key, opened once; undefined (said once in the log) when it cannot be opened. */
+  #engineKey(r: ReplicaRecord): string | undefined {
+    let key = this.#keys.get(r.id);
+    if (key === undefined) {
+      try {
+        key = this.#o.keys.open(r.id, r.sealed_key);
+      } catch (e) {
+        if (!this.#unkeyed.has(r.id)) this.#o.logger.error({ replica: r.id, err: messageOf(e) }, 'engine key unreadable: the replica is replaced');
+        this.#unkeyed.add(r.id);
+        return undefined;
+      }
+      this.#keys.set(r.id, key);
+    }
+    return key;
   }
 
   // HubListener
@@ -332,14 +333,15 @@ export class Fleet implements HubListener {
       ofModel.push({ id: r.id, state: v.state, reason: v.reason });
       states.set(r.model, ofModel);
       const profile = r.spec.profiles.find((p) => p.name === r.profile);
-      if (v.endpoint === undefined || profile === undefined) continue;
+      const apiKey = this.#engineKey(r);
+      if (v.endpoint === undefined || profile === undefined || apiKey === undefined) continue;
       const engine = engineFor(profile.engine);
       replicas.push({
         id: r.id,
         model: r.model,
         engine: profile.engine,
         endpoint: v.endpoint,
-        apiKey: r.engine_key,
+        apiKey,
         servedName: profile.served_model_name ?? r.model,
         adapters: profile.adapters.map((a) => a.name),
         capacity: capacityOf(profile.engine, profile.args, settings.agent.engines.llamacpp.parallel),
@@ -405,6 +407,16 @@ export class Fleet implements HubListener {
     const keys: string[] = [];
     for (const [key, r] of this.#statuses) if (r.status.port_taken !== undefined) keys.push(`${key}:${r.status.port_taken.port}`);
     return keys.sort().join(',');
+  }
+
+  /** Replicas to place again because a shard's port is another program's, with why. */
+  #portsTakenOf(replicas: readonly ReplicaRecord[], shards: readonly Shard[]): Map<string, string> {
+    const out = new Map<string, string>();
+    for (const r of replicas) {
+      const why = this.#portTaken(r.id, shards);
+      if (why !== undefined) out.set(r.id, why);
+    }
+    return out;
   }
 
   /** Why a replica must be placed again because a shard's port is another program's; undefined when none is. */
@@ -488,7 +500,8 @@ export class Fleet implements HubListener {
     const shards: AssignedShard[] = [];
     for (const s of this.#shards.filter((x) => x.node === node.name)) {
       const r = this.#replicas.find((x) => x.id === s.replica);
-      if (r === undefined) continue;
+      const apiKey = r === undefined ? undefined : this.#engineKey(r);
+      if (r === undefined || apiKey === undefined) continue;
       const head = s.ranks > 1 ? this.#shards.find((x) => x.replica === s.replica && x.rank === 0) : undefined;
       const headNode = head === undefined ? undefined : views.find((v) => v.name === head.node);
       shards.push({
@@ -503,7 +516,7 @@ export class Fleet implements HubListener {
         devices: s.devices,
         ...(s.threads === undefined ? {} : { threads: s.threads }),
         ...(s.memory_mib === undefined ? {} : { memory_mib: s.memory_mib }),
-        api_key: r.engine_key,
+        api_key: apiKey,
       });
     }
     const [first, last] = this.#o.settings.current.settings.placement.ports.split('-').map(Number) as [number, number];
@@ -557,10 +570,6 @@ export function hostOf(address: string): string {
   const v4 = address.replace(/^::ffff:/, '');
   if (v4 === '::1') return '127.0.0.1';
   return v4.includes(':') ? `[${v4}]` : v4;
-}
-
-function sameSpec(a: ModelSpec, b: ModelSpec): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
 }
 
 /**

@@ -45,9 +45,15 @@ export class NodeRegistry {
   #lastFlush = 0;
   #lastReload = 0;
   #usage: () => Map<string, Set<number>> = () => new Map();
+  /**
+   * When this control plane began to listen for its nodes. A node's silence is only held
+   * against it from then on: while the control plane was down it could not hear anyone.
+   */
+  readonly upSince: number;
 
   constructor(options: NodeRegistryOptions) {
     this.#o = { missedBeats: 3, now: Date.now, ...options };
+    this.upSince = this.#o.now();
   }
 
   /** The grace after which a silent node is not ready. */

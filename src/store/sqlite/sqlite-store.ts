@@ -30,6 +30,8 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Kyse
   file.pragma('synchronous = FULL');
   file.pragma('foreign_keys = ON');
   file.pragma('busy_timeout = 5000');
+  // What is deleted or overwritten (an engine key sealed in place, a revoked key's hash) is zeroed, not left in free space.
+  file.pragma('secure_delete = ON');
   const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: file }) });
   try {
     await migrateToLatest(db as Kysely<unknown>, 'sqlite', `sqlite:${options.path}`);

@@ -1,0 +1,358 @@
+import { describe, expect, it } from 'vitest';
+
+import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
+import type { Device } from '../../gpu/types.js';
+import type { Shard } from '../../placement/types.js';
+
+import { planFleet, runsAsSpecified, type FleetPlan, type FleetPlanInput, type PlanNode, type PlanReplica } from './fleet-plan.js';
+
+const A100 = 'a100-80g';
+const now = Date.parse('2026-03-01T12:00:00.000Z');
+const minute = 60_000;
+
+function cards(n: number): Device[] {
+  return Array.from({ length: n }, (_, id) => ({ id, label: `${id}`, class: A100, card: id, uuid: `GPU-${id}`, memory_total_mib: 81920, memory_used_mib: 0, wear: {}, processes: [] }));
+}
+
+function node(name: string, o: { cards?: number; ready?: boolean; lastSeen?: number } = {}): PlanNode {
+  return {
+    node: { name, ready: o.ready ?? true, devices: cards(o.cards ?? 2), excluded: [], cpus: 32, memory_mib: 262144, address: '10.0.0.1' },
+    lastSeen: o.lastSeen ?? now,
+  };
+}
+
+function gpu(p: Partial<ProfileSpec> = {}): ProfileSpec {
+  return { name: 'main', engine: 'vllm', gpu_class: A100, tp: 1, pp: 1, gpus_per_node: 1, nodes: 1, args: [], env: {}, adapters: [], ...p };
+}
+
+function model(name: string, replicas: number, o: Partial<ModelSpec> = {}): ModelSpec {
+  return { name, source: `/models/${name}`, replicas, profiles: [gpu()], ...o };
+}
+
+interface Running {
+  replica: PlanReplica;
+  shard: Shard;
+}
+
+/** A replica placed before, on one card: `minutesAgo` orders replicas by age. */
+function running(id: string, spec: ModelSpec, o: { node?: string; card: number; port: number; minutesAgo?: number; retiring?: string; profile?: string }): Running {
+  const profile = o.profile ?? 'main';
+  return {
+    replica: {
+      id,
+      model: spec.name,
+      profile,
+      created_at: new Date(now - (o.minutesAgo ?? 10) * minute).toISOString(),
+      spec,
+      retiring: o.retiring !== undefined,
+      retire_reason: o.retiring ?? null,
+      // Marked two minutes ago: replicas made since stand in for it.
+      retiring_since: o.retiring === undefined ? null : new Date(now - 2 * minute).toISOString(),
+    },
+    shard: { replica: id, model: spec.name, profile, rank: 0, ranks: 1, node: o.node ?? 'node-a', devices: [o.card], port: o.port },
+  };
+}
+
+function input(o: { specs: ModelSpec[]; running?: Running[]; nodes?: PlanNode[]; ready?: string[]; upSince?: number; lostAfterS?: number }): FleetPlanInput {
+  const list = o.running ?? [];
+  return {
+    specs: o.specs,
+    replicas: list.map((r) => r.replica),
+    shards: list.map((r) => r.shard),
+    nodes: o.nodes ?? [node('node-a')],
+    ready: new Set(o.ready ?? list.map((r) => r.replica.id)),
+    now,
+    upSince: o.upSince ?? now - 24 * 60 * minute,
+    lostAfterS: o.lostAfterS ?? 60,
+    reconnectS: 30,
+    ports: { first: 20000, last: 20009 },
+    cpuThreads: 0,
+  };
+}
+
+interface Expected {
+  retire?: string[];
+  remove?: string[];
+  add?: string[];
+  pending?: string[];
+}
+
+/** One line per change, so a row reads as what happens. */
+function brief(plan: FleetPlan): Expected {
+  const out: Expected = {};
+  if (plan.retire.length > 0) out.retire = plan.retire.map((c) => `${c.id}: ${c.reason}`);
+  if (plan.remove.length > 0) out.remove = plan.remove.map((c) => `${c.id}: ${c.reason}`);
+  if (plan.add.length > 0) out.add = plan.add.map((a) => `${a.model}@${a.profile} ${a.shards.map((s) => `${s.node} [${s.devices.join(',')}] :${s.port}`).join(' ')}`);
+  if (plan.pending.length > 0) out.pending = plan.pending.map((p) => `${p.model} ×${p.count}: ${p.reason}`);
+  return out;
+}
+
+const m1 = model('m', 1);
+const m2 = model('m', 2);
+const changed = (spec: ModelSpec) => ({ ...spec, profiles: [gpu({ args: ['--max-num-seqs', '8'] })] });
+
+const cases: [string, FleetPlanInput, Expected][] = [
+  ['nothing to do: what runs is what the catalog wants', input({ specs: [m1], running: [running('m-1', m1, { card: 0, port: 20000 })] }), {}],
+  [
+    'scaled up 1 → 2: the running replica stays, one is added beside it',
+    input({ specs: [m2], running: [running('m-1', m1, { card: 0, port: 20000 })] }),
+    { add: ['m@main node-a [1] :20001'] },
+  ],
+  [
+    'scaled down 2 → 1: the newest goes, the other is untouched',
+    input({ specs: [m1], running: [running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }), running('m-2', m2, { card: 1, port: 20001 })] }),
+    { remove: ['m-2: scaled down'] },
+  ],
+  [
+    'scaled down: one that is not ready goes before a ready one',
+    input({ specs: [m1], running: [running('m-1', m2, { card: 0, port: 20000 }), running('m-2', m2, { card: 1, port: 20001 })], ready: ['m-2'] }),
+    { remove: ['m-1: scaled down'] },
+  ],
+  [
+    'scaled down: one on a node that is not ready goes first',
+    input({
+      specs: [m1],
+      running: [running('m-1', m2, { card: 0, port: 20000 }), running('m-2', m2, { node: 'node-b', card: 0, port: 20000 })],
+      nodes: [node('node-a', { ready: false }), node('node-b')],
+      ready: [],
+    }),
+    { remove: ['m-1: scaled down'] },
+  ],
+  [
+    'scaled down: one of an older spec goes before one of the current spec',
+    input({ specs: [changed(m1)], running: [running('m-1', changed(m2), { card: 0, port: 20000, minutesAgo: 20 }), running('m-2', m2, { card: 1, port: 20001 })] }),
+    { remove: ['m-2: scaled down'] },
+  ],
+  [
+    'scaled to 0: every replica goes',
+    input({ specs: [model('m', 0)], running: [running('m-1', m2, { card: 0, port: 20000 }), running('m-2', m2, { card: 1, port: 20001 })] }),
+    { remove: ['m-2: scaled down', 'm-1: scaled down'] },
+  ],
+  [
+    'scaled up with no room: the running replica is untouched, one waits with the reason',
+    input({ specs: [m2], running: [running('m-1', m1, { card: 0, port: 20000 })], nodes: [node('node-a', { cards: 1 })] }),
+    { pending: ['m ×1: no ready node has a free a100-80g card (node-a: 1 of 1 in use)'] },
+  ],
+  [
+    'a model whose engine would start differently rolls: one replica is replaced, its successor placed beside it',
+    input({ specs: [changed(m2)], running: [running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }), running('m-2', m2, { card: 1, port: 20001 })], nodes: [node('node-a', { cards: 3 })] }),
+    { retire: ['m-1: the model changed'], add: ['m@main node-a [2] :20002'] },
+  ],
+  [
+    'while a replica of the model is being replaced, no other one is',
+    input({
+      specs: [changed(m2)],
+      running: [
+        running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20, retiring: 'the model changed' }),
+        running('m-2', m2, { card: 1, port: 20001, minutesAgo: 15 }),
+        running('m-3', changed(m2), { card: 2, port: 20002, minutesAgo: 1 }),
+      ],
+      nodes: [node('node-a', { cards: 3 })],
+      ready: ['m-1', 'm-2'],
+    }),
+    {},
+  ],
+  [
+    'a replaced replica stops once its successor is ready, and the next one rolls',
+    input({
+      specs: [changed(m2)],
+      running: [
+        running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20, retiring: 'the model changed' }),
+        running('m-2', m2, { card: 1, port: 20001, minutesAgo: 15 }),
+        running('m-3', changed(m2), { card: 2, port: 20002, minutesAgo: 1 }),
+      ],
+      nodes: [node('node-a', { cards: 4 })],
+    }),
+    // m-1's card and port are still held while its engine stops.
+    { remove: ['m-1: the model changed'], retire: ['m-2: the model changed'], add: ['m@main node-a [3] :20003'] },
+  ],
+  [
+    'a change to the replica count or to another profile replaces nothing',
+    input({
+      specs: [model('m', 1, { profiles: [gpu({ name: 'big', gpus_per_node: 2, tp: 2, args: ['--new'] }), gpu()] })],
+      running: [running('m-1', model('m', 3, { profiles: [gpu({ name: 'big', gpus_per_node: 2, tp: 2 }), gpu()] }), { card: 0, port: 20000 })],
+    }),
+    {},
+  ],
+  [
+    'a restarted replica gets a successor beside it, and waits for it',
+    input({ specs: [m1], running: [running('m-1', m1, { card: 0, port: 20000, retiring: 'restarted by admin' })] }),
+    { add: ['m@main node-a [1] :20001'] },
+  ],
+  [
+    'a restarted replica stops once its successor is ready',
+    input({ specs: [m1], running: [running('m-1', m1, { card: 0, port: 20000, minutesAgo: 5, retiring: 'restarted by admin' }), running('m-2', m1, { card: 1, port: 20001, minutesAgo: 1 })] }),
+    { remove: ['m-1: restarted by admin'] },
+  ],
+  [
+    'a restarted replica is not stood in for by a ready one that ran beside it before',
+    input({ specs: [m2], running: [running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20, retiring: 'restarted by admin' }), running('m-2', m2, { card: 1, port: 20001, minutesAgo: 15 })], nodes: [node('node-a', { cards: 3 })] }),
+    { add: ['m@main node-a [2] :20002'] },
+  ],
+  [
+    'a restarted replica whose successor is not ready yet keeps serving',
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { card: 0, port: 20000, minutesAgo: 5, retiring: 'restarted by admin' }), running('m-2', m1, { card: 1, port: 20001, minutesAgo: 1 })],
+      ready: ['m-1'],
+    }),
+    {},
+  ],
+  [
+    'scaled down during a restart: the new one that is not ready goes, then the restarted one, as enough are ready',
+    input({
+      specs: [m1],
+      running: [
+        running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20, retiring: 'restarted by admin' }),
+        running('m-2', m2, { card: 1, port: 20001, minutesAgo: 15 }),
+        running('m-3', m2, { node: 'node-b', card: 0, port: 20000, minutesAgo: 1 }),
+      ],
+      nodes: [node('node-a'), node('node-b')],
+      ready: ['m-1', 'm-2'],
+    }),
+    { remove: ['m-3: scaled down', 'm-1: restarted by admin'] },
+  ],
+  [
+    'a model named with -new- in it gets its second replica on a port of its own',
+    input({ specs: [model('my-new-model', 3)], running: [running('my-new-model-1', model('my-new-model', 1), { card: 0, port: 20000 })], nodes: [node('node-a', { cards: 3 })] }),
+    { add: ['my-new-model@main node-a [1] :20001', 'my-new-model@main node-a [2] :20002'] },
+  ],
+  [
+    'a model removed from the catalog: its replicas go',
+    input({ specs: [], running: [running('m-1', m1, { card: 0, port: 20000 })] }),
+    { remove: ['m-1: model removed'] },
+  ],
+  [
+    'a replica whose engine key cannot be opened is replaced',
+    { ...input({ specs: [m1], running: [running('m-1', m1, { card: 0, port: 20000 })] }), unkeyed: new Set(['m-1']) },
+    { remove: ["m-1: its engine key cannot be opened with this control plane's secret"], add: ['m@main node-a [1] :20001'] },
+  ],
+  [
+    'a replica whose port another program holds is placed again on a free port; the others stay',
+    {
+      ...input({ specs: [model('m', 2)], running: [running('m-1', m1, { card: 0, port: 20000 }), running('m-2', m1, { card: 1, port: 20001 })], nodes: [node('node-a', { cards: 3 })] }),
+      portTaken: new Map([['m-1', 'port 20000 on node node-a is taken by another program: placed again on a free port']]),
+    },
+    { remove: ['m-1: port 20000 on node node-a is taken by another program: placed again on a free port'], add: ['m@main node-a [2] :20002'] },
+  ],
+  [
+    'a node removed: its replicas go, and are placed again elsewhere',
+    input({ specs: [m1], running: [running('m-1', m1, { node: 'node-gone', card: 0, port: 20000 })] }),
+    { remove: ['m-1: node node-gone was removed'], add: ['m@main node-a [0] :20000'] },
+  ],
+  [
+    'a node silent past the grace while this control plane was up: its replicas are placed elsewhere',
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { node: 'node-b', card: 0, port: 20000 })],
+      nodes: [node('node-a'), node('node-b', { ready: false, lastSeen: now - 61_000 })],
+      ready: [],
+    }),
+    { remove: ['m-1: node node-b was not ready for 60 s'], add: ['m@main node-a [0] :20000'] },
+  ],
+  [
+    'a node not ready for less than the grace: kept',
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { node: 'node-b', card: 0, port: 20000 })],
+      nodes: [node('node-a'), node('node-b', { ready: false, lastSeen: now - 30_000 })],
+      ready: [],
+    }),
+    {},
+  ],
+  [
+    'a node last heard from an hour ago, by a control plane that started 10 s ago: kept, as it could not hear it',
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { node: 'node-b', card: 0, port: 20000 })],
+      nodes: [node('node-a'), node('node-b', { ready: false, lastSeen: now - 60 * minute })],
+      ready: [],
+      upSince: now - 10_000,
+    }),
+    {},
+  ],
+  [
+    'a node last heard from before this control plane started, silent for the whole grace since: lost',
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { node: 'node-b', card: 0, port: 20000 })],
+      nodes: [node('node-a'), node('node-b', { ready: false, lastSeen: now - 60 * minute })],
+      ready: [],
+      upSince: now - 61_000,
+    }),
+    { remove: ['m-1: node node-b was not ready for 60 s'], add: ['m@main node-a [0] :20000'] },
+  ],
+  [
+    'a short grace, a control plane up for less than an agent takes to reconnect: kept',
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { node: 'node-b', card: 0, port: 20000 })],
+      nodes: [node('node-a'), node('node-b', { ready: false, lastSeen: now - 60 * minute })],
+      ready: [],
+      upSince: now - 20_000,
+      lostAfterS: 5,
+    }),
+    {},
+  ],
+  [
+    'a short grace, a node not heard from in the reconnect time since the control plane started: lost',
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { node: 'node-b', card: 0, port: 20000 })],
+      nodes: [node('node-a'), node('node-b', { ready: false, lastSeen: now - 60 * minute })],
+      ready: [],
+      upSince: now - 31_000,
+      lostAfterS: 5,
+    }),
+    { remove: ['m-1: node node-b was not ready for 30 s'], add: ['m@main node-a [0] :20000'] },
+  ],
+  [
+    'a short grace, a node heard since the control plane started and silent past the grace: lost',
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { node: 'node-b', card: 0, port: 20000 })],
+      nodes: [node('node-a'), node('node-b', { ready: false, lastSeen: now - 6_000 })],
+      ready: [],
+      upSince: now - 20_000,
+      lostAfterS: 5,
+    }),
+    { remove: ['m-1: node node-b was not ready for 5 s'], add: ['m@main node-a [0] :20000'] },
+  ],
+  [
+    'replicas going still hold their cards and ports in this pass',
+    input({ specs: [m1, model('n', 1)], running: [running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }), running('m-2', m2, { card: 1, port: 20001 })], nodes: [node('node-a', { cards: 3 })] }),
+    { remove: ['m-2: scaled down'], add: ['n@main node-a [2] :20002'] },
+  ],
+];
+
+describe('planFleet', () => {
+  it.each(cases)('%s', (_what, inp, expected) => {
+    expect(brief(planFleet(inp))).toEqual(expected);
+  });
+
+  it('gives new replicas no id: the caller names them', () => {
+    const plan = planFleet(input({ specs: [model('my-new-model', 2)] }));
+    expect(plan.add).toHaveLength(2);
+    for (const a of plan.add) for (const s of a.shards) expect(s).not.toHaveProperty('replica');
+  });
+});
+
+describe('runsAsSpecified', () => {
+  const base = model('m', 1, { context_length: 4096, profiles: [gpu({ env: { A: '1', B: '2' } }), gpu({ name: 'other' })] });
+  const replica = { spec: base, profile: 'main' };
+  it.each<[string, ModelSpec, boolean]>([
+    ['the same model', base, true],
+    ['another replica count', { ...base, replicas: 5 }, true],
+    ['another profile changed', { ...base, profiles: [base.profiles[0]!, gpu({ name: 'other', args: ['--x'] })] }, true],
+    ['profiles in another order', { ...base, profiles: [...base.profiles].reverse() }, true],
+    ['the environment written in another order', { ...base, profiles: [gpu({ env: { B: '2', A: '1' } }), gpu({ name: 'other' })] }, true],
+    ['its args changed', { ...base, profiles: [gpu({ env: { A: '1', B: '2' }, args: ['--x'] }), gpu({ name: 'other' })] }, false],
+    ['its environment changed', { ...base, profiles: [gpu({ env: { A: '1' } }), gpu({ name: 'other' })] }, false],
+    ['its engine changed', { ...base, profiles: [gpu({ env: { A: '1', B: '2' }, engine: 'sglang' }), gpu({ name: 'other' })] }, false],
+    ['the weights changed', { ...base, source: '/models/other' }, false],
+    ['the context changed', { ...base, context_length: 8192 }, false],
+    ['its profile left the model', { ...base, profiles: [gpu({ name: 'other' })] }, false],
+  ])('%s', (_what, spec, same) => {
+    expect(runsAsSpecified(replica, spec)).toBe(same);
+  });
+});
