@@ -13,6 +13,7 @@ import { registerAgent } from './agent-command.js';
 import { registerDoctor } from './doctor-command.js';
 import { registerGateway } from './gateway-command.js';
 import { registerServe } from './run-control-plane.js';
+import { noteParent } from './signals.js';
 import { version } from './version.js';
 
 /** Builds the whole command line; every command is registered by its own module. */
@@ -65,6 +66,7 @@ function allCommands(c: Command): Command[] {
 
 /** Runs the command line; resolves with the exit status. */
 export async function main(argv: readonly string[]): Promise<number> {
+  noteParent();
   const run = new Runner();
   const program = buildProgram(run);
   try {
