@@ -8,6 +8,7 @@ import { stringOpt } from './command.js';
 import { readLogin, saveLogin } from './ctl/login-file.js';
 import { createLogger } from './logger.js';
 import type { Output } from './output.js';
+import { describeFix, secureDataDir, secureSqliteFile, type OnFixed } from './private-files.js';
 import { commandSettings } from './settings.js';
 import { loadIdentity } from '../agent/identity.js';
 import { generateSecret, hashSecret, secretPrefix } from '../core/secrets.js';
@@ -24,10 +25,16 @@ export interface ServeOptions {
 
 export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   const logger = createLogger(mode === 'up' ? 'llmgw-up' : 'control-plane');
+  // Watched from the start: a signal while starting stops llmgw, engines included, once it has started.
+  const stopped = untilSignalled(logger);
   const loadOptions: LoadOptions = { path: stringOpt(opts, 'config'), env: process.env };
   // An invalid settings file is refused before anything starts.
   const loaded = commandSettings(loadOptions);
   for (const w of loaded.warnings) logger.warn(w);
+  const onFixed: OnFixed = (f) => logger.warn(f, describeFix(f));
+  // `up` runs this machine's agent, which keeps its files in the data dir.
+  secureDataDir(loaded.settings.data_dir, { create: mode === 'up', onFixed });
+  if (loaded.settings.database.startsWith('sqlite:')) secureSqliteFile(loaded.settings.database.slice('sqlite:'.length), onFixed);
   const store = await openStore(loaded.settings.database);
   let cp: ControlPlane;
   try {
@@ -58,7 +65,7 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   if (cp.generatedAdminKey !== undefined) announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
   // `llmgw up` is also this machine's node: its agent runs here, joined over loopback.
   const agent = mode === 'up' ? await startLocalAgent(cp, loaded.settings) : undefined;
-  await untilSignalled(logger);
+  await stopped;
   await agent?.stop();
   await cp.stop();
 }
@@ -69,7 +76,7 @@ function announceAdminKey(a: { mode: 'server' | 'up'; o: Output; url: string; ke
   // `llmgw up` is one person on one machine: save the login as kind or minikube save a kubeconfig,
   // unless one for another server is already saved.
   if (a.mode === 'up') {
-    const existing = readLogin();
+    const existing = readLogin(process.env, (f) => a.logger.warn(f, describeFix(f)));
     if (existing === undefined || existing.server === a.url) savedTo = saveLogin({ server: a.url, key: a.key });
   }
   if (a.o.json) {
