@@ -164,6 +164,9 @@ describe('llmgw ctl against a running llmgw server', () => {
     expect(table[1]).toMatch(/^-\s+wide\s+-\s+-\s+-\s+pending\s+-\s+0\s+-\s+(.*)$/);
     expect(table[1]?.endsWith(`   ${cut}`)).toBe(true);
     expect((await ctl(['model', 'rm', 'wide'])).code).toBe(0);
+    const none = await ctl(['replicas', 'wide']);
+    expect(none.code).toBe(1);
+    expect(none.stderr.trim()).toBe('error: model "wide" does not exist (llmgw ctl models lists them)');
   });
 
   it('filters usage by a key name with --key-name; --key stays the API key, and a name given there is refused with what to write', async () => {

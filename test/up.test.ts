@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
@@ -105,6 +105,30 @@ describe('llmgw up keeps its files to its owner', () => {
 });
 
 describe('llmgw up and signals', () => {
+  it('refuses a second llmgw up on the same data dir, and leaves the first one running', async () => {
+    const { dir, config, env } = cluster();
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const first = startDaemon(['up', '-c', config], env, dir);
+    try {
+      await first.waitFor(/joined the cluster/);
+      const second = await llmgw(['up', '-c', config], env);
+      expect(second.code).toBe(1);
+      expect(second.stderr).toBe(
+        `error: the SQLite database ${join(dir, 'data', 'llmgw.db')} is in use by another llmgw (pid ${first.child.pid ?? 0} on ${hostname()}): stop that one first, or give this one a data dir of its own (--config, or LLMGW_DATA_DIR); control planes share a PostgreSQL database, not an SQLite one\n`,
+      );
+      const agent = await llmgw(['agent', '--server', 'http://127.0.0.1:9', '--token', 'llmgw_join_x'], env);
+      expect(agent.code).toBe(1);
+      expect(agent.stderr).toBe(`error: the data dir ${join(dir, 'data')} is in use by the agent of another llmgw (pid ${first.child.pid ?? 0} on ${hostname()}): stop that one first, or give this one a data dir of its own (LLMGW_DATA_DIR)\n`);
+      expect((await replicas(env, 'tiny')).length).toBe(1);
+    } finally {
+      expect(await first.stop('SIGTERM')).toBe(0);
+    }
+    // Once it has stopped, the next one starts.
+    const next = startDaemon(['up', '-c', config], env, dir);
+    await next.waitFor(/joined the cluster/);
+    expect(await next.stop('SIGTERM')).toBe(0);
+  });
+
   it('stops cleanly, exit 0, on a SIGTERM that comes while it is still starting', async () => {
     const { dir, config, env } = cluster();
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));

@@ -1,5 +1,6 @@
 
-import { startNodeAgent } from './node-agent.js';
+import { lockAgentDir } from './instance-lock.js';
+import { startNodeAgent, type NodeAgent } from './node-agent.js';
 import { createLogger } from './logger.js';
 import { describeFix, secureDataDir } from './private-files.js';
 import { commandSettings } from './settings.js';
@@ -19,7 +20,14 @@ export async function runAgent(o: RunAgentOptions): Promise<void> {
   const loaded = commandSettings({ path: o.config, env: process.env });
   // Its credential and the engines' keys are kept there.
   secureDataDir(loaded.settings.data_dir, { create: true, onFixed: (f) => logger.warn(f, describeFix(f)) });
-  const node = await startNodeAgent({ server: o.server, token: o.token, name: o.name, settings: loaded.settings, logger });
+  const lock = await lockAgentDir(loaded.settings.data_dir);
+  let node: NodeAgent;
+  try {
+    node = await startNodeAgent({ server: o.server, token: o.token, name: o.name, settings: loaded.settings, logger });
+  } catch (e) {
+    await lock.release();
+    throw e;
+  }
   logger.info({ server: o.server, node: node.agent.identity.name, dataDir: loaded.settings.data_dir }, 'agent starting');
   const running = node.agent.run();
   // A refusal ends the agent with its message; a signal ends it cleanly. Either way its engines stop.
@@ -27,5 +35,6 @@ export async function runAgent(o: RunAgentOptions): Promise<void> {
     await Promise.race([running, stopped]);
   } finally {
     await node.stop();
+    await lock.release();
   }
 }

@@ -3,9 +3,12 @@ import type { Logger } from 'pino';
 import type { LoadOptions, Settings } from '../config/load.js';
 import { ControlPlane } from '../server/control-plane.js';
 import { openStore } from '../store/open.js';
+import type { Store } from '../store/store.js';
+import type { HeldLock } from '../agent/installer/install-lock.js';
 
 import { stringOpt } from './command.js';
 import { readLogin, saveLogin } from './ctl/login-file.js';
+import { lockAgentDir, lockDatabase } from './instance-lock.js';
 import { createLogger } from './logger.js';
 import type { Output } from './output.js';
 import { describeFix, secureDataDir, secureSqliteFile, type OnFixed } from './private-files.js';
@@ -34,8 +37,21 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   const onFixed: OnFixed = (f) => logger.warn(f, describeFix(f));
   // `up` runs this machine's agent, which keeps its files in the data dir.
   secureDataDir(loaded.settings.data_dir, { create: mode === 'up', onFixed });
-  if (loaded.settings.database.startsWith('sqlite:')) secureSqliteFile(loaded.settings.database.slice('sqlite:'.length), onFixed);
-  const store = await openStore(loaded.settings.database);
+  const sqlite = loaded.settings.database.startsWith('sqlite:') ? loaded.settings.database.slice('sqlite:'.length) : undefined;
+  if (sqlite !== undefined) secureSqliteFile(sqlite, onFixed);
+  const locks: HeldLock[] = [];
+  const unlock = async () => {
+    for (const l of locks.splice(0)) await l.release();
+  };
+  let store: Store;
+  try {
+    if (sqlite !== undefined && sqlite !== ':memory:') locks.push(await lockDatabase(sqlite));
+    if (mode === 'up') locks.push(await lockAgentDir(loaded.settings.data_dir));
+    store = await openStore(loaded.settings.database);
+  } catch (e) {
+    await unlock();
+    throw e;
+  }
   let cp: ControlPlane;
   try {
     cp = await ControlPlane.start({
@@ -49,6 +65,7 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
     });
   } catch (e) {
     await store.close();
+    await unlock();
     throw e;
   }
   // The OpenAI-compatible gateway on the same address: /v1, and its /metrics.
@@ -68,6 +85,7 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   await stopped;
   await agent?.stop();
   await cp.stop();
+  await unlock();
 }
 
 /** Shown once, on the first start: only the key's hash is kept. */

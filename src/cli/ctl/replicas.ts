@@ -14,7 +14,10 @@ export function registerReplicas(ctl: Command, run: Runner): void {
     .description('list replicas: model, profile, node, devices, state, ready since, restarts, endpoint, and why (cut short: llmgw ctl replica show ID has all of it)')
     .action(
       run.action(async ({ o, conn }, model?: string) => {
-        const items = await connect(conn).listReplicas(model);
+        const client = connect(conn);
+        const items = await client.listReplicas(model);
+        // No replicas of a model that does not exist is a mistyped name, not an empty list.
+        if (items.length === 0 && model !== undefined) await client.getModel(model);
         emit(o, { items }, (d) =>
           d.items.length === 0
             ? model === undefined
