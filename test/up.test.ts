@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { isRunning, listProcesses } from '../src/agent/supervisor/process-tree.js';
 
-import { llmgw, repoRoot, startDaemon } from './support/cli.js';
+import { llmgw, repoRoot, startDaemon, type Daemon } from './support/cli.js';
 import { recordingLlamaServer, replicas, until } from './support/fleet.js';
 
 const noGpu = { LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1', LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi' };
@@ -38,16 +38,28 @@ function cluster(): { dir: string; config: string; env: Record<string, string> }
   return { dir, config, env: { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_DATA_DIR: join(dir, 'data'), ...noGpu } };
 }
 
-const cleanups: (() => void)[] = [];
-afterEach(() => {
-  for (const c of cleanups.splice(0)) c();
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
 });
+
+/** `llmgw up` in `dir`, stopped after the test whatever happens: SIGTERM, then SIGKILL if it hangs. */
+function startUp(args: string[], env: Record<string, string>, dir: string): Daemon {
+  const d = startDaemon(args, env, dir);
+  cleanups.push(async () => {
+    if (d.child.exitCode !== null || d.child.signalCode !== null) return;
+    const timer = setTimeout(() => d.child.kill('SIGKILL'), 15_000);
+    await d.stop('SIGTERM');
+    clearTimeout(timer);
+  });
+  return d;
+}
 
 describe('llmgw up keeps its files to its owner', () => {
   it('data dir 0700; database, its -wal and -shm, the node credential and the saved login 0600', async () => {
     const { dir, config, env } = cluster();
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const up = startDaemon(['up', '-c', config], env, dir);
+    const up = startUp(['up', '-c', config], env, dir);
     try {
       await up.waitFor(/logged in with it/);
       await until('a ready replica of tiny', async () => (await replicas(env, 'tiny')).find((r) => r.state === 'ready'));
@@ -63,7 +75,7 @@ describe('llmgw up keeps its files to its owner', () => {
     // Left open by an older llmgw, or a copy: put right at the next start, saying so.
     chmodSync(join(dir, 'data'), 0o755);
     chmodSync(join(dir, 'data', 'llmgw.db'), 0o644);
-    const again = startDaemon(['up', '-c', config], env, dir);
+    const again = startUp(['up', '-c', config], env, dir);
     try {
       await again.waitFor(/control plane listening/);
       expect(modeOf(join(dir, 'data'))).toBe('0700');
@@ -85,7 +97,7 @@ describe('llmgw up keeps its files to its owner', () => {
   it('saves the login of llmgw ctl login 0600 in a directory of its own 0700, and puts an open one right', async () => {
     const { dir, config, env } = cluster();
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const up = startDaemon(['up', '-c', config], { ...env, LLMGW_ADMIN_KEY: 'up-test-admin-key-0123456789abcdef' }, dir);
+    const up = startUp(['up', '-c', config], { ...env, LLMGW_ADMIN_KEY: 'up-test-admin-key-0123456789abcdef' }, dir);
     try {
       const url = (await up.waitFor(/"url":"(http:\/\/127\.0\.0\.1:\d+)"/))[1]!;
       const xdg = join(dir, 'login');
@@ -108,7 +120,7 @@ describe('llmgw up and signals', () => {
   it('refuses a second llmgw up on the same data dir, and leaves the first one running', async () => {
     const { dir, config, env } = cluster();
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const first = startDaemon(['up', '-c', config], env, dir);
+    const first = startUp(['up', '-c', config], env, dir);
     try {
       await first.waitFor(/joined the cluster/);
       const second = await llmgw(['up', '-c', config], env);
@@ -124,7 +136,7 @@ describe('llmgw up and signals', () => {
       expect(await first.stop('SIGTERM')).toBe(0);
     }
     // Once it has stopped, the next one starts.
-    const next = startDaemon(['up', '-c', config], env, dir);
+    const next = startUp(['up', '-c', config], env, dir);
     await next.waitFor(/joined the cluster/);
     expect(await next.stop('SIGTERM')).toBe(0);
   });
@@ -132,7 +144,7 @@ describe('llmgw up and signals', () => {
   it('stops cleanly, exit 0, on a SIGTERM that comes while it is still starting', async () => {
     const { dir, config, env } = cluster();
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const up = startDaemon(['up', '-c', config], env, dir);
+    const up = startUp(['up', '-c', config], env, dir);
     await up.waitFor(/control plane listening/);
     expect(await up.stop('SIGTERM')).toBe(0);
     expect(up.output()).toContain('control plane stopped');
@@ -173,13 +185,12 @@ describe("the README's start command, npx llmgw up, stops with its engines", () 
     npx.stderr.on('data', (d: Buffer) => (out += d.toString()));
     const exited = new Promise<void>((resolve) => npx.on('exit', () => resolve()));
     const pids: number[] = [];
-    cleanups.push(() => {
-      for (const pid of pids) if (isRunning(pid)) process.kill(pid, 'SIGKILL');
-      try {
-        process.kill(-npx.pid!, 'SIGKILL');
-      } catch {
-        // Gone already.
-      }
+    cleanups.push(async () => {
+      // A test that failed leaves its processes: asked to stop first, so that llmgw stops its engines.
+      const group = () => listProcesses().filter((p) => p.pgrp === npx.pid);
+      for (const p of group()) process.kill(p.pid, 'SIGTERM');
+      await until('the npx process group gone', () => (group().length === 0 ? true : undefined), 15_000).catch(() => undefined);
+      for (const pid of [...group().map((p) => p.pid), ...pids]) if (isRunning(pid)) process.kill(pid, 'SIGKILL');
       rmSync(dir, { recursive: true, force: true });
     });
 
