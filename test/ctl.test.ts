@@ -102,6 +102,10 @@ describe('llmgw ctl against a running llmgw server', () => {
     const missing = await ctl(['model', 'add', '-f', join(dir, 'nope.yaml')]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('cannot read');
+    // A usage error in --json is the caller's mistake, not llmgw's.
+    const missingJson = await ctl(['model', 'add', '-f', join(dir, 'nope.yaml'), '--json']);
+    expect(missingJson.code).toBe(2);
+    expect(JSON.parse(missingJson.stderr).error).toMatchObject({ code: 'invalid_argument', message: expect.stringContaining(`cannot read ${join(dir, 'nope.yaml')}`) });
     writeFileSync(join(dir, 'broken.yaml'), 'name: tiny\nprofiles: [\n  {name: cpu, engine: llamacpp, cpu: true\n');
     const broken = await ctl(['model', 'add', '-f', join(dir, 'broken.yaml')]);
     expect(broken.code).toBe(2);

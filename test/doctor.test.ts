@@ -105,6 +105,14 @@ describe('llmgw doctor', () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
+  it('refuses a join token without the control plane to check it against (exit 2)', async () => {
+    const dir = cwd();
+    const r = await doctor(dir, ['--token', token]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('{"error":{"code":"invalid_argument","message":"a join token is checked by the control plane that made it: give it too, llmgw doctor --server URL --token TOKEN"}}\n');
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
   it('says so in the human report: the engine it will install, and why it cannot serve', async () => {
     const human = await doctor(cwd(), ['--server', cp.url, '--token', 'llmgw_join_wrongwrongwrongwrongwrong'], {}, false);
     expect(human.code).toBe(1);
