@@ -141,6 +141,17 @@ describe('llmgw up and signals', () => {
     expect(await next.stop('SIGTERM')).toBe(0);
   });
 
+  it('exits 1, leaving nothing listening, when its agent cannot start', async () => {
+    const { dir, config, env } = cluster();
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    mkdirSync(join(dir, 'data', 'agent'), { recursive: true });
+    writeFileSync(join(dir, 'data', 'agent', 'node.json'), 'not json');
+    const r = await llmgw(['up', '-c', config], env);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`error: ${join(dir, 'data', 'agent', 'node.json')} is not a node identity: move it away to join as a new node\n`);
+    expect(r.stdout).toContain('control plane stopped');
+  });
+
   it('stops cleanly, exit 0, on a SIGTERM that comes while it is still starting', async () => {
     const { dir, config, env } = cluster();
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));

@@ -81,7 +81,15 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   cp.beforeStoreClose(() => gateway.stop());
   if (cp.generatedAdminKey !== undefined) announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
   // `llmgw up` is also this machine's node: its agent runs here, joined over loopback.
-  const agent = mode === 'up' ? await startLocalAgent(cp, loaded.settings) : undefined;
+  let agent: NodeAgent | undefined;
+  try {
+    agent = mode === 'up' ? await startLocalAgent(cp, loaded.settings) : undefined;
+  } catch (e) {
+    // A node identity it cannot read, say: refused, and nothing left listening.
+    await cp.stop();
+    await unlock();
+    throw e;
+  }
   await stopped;
   await agent?.stop();
   await cp.stop();
