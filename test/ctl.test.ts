@@ -1,11 +1,11 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { freePort } from './fakes/engines/fake-engines.js';
-import { childHome, llmgw, startDaemon, type Daemon } from './support/cli.js';
+import { childHome, llmgw, repoRoot, startDaemon, type Daemon } from './support/cli.js';
 
 const adminKey = 'ctl-test-admin-key-0123456789abcdef';
 const editor = `${process.execPath} ${join(import.meta.dirname, 'support', 'scripted-editor.mjs')}`;
@@ -86,7 +86,7 @@ describe('llmgw ctl against a running llmgw server', () => {
     const applyNew = await ctl(['model', 'apply', '-f', '-'], {}, JSON.stringify({ name: 'fresh', source: '/m.gguf', profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }] }));
     expect(applyNew.stdout.trim()).toBe('model "fresh" added (version 1)');
 
-    expect((await ctl(['model', 'rm', 'fresh'])).stdout.trim()).toBe('model "fresh" removed');
+    expect((await ctl(['model', 'remove', 'fresh'])).stdout.trim()).toBe('model "fresh" removed');
     const gone = await ctl(['model', 'show', 'fresh']);
     expect(gone.code).toBe(1);
     expect(gone.stderr).toContain('model "fresh" does not exist');
@@ -103,6 +103,22 @@ describe('llmgw ctl against a running llmgw server', () => {
     const missing = await ctl(['model', 'add', '-f', join(dir, 'nope.yaml')]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('cannot read');
+    // A usage error in --json is the caller's mistake, not llmgw's.
+    const missingJson = await ctl(['model', 'add', '-f', join(dir, 'nope.yaml'), '--json']);
+    expect(missingJson.code).toBe(2);
+    expect(JSON.parse(missingJson.stderr).error).toMatchObject({ code: 'invalid_argument', message: expect.stringContaining(`cannot read ${join(dir, 'nope.yaml')}`) });
+    writeFileSync(join(dir, 'broken.yaml'), 'name: tiny\nprofiles: [\n  {name: cpu, engine: llamacpp, cpu: true\n');
+    const broken = await ctl(['model', 'add', '-f', join(dir, 'broken.yaml')]);
+    expect(broken.code).toBe(2);
+    expect(broken.stderr).toBe(
+      [
+        `error: ${join(dir, 'broken.yaml')} is not valid YAML or JSON: line 4, column 1: Flow map in block collection must be sufficiently indented and end with a }`,
+        '  3 |   {name: cpu, engine: llamacpp, cpu: true',
+        '  4 |',
+        '    | ^',
+        '',
+      ].join('\n'),
+    );
     writeFileSync(join(dir, 'settings-like.yaml'), 'models: []\n');
     const settingsLike = await ctl(['model', 'add', '-f', join(dir, 'settings-like.yaml')]);
     expect(settingsLike.code).toBe(2);
@@ -138,6 +154,50 @@ describe('llmgw ctl against a running llmgw server', () => {
     const bad = await ctl(['audit', '--since', 'last tuesday']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--since last tuesday is neither a time');
+  });
+
+  it('lists replicas waiting for room: the state alone, the reason cut in a column of its own, null (not "-") in --json', async () => {
+    const profiles = ['first', 'second', 'third'].map((name) => ({ name, engine: 'llamacpp', cpu: true }));
+    expect((await ctl(['model', 'add', '-f', '-'], {}, JSON.stringify({ name: 'wide', source: '/m.gguf', profiles }))).code).toBe(0);
+    const reason = 'profile first: no ready node (no node has joined); profile second: no ready node (no node has joined); profile third: no ready node (no node has joined)';
+    const json = JSON.parse((await ctl(['replicas', 'wide', '--json'])).stdout);
+    expect(json.items).toEqual([{ id: null, model: 'wide', profile: null, engine: 'llamacpp', state: 'pending', reason, restarts: 0, shards: [] }]);
+    const table = (await ctl(['replicas', 'wide'])).stdout.trimEnd().split('\n');
+    expect(table[0]).toMatch(/^REPLICA\s+MODEL\s+PROFILE\s+NODE\s+DEVICES\s+STATE\s+READY\s+RESTARTS\s+ENDPOINT\s+REASON$/);
+    const cut = `${reason.slice(0, 59).trimEnd()}…`;
+    expect(cut.length).toBeLessThanOrEqual(60);
+    expect(table[1]).toMatch(/^-\s+wide\s+-\s+-\s+-\s+pending\s+-\s+0\s+-\s+(.*)$/);
+    expect(table[1]?.endsWith(`   ${cut}`)).toBe(true);
+    expect((await ctl(['model', 'rm', 'wide'])).code).toBe(0);
+    const none = await ctl(['replicas', 'wide']);
+    expect(none.code).toBe(1);
+    expect(none.stderr.trim()).toBe('error: model "wide" does not exist (llmgw ctl models lists them)');
+  });
+
+  it('filters usage by a key name with --key-name; --key stays the API key, and a name given there is refused with what to write', async () => {
+    const byName = await ctl(['usage', '--key-name', 'carol', '--since', '1h']);
+    expect(byName.code).toBe(0);
+    expect(byName.stdout.trim()).toBe('No usage recorded for that.');
+    const asKey = await ctl(['usage', '--key', adminKey, '--json']);
+    expect(asKey.code).toBe(0);
+    expect(JSON.parse(asKey.stdout)).toEqual({ items: [] });
+    const old = await ctl(['usage', '--key', 'carol']);
+    expect(old.code).toBe(1);
+    expect(old.stderr.trim()).toBe(
+      "error: the API key is not valid: it was revoked, or mistyped (an admin can make one with llmgw ctl key create)\nhint: --key is the API key; to show one key's usage, write llmgw ctl usage --key-name NAME",
+    );
+  });
+
+  it('adds each example model under examples/ as it is', async () => {
+    const examples = join(repoRoot, 'examples');
+    for (const file of readdirSync(examples).filter((f) => f.endsWith('.yaml'))) {
+      const r = await ctl(['model', 'add', '-f', join(examples, file)]);
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      const name = /^name: (\S+)$/m.exec(readFileSync(join(examples, file), 'utf8'))?.[1] ?? '';
+      expect(r.stdout).toMatch(new RegExp(`^model "${name}" added`));
+      expect((await ctl(['model', 'rm', name])).code).toBe(0);
+    }
   });
 
   describe('config edit', () => {
@@ -177,6 +237,20 @@ describe('llmgw ctl against a running llmgw server', () => {
       const second = readFileSync(`${state}.shown-1`, 'utf8');
       expect(second).toMatch(/# llmgw: The last save was refused:\n# llmgw: invalid settings, nothing was applied:\n# llmgw: .*config\.yaml:\d+: listn: unknown key "listn"; did you mean "listen"\?/);
       expect(readFileSync(join(dir, 'config.yaml'), 'utf8')).toContain('threads: 2');
+    });
+
+    it('lists the errors of a refused save in the order of the file, and shows a YAML error on its line', async () => {
+      // The schema has placement before gateway: its problem came first, wherever it was in the file.
+      const wrong = 'gateway:\n  max_body_mb: lots\nplacement:\n  ports: 30000-20000\n';
+      const { run, state } = edit([{ append: wrong }, { replace: [wrong, 'models: [\n'] }, {}]);
+      const r = await run;
+      expect(r.code).toBe(1);
+      const first = readFileSync(`${state}.shown-1`, 'utf8');
+      const found = [...first.matchAll(/config\.yaml:(\d+): (\S+):/g)].map((m) => [Number(m[1]), m[2]] as const);
+      expect(found.map(([, key]) => key)).toEqual(['gateway.max_body_mb', 'placement.ports']);
+      expect(found[0]![0]).toBeLessThan(found[1]![0]);
+      const second = readFileSync(`${state}.shown-2`, 'utf8');
+      expect(second).toMatch(/# llmgw: \S+config\.yaml:(\d+): not valid YAML at column 1: Flow sequence in block collection must be sufficiently indented and end with a \]\n# llmgw: +\d+ \| models: \[\n# llmgw: +\d+ \|\n# llmgw: +\| \^\n/);
     });
 
     it('gives up, keeping the edit, when the error is saved again unchanged', async () => {

@@ -135,7 +135,7 @@ describe('llmgw up with a declared llama.cpp model', () => {
     const pending = await until('a pending replica', async () => (await replicas(env, 'small')).find((r) => r.state === 'pending'));
     expect(pending.reason).toBe('no ready node has half its CPU threads free and 1024 MiB of RAM (vm: 0 threads free, needs 1)'.replace('vm', small.node ?? ''));
     const table = await llmgw(['ctl', 'replicas', 'small'], env);
-    expect(table.stdout).toMatch(/-\s+small\s+-\s+-\s+-\s+pending: no ready node has half its CPU threads free/);
+    expect(table.stdout).toMatch(/-\s+small\s+-\s+-\s+-\s+pending\s+-\s+0\s+-\s+no ready node has half its CPU threads free/);
 
     expect((await llmgw(['ctl', 'model', 'scale', 'small', '0'], env)).code).toBe(0);
     await until('no replica of small', async () => ((await replicas(env, 'small')).length === 0 ? true : undefined));

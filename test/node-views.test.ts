@@ -157,9 +157,9 @@ describe('nodes seen through llmgw ctl and llmgw doctor', () => {
       expect(report.cards[0].mode).toBe('whole');
     });
 
-    it('warns of a node with no GPU and no CPU engine, without failing', async () => {
-      const r = await doctor({ LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi', PATH: '/usr/bin:/bin' });
-      expect(r.code).toBe(0);
+    it('fails on a node with no GPU and no CPU engine', async () => {
+      const r = await doctor({ LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi', PATH: '/usr/bin:/bin', LLMGW_AGENT_ENGINES_LLAMACPP_BIN: '/nonexistent/llama-server' });
+      expect(r.code).toBe(1);
       const report = JSON.parse(r.stdout);
       expect(report.discovery).toEqual({ method: 'none', reasons: [expect.stringMatching(/^nvml: /), 'nvidia-smi: /nonexistent/nvidia-smi not found'] });
       expect(report.warnings.map((w: { code: string }) => w.code)).toEqual(['no_engine']);
@@ -171,11 +171,11 @@ describe('nodes seen through llmgw ctl and llmgw doctor', () => {
       const ok = JSON.parse((await doctor({ FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550' }, ['--server', url, '--token', good])).stdout);
       expect(ok.control_plane).toMatchObject({ url, reachable: true, token: { accepted: true, name: 'doctor-ok', expires_at: null } });
       const bad = JSON.parse((await doctor({ FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550' }, ['--server', url, '--token', 'llmgw_join_wrongwrongwrongwrongwrong'])).stdout);
-      expect(bad.warnings).toContainEqual({ code: 'token_refused', message: expect.stringContaining('the join token is not valid') });
+      expect(bad.warnings).toContainEqual({ code: 'token_refused', message: expect.stringContaining('the join token is not valid'), blocking: true });
       // A port the OS just handed out, that nothing listens on: a fixed one may be taken on this machine.
       const closed = `http://127.0.0.1:${await freePort()}`;
       const down = JSON.parse((await doctor({ FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550' }, ['--server', closed])).stdout);
-      expect(down.warnings).toContainEqual({ code: 'control_plane_unreachable', message: expect.stringContaining(`${closed} does not answer`) });
+      expect(down.warnings).toContainEqual({ code: 'control_plane_unreachable', message: expect.stringContaining(`${closed} does not answer`), blocking: true });
     });
 
     it('prints a human report', async () => {

@@ -212,6 +212,11 @@ export class Agent {
         });
       });
       ws.on('open', () => {
+        // stop() came while this connection was dialled, with no socket to close then.
+        if (this.#isStopped()) {
+          ws.close(1000, 'agent stopping');
+          return;
+        }
         lastContact = Date.now();
         send({ type: 'inventory', inventory });
       });

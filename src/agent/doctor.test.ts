@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import type { Card, HostInfo } from '../gpu/types.js';
 
-import { diagnose, type PathResult } from './doctor.js';
+import { diagnose, doctorFindings, llamaServerProbe, type DoctorCode, type EngineProbe, type PathResult } from './doctor.js';
 
 const host: HostInfo = { hostname: 'h', os: 'linux', arch: 'x64', cpus: { count: 8, model: 'x' }, memory: { total_mib: 1, free_mib: 1 }, disk: { path: '/d', total_mib: 1, free_mib: 1 } };
 const card = (over: Partial<Card> = {}): Card => ({
@@ -40,7 +40,7 @@ describe('llmgw doctor', () => {
   ])('warns of wear %j without failing', (wear, code, words) => {
     const r = diagnose({ paths: smi([card({ wear })]), engines: llama, host });
     expect(r.exit_code).toBe(0);
-    expect(r.warnings).toEqual([{ code, message: expect.stringContaining(words) }]);
+    expect(r.warnings).toEqual([{ code, message: expect.stringContaining(words), blocking: false }]);
   });
 
   it('fails when the driver is installed but not loaded, on both paths', () => {
@@ -67,5 +67,76 @@ describe('llmgw doctor', () => {
       host,
     });
     expect(r).toMatchObject({ exit_code: 0, warnings: [] });
+  });
+
+  it.each(Object.entries(doctorFindings))('%s means %s', (code, meaning) => {
+    // The whole table, so a new finding cannot be added without saying whether the node can serve with it.
+    const expected: Record<DoctorCode, 'cannot_serve' | 'notice'> = {
+      driver_not_loaded: 'cannot_serve',
+      mig_no_instances: 'cannot_serve',
+      mig_pending_reset: 'cannot_serve',
+      no_engine: 'cannot_serve',
+      control_plane_unreachable: 'cannot_serve',
+      token_refused: 'cannot_serve',
+      gpu_reset_pending: 'notice',
+      gpu_remap_failed: 'notice',
+      ecc_uncorrectable: 'notice',
+    };
+    expect(meaning).toBe(expected[code as DoctorCode]);
+  });
+
+  const noGpu: PathResult[] = [
+    { method: 'nvml', ok: false, kind: 'missing', reason: 'libnvidia-ml.so.1 not found' },
+    { method: 'nvidia-smi', ok: false, kind: 'missing', reason: 'not found on PATH' },
+  ];
+  const installs: EngineProbe = { name: 'llama-server', found: false, installs: true, detail: 'not installed yet' };
+  const missing: EngineProbe = { name: 'llama-server', found: false, detail: 'agent.engines.llamacpp.bin is /x, which does not exist or cannot run' };
+  const vllm: EngineProbe = { name: 'vllm', found: true, path: '/usr/bin/vllm' };
+  const up = { url: 'http://cp:8080', reachable: true, version: '1' };
+
+  it.each([
+    ['llama.cpp found, no GPU', { paths: noGpu, engines: llama }, [], 0],
+    ['llama.cpp the agent installs, no GPU', { paths: noGpu, engines: [installs] }, [], 0],
+    ['no llama.cpp and no GPU', { paths: noGpu, engines: [missing, vllm] }, ['no_engine'], 1],
+    ['no llama.cpp, a GPU and vLLM', { paths: smi([card()]), engines: [missing, vllm] }, [], 0],
+    ['no llama.cpp, a GPU and no GPU engine', { paths: smi([card()]), engines: [missing, { name: 'vllm', found: false }] }, ['no_engine'], 1],
+    ['the control plane answers and takes the token', { paths: noGpu, engines: llama, controlPlane: { ...up, token: { accepted: true, name: 't' } } }, [], 0],
+    ['the control plane does not answer', { paths: noGpu, engines: llama, controlPlane: { url: 'http://cp:8080', reachable: false, error: 'ECONNREFUSED' } }, ['control_plane_unreachable'], 1],
+    ['the join token is refused', { paths: noGpu, engines: llama, controlPlane: { ...up, token: { accepted: false, error: 'the join token is not valid' } } }, ['token_refused'], 1],
+    ['a worn card alone', { paths: smi([card({ wear: { ecc_uncorrectable: 1 } })]), engines: llama }, ['ecc_uncorrectable'], 0],
+    ['a worn card and a refused token', { paths: smi([card({ wear: { ecc_uncorrectable: 1 } })]), engines: llama, controlPlane: { ...up, token: { accepted: false } } }, ['ecc_uncorrectable', 'token_refused'], 1],
+  ] as const)('%s: warns %j, exits %i', (_, input, codes, exit) => {
+    const r = diagnose({ ...input, host } as Parameters<typeof diagnose>[0]);
+    expect(r.warnings.map((w) => w.code)).toEqual(codes);
+    expect(r.exit_code).toBe(exit);
+    for (const w of r.warnings) expect(w.blocking).toBe(doctorFindings[w.code] === 'cannot_serve');
+  });
+
+  it('says why nothing can run and what to set', () => {
+    const r = diagnose({ paths: noGpu, engines: [missing], host });
+    expect(r.warnings[0]?.message).toBe(
+      'nothing can run on this node: llama-server: agent.engines.llamacpp.bin is /x, which does not exist or cannot run, and it has no GPU: set agent.engines.llamacpp.bin to a llama-server that runs here, or leave it unset on Linux x64 or arm64 for the agent to install llama.cpp',
+    );
+  });
+
+  describe('llama-server as the agent will run it', () => {
+    const base = { bin: undefined, binRuns: false, installed: undefined, onPath: undefined, platform: 'linux', arch: 'x64', build: 'b10587' };
+    it.each([
+      ['the bin set, and it runs', { bin: '/opt/llama-server', binRuns: true }, { found: true, path: '/opt/llama-server', detail: 'agent.engines.llamacpp.bin' }],
+      ['the bin set, and missing', { bin: '/opt/llama-server' }, { found: false, detail: 'agent.engines.llamacpp.bin is /opt/llama-server, which does not exist or cannot run' }],
+      ['installed by the agent', { installed: '/d/engines/llamacpp/b10587-cpu/llama-server' }, { found: true, path: '/d/engines/llamacpp/b10587-cpu/llama-server', detail: 'installed by the agent' }],
+      ['not installed, on Linux x64', {}, { found: false, installs: true, detail: 'not installed yet: the agent installs llama.cpp b10587 when a llama.cpp replica is placed here' }],
+      ['not installed, on Linux arm64', { arch: 'arm64' }, { found: false, installs: true }],
+      [
+        'on PATH only: the agent installs its own',
+        { onPath: '/usr/bin/llama-server' },
+        { found: false, installs: true, detail: 'not installed yet: the agent installs llama.cpp b10587 when a llama.cpp replica is placed here; the llama-server at /usr/bin/llama-server is used only if agent.engines.llamacpp.bin names it' },
+      ],
+      ['not installed, on macOS', { platform: 'darwin', arch: 'arm64' }, { found: false, detail: 'llama.cpp publishes builds the agent installs for Linux x64 and arm64 only, and this node is darwin arm64' }],
+    ] as const)('%s', (_, over, expected) => {
+      const probe = llamaServerProbe({ ...base, ...over });
+      expect(probe).toMatchObject({ name: 'llama-server', ...expected });
+      if (!('installs' in expected)) expect(probe.installs).toBeUndefined();
+    });
   });
 });

@@ -21,6 +21,8 @@ export interface PathResult {
 export interface EngineProbe {
   name: string;
   found: boolean;
+  /** Not here, but the agent installs it when a replica needs it (llama.cpp, with no bin set). */
+  installs?: boolean;
   path?: string;
   detail?: string;
 }
@@ -40,9 +42,33 @@ export interface DoctorInput {
   controlPlane?: ControlPlaneProbe;
 }
 
+/**
+ * Every finding, and what it means for this node: `cannot_serve` (exit status 1) or
+ * `notice`, worth knowing but no reason the node cannot serve (exit status 0).
+ */
+export const doctorFindings = {
+  driver_not_loaded: 'cannot_serve',
+  mig_no_instances: 'cannot_serve',
+  mig_pending_reset: 'cannot_serve',
+  no_engine: 'cannot_serve',
+  control_plane_unreachable: 'cannot_serve',
+  token_refused: 'cannot_serve',
+  gpu_reset_pending: 'notice',
+  gpu_remap_failed: 'notice',
+  ecc_uncorrectable: 'notice',
+} as const satisfies Record<string, 'cannot_serve' | 'notice'>;
+
+export type DoctorCode = keyof typeof doctorFindings;
+
 export interface DoctorWarning {
-  code: string;
+  code: DoctorCode;
   message: string;
+  /** This node cannot serve until it is fixed. */
+  blocking: boolean;
+}
+
+function warning(code: DoctorCode, message: string): DoctorWarning {
+  return { code, message, blocking: doctorFindings[code] === 'cannot_serve' };
 }
 
 export interface DoctorCard {
@@ -78,7 +104,7 @@ export interface DoctorReport {
   engines: EngineProbe[];
   control_plane?: ControlPlaneProbe;
   warnings: DoctorWarning[];
-  /** 1 when a card can run nothing or a driver is present but unusable. */
+  /** 1 when a warning means the node cannot serve (a `blocking` one), else 0. */
   exit_code: 0 | 1;
 }
 
@@ -86,50 +112,43 @@ export function diagnose(input: DoctorInput): DoctorReport {
   const warnings: DoctorWarning[] = [];
   const working = input.paths.find((p) => p.ok);
   const reasons = input.paths.filter((p) => !p.ok).map((p) => `${p.method}: ${p.reason ?? 'not usable'}`);
-  let blocking = false;
 
   const unusable = input.paths.filter((p) => !p.ok && p.kind === 'unusable');
   if (unusable.length > 0 && working === undefined) {
-    blocking = true;
-    warnings.push({
-      code: 'driver_not_loaded',
-      message: `NVIDIA's tools are installed but the driver does not answer (${unusable.map((p) => `${p.method}: ${p.reason ?? ''}`).join('; ')}): load it (modprobe nvidia, or reinstall the driver for this kernel) and run llmgw doctor again`,
-    });
+    warnings.push(
+      warning(
+        'driver_not_loaded',
+        `NVIDIA's tools are installed but the driver does not answer (${unusable.map((p) => `${p.method}: ${p.reason ?? ''}`).join('; ')}): load it (modprobe nvidia, or reinstall the driver for this kernel) and run llmgw doctor again`,
+      ),
+    );
   }
 
   const cards = working?.cards ?? [];
   const { devices, excluded } = devicesOf(cards);
   for (const x of excluded) {
-    blocking = true;
     const card = cards.find((c) => c.index === x.card);
     const pending = card?.mig !== undefined && card.mig.pending !== card.mig.current;
-    warnings.push({ code: pending ? 'mig_pending_reset' : 'mig_no_instances', message: `card ${x.card} (${x.class}) can run nothing: ${x.reason}` });
+    warnings.push(warning(pending ? 'mig_pending_reset' : 'mig_no_instances', `card ${x.card} (${x.class}) can run nothing: ${x.reason}`));
   }
   for (const c of cards) {
     if (c.wear.remapped_rows_pending === true) {
-      warnings.push({ code: 'gpu_reset_pending', message: `card ${c.index} (${c.class}) has remapped memory rows waiting for a reset: reset it (nvidia-smi -r -i ${c.index}) when it is idle` });
+      warnings.push(warning('gpu_reset_pending', `card ${c.index} (${c.class}) has remapped memory rows waiting for a reset: reset it (nvidia-smi -r -i ${c.index}) when it is idle`));
     }
     if (c.wear.remapped_rows_failure === true) {
-      warnings.push({ code: 'gpu_remap_failed', message: `card ${c.index} (${c.class}) failed to remap a memory row: it needs service; drain it` });
+      warnings.push(warning('gpu_remap_failed', `card ${c.index} (${c.class}) failed to remap a memory row: it needs service; drain it`));
     }
     if ((c.wear.ecc_uncorrectable ?? 0) > 0) {
-      warnings.push({ code: 'ecc_uncorrectable', message: `card ${c.index} (${c.class}) has had ${c.wear.ecc_uncorrectable ?? 0} uncorrectable ECC errors: watch it, and drain it if the count grows` });
+      warnings.push(warning('ecc_uncorrectable', `card ${c.index} (${c.class}) has had ${c.wear.ecc_uncorrectable ?? 0} uncorrectable ECC errors: watch it, and drain it if the count grows`));
     }
   }
 
-  const llama = input.engines.find((e) => e.name === 'llama-server');
-  if (devices.length === 0 && excluded.length === 0 && llama?.found !== true) {
-    warnings.push({
-      code: 'no_engine',
-      message:
-        'this node has no GPU and no llama.cpp server, so nothing can run on it: let the agent install llama.cpp when it joins (leave agent.engines.llamacpp.bin unset), or set agent.engines.llamacpp.bin to a llama-server binary',
-    });
-  }
+  const engine = noEngine(input.engines, devices.length > 0);
+  if (engine !== undefined) warnings.push(warning('no_engine', engine));
 
   const cp = input.controlPlane;
   if (cp !== undefined) {
-    if (!cp.reachable) warnings.push({ code: 'control_plane_unreachable', message: `the control plane at ${cp.url} does not answer (${cp.error ?? 'no answer'}): check the URL, the network and its firewall` });
-    else if (cp.token !== undefined && !cp.token.accepted) warnings.push({ code: 'token_refused', message: `the control plane refuses the join token: ${cp.token.error ?? 'not valid'}` });
+    if (!cp.reachable) warnings.push(warning('control_plane_unreachable', `the control plane at ${cp.url} does not answer (${cp.error ?? 'no answer'}): check the URL, the network and its firewall`));
+    else if (cp.token !== undefined && !cp.token.accepted) warnings.push(warning('token_refused', `the control plane refuses the join token: ${cp.token.error ?? 'not valid'}`));
   }
 
   return {
@@ -141,8 +160,36 @@ export function diagnose(input: DoctorInput): DoctorReport {
     engines: input.engines,
     ...(cp === undefined ? {} : { control_plane: cp }),
     warnings,
-    exit_code: blocking ? 1 : 0,
+    exit_code: warnings.some((w) => w.blocking) ? 1 : 0,
   };
+}
+
+/**
+ * Why nothing can run here, or undefined when something can: llama.cpp (found, or one the
+ * agent installs) runs on CPUs and GPUs alike; vLLM, SGLang and TensorRT-LLM need a GPU.
+ */
+function noEngine(engines: readonly EngineProbe[], hasGpu: boolean): string | undefined {
+  const llama = engines.find((e) => e.name === 'llama-server');
+  if (llama?.found === true || llama?.installs === true) return undefined;
+  if (hasGpu && engines.some((e) => e.name !== 'llama-server' && e.found)) return undefined;
+  const why = llama?.detail === undefined ? 'there is no llama-server' : `llama-server: ${llama.detail}`;
+  return `nothing can run on this node: ${why}${hasGpu ? ', and no GPU engine (vllm, sglang, trtllm-serve) is installed' : ', and it has no GPU'}: set agent.engines.llamacpp.bin to a llama-server that runs here, or leave it unset on Linux x64 or arm64 for the agent to install llama.cpp`;
+}
+
+/** What the doctor says of llama-server: the agent runs `bin` when set, else the build it installs. */
+export function llamaServerProbe(o: { bin: string | undefined; binRuns: boolean; installed: string | undefined; onPath: string | undefined; platform: string; arch: string; build: string }): EngineProbe {
+  if (o.bin !== undefined) {
+    return o.binRuns
+      ? { name: 'llama-server', found: true, path: o.bin, detail: 'agent.engines.llamacpp.bin' }
+      : { name: 'llama-server', found: false, detail: `agent.engines.llamacpp.bin is ${o.bin}, which does not exist or cannot run` };
+  }
+  // The agent never runs a llama-server from PATH on its own: it installs its pinned build.
+  const unused = o.onPath === undefined ? '' : `; the llama-server at ${o.onPath} is used only if agent.engines.llamacpp.bin names it`;
+  if (o.installed !== undefined) return { name: 'llama-server', found: true, path: o.installed, detail: `installed by the agent${unused}` };
+  if (o.platform === 'linux' && (o.arch === 'x64' || o.arch === 'arm64')) {
+    return { name: 'llama-server', found: false, installs: true, detail: `not installed yet: the agent installs llama.cpp ${o.build} when a llama.cpp replica is placed here${unused}` };
+  }
+  return { name: 'llama-server', found: false, detail: `llama.cpp publishes builds the agent installs for Linux x64 and arm64 only, and this node is ${o.platform} ${o.arch}${unused}` };
 }
 
 function doctorCard(c: Card, devices: ReturnType<typeof devicesOf>['devices']): DoctorCard {

@@ -39,10 +39,7 @@ export interface ConnectionOptions {
   key?: string | undefined;
 }
 
-/**
- * The connection flags of `llmgw ctl` itself, read from that command: a subcommand's own
- * option of the same name (`ctl usage --key NAME` filters by key) must not be taken for them.
- */
+/** The connection flags, given after the command (`ctl models --key K`) or after `ctl` (`ctl --key K models`). */
 function connectionOptions(cmd: Command): ConnectionOptions {
   let c: Command | null = cmd;
   while (c !== null && c.name() !== 'ctl') c = c.parent;
@@ -50,9 +47,6 @@ function connectionOptions(cmd: Command): ConnectionOptions {
   const own = cmd.opts();
   return {
     server: stringOpt(own, 'server') ?? stringOpt(ctl, 'server'),
-    key: (apiKeyFlag.has(cmd) ? stringOpt(own, 'key') : undefined) ?? stringOpt(ctl, 'key'),
+    key: stringOpt(own, 'key') ?? stringOpt(ctl, 'key'),
   };
 }
-
-/** Commands whose `--key` is the API key (not a flag of their own by that name). */
-export const apiKeyFlag = new WeakSet<Command>();

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 
 import { stringOpt, type Runner } from './command.js';
+import { UsageError } from './usage-error.js';
 
 export function registerDoctor(program: Command, run: Runner): void {
   program
@@ -12,10 +13,14 @@ export function registerDoctor(program: Command, run: Runner): void {
     .option('--json', 'print one JSON document')
     .action(
       run.action(async ({ opts, o }) => {
+        const server = stringOpt(opts, 'server') ?? nonEmpty(process.env['LLMGW_SERVER']);
+        if (server === undefined && stringOpt(opts, 'token') !== undefined) {
+          throw new UsageError('a join token is checked by the control plane that made it: give it too, llmgw doctor --server URL --token TOKEN');
+        }
         const { runDoctor } = await import('./run-doctor.js');
         const code = await runDoctor({
           o,
-          server: stringOpt(opts, 'server') ?? nonEmpty(process.env['LLMGW_SERVER']),
+          server,
           token: stringOpt(opts, 'token') ?? nonEmpty(process.env['LLMGW_TOKEN']),
           config: stringOpt(opts, 'config'),
         });

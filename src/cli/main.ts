@@ -1,6 +1,6 @@
 import { Command, CommanderError } from 'commander';
 
-import { apiKeyFlag, Runner } from './command.js';
+import { Runner } from './command.js';
 import { registerAudit } from './ctl/audit.js';
 import { registerConfig } from './ctl/config.js';
 import { registerKeys } from './ctl/keys.js';
@@ -13,6 +13,7 @@ import { registerAgent } from './agent-command.js';
 import { registerDoctor } from './doctor-command.js';
 import { registerGateway } from './gateway-command.js';
 import { registerServe } from './run-control-plane.js';
+import { noteParent } from './signals.js';
 import { version } from './version.js';
 
 /** Builds the whole command line; every command is registered by its own module. */
@@ -45,17 +46,14 @@ export function buildProgram(run: Runner): Command {
   registerReplicas(ctl, run);
   registerUsage(ctl, run);
 
-  // kubectl takes its flags anywhere on the line. Each ctl command takes them itself, so that
-  // a command's own flag of the same name (`ctl usage --key NAME` filters by key) stays its own.
+  // kubectl takes its flags anywhere on the line: each ctl command takes them itself too.
+  // `--key` is the API key on every one of them (a key's name is --key-name).
   program.enablePositionalOptions();
   ctl.enablePositionalOptions();
   for (const leaf of allCommands(ctl).filter((c) => c !== ctl && (c.commands.length === 0 || c.name() === 'token'))) {
     const has = (flag: string) => leaf.options.some((o) => o.long === flag);
     if (!has('--server')) leaf.option('--server <url>', 'the control plane');
-    if (!has('--key')) {
-      leaf.option('--key <key>', 'the API key');
-      apiKeyFlag.add(leaf);
-    }
+    if (!has('--key')) leaf.option('--key <key>', 'the API key');
     if (!has('--json')) leaf.option('--json', 'print JSON instead of tables');
   }
   for (const cmd of allCommands(program)) cmd.exitOverride();
@@ -68,6 +66,7 @@ function allCommands(c: Command): Command[] {
 
 /** Runs the command line; resolves with the exit status. */
 export async function main(argv: readonly string[]): Promise<number> {
+  noteParent();
   const run = new Runner();
   const program = buildProgram(run);
   try {

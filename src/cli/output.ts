@@ -3,6 +3,8 @@ import { stringify } from 'yaml';
 import { formatPath, isLlmgwError, messageOf } from '../core/errors.js';
 import { redact } from '../core/redact.js';
 
+import { UsageError } from './usage-error.js';
+
 /** What a command prints: a human view by default, one JSON document with --json. */
 export interface Output {
   json: boolean;
@@ -54,7 +56,7 @@ export function printError(o: Output, e: unknown): void {
   if (o.json) {
     const body = isLlmgwError(e)
       ? { error: { code: e.code, message: redact(e.message), ...(e.issues.length > 0 ? { issues: e.issues.map((i) => ({ ...i, path: formatPath(i.path) })) } : {}) } }
-      : { error: { code: 'internal', message: redact(messageOf(e)) } };
+      : { error: { code: e instanceof UsageError ? 'invalid_argument' : 'internal', message: redact(messageOf(e)) } };
     o.err(JSON.stringify(body));
     return;
   }

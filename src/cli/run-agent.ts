@@ -1,6 +1,8 @@
 
-import { startNodeAgent } from './node-agent.js';
+import { lockAgentDir } from './instance-lock.js';
+import { startNodeAgent, type NodeAgent } from './node-agent.js';
 import { createLogger } from './logger.js';
+import { describeFix, secureDataDir } from './private-files.js';
 import { commandSettings } from './settings.js';
 import { untilSignalled } from './signals.js';
 
@@ -13,15 +15,26 @@ export interface RunAgentOptions {
 
 export async function runAgent(o: RunAgentOptions): Promise<void> {
   const logger = createLogger('agent');
+  // Watched from the start: a signal while starting stops the agent once it has started.
+  const stopped = untilSignalled(logger);
   const loaded = commandSettings({ path: o.config, env: process.env });
-  const node = await startNodeAgent({ server: o.server, token: o.token, name: o.name, settings: loaded.settings, logger });
+  // Its credential and the engines' keys are kept there.
+  secureDataDir(loaded.settings.data_dir, { create: true, onFixed: (f) => logger.warn(f, describeFix(f)) });
+  const lock = await lockAgentDir(loaded.settings.data_dir);
+  let node: NodeAgent;
+  try {
+    node = await startNodeAgent({ server: o.server, token: o.token, name: o.name, settings: loaded.settings, logger });
+  } catch (e) {
+    await lock.release();
+    throw e;
+  }
   logger.info({ server: o.server, node: node.agent.identity.name, dataDir: loaded.settings.data_dir }, 'agent starting');
   const running = node.agent.run();
-  const stopped = untilSignalled(logger);
   // A refusal ends the agent with its message; a signal ends it cleanly. Either way its engines stop.
   try {
     await Promise.race([running, stopped]);
   } finally {
     await node.stop();
+    await lock.release();
   }
 }

@@ -1,15 +1,16 @@
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
-import { diagnose, type ControlPlaneProbe, type DoctorReport, type EngineProbe, type PathResult } from '../agent/doctor.js';
+import { diagnose, llamaServerProbe, type ControlPlaneProbe, type DoctorReport, type EngineProbe, type PathResult } from '../agent/doctor.js';
 import { hostInfo } from '../agent/host.js';
 import { which, isExecutable } from '../agent/which.js';
 import { ApiClient } from '../client/api-client.js';
+import type { Settings } from '../config/load.js';
 import { messageOf } from '../core/errors.js';
 import { defaultDiscoveries } from '../gpu/discover.js';
-import { DiscoveryError, type GpuDiscovery } from '../gpu/types.js';
+import { DiscoveryError, type GpuDiscovery, type HostInfo } from '../gpu/types.js';
 
 import type { Output } from './output.js';
 import { commandSettings } from './settings.js';
@@ -28,12 +29,23 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   const settings = commandSettings({ path: options.config, env: process.env }).settings;
   const { nvml, nvidiaSmi } = defaultDiscoveries(process.env);
   const paths = [await probePath(nvml), await probePath(nvidiaSmi)];
-  const engines = await probeEngines(settings.agent.engines.llamacpp.bin, settings.data_dir);
+  const engines = await probeEngines(settings.agent.engines.llamacpp, settings.data_dir);
   const controlPlane = options.server === undefined ? undefined : await probeControlPlane(options.server, options.token);
-  const report = diagnose({ paths, engines, host: hostInfo(settings.data_dir), ...(controlPlane === undefined ? {} : { controlPlane }) });
+  const report = diagnose({ paths, engines, host: hostOf(settings.data_dir), ...(controlPlane === undefined ? {} : { controlPlane }) });
   if (options.o.json) options.o.out(JSON.stringify(report, null, 2));
   else options.o.out(human(report));
   return report.exit_code;
+}
+
+/**
+ * The host, with the free disk of the file system the data dir is (or would be) on. The
+ * doctor only looks: it measures at the nearest directory that exists and creates none.
+ */
+function hostOf(dataDir: string): HostInfo {
+  let dir = dataDir;
+  while (!existsSync(dir) && dirname(dir) !== dir) dir = dirname(dir);
+  const host = hostInfo(dir);
+  return { ...host, disk: { ...host.disk, path: dataDir } };
 }
 
 async function probePath(d: GpuDiscovery): Promise<PathResult> {
@@ -45,17 +57,18 @@ async function probePath(d: GpuDiscovery): Promise<PathResult> {
   }
 }
 
-async function probeEngines(llamaBin: string | undefined, dataDir: string): Promise<EngineProbe[]> {
-  const out: EngineProbe[] = [];
-  if (llamaBin !== undefined) {
-    out.push(isExecutable(llamaBin) ? { name: 'llama-server', found: true, path: llamaBin, detail: 'agent.engines.llamacpp.bin' } : { name: 'llama-server', found: false, detail: `agent.engines.llamacpp.bin is ${llamaBin}, which does not exist or cannot run` });
-  } else {
-    const installed = installedLlama(dataDir);
-    const onPath = which('llama-server');
-    if (installed !== undefined) out.push({ name: 'llama-server', found: true, path: installed, detail: 'installed by the agent' });
-    else if (onPath !== undefined) out.push({ name: 'llama-server', found: true, path: onPath, detail: 'on PATH' });
-    else out.push({ name: 'llama-server', found: false, detail: 'not installed yet: the agent installs it when a llama.cpp replica is placed here' });
-  }
+async function probeEngines(llama: Settings['agent']['engines']['llamacpp'], dataDir: string): Promise<EngineProbe[]> {
+  const out: EngineProbe[] = [
+    llamaServerProbe({
+      bin: llama.bin,
+      binRuns: llama.bin !== undefined && isExecutable(llama.bin),
+      installed: installedLlama(dataDir, llama.build),
+      onPath: which('llama-server'),
+      platform: process.platform,
+      arch: process.arch,
+      build: llama.build,
+    }),
+  ];
   for (const [name, bin] of [
     ['vllm', 'vllm'],
     ['trtllm-serve', 'trtllm-serve'],
@@ -67,11 +80,12 @@ async function probeEngines(llamaBin: string | undefined, dataDir: string): Prom
   return out;
 }
 
-function installedLlama(dataDir: string): string | undefined {
+/** The agent's own install of this build (engines/llamacpp/BUILD-FLAVOUR/llama-server), if there is one. */
+function installedLlama(dataDir: string, build: string): string | undefined {
   const base = join(dataDir, 'engines', 'llamacpp');
   if (!existsSync(base)) return undefined;
-  for (const build of readdirSync(base).sort().reverse()) {
-    const bin = join(base, build, 'llama-server');
+  for (const dir of readdirSync(base).filter((d) => d.startsWith(`${build}-`)).sort().reverse()) {
+    const bin = join(base, dir, 'llama-server');
     if (isExecutable(bin)) return bin;
   }
   return undefined;
@@ -121,7 +135,7 @@ function human(r: DoctorReport): string {
     }
   }
   lines.push('Engines:');
-  for (const e of r.engines) lines.push(`  ${e.name.padEnd(13)} ${e.found ? `found: ${e.path ?? ''}` : 'not found'}${e.detail === undefined ? '' : ` (${e.detail})`}`);
+  for (const e of r.engines) lines.push(`  ${e.name.padEnd(13)} ${e.found ? `found: ${e.path ?? ''}` : e.installs === true ? 'to be installed' : 'not found'}${e.detail === undefined ? '' : ` (${e.detail})`}`);
   if (r.control_plane !== undefined) {
     const cp = r.control_plane;
     lines.push(`Control plane:  ${cp.url}: ${cp.reachable ? `answers (llmgw ${cp.version ?? '?'})` : `does not answer (${cp.error ?? ''})`}`);
@@ -130,7 +144,8 @@ function human(r: DoctorReport): string {
   if (r.warnings.length === 0) lines.push('', 'No problems found.');
   else {
     lines.push('', 'Warnings:');
-    for (const w of r.warnings) lines.push(`  ! ${w.code}: ${w.message}`);
+    for (const w of r.warnings) lines.push(`  ${w.blocking ? '!' : '-'} ${w.code}: ${w.message}`);
+    lines.push('', r.exit_code === 1 ? 'This node cannot serve until the warnings marked ! are fixed.' : 'Nothing here stops this node from serving.');
   }
   return lines.join('\n');
 }

@@ -3,11 +3,15 @@ import type { Logger } from 'pino';
 import type { LoadOptions, Settings } from '../config/load.js';
 import { ControlPlane } from '../server/control-plane.js';
 import { openStore } from '../store/open.js';
+import type { Store } from '../store/store.js';
+import type { HeldLock } from '../agent/installer/install-lock.js';
 
 import { stringOpt } from './command.js';
 import { readLogin, saveLogin } from './ctl/login-file.js';
+import { lockAgentDir, lockDatabase } from './instance-lock.js';
 import { createLogger } from './logger.js';
 import type { Output } from './output.js';
+import { describeFix, secureDataDir, secureSqliteFile, type OnFixed } from './private-files.js';
 import { commandSettings } from './settings.js';
 import { loadIdentity } from '../agent/identity.js';
 import { generateSecret, hashSecret, secretPrefix } from '../core/secrets.js';
@@ -25,11 +29,30 @@ export interface ServeOptions {
 
 export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   const logger = createLogger(mode === 'up' ? 'llmgw-up' : 'control-plane');
+  // Watched from the start: a signal while starting stops llmgw, engines included, once it has started.
+  const stopped = untilSignalled(logger);
   const loadOptions: LoadOptions = { path: stringOpt(opts, 'config'), env: process.env };
   // An invalid settings file is refused before anything starts.
   const loaded = commandSettings(loadOptions);
   for (const w of loaded.warnings) logger.warn(w);
-  const store = await openStore(loaded.settings.database);
+  const onFixed: OnFixed = (f) => logger.warn(f, describeFix(f));
+  // `up` runs this machine's agent, which keeps its files in the data dir.
+  secureDataDir(loaded.settings.data_dir, { create: mode === 'up', onFixed });
+  const sqlite = loaded.settings.database.startsWith('sqlite:') ? loaded.settings.database.slice('sqlite:'.length) : undefined;
+  if (sqlite !== undefined) secureSqliteFile(sqlite, onFixed);
+  const locks: HeldLock[] = [];
+  const unlock = async () => {
+    for (const l of locks.splice(0)) await l.release();
+  };
+  let store: Store;
+  try {
+    if (sqlite !== undefined && sqlite !== ':memory:') locks.push(await lockDatabase(sqlite));
+    if (mode === 'up') locks.push(await lockAgentDir(loaded.settings.data_dir));
+    store = await openStore(loaded.settings.database);
+  } catch (e) {
+    await unlock();
+    throw e;
+  }
   let cp: ControlPlane;
   try {
     cp = await ControlPlane.start({
@@ -44,6 +67,7 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
     });
   } catch (e) {
     await store.close();
+    await unlock();
     throw e;
   }
   // The OpenAI-compatible gateway on the same address: /v1, and its /metrics.
@@ -59,10 +83,19 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   cp.beforeStoreClose(() => gateway.stop());
   if (cp.generatedAdminKey !== undefined) announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
   // `llmgw up` is also this machine's node: its agent runs here, joined over loopback.
-  const agent = mode === 'up' ? await startLocalAgent(cp, loaded.settings) : undefined;
-  await untilSignalled(logger);
+  let agent: NodeAgent | undefined;
+  try {
+    agent = mode === 'up' ? await startLocalAgent(cp, loaded.settings) : undefined;
+  } catch (e) {
+    // A node identity it cannot read, say: refused, and nothing left listening.
+    await cp.stop();
+    await unlock();
+    throw e;
+  }
+  await stopped;
   await agent?.stop();
   await cp.stop();
+  await unlock();
 }
 
 /** Shown once, on the first start: only the key's hash is kept. */
@@ -71,7 +104,7 @@ function announceAdminKey(a: { mode: 'server' | 'up'; o: Output; url: string; ke
   // `llmgw up` is one person on one machine: save the login as kind or minikube save a kubeconfig,
   // unless one for another server is already saved.
   if (a.mode === 'up') {
-    const existing = readLogin();
+    const existing = readLogin(process.env, (f) => a.logger.warn(f, describeFix(f)));
     if (existing === undefined || existing.server === a.url) savedTo = saveLogin({ server: a.url, key: a.key });
   }
   if (a.o.json) {

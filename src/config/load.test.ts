@@ -104,9 +104,22 @@ describe('settings', () => {
     expect(refusal('database: mysql://x\n').message).toMatch(/:1: database: expected sqlite:PATH .* or a PostgreSQL URL/);
   });
 
-  it('reports YAML syntax errors with their line', () => {
-    expect(refusal('listen: 127.0.0.1:8080\nmodels: [\n').message).toMatch(/llmgw\.yaml:\d: not valid YAML/);
-    expect(refusal('listen: a\nlisten: b\n').message).toMatch(/llmgw\.yaml:2: not valid YAML: Map keys must be unique/);
+  it('reports YAML syntax errors with their line and column, what was expected, and the line with a caret', () => {
+    const bracket = refusal('listen: 127.0.0.1:8080\nmodels: [\n');
+    expect(bracket.message).toMatch(/llmgw\.yaml:3: not valid YAML at column 1: Flow sequence in block collection must be sufficiently indented and end with a \]\n {2}2 \| models: \[\n {2}3 \|\n {4}\| \^$/);
+    const nested = refusal('listen: 127.0.0.1:8080\ndata_dir: a: b\n').message;
+    expect(nested.split('\n').slice(1)).toEqual([
+      expect.stringMatching(/llmgw\.yaml:2: not valid YAML at column 11: Nested mappings are not allowed in compact mappings$/),
+      '  1 | listen: 127.0.0.1:8080',
+      '  2 | data_dir: a: b',
+      '    |           ^',
+    ]);
+    expect(refusal('listen: a\nlisten: b\n').message).toMatch(/llmgw\.yaml:2: not valid YAML at column 1: Map keys must be unique\n/);
+  });
+
+  it('lists every problem in the order of the file', () => {
+    const e = refusal('placement:\n  ports: 30000-20000\nlisten: 8080\nagent:\n  heartbeat_ms: soon\n');
+    expect(e.message.split('\n').slice(1).map((l) => /:(\d+): /.exec(l)?.[1])).toEqual(['2', '3', '5']);
   });
 
   it('refuses a file that is not a mapping', () => {

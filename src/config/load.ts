@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 
-import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+import { isMap, isPair, isScalar, isSeq, type Document, type LineCounter, type Node } from 'yaml';
 
 import { validateModels } from '../catalog/validate.js';
 import type { ModelSpec } from '../catalog/model-spec.js';
@@ -10,6 +10,7 @@ import { issuesFromZod } from '../core/zod-issues.js';
 
 import { envKeys, parseEnvValue, unknownVariables } from './env.js';
 import { settingsSchema, type AgentSettings, type GatewaySettings, type PlacementSettings } from './schema.js';
+import { parseYamlText } from './yaml-error.js';
 
 /** The effective settings: file, then environment, then defaults; validated and frozen. */
 export interface Settings {
@@ -51,7 +52,9 @@ export interface LoadOptions {
 /** Thrown for an invalid settings file; each issue carries the line it is on. */
 export class SettingsError extends LlmgwError {
   readonly file: string;
-  constructor(file: string, issues: readonly Issue[]) {
+  constructor(file: string, found: readonly Issue[]) {
+    // In the order of the file, as an editor shows it; issues without a line (the environment's) last.
+    const issues = [...found].sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity));
     const lines = issues.map((i) => {
       const where = i.line === undefined ? file : `${file}:${i.line}`;
       return i.path.length > 0 ? `${where}: ${formatPath(i.path)}: ${i.message}` : `${where}: ${i.message}`;
@@ -88,12 +91,11 @@ export function parseSettings(text: string, options: LoadOptions & { path: strin
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
   const file = options.path;
-  const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  if (doc.errors.length > 0) {
+  const { doc, lineCounter, errors } = parseYamlText(text);
+  if (errors.length > 0) {
     throw new SettingsError(
       file,
-      doc.errors.map((e) => ({ path: [], message: `not valid YAML: ${e.message.split('\n')[0] ?? e.message}`, line: e.linePos?.[0].line ?? lineCounter.linePos(e.pos[0]).line })),
+      errors.map((e) => ({ path: [], message: `not valid YAML at column ${e.column}: ${e.message}\n${indent(e.frame)}`, line: e.line })),
     );
   }
   const raw: unknown = doc.toJS() ?? {};
@@ -183,6 +185,13 @@ function lineOf(doc: Document, counter: LineCounter, path: readonly (string | nu
 function rangeLine(node: unknown, counter: LineCounter): number | undefined {
   const range = (node as Node | null | undefined)?.range;
   return range === undefined || range === null ? undefined : counter.linePos(range[0]).line;
+}
+
+function indent(text: string): string {
+  return text
+    .split('\n')
+    .map((l) => `  ${l}`)
+    .join('\n');
 }
 
 function deepFreeze<T>(value: T): T {

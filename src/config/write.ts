@@ -7,11 +7,13 @@ import type { Settings } from './load.js';
 
 /**
  * Writes a file so that a crash at any moment leaves either the old file or the new
- * one, never a mix: a temporary file beside it, flushed, then renamed over it.
+ * one, never a mix: a temporary file beside it, flushed, then renamed over it. The file is
+ * its owner's only (0600), as is any directory made for it (0700).
  */
 export function writeFileAtomic(path: string, text: string): void {
   const dir = dirname(path);
-  mkdirSync(dir, { recursive: true });
+  // The files written so hold secrets (the settings, a saved login, a node's credential).
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   try {
     const fd = openSync(tmp, 'w', 0o600);

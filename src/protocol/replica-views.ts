@@ -18,11 +18,13 @@ export interface ShardView {
 }
 
 export interface ReplicaView {
-  /** `-` for a replica that waits for room. */
-  id: string;
+  /** null for a replica that waits for room (it has no id until it is placed). */
+  id: string | null;
   model: string;
-  profile: string;
-  engine: string;
+  /** null while it waits for room: no profile is chosen yet. */
+  profile: string | null;
+  /** The profile's engine; for one waiting for room, the first profile's; null if the model is gone. */
+  engine: string | null;
   state: ReplicaState;
   reason?: string;
   /** The node of rank 0: where the API is. */

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 
 import { writeFileAtomic } from '../../config/write.js';
+import { describeFix, restrict, type ModeFix, type OnFixed } from '../private-files.js';
 import { UsageError } from '../usage-error.js';
 
 /** Where llmgw ctl keeps the server and key `llmgw ctl login` saved, like a kubeconfig. */
@@ -18,9 +19,11 @@ export function loginFilePath(env: NodeJS.ProcessEnv = process.env): string {
 const loginSchema = z.object({ server: z.string(), key: z.string().optional() });
 export type SavedLogin = z.output<typeof loginSchema>;
 
-export function readLogin(env: NodeJS.ProcessEnv = process.env): SavedLogin | undefined {
+/** The saved login; one left readable by others (copied, or saved by hand) is made 0600 first, saying so. */
+export function readLogin(env: NodeJS.ProcessEnv = process.env, onFixed: OnFixed = noteOnStderr): SavedLogin | undefined {
   const path = loginFilePath(env);
   if (!existsSync(path)) return undefined;
+  restrict(path, 0o600, onFixed);
   try {
     return loginSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
   } catch {
@@ -28,7 +31,11 @@ export function readLogin(env: NodeJS.ProcessEnv = process.env): SavedLogin | un
   }
 }
 
-/** Saved readable by its owner only: it holds a key. */
+function noteOnStderr(f: ModeFix): void {
+  process.stderr.write(`note: ${describeFix(f)} (it holds an API key)\n`);
+}
+
+/** Saved readable by its owner only (0600, in a directory made 0700): it holds a key. */
 export function saveLogin(login: SavedLogin, env: NodeJS.ProcessEnv = process.env): string {
   const path = loginFilePath(env);
   writeFileAtomic(path, `${JSON.stringify(login, null, 2)}\n`);

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 
 import type { Command } from 'commander';
-import { parse as parseYaml } from 'yaml';
 
 import { ApiError } from '../../client/api-client.js';
+import { parseYamlText } from '../../config/yaml-error.js';
 import { messageOf } from '../../core/errors.js';
 import type { ModelView } from '../../protocol/model-views.js';
 import { stringOpt, type Runner } from '../command.js';
@@ -94,7 +94,7 @@ export function registerModels(ctl: Command, run: Runner): void {
 
   model
     .command('rm')
-    .alias('delete')
+    .aliases(['remove', 'delete'])
     .argument('<name>', 'the model')
     .description('remove a model added through the API')
     .action(
@@ -117,12 +117,16 @@ export function readDefinition(file: string): unknown {
   } catch (e) {
     throw new UsageError(`cannot read ${file === '-' ? 'standard input' : file}: ${messageOf(e)}`);
   }
-  let value: unknown;
-  try {
-    value = parseYaml(text);
-  } catch (e) {
-    throw new UsageError(`${file} is not valid YAML or JSON: ${messageOf(e).split('\n')[0] ?? ''}`);
+  const { doc, errors } = parseYamlText(text);
+  const first = errors[0];
+  if (first !== undefined) {
+    const frame = first.frame
+      .split('\n')
+      .map((l) => `  ${l}`)
+      .join('\n');
+    throw new UsageError(`${file} is not valid YAML or JSON: line ${first.line}, column ${first.column}: ${first.message}\n${frame}`);
   }
+  const value: unknown = doc.toJS();
   if (typeof value === 'object' && value !== null && !Array.isArray(value) && 'models' in value) {
     throw new UsageError(`${file} looks like a settings file (it has models:): give one model, the contents of one entry of models:`);
   }

@@ -39,6 +39,7 @@ export function registerNodes(ctl: Command, run: Runner): void {
     );
   node
     .command('rm')
+    .aliases(['remove', 'delete'])
     .argument('<name>', 'the node')
     .description('remove a node: its agent is disconnected and must join again with a token')
     .action(

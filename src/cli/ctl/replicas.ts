@@ -11,27 +11,31 @@ export function registerReplicas(ctl: Command, run: Runner): void {
   ctl
     .command('replicas')
     .argument('[model]', "only this model's replicas")
-    .description('list replicas: model, profile, node, devices, state (with the reason), ready since, restarts, endpoint')
+    .description('list replicas: model, profile, node, devices, state, ready since, restarts, endpoint, and why (cut short: llmgw ctl replica show ID has all of it)')
     .action(
       run.action(async ({ o, conn }, model?: string) => {
-        const items = await connect(conn).listReplicas(model);
+        const client = connect(conn);
+        const items = await client.listReplicas(model);
+        // No replicas of a model that does not exist is a mistyped name, not an empty list.
+        if (items.length === 0 && model !== undefined) await client.getModel(model);
         emit(o, { items }, (d) =>
           d.items.length === 0
             ? model === undefined
               ? 'No replicas: add a model (llmgw ctl model add -f FILE) with replicas of 1 or more.'
               : `No replicas of ${model}.`
             : table(
-                ['REPLICA', 'MODEL', 'PROFILE', 'NODE', 'DEVICES', 'STATE', 'READY', 'RESTARTS', 'ENDPOINT'],
+                ['REPLICA', 'MODEL', 'PROFILE', 'NODE', 'DEVICES', 'STATE', 'READY', 'RESTARTS', 'ENDPOINT', 'REASON'],
                 d.items.map((r) => [
-                  r.id,
+                  r.id ?? '-',
                   r.model,
-                  r.profile,
+                  r.profile ?? '-',
                   r.node ?? '-',
                   devicesText(r),
                   stateText(r),
                   r.ready_since === undefined ? '-' : age(r.ready_since),
                   String(r.restarts),
                   r.endpoint ?? '-',
+                  r.reason === undefined ? '' : cut(r.reason, reasonWidth),
                 ]),
               ),
         );
@@ -46,7 +50,7 @@ export function registerReplicas(ctl: Command, run: Runner): void {
     .action(
       run.action(async ({ o, conn }, id: string) => {
         const r = await connect(conn).getReplica(id);
-        emit(o, r, detail);
+        emit(o, r, replicaDetail);
       }),
     );
   replica
@@ -98,16 +102,26 @@ function cpuText(threads: number | undefined): string {
   return threads === undefined ? 'cpu' : `cpu (${threads} thread${threads === 1 ? '' : 's'})`;
 }
 
+/** The state alone: its reason, which may run to hundreds of characters, has a column of its own. */
 function stateText(r: ReplicaView): string {
-  const base = r.retiring === true ? `${r.state} (replaced)` : r.state;
-  return r.reason === undefined ? base : `${base}: ${r.reason}`;
+  return r.retiring === true ? `${r.state} (replaced)` : r.state;
 }
 
-function detail(r: ReplicaView): string {
+/** How much of a reason the table shows; `replica show ID` has all of it. */
+const reasonWidth = 60;
+
+/** One line of at most `width` characters, ending in … when cut. */
+export function cut(text: string, width: number): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length <= width ? line : `${line.slice(0, width - 1).trimEnd()}…`;
+}
+
+export function replicaDetail(r: ReplicaView): string {
   const lines = [
-    `Replica:    ${r.id}`,
-    `Model:      ${r.model} (profile ${r.profile}, ${r.engine})`,
+    `Replica:    ${r.id ?? '-'}`,
+    `Model:      ${r.model} (profile ${r.profile ?? '-'}, ${r.engine ?? '-'})`,
     `State:      ${stateText(r)}`,
+    ...(r.reason === undefined ? [] : [`Reason:     ${r.reason}`]),
     `Endpoint:   ${r.endpoint ?? '-'}`,
     `Restarts:   ${r.restarts}`,
     `Created:    ${r.created_at ?? '-'}`,

@@ -277,7 +277,7 @@ export class Fleet implements HubListener {
       if (model !== undefined && p.model !== model) continue;
       for (let i = 0; i < p.count; i++) {
         const spec = this.#specOf(p.model);
-        out.push({ id: '-', model: p.model, profile: '-', engine: spec?.profiles[0]?.engine ?? '-', state: 'pending', reason: p.reason, restarts: 0, shards: [] });
+        out.push({ id: null, model: p.model, profile: null, engine: spec?.profiles[0]?.engine ?? null, state: 'pending', reason: p.reason, restarts: 0, shards: [] });
       }
     }
     return out;
@@ -474,7 +474,7 @@ export class Fleet implements HubListener {
       id: r.id,
       model: r.model,
       profile: r.profile,
-      engine: profile?.engine ?? '-',
+      engine: profile?.engine ?? null,
       state,
       ...(reason === undefined ? {} : { reason: r.retiring ? `${reason}; being replaced` : reason }),
       ...(r.retiring && reason === undefined ? { reason: `being replaced (${r.retire_reason ?? 'restart'}): it stops once its successor is ready` } : {}),

@@ -1,0 +1,33 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { describe, expect, it } from 'vitest';
+
+import { validateModel } from '../../catalog/validate.js';
+
+import { readDefinition } from './models.js';
+
+const root = fileURLToPath(new URL('../../..', import.meta.url));
+const examples = readdirSync(join(root, 'examples')).filter((f) => f.endsWith('.yaml'));
+
+describe('the example models under examples/', () => {
+  it('are there: a llama.cpp GGUF model on GPU and CPU profiles, a vLLM model with tp, a MIG profile', () => {
+    const specs = examples.map((f) => readDefinition(join(root, 'examples', f)) as { profiles: { engine: string; cpu?: boolean; gpu_class?: string; tp?: number }[] });
+    const profiles = specs.flatMap((s) => s.profiles);
+    expect(specs.some((s) => s.profiles.some((p) => p.engine === 'llamacpp' && p.cpu === true) && s.profiles.some((p) => p.engine === 'llamacpp' && p.gpu_class !== undefined))).toBe(true);
+    expect(profiles.some((p) => p.engine === 'vllm' && (p.tp ?? 1) > 1)).toBe(true);
+    expect(profiles.some((p) => p.gpu_class?.includes('-mig-') === true)).toBe(true);
+  });
+
+  it.each(examples)('%s passes the validation of llmgw ctl model add -f', (file) => {
+    const r = validateModel(readDefinition(join(root, 'examples', file)));
+    expect(r.ok ? [] : r.issues).toEqual([]);
+  });
+
+  it('are the files the README and docs name', () => {
+    const named = ['README.md', ...readdirSync(join(root, 'docs')).map((f) => join('docs', f))].flatMap((f) => [...readFileSync(join(root, f), 'utf8').matchAll(/examples\/([\w.-]+\.yaml)/g)].map((m) => m[1]));
+    expect(named.length).toBeGreaterThan(0);
+    for (const f of named) expect(examples).toContain(f);
+  });
+});
