@@ -537,7 +537,7 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
   });
 
   it('reports usage per key, model and hour', async () => {
-    const r = await llmgw(['ctl', 'usage', '--key', 'admin', '--since', '1h'], env);
+    const r = await llmgw(['ctl', 'usage', '--key-name', 'admin', '--since', '1h'], env);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^HOUR\s+KEY\s+MODEL\s+REQUESTS\s+PROMPT TOKENS\s+COMPLETION TOKENS/);
@@ -564,7 +564,7 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
       const r = await c.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
       expect(r.choices[0]?.message.content).toBeTruthy();
       await expect(new OpenAI({ baseURL: `${gwUrl}/v1`, apiKey: 'llmgw_key_nopenopenopenopenopenope', maxRetries: 0 }).models.list()).rejects.toMatchObject({ status: 401 });
-      await until('usage written through the control plane', async () => ((await llmgw(['ctl', 'usage', '--key', 'edge-user'], env)).stdout.includes('edge-user') ? true : undefined));
+      await until('usage written through the control plane', async () => ((await llmgw(['ctl', 'usage', '--key-name', 'edge-user'], env)).stdout.includes('edge-user') ? true : undefined));
     });
 
     it('refuses to start with a key that is not a gateway key', async () => {
@@ -615,7 +615,7 @@ describe('a gateway of its own when the control plane is away', () => {
       server = startDaemon(['server', '-c', join(dir, 'config.yaml')], cpEnv);
       await server.waitFor(/control plane listening/);
       await until('usage written after the control plane returned', async () => {
-        const rows = JSON.parse((await llmgw(['ctl', 'usage', '--key', 'client', '--json'], env)).stdout).items as { requests: number }[];
+        const rows = JSON.parse((await llmgw(['ctl', 'usage', '--key-name', 'client', '--json'], env)).stdout).items as { requests: number }[];
         return rows.reduce((n, r) => n + r.requests, 0) >= 4 ? true : undefined;
       });
     } finally {
