@@ -1,5 +1,5 @@
 import { STATUS_CODES } from 'node:http';
-import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 
 import { maxHeadBytes } from './heads.js';
 
@@ -126,7 +126,7 @@ export const lingerMs = 2000;
  * `lingerMs` passes: closing with bytes unread would send a reset, which can cost the
  * client the answer it has not read yet.
  */
-export function closeAfterAnswer(socket: Socket): void {
+export function closeAfterAnswer(socket: Duplex): void {
   socket.removeAllListeners('data');
   socket.on('data', drop);
   socket.resume();

@@ -194,9 +194,9 @@ class FrontConnection implements ResponseOwner {
   #size = 0;
   /** The answer of the request being served. */
   active: FastResponse | undefined;
-  /** The request being served, while its body is still coming. */
-  #pending: ReadRequest | undefined;
-  /** Bytes of that body still to come. */
+  /** The request being served. */
+  #request: ReadRequest | undefined;
+  /** Bytes of its body still to come. */
   #bodyLeft = 0;
   /** The request being served is the last this connection takes: it asked to close. */
   #last = false;
@@ -208,7 +208,7 @@ class FrontConnection implements ResponseOwner {
   readonly #onClose = () => {
     this.#door.forget(this);
     this.active?.clientGone();
-    this.#pending?.abort('the client closed the connection before the request body came whole');
+    this.#request?.abort('the client closed the connection before the request body came whole');
   };
   /**
    * The client ended its side. As node:http does by default, that is the client going
@@ -217,7 +217,7 @@ class FrontConnection implements ResponseOwner {
   readonly #onEnd = () => {
     this.#stopReading();
     this.active?.clientGone();
-    this.#pending?.abort('the client closed its side before the request body came whole');
+    this.#request?.abort('the client closed its side before the request body came whole');
     this.socket.end();
   };
 
@@ -243,7 +243,7 @@ class FrontConnection implements ResponseOwner {
     } else if (this.#bodyLeft > 0) {
       if (this.#size >= this.#bodyLeft) this.#bodyCame();
       // A body not asked for yet (its handler checks the key first) is read only so far.
-      else if (this.#pending?.wanted === false && this.#size > maxAheadBytes) this.socket.pause();
+      else if (this.#request?.wanted === false && this.#size > maxAheadBytes) this.socket.pause();
     } else if (this.#size > maxAheadBytes) {
       // Requests sent ahead while one is answered wait here, up to a bound; past it the
       // client is not read until the answer is out.
@@ -281,7 +281,7 @@ class FrontConnection implements ResponseOwner {
     this.#size = rest.length;
     const req = new ReadRequest(head, whole ? bytes.subarray(start, end) : undefined, this);
     this.#bodyLeft = whole ? 0 : head.contentLength;
-    this.#pending = whole ? undefined : req;
+    this.#request = req;
     // The last request this connection takes: what follows it is not read (RFC 9112, 9.6).
     this.#last = head.close;
     if (head.close && whole) this.#stopReading();
@@ -299,9 +299,7 @@ class FrontConnection implements ResponseOwner {
     this.#parts = rest.length === 0 ? [] : [rest];
     this.#size = rest.length;
     this.#bodyLeft = 0;
-    const req = this.#pending;
-    this.#pending = undefined;
-    req?.came(bytes.subarray(0, n));
+    this.#request?.came(bytes.subarray(0, n));
     if (this.#last) this.#stopReading();
     else if (this.#size > maxAheadBytes) this.socket.pause();
   }
@@ -311,15 +309,21 @@ class FrontConnection implements ResponseOwner {
     if (this.socket.isPaused()) this.socket.resume();
   }
 
-  /** @internal A body not come whole when the answer begins cannot be skipped to the next request. */
+  /**
+   * @internal Whether the answer now begun is the connection's last: the client asked, the
+   * server is stopping, or the request's body was not read (a refusal from the head), as
+   * node:http's answers here have it (see src/server/http-server.ts): the bytes of the body
+   * are not read on to find the next request.
+   */
   closesAfter(): boolean {
-    return this.#last || this.#bodyLeft > 0 || this.#door.closing;
+    return this.#last || this.#door.closing || this.#request?.bodyRead === false;
   }
 
   /** @internal */
   answered(res: FastResponse): void {
     if (this.active !== res) return;
     this.active = undefined;
+    this.#request = undefined;
     this.since = performance.now();
     if (res.closeAfter || this.#door.closing) {
       this.#close();
@@ -345,7 +349,7 @@ class FrontConnection implements ResponseOwner {
   /** The request did not come whole in time: 408, as node:http answers then, and the connection closes. */
   #tooSlow(): void {
     const res = this.active;
-    const pending = this.#pending;
+    const req = this.#request;
     this.active = undefined;
     this.#drop();
     if (res?.headersSent === true) this.socket.destroy();
@@ -354,15 +358,15 @@ class FrontConnection implements ResponseOwner {
       closeAfterAnswer(this.socket);
     }
     res?.clientGone();
-    pending?.abort(`the request body did not come whole within ${this.#door.limits.requestMs / 1000} s`);
+    req?.abort(`the request body did not come whole within ${this.#door.limits.requestMs / 1000} s`);
   }
 
   /** The last answer is out: the connection ends, and what the client still sends is dropped. */
   #close(): void {
-    const pending = this.#pending;
+    const req = this.#request;
     this.#drop();
     closeAfterAnswer(this.socket);
-    pending?.abort('the answer was sent before the request body came whole');
+    req?.abort('the answer was sent before the request body came whole');
   }
 
   /** Nothing more is read into this connection, nor kept; the door lets go of it. */
@@ -371,7 +375,7 @@ class FrontConnection implements ResponseOwner {
     this.socket.off('data', this.#onData);
     this.#parts = [];
     this.#size = 0;
-    this.#pending = undefined;
+    this.#request = undefined;
     this.#bodyLeft = 0;
   }
 
@@ -424,8 +428,14 @@ class ReadRequest implements FastRequest {
     this.#conn = conn;
   }
 
+  /** Whether the handler took the body (there is none, or it asked for it and it came). */
+  get bodyRead(): boolean {
+    return this.#length === 0 || (this.wanted && this.#body !== undefined);
+  }
+
   body(limit: number): Promise<Buffer> {
     if (this.#length > limit) return Promise.reject(new BodyTooLargeError(limit));
+    this.wanted = true;
     if (this.#body !== undefined) return Promise.resolve(this.#body);
     if (this.#failure !== undefined) return Promise.reject(this.#failure);
     if (this.#waiting === undefined) {
@@ -433,7 +443,6 @@ class ReadRequest implements FastRequest {
         this.#resolve = resolve;
         this.#reject = reject;
       });
-      this.wanted = true;
       this.#conn.wantBody();
     }
     return this.#waiting;
