@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
+import { RawConnection } from './support/raw-http.js';
 
 const declared = `# the team's models
 models:
@@ -80,6 +81,19 @@ describe('control-plane API over HTTP', () => {
       expect((await api(t.url, k.body.secret, 'GET', '/models')).status).toBe(200);
       expect((await api(t.url, t.adminKey, 'DELETE', '/keys/short-lived')).status).toBe(200);
       expect((await api(t.url, k.body.secret, 'GET', '/models')).status).toBe(401);
+    });
+
+    // The body is not read: the answer says the connection closes, and it does (not keep-alive, then a close).
+    it('refuses a body sent without a key (401) with Connection: close, and closes the connection', async () => {
+      const { hostname, port } = new URL(t.url);
+      const conn = await RawConnection.open(hostname, Number(port));
+      const body = JSON.stringify({ name: 'x', pad: 'p'.repeat(300_000) });
+      await conn.write([`POST /api/v1/keys HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`]);
+      const a = await conn.answer();
+      expect(a.status).toBe(401);
+      expect(a.headers['connection']).toBe('close');
+      expect((JSON.parse(a.body) as { error: { code: string } }).error.code).toBe('unauthenticated');
+      await conn.closed;
     });
 
     it('answers unknown routes with 404 in the error shape', async () => {
