@@ -75,6 +75,36 @@ export function parseRequestHead(head: string): RequestHead | undefined {
 }
 
 /**
+ * What is wrong, if anything, with a request head about to be written to an upstream: a
+ * method that is not a token, a target that is not origin-form visible ASCII, a header name
+ * that is not a token, or a value with a control character (CR, LF, NUL...) or a character
+ * past 0xFF. Such a line would end early (a second request smuggled in after it) or not be
+ * sent as given; it is never written.
+ */
+export function requestHeadProblem(method: string, path: string, headers: Readonly<Record<string, string>>): string | undefined {
+  if (!isToken(method)) return `the method ${JSON.stringify(method)} is not an HTTP token`;
+  if (path.charCodeAt(0) !== 47 /* / */ || !visibleAscii(path, 0, path.length)) return `the target ${JSON.stringify(path)} is not a path of visible ASCII`;
+  for (const name in headers) {
+    if (!isToken(name)) return `the header name ${JSON.stringify(name)} is not an HTTP token`;
+    const value = headers[name] as string;
+    for (let i = 0; i < value.length; i++) {
+      const c = value.charCodeAt(i);
+      if ((c < 32 && c !== 9) || c === 127 || c > 255) return `the value of header ${name} holds a character HTTP does not allow there (U+${c.toString(16).padStart(4, '0').toUpperCase()})`;
+    }
+  }
+  return undefined;
+}
+
+function isToken(text: string): boolean {
+  if (text === '') return false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 128 || tokenChar[c] !== 1) return false;
+  }
+  return true;
+}
+
+/**
  * Whether the bytes of a head not yet whole may still become one the fast path reads. One
  * that cannot (TLS bytes, a bare LF, a control byte) is left to node:http at once, which
  * refuses it then rather than waiting for an end of the head that never comes.
