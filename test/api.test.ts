@@ -323,3 +323,27 @@ describe('control-plane API over HTTP', () => {
     expect(logs).not.toContain('wrongwrong');
   });
 });
+
+describe('the connections of one client address', () => {
+  it('are bounded by gateway.max_connections_per_client: one past it is answered 503 and closed', async () => {
+    const t = await startControlPlane({ config: 'gateway:\n  max_connections_per_client: 2\n' });
+    try {
+      const { hostname, port } = new URL(t.url);
+      const health = 'GET /api/v1/health HTTP/1.1\r\nHost: t\r\n\r\n';
+      const held = [await RawConnection.open(hostname, Number(port)), await RawConnection.open(hostname, Number(port))];
+      for (const c of held) {
+        await c.write([health]);
+        expect((await c.answer()).status).toBe(200);
+      }
+      const third = await RawConnection.open(hostname, Number(port));
+      await third.write([health]);
+      const refused = await third.answer();
+      expect(refused.status).toBe(503);
+      expect((JSON.parse(refused.body) as { error: { message: string } }).error.message).toMatch(/^127\.0\.0\.1 has 2 connections open here, the most one address may \(gateway\.max_connections_per_client\)/);
+      await third.closed;
+      for (const c of held) c.socket.destroy();
+    } finally {
+      await t.stop();
+    }
+  });
+});
