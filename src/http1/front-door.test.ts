@@ -965,6 +965,16 @@ describe('FrontDoor', () => {
     expect(c.pending).toBe(0);
   });
 
+  it('closes the connection after an answer whose handler asked for it with Connection: close', async () => {
+    const t = await start({ handler: (_req, res) => res.writeHead(413, { 'content-length': 0, Connection: 'close' }).end() });
+    const c = await RawClient.open(t.port);
+    c.write(post('/fast/x', 'ab'));
+    const a = await c.answer();
+    expect(a.headers['connection']).toBe('close');
+    await c.closed;
+    expect(t.door.size).toBe(0);
+  });
+
   it('writes the reason phrase of every status node:http knows', async () => {
     const t = await start({ handler: (req, res) => res.writeHead(Number(req.url.slice(6)), { 'content-length': 0 }).end() });
     const c = await RawClient.open(t.port);

@@ -464,6 +464,8 @@ class ReadRequest implements FastRequest {
 
 type HeaderValue = string | number | readonly string[];
 
+const closeToken = /(?:^|,)\s*close\s*(?:,|$)/i;
+
 /**
  * An answer written straight to the socket, with the part of node:http's ServerResponse
  * the gateway uses. The head waits for the first bytes of the body so that a small answer
@@ -509,11 +511,14 @@ export class FastResponse {
     this.#sent = true;
     let head = `HTTP/1.1 ${status} ${reasonOf(status)}\r\ndate: ${httpDate()}\r\n`;
     let length = false;
+    // The handler may ask to close (as node:http takes `Connection: close` from it); the rest of the connection's headers are the front door's.
+    let close = false;
     for (const k in headers) {
       const v = headers[k];
       if (v === undefined) continue;
       const name = k.toLowerCase();
       if (name === 'content-length') length = true;
+      if (name === 'connection') close = closeToken.test(String(v));
       if (name === 'connection' || name === 'transfer-encoding' || name === 'keep-alive' || name === 'date') continue;
       if (Array.isArray(v)) for (const one of v) head += `${k}: ${String(one)}\r\n`;
       else head += `${k}: ${String(v)}\r\n`;
@@ -521,7 +526,7 @@ export class FastResponse {
     this.#bodyless = this.#headOnly || status === 204 || status === 304;
     this.#chunked = !length && !this.#bodyless;
     if (this.#chunked) head += 'transfer-encoding: chunked\r\n';
-    this.#close = this.#owner.closesAfter();
+    this.#close = close || this.#owner.closesAfter();
     if (this.#close) head += 'connection: close\r\n';
     this.#head = `${head}\r\n`;
     return this;
