@@ -121,12 +121,15 @@ export function clientErrorRefusal(e: ClientError, limits: RequestLimits): Refus
 export const lingerMs = 2000;
 
 /**
- * Ends a connection once its last answer is written. What the client still sends (the body
- * of a refused request) is read and dropped, nothing kept, until it closes its side or
+ * Writes a connection's last answer and ends it. What the client still sends (the body of a
+ * refused request) is read and dropped, nothing kept, until it closes its side or
  * `lingerMs` passes: closing with bytes unread would send a reset, which can cost the
  * client the answer it has not read yet.
  */
-export function closeAfterAnswer(socket: Duplex): void {
+export function closeAfterAnswer(socket: Duplex, answer?: string): void {
+  // A client gone meanwhile is no error of the server's.
+  if (socket.listenerCount('error') === 0) socket.on('error', drop);
+  if (answer !== undefined) socket.write(answer, 'latin1');
   socket.removeAllListeners('data');
   socket.on('data', drop);
   socket.resume();
@@ -138,5 +141,5 @@ export function closeAfterAnswer(socket: Duplex): void {
 }
 
 function drop(): void {
-  // Bytes of a connection that is closing: read to let the client finish, then forgotten.
+  // Bytes of a connection that is closing, or its error: the client is let go either way.
 }

@@ -158,8 +158,7 @@ export class FrontDoor {
     }
     const open = this.#perClient.get(address) ?? 0;
     if (open >= max) {
-      socket.write(refusalText(tooManyConnections(address, max)), 'latin1');
-      closeAfterAnswer(socket);
+      closeAfterAnswer(socket, refusalText(tooManyConnections(address, max)));
       return false;
     }
     this.#perClient.set(address, open + 1);
@@ -354,8 +353,7 @@ class FrontConnection implements ResponseOwner {
     this.#drop();
     if (res?.headersSent === true) this.socket.destroy();
     else {
-      this.socket.write(refusalText(tooSlow(this.#door.limits)), 'latin1');
-      closeAfterAnswer(this.socket);
+      closeAfterAnswer(this.socket, refusalText(tooSlow(this.#door.limits)));
     }
     res?.clientGone();
     req?.abort(`the request body did not come whole within ${this.#door.limits.requestMs / 1000} s`);

@@ -91,8 +91,7 @@ export class HttpServer {
         socket.destroy();
         return;
       }
-      socket.write(refusalText(refusal), 'latin1');
-      closeAfterAnswer(socket);
+      closeAfterAnswer(socket, refusalText(refusal));
     });
     this.#server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       if (req.headers.host === undefined) {
