@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
+import { RawConnection } from './support/raw-http.js';
 
 const declared = `# the team's models
 models:
@@ -80,6 +81,19 @@ describe('control-plane API over HTTP', () => {
       expect((await api(t.url, k.body.secret, 'GET', '/models')).status).toBe(200);
       expect((await api(t.url, t.adminKey, 'DELETE', '/keys/short-lived')).status).toBe(200);
       expect((await api(t.url, k.body.secret, 'GET', '/models')).status).toBe(401);
+    });
+
+    // The body is not read: the answer says the connection closes, and it does (not keep-alive, then a close).
+    it('refuses a body sent without a key (401) with Connection: close, and closes the connection', async () => {
+      const { hostname, port } = new URL(t.url);
+      const conn = await RawConnection.open(hostname, Number(port));
+      const body = JSON.stringify({ name: 'x', pad: 'p'.repeat(300_000) });
+      await conn.write([`POST /api/v1/keys HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`]);
+      const a = await conn.answer();
+      expect(a.status).toBe(401);
+      expect(a.headers['connection']).toBe('close');
+      expect((JSON.parse(a.body) as { error: { code: string } }).error.code).toBe('unauthenticated');
+      await conn.closed;
     });
 
     it('answers unknown routes with 404 in the error shape', async () => {
@@ -307,5 +321,29 @@ describe('control-plane API over HTTP', () => {
     expect(logs).not.toContain(created.body.secret);
     expect(logs).not.toContain(t.adminKey);
     expect(logs).not.toContain('wrongwrong');
+  });
+});
+
+describe('the connections of one client address', () => {
+  it('are bounded by gateway.max_connections_per_client: one past it is answered 503 and closed', async () => {
+    const t = await startControlPlane({ config: 'gateway:\n  max_connections_per_client: 2\n' });
+    try {
+      const { hostname, port } = new URL(t.url);
+      const health = 'GET /api/v1/health HTTP/1.1\r\nHost: t\r\n\r\n';
+      const held = [await RawConnection.open(hostname, Number(port)), await RawConnection.open(hostname, Number(port))];
+      for (const c of held) {
+        await c.write([health]);
+        expect((await c.answer()).status).toBe(200);
+      }
+      const third = await RawConnection.open(hostname, Number(port));
+      await third.write([health]);
+      const refused = await third.answer();
+      expect(refused.status).toBe(503);
+      expect((JSON.parse(refused.body) as { error: { message: string } }).error.message).toMatch(/^127\.0\.0\.1 has 2 connections open here, the most one address may \(gateway\.max_connections_per_client\)/);
+      await third.closed;
+      for (const c of held) c.socket.destroy();
+    } finally {
+      await t.stop();
+    }
   });
 });

@@ -11,6 +11,7 @@ import { fakeLlamaServer, fakeVllm } from './fakes/engines/fake-engines.js';
 import { llmgw, startDaemon, type Daemon } from './support/cli.js';
 import { fakeNvidiaSmi } from './support/fake-gpu.js';
 import { delayedEngine, enginePorts, replicas, until } from './support/fleet.js';
+import { probe, probeCases } from './support/raw-http.js';
 
 /**
  * The gateway through the official OpenAI client, against `llmgw up` on a machine whose
@@ -215,6 +216,26 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
     expect(raw.indexOf('x-request-id: pipelined-1')).toBeGreaterThan(0);
     expect(raw.indexOf('x-request-id: pipelined-2')).toBeGreaterThan(raw.indexOf('x-request-id: pipelined-1'));
   });
+
+  // The probe's cases, each sent first on a connection (the front door reads it) and after an
+  // /api request on the same connection (node:http does): one answer, one close behaviour.
+  // A slow body is left out: llmgw up awaits a body 300 s (src/server/http-server.test.ts has it).
+  it('answers each malformed, oversized, slow or refused request the same whichever parser reads it', async () => {
+    const { hostname, port } = new URL(url);
+    const api = `GET /api/v1/health HTTP/1.1\r\nHost: t\r\n\r\n`;
+    const cases = probeCases({ path: '/v1/chat/completions', key: adminKey }).filter((c) => c.name !== 'a slow body');
+    const results = await Promise.all(
+      cases.map(async (c) => {
+        const o = { host: hostname, port: Number(port), c, closeWithinMs: 5000, next: api };
+        const [first, after] = await Promise.all([probe(o), probe({ ...o, first: api })]);
+        return { c, first, after };
+      }),
+    );
+    for (const { c, first, after } of results) {
+      expect(first, c.name).toEqual({ status: c.status ?? first.status, code: c.code ?? first.code, closes: c.closes });
+      expect(after, c.name).toEqual(first);
+    }
+  }, 60_000);
 
   it('refuses with OpenAI-shaped errors and the right statuses', async () => {
     const anon = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'llmgw_key_wrongwrongwrongwrongwrong1', maxRetries: 0 });

@@ -26,7 +26,7 @@ export async function runGateway(o: RunGatewayOptions): Promise<void> {
   }
   const gateway = newGateway({ keys: remoteKeys(client), routes: remoteRoutes(client), usage: remoteUsage(client), logger, settings: loaded.settings });
   await gateway.start();
-  const http = new HttpServer();
+  const http = new HttpServer({ maxConnectionsPerClient: loaded.settings.gateway.max_connections_per_client });
   mountGateway(http, gateway);
   const url = await http.listen(o.listen);
   logger.info({ url, server: o.server }, 'gateway listening');

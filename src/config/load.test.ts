@@ -142,6 +142,13 @@ describe('settings', () => {
     expect(refusal('agent:\n  engines:\n    llamacpp:\n      build: latest\n').message).toMatch(/:4: agent\.engines\.llamacpp\.build: a llama\.cpp release tag such as b10587/);
   });
 
+  it('bounds the connections of one client address, 512 unless set, and refuses a bound it cannot use', () => {
+    expect(load(undefined).settings.gateway.max_connections_per_client).toBe(512);
+    expect(load('gateway:\n  max_connections_per_client: 2000\n').settings.gateway.max_connections_per_client).toBe(2000);
+    expect(refusal('gateway:\n  max_connections_per_client: 0\n').message).toMatch(/:2: gateway\.max_connections_per_client: at least 1 connection, e\.g\. 512/);
+    expect(refusal('gateway:\n  max_connections_per_client: many\n').message).toMatch(/:2: gateway\.max_connections_per_client: a whole number of connections, e\.g\. 512/);
+  });
+
   it('refuses a model declared twice', () => {
     const m = '  - {name: a, source: /a, profiles: [{name: c, engine: llamacpp, cpu: true}]}';
     expect(refusal(`models:\n${m}\n${m}\n`).message).toMatch(/:3: models\[1\]\.name: model "a" is declared twice/);

@@ -96,6 +96,16 @@ export const settingsSchema = z.strictObject({
       max_body_mb: z.number().min(0.01).max(1024).default(16),
       /** Other replicas a request is sent to after a refusal or a 5xx before its first byte. */
       retries: z.int().min(0).max(10).default(2),
+      /**
+       * Connections one client address may hold open on the listen address (API, gateway and
+       * agents alike); past it, a new one is answered 503 and closed. A reverse proxy in front
+       * is one address: raise it to what the proxy opens.
+       */
+      max_connections_per_client: z
+        .int({ error: 'a whole number of connections, e.g. 512' })
+        .min(1, 'at least 1 connection, e.g. 512')
+        .max(1_000_000, 'at most 1000000 connections')
+        .default(512),
       queue: z
         .strictObject({
           /** Requests that may wait for a free replica of one model; past it, 503 at once. */

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { gate, sleep, untilTrue as until } from '../../test/support/timing.js';
 
-import { BodyTooLargeError, FrontDoor, type FastHandler, type FastRequest, type FastResponse } from './front-door.js';
+import { BodyTooLargeError, FrontDoor, RequestAbortedError, type FastHandler, type FastRequest, type FastResponse } from './front-door.js';
 
 /** One answer as a client reads it off the wire. */
 interface Answer {
@@ -69,7 +69,8 @@ class RawClient {
     return this.#buf.length;
   }
 
-  async answer(ms = 3000): Promise<Answer> {
+  /** The next answer; with `head`, one to HEAD: its head alone, whatever it says of a body. */
+  async answer(ms = 3000, o: { head?: boolean } = {}): Promise<Answer> {
     const headEnd = await this.#until(ms, () => {
       const i = this.#buf.indexOf('\r\n\r\n');
       return i < 0 ? undefined : i;
@@ -86,7 +87,7 @@ class RawClient {
     const start = headEnd + 4;
     let end: number;
     let body: Buffer;
-    if (status < 200 || status === 204 || status === 304) {
+    if (o.head === true || status < 200 || status === 204 || status === 304) {
       end = start;
       body = Buffer.alloc(0);
     } else if (headers['transfer-encoding'] === 'chunked') {
@@ -197,7 +198,18 @@ const echo: FastHandler = (req, res) => {
 
 /** A front door with a lane on /fast/ and node:http behind it, wired as src/server/http-server.ts does. */
 async function start(
-  o: { handler?: FastHandler; maxBodyBytes?: number; keepAliveMs?: number; requestMs?: number; lanes?: boolean; onAccept?: (s: Socket) => void } = {},
+  o: {
+    handler?: FastHandler;
+    maxBodyBytes?: number;
+    keepAliveMs?: number;
+    headMs?: number;
+    requestMs?: number;
+    maxConnectionsPerClient?: number;
+    lanes?: boolean;
+    /** Whether each lane call's body is asked for at once, to record it (default); without, the handler alone asks. */
+    record?: boolean;
+    onAccept?: (s: Socket) => void;
+  } = {},
 ): Promise<Setup> {
   const laneCalls: LaneCall[] = [];
   const nodeCalls: NodeCall[] = [];
@@ -232,13 +244,15 @@ async function start(
               handler: (req, res) => {
                 laneCalls.push({ method: req.method, url: req.url, headers: req.headers, body: Buffer.alloc(0) });
                 const call = laneCalls[laneCalls.length - 1] as LaneCall;
-                void req.body(1 << 20).then((b) => (call.body = b));
+                if (o.record !== false) req.body(1 << 20).then((b) => (call.body = b), () => undefined);
                 handler(req, res);
               },
             },
           ],
     keepAliveMs: o.keepAliveMs,
+    headMs: o.headMs,
     requestMs: o.requestMs,
+    maxConnectionsPerClient: o.maxConnectionsPerClient,
     handOff: (socket, read) => {
       handOffs.push(read?.toString('latin1'));
       node.emit('connection', socket);
@@ -784,12 +798,40 @@ describe('FrontDoor', () => {
     await until('the door to let go', () => t.door.size === 0);
   });
 
-  it('closes a connection whose request has not come whole within requestMs', async () => {
-    const t = await start({ requestMs: 50 });
+  it('answers 408 and closes when a request body has not come whole within requestMs; body() rejects with RequestAbortedError', async () => {
+    const errors: unknown[] = [];
+    const t = await start({
+      requestMs: 50,
+      record: false,
+      handler: (req, res) =>
+        void req.body(1024).then(
+          () => res.end('not this'),
+          (e: unknown) => {
+            errors.push(e);
+            res.end('nor this');
+          },
+        ),
+    });
     const c = await RawClient.open(t.port);
     c.write('POST /fast/x HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nonly5');
-    await Promise.race([c.closed, sleep(2500).then(() => Promise.reject(new Error('still open')))]);
-    expect(t.laneCalls).toHaveLength(0);
+    const a = await c.answer(5000);
+    expect(a.status).toBe(408);
+    expect(a.wire.startsWith('HTTP/1.1 408 Request Timeout\r\n')).toBe(true);
+    expect(a.headers['connection']).toBe('close');
+    expect(json(a)).toEqual({
+      error: {
+        message: 'the request did not come whole in time (its head is awaited 10 s, all of it 0.05 s): send each request without pausing',
+        type: 'invalid_request_error',
+        param: null,
+        code: 'request_timeout',
+      },
+    });
+    await c.closed;
+    await until('the handler to hear of it', () => errors.length === 1);
+    expect(errors[0]).toBeInstanceOf(RequestAbortedError);
+    expect((errors[0] as Error).message).toBe('the request body did not come whole within 0.05 s');
+    expect(c.pending).toBe(0);
+    expect(t.door.size).toBe(0);
     expect(t.nodeCalls).toHaveLength(0);
   });
 
@@ -830,5 +872,200 @@ describe('FrontDoor', () => {
     expect(e.message).toBe('the request body is over 4 bytes');
     c.write(post('/fast/fits', '1234'));
     expect((await c.answer()).body.toString()).toBe('ok 1234');
+  });
+
+  it('hands a request to its lane at its head: one refused without reading its body keeps none of it, says connection: close and closes', async () => {
+    const release = gate();
+    const t = await start({
+      maxBodyBytes: 64 << 20,
+      record: false,
+      // As the gateway does: the key is checked from the head, and the body never asked for.
+      handler: (_req, res) =>
+        void release.wait.then(() => {
+          res.writeHead(401, { 'content-type': 'application/json', 'content-length': 2 });
+          res.end('{}');
+        }),
+    });
+    const c = await RawClient.open(t.port);
+    const size = 16 << 20;
+    c.write(`POST /fast/upload HTTP/1.1\r\nHost: t\r\nContent-Length: ${size}\r\n\r\n`);
+    c.write(Buffer.alloc(size, 0x61));
+    await until('the lane', () => t.laneCalls.length === 1);
+    const server = t.accepted[0] as Socket;
+    await until('the door to stop reading', () => server.isPaused());
+    // What was read is bounded for each connection, not by the body.
+    expect(server.bytesRead).toBeLessThan(256 * 1024);
+    release.open();
+    const a = await c.answer();
+    expect(a.status).toBe(401);
+    expect(a.headers['connection']).toBe('close');
+    // The rest of the body is read and dropped, and the connection closes.
+    await c.closed;
+    expect(t.door.size).toBe(0);
+    expect(t.nodeCalls).toHaveLength(0);
+  });
+
+  it('reads a body that comes after its head once the handler asks for it, and keeps the connection', async () => {
+    const t = await start({
+      record: false,
+      handler: (req, res) => void sleep(5).then(() => req.body(1024).then((b) => res.end(`${req.url} ${b.toString()}`))),
+    });
+    const c = await RawClient.open(t.port);
+    c.write('POST /fast/later HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n');
+    await until('the lane', () => t.laneCalls.length === 1);
+    for (const piece of ['hello', ' ', 'world']) {
+      await sleep(10);
+      c.write(piece);
+    }
+    const a = await c.answer();
+    expect(a.body.toString()).toBe('/fast/later hello world');
+    expect(a.headers['connection']).toBeUndefined();
+    c.write(post('/fast/next', 'again'));
+    expect((await c.answer()).body.toString()).toBe('/fast/next again');
+    expect(t.accepted).toHaveLength(1);
+  });
+
+  it('rejects body() with RequestAbortedError when the client goes away before the body came, and lets go', async () => {
+    const errors: unknown[] = [];
+    const t = await start({ record: false, handler: (req) => void req.body(1024).catch((e: unknown) => errors.push(e)) });
+    const c = await RawClient.open(t.port);
+    c.write('POST /fast/x HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf');
+    await until('the lane', () => t.laneCalls.length === 1);
+    c.socket.destroy();
+    await until('the handler to hear of it', () => errors.length === 1);
+    expect(errors[0]).toBeInstanceOf(RequestAbortedError);
+    await until('the door to let go', () => t.door.size === 0);
+  });
+
+  it('answers HEAD with its head alone, whatever the handler writes, and reads the next request after it', async () => {
+    const t = await start({
+      handler: (req, res) => {
+        if (req.url === '/fast/sized') {
+          res.writeHead(404, { 'content-type': 'application/json', 'content-length': 13 });
+          res.end('{"error":"x"}');
+        } else {
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          res.write('streamed');
+          res.end();
+        }
+      },
+    });
+    const c = await RawClient.open(t.port);
+    c.write('HEAD /fast/sized HTTP/1.1\r\nHost: t\r\n\r\nHEAD /fast/streamed HTTP/1.1\r\nHost: t\r\n\r\nGET /fast/sized HTTP/1.1\r\nHost: t\r\n\r\n');
+    const sized = await c.answer(3000, { head: true });
+    expect(sized.status).toBe(404);
+    // As node:http answers HEAD: the length the body would have, and no body.
+    expect(sized.headers['content-length']).toBe('13');
+    const streamed = await c.answer(3000, { head: true });
+    expect(streamed.status).toBe(200);
+    expect(streamed.headers['transfer-encoding']).toBeUndefined();
+    const get = await c.answer();
+    expect(get.wire.startsWith('HTTP/1.1 404 Not Found\r\n')).toBe(true);
+    expect(get.body.toString()).toBe('{"error":"x"}');
+    expect(c.pending).toBe(0);
+  });
+
+  it('closes the connection after an answer whose handler asked for it with Connection: close', async () => {
+    const t = await start({ handler: (_req, res) => res.writeHead(413, { 'content-length': 0, Connection: 'close' }).end() });
+    const c = await RawClient.open(t.port);
+    c.write(post('/fast/x', 'ab'));
+    const a = await c.answer();
+    expect(a.headers['connection']).toBe('close');
+    await c.closed;
+    expect(t.door.size).toBe(0);
+  });
+
+  it('writes the reason phrase of every status node:http knows', async () => {
+    const t = await start({ handler: (req, res) => res.writeHead(Number(req.url.slice(6)), { 'content-length': 0 }).end() });
+    const c = await RawClient.open(t.port);
+    c.write('GET /fast/431 HTTP/1.1\r\nHost: t\r\n\r\nGET /fast/599 HTTP/1.1\r\nHost: t\r\n\r\n');
+    expect((await c.answer()).wire.startsWith('HTTP/1.1 431 Request Header Fields Too Large\r\n')).toBe(true);
+    expect((await c.answer()).wire.startsWith('HTTP/1.1 599 Unknown\r\n')).toBe(true);
+  });
+
+  it.each([
+    ['a partial head', 'GET /fast/x HTTP/1.1\r\nHost: t\r\n'],
+    ['a request line not yet ended', 'POST /fast/x'],
+  ])('answers 408 to %s not come whole within headMs, and closes', async (_name, bytes) => {
+    const t = await start({ headMs: 50 });
+    const c = await RawClient.open(t.port);
+    c.write(bytes);
+    const a = await c.answer(5000);
+    expect(a.status).toBe(408);
+    expect(a.headers['connection']).toBe('close');
+    expect((json(a)['error'] as { code: string }).code).toBe('request_timeout');
+    await c.closed;
+    expect(t.laneCalls).toHaveLength(0);
+    expect(t.handOffs).toHaveLength(0);
+  });
+
+  it.each([
+    ['TLS bytes (a ClientHello)', Buffer.from('16030100f5010000f10303', 'hex')],
+    ['a request line ended by a bare LF', Buffer.from('GET /fast/x HTTP/1.1\nHost: t\n')],
+    ['a NUL in a header not yet ended', Buffer.from('GET /fast/x HTTP/1.1\r\nHost: t\r\nX-A: a\u0000')],
+  ])('hands %s to node:http at once, which refuses it', async (_name, bytes) => {
+    const t = await start();
+    const c = await RawClient.open(t.port);
+    c.write(bytes);
+    expect((await c.answer()).status).toBe(400);
+    expect(t.handOffs).toEqual([bytes.toString('latin1')]);
+    expect(t.laneCalls).toHaveLength(0);
+  });
+
+  // What the fast path takes is a part of what node:http takes: anything else is node:http's to answer.
+  it.each([
+    ['a method node:http does not know', 'FOO /fast/x HTTP/1.1\r\nHost: t\r\n\r\n', 400],
+    ['a method node:http knows and the lane does not take', 'PROPFIND /fast/x HTTP/1.1\r\nHost: t\r\n\r\n', 200],
+    ['a request without Host', 'GET /fast/x HTTP/1.1\r\n\r\n', 400],
+    ['the same Content-Length twice', 'POST /fast/x HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\na', 400],
+    ['a byte past ASCII in the target', 'GET /fast/caf\u00e9 HTTP/1.1\r\nHost: t\r\n\r\n', 400],
+    ['a head over 16 KiB in one write', `GET /fast/x HTTP/1.1\r\nHost: t\r\nX-Big: ${'b'.repeat(20_000)}\r\n\r\n`, 431],
+  ])('hands %s to node:http', async (_name, text, status) => {
+    const t = await start();
+    const c = await RawClient.open(t.port);
+    c.write(Buffer.from(text, 'latin1'));
+    expect((await c.answer()).status).toBe(status);
+    expect(t.handOffs).toHaveLength(1);
+    expect(t.laneCalls).toHaveLength(0);
+  });
+
+  it('takes a whole head of 16 KiB, the most node:http also takes', async () => {
+    const t = await start({ handler: (req, res) => res.end(String(req.headers['x-big']?.length)) });
+    const c = await RawClient.open(t.port);
+    const bare = 'GET /fast/x HTTP/1.1\r\nHost: t\r\nX-Big: \r\n\r\n';
+    c.write(`GET /fast/x HTTP/1.1\r\nHost: t\r\nX-Big: ${'b'.repeat(16 * 1024 - bare.length)}\r\n\r\n`);
+    expect((await c.answer()).body.toString()).toBe(String(16 * 1024 - bare.length));
+    expect(t.handOffs).toHaveLength(0);
+  });
+
+  it('answers 503 to a connection past maxConnectionsPerClient from one address, counting handed-off ones, until one closes', async () => {
+    const t = await start({ maxConnectionsPerClient: 2 });
+    const lane = await RawClient.open(t.port);
+    lane.write(post('/fast/1', 'x'));
+    expect(json(await lane.answer())).toMatchObject({ lane: true });
+    const handedOff = await RawClient.open(t.port);
+    handedOff.write('GET /other HTTP/1.1\r\nHost: t\r\n\r\n');
+    expect(json(await handedOff.answer())).toMatchObject({ node: true });
+    const third = await RawClient.open(t.port);
+    third.write(post('/fast/2', 'y'));
+    const refused = await third.answer();
+    expect(refused.status).toBe(503);
+    expect(refused.headers['connection']).toBe('close');
+    expect(refused.headers['retry-after']).toBe('1');
+    expect(json(refused)).toEqual({
+      error: {
+        message: '127.0.0.1 has 2 connections open here, the most one address may (gateway.max_connections_per_client): reuse connections (keep-alive) or close some before opening more',
+        type: 'service_unavailable',
+        param: null,
+        code: 'too_many_connections',
+      },
+    });
+    await third.closed;
+    expect(t.laneCalls.map((l) => l.url)).toEqual(['/fast/1']);
+    handedOff.socket.destroy();
+    await until('the server to see it close', () => t.accepted[1]?.destroyed === true);
+    const again = await RawClient.open(t.port);
+    again.write(post('/fast/3', 'z'));
+    expect(json(await again.answer())).toMatchObject({ lane: true, url: '/fast/3' });
   });
 });

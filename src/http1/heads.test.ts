@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { parseRequestHead, parseResponseHead, type RequestHead, type ResponseHead } from './heads.js';
+import { mayBeHead, parseRequestHead, parseResponseHead, type RequestHead, type ResponseHead } from './heads.js';
 
 /** A head as the front door hands it over: the lines joined by CRLF, without the blank line. */
 const head = (...lines: string[]): string => lines.join('\r\n');
@@ -9,8 +9,8 @@ describe('parseRequestHead', () => {
   const accepted: [string, string, RequestHead][] = [
     [
       'a GET without headers',
-      head('GET / HTTP/1.1'),
-      { method: 'GET', url: '/', headers: {}, contentLength: 0, close: false },
+      head('GET / HTTP/1.1', 'Host: h'),
+      { method: 'GET', url: '/', headers: { host: 'h' }, contentLength: 0, close: false },
     ],
     [
       'a POST with its length, header names in lower case',
@@ -30,63 +30,58 @@ describe('parseRequestHead', () => {
     ],
     [
       'a repeated header joined with ", " whatever its case',
-      head('GET / HTTP/1.1', 'Accept: text/html', 'ACCEPT: application/json', 'accept: */*'),
-      { method: 'GET', url: '/', headers: { accept: 'text/html, application/json, */*' }, contentLength: 0, close: false },
-    ],
-    [
-      'the same Content-Length twice',
-      head('PUT /x HTTP/1.1', 'Content-Length: 5', 'content-length: 5'),
-      { method: 'PUT', url: '/x', headers: { 'content-length': '5' }, contentLength: 5, close: false },
+      head('GET / HTTP/1.1', 'Host: h', 'Accept: text/html', 'ACCEPT: application/json', 'accept: */*'),
+      { method: 'GET', url: '/', headers: { host: 'h', accept: 'text/html, application/json, */*' }, contentLength: 0, close: false },
     ],
     [
       'Content-Length: 0',
-      head('POST /x HTTP/1.1', 'Content-Length: 0'),
-      { method: 'POST', url: '/x', headers: { 'content-length': '0' }, contentLength: 0, close: false },
+      head('POST /x HTTP/1.1', 'Host: h', 'Content-Length: 0'),
+      { method: 'POST', url: '/x', headers: { host: 'h', 'content-length': '0' }, contentLength: 0, close: false },
     ],
     [
       'values trimmed of spaces and tabs around them, kept inside',
-      head('GET / HTTP/1.1', 'X-A:   spaced  out \t', 'X-B:\tx\ty', 'X-Empty:'),
-      { method: 'GET', url: '/', headers: { 'x-a': 'spaced  out', 'x-b': 'x\ty', 'x-empty': '' }, contentLength: 0, close: false },
+      head('GET / HTTP/1.1', 'Host: h', 'X-A:   spaced  out \t', 'X-B:\tx\ty', 'X-Empty:'),
+      { method: 'GET', url: '/', headers: { host: 'h', 'x-a': 'spaced  out', 'x-b': 'x\ty', 'x-empty': '' }, contentLength: 0, close: false },
     ],
     [
       'every token character in a name',
-      head('GET / HTTP/1.1', "A1!#$%&'*+-.^_`|~z: v"),
-      { method: 'GET', url: '/', headers: { "a1!#$%&'*+-.^_`|~z": 'v' }, contentLength: 0, close: false },
+      head('GET / HTTP/1.1', 'Host: h', "A1!#$%&'*+-.^_`|~z: v"),
+      { method: 'GET', url: '/', headers: { host: 'h', "a1!#$%&'*+-.^_`|~z": 'v' }, contentLength: 0, close: false },
     ],
     [
       'bytes past ASCII in a value (obs-text)',
-      head('GET / HTTP/1.1', 'X-Name: caf\u00e9'),
-      { method: 'GET', url: '/', headers: { 'x-name': 'caf\u00e9' }, contentLength: 0, close: false },
+      head('GET / HTTP/1.1', 'Host: h', 'X-Name: caf\u00e9'),
+      { method: 'GET', url: '/', headers: { host: 'h', 'x-name': 'caf\u00e9' }, contentLength: 0, close: false },
     ],
     [
       'Connection: close',
-      head('GET / HTTP/1.1', 'Connection: close'),
-      { method: 'GET', url: '/', headers: { connection: 'close' }, contentLength: 0, close: true },
+      head('GET / HTTP/1.1', 'Host: h', 'Connection: close'),
+      { method: 'GET', url: '/', headers: { host: 'h', connection: 'close' }, contentLength: 0, close: true },
     ],
     [
       'Connection: CLOSE in capitals',
-      head('GET / HTTP/1.1', 'connection: CLOSE'),
-      { method: 'GET', url: '/', headers: { connection: 'CLOSE' }, contentLength: 0, close: true },
+      head('GET / HTTP/1.1', 'Host: h', 'connection: CLOSE'),
+      { method: 'GET', url: '/', headers: { host: 'h', connection: 'CLOSE' }, contentLength: 0, close: true },
     ],
     [
       'close inside a Connection list',
-      head('GET / HTTP/1.1', 'Connection: keep-alive, Close'),
-      { method: 'GET', url: '/', headers: { connection: 'keep-alive, Close' }, contentLength: 0, close: true },
+      head('GET / HTTP/1.1', 'Host: h', 'Connection: keep-alive, Close'),
+      { method: 'GET', url: '/', headers: { host: 'h', connection: 'keep-alive, Close' }, contentLength: 0, close: true },
     ],
     [
       'close in a second Connection header',
-      head('GET / HTTP/1.1', 'Connection: keep-alive', 'Connection: close'),
-      { method: 'GET', url: '/', headers: { connection: 'keep-alive, close' }, contentLength: 0, close: true },
+      head('GET / HTTP/1.1', 'Host: h', 'Connection: keep-alive', 'Connection: close'),
+      { method: 'GET', url: '/', headers: { host: 'h', connection: 'keep-alive, close' }, contentLength: 0, close: true },
     ],
     [
       'Connection: keep-alive (not close)',
-      head('GET / HTTP/1.1', 'Connection: keep-alive'),
-      { method: 'GET', url: '/', headers: { connection: 'keep-alive' }, contentLength: 0, close: false },
+      head('GET / HTTP/1.1', 'Host: h', 'Connection: keep-alive'),
+      { method: 'GET', url: '/', headers: { host: 'h', connection: 'keep-alive' }, contentLength: 0, close: false },
     ],
     [
       'a Connection token that only contains "close" (not close)',
-      head('GET / HTTP/1.1', 'Connection: closed, x-close-later'),
-      { method: 'GET', url: '/', headers: { connection: 'closed, x-close-later' }, contentLength: 0, close: false },
+      head('GET / HTTP/1.1', 'Host: h', 'Connection: closed, x-close-later'),
+      { method: 'GET', url: '/', headers: { host: 'h', connection: 'closed, x-close-later' }, contentLength: 0, close: false },
     ],
   ];
 
@@ -97,58 +92,64 @@ describe('parseRequestHead', () => {
   const refused: [string, string][] = [
     ['an empty head', ''],
     ['a method alone', 'GET'],
-    ['no target', 'GET HTTP/1.1'],
+    ['no target', 'GET HTTP/1.1\r\nHost: h'],
     ['HTTP/1.0', head('GET / HTTP/1.0', 'Host: a')],
-    ['HTTP/1.11', 'GET / HTTP/1.11'],
-    ['HTTP/2.0', 'GET / HTTP/2.0'],
-    ['a lower-case version', 'GET / http/1.1'],
-    ['a lower-case method', 'get / HTTP/1.1'],
-    ['a mixed-case method', 'Post / HTTP/1.1'],
-    ['a method with a digit', 'GET2 / HTTP/1.1'],
-    ['a method longer than 16 letters', 'ABCDEFGHIJKLMNOPQ / HTTP/1.1'],
-    ['an absolute-form target', 'GET http://example.com/ HTTP/1.1'],
-    ['an asterisk-form target', 'OPTIONS * HTTP/1.1'],
-    ['an authority-form target', 'CONNECT example.com:443 HTTP/1.1'],
-    ['a double space before the target', 'GET  / HTTP/1.1'],
-    ['a double space before the version', 'GET /  HTTP/1.1'],
-    ['a trailing space after the version', 'GET / HTTP/1.1 '],
-    ['a space inside the target', 'GET /a b HTTP/1.1'],
-    ['a tab inside the target', 'GET /a\tb HTTP/1.1'],
-    ['a NUL inside the target', 'GET /a\u0000b HTTP/1.1'],
-    ['a DEL inside the target', 'GET /a\u007fb HTTP/1.1'],
-    ['an ESC inside the target', 'GET /a\u001bb HTTP/1.1'],
-    ['a lone CR inside the target', 'GET /a\rb HTTP/1.1'],
+    ['HTTP/1.11', 'GET / HTTP/1.11\r\nHost: h'],
+    ['HTTP/2.0', 'GET / HTTP/2.0\r\nHost: h'],
+    ['a lower-case version', 'GET / http/1.1\r\nHost: h'],
+    ['a lower-case method', 'get / HTTP/1.1\r\nHost: h'],
+    ['a mixed-case method', 'Post / HTTP/1.1\r\nHost: h'],
+    ['a method with a digit', 'GET2 / HTTP/1.1\r\nHost: h'],
+    ['a method longer than 16 letters', 'ABCDEFGHIJKLMNOPQ / HTTP/1.1\r\nHost: h'],
+    // node:http refuses FOO and reads PROPFIND itself: neither is the fast path's.
+    ['a method node:http does not know', head('FOO / HTTP/1.1', 'Host: h')],
+    ['a method the fast path leaves to node:http', head('PROPFIND / HTTP/1.1', 'Host: h')],
+    ['no Host (HTTP/1.1 requires one)', head('GET / HTTP/1.1', 'Accept: */*')],
+    ['the same Content-Length twice (node:http refuses it)', head('PUT /x HTTP/1.1', 'Host: h', 'Content-Length: 5', 'content-length: 5')],
+    ['a byte past ASCII in the target', head('GET /caf\u00e9 HTTP/1.1', 'Host: h')],
+    ['an absolute-form target', 'GET http://example.com/ HTTP/1.1\r\nHost: h'],
+    ['an asterisk-form target', 'OPTIONS * HTTP/1.1\r\nHost: h'],
+    ['an authority-form target', 'CONNECT example.com:443 HTTP/1.1\r\nHost: h'],
+    ['a double space before the target', 'GET  / HTTP/1.1\r\nHost: h'],
+    ['a double space before the version', 'GET /  HTTP/1.1\r\nHost: h'],
+    ['a trailing space after the version', 'GET / HTTP/1.1 \r\nHost: h'],
+    ['a space inside the target', 'GET /a b HTTP/1.1\r\nHost: h'],
+    ['a tab inside the target', 'GET /a\tb HTTP/1.1\r\nHost: h'],
+    ['a NUL inside the target', 'GET /a\u0000b HTTP/1.1\r\nHost: h'],
+    ['a DEL inside the target', 'GET /a\u007fb HTTP/1.1\r\nHost: h'],
+    ['an ESC inside the target', 'GET /a\u001bb HTTP/1.1\r\nHost: h'],
+    ['a lone CR inside the target', 'GET /a\rb HTTP/1.1\r\nHost: h'],
     ['a request line ended by a lone LF', 'GET / HTTP/1.1\nHost: a'],
-    ['a NUL in a value', head('GET / HTTP/1.1', 'X: a\u0000b')],
-    ['a DEL in a value', head('GET / HTTP/1.1', 'X: a\u007f')],
-    ['a vertical tab in a value', head('GET / HTTP/1.1', 'X: a\u000bb')],
-    ['a lone LF inside a value', head('GET / HTTP/1.1', 'X: a\nInjected: b')],
-    ['a lone CR inside a value', head('GET / HTTP/1.1', 'X: a\rb')],
-    ['a CR at the very end of the head', 'GET / HTTP/1.1\r\nX: a\r'],
-    ['a folded continuation line (space)', head('GET / HTTP/1.1', 'X: a', ' b')],
-    ['a folded continuation line (tab)', head('GET / HTTP/1.1', 'X: a', '\tb')],
-    ['a header without a colon', head('GET / HTTP/1.1', 'Host example.com')],
-    ['an empty header name', head('GET / HTTP/1.1', ': value')],
-    ['a space inside a name', head('GET / HTTP/1.1', 'Ho st: a')],
-    ['a space before the colon', head('GET / HTTP/1.1', 'Host : a')],
-    ['a parenthesis in a name', head('GET / HTTP/1.1', 'X(y): a')],
-    ['a quote in a name', head('GET / HTTP/1.1', 'X"y: a')],
-    ['a slash in a name', head('GET / HTTP/1.1', 'X/y: a')],
-    ['a non-ASCII letter in a name', head('GET / HTTP/1.1', 'X\u00e9: a')],
+    ['a NUL in a value', head('GET / HTTP/1.1', 'Host: h', 'X: a\u0000b')],
+    ['a DEL in a value', head('GET / HTTP/1.1', 'Host: h', 'X: a\u007f')],
+    ['a vertical tab in a value', head('GET / HTTP/1.1', 'Host: h', 'X: a\u000bb')],
+    ['a lone LF inside a value', head('GET / HTTP/1.1', 'Host: h', 'X: a\nInjected: b')],
+    ['a lone CR inside a value', head('GET / HTTP/1.1', 'Host: h', 'X: a\rb')],
+    ['a CR at the very end of the head', 'GET / HTTP/1.1\r\nHost: h\r\nX: a\r'],
+    ['a folded continuation line (space)', head('GET / HTTP/1.1', 'Host: h', 'X: a', ' b')],
+    ['a folded continuation line (tab)', head('GET / HTTP/1.1', 'Host: h', 'X: a', '\tb')],
+    ['a header without a colon', head('GET / HTTP/1.1', 'Host: h', 'Referer example.com')],
+    ['an empty header name', head('GET / HTTP/1.1', 'Host: h', ': value')],
+    ['a space inside a name', head('GET / HTTP/1.1', 'Host: h', 'Ho st: a')],
+    ['a space before the colon', head('GET / HTTP/1.1', 'Host: h', 'Accept : a')],
+    ['a parenthesis in a name', head('GET / HTTP/1.1', 'Host: h', 'X(y): a')],
+    ['a quote in a name', head('GET / HTTP/1.1', 'Host: h', 'X"y: a')],
+    ['a slash in a name', head('GET / HTTP/1.1', 'Host: h', 'X/y: a')],
+    ['a non-ASCII letter in a name', head('GET / HTTP/1.1', 'Host: h', 'X\u00e9: a')],
     ['an empty line inside the head', head('GET / HTTP/1.1', 'Host: a', '', 'X: b')],
-    ['two different Content-Lengths', head('POST / HTTP/1.1', 'Content-Length: 5', 'Content-Length: 6')],
-    ['two Content-Lengths in one header', head('POST / HTTP/1.1', 'Content-Length: 5, 5')],
-    ['a non-digit Content-Length', head('POST / HTTP/1.1', 'Content-Length: abc')],
-    ['a negative Content-Length', head('POST / HTTP/1.1', 'Content-Length: -1')],
-    ['a signed Content-Length', head('POST / HTTP/1.1', 'Content-Length: +5')],
-    ['a hex Content-Length', head('POST / HTTP/1.1', 'Content-Length: 0x10')],
-    ['a fractional Content-Length', head('POST / HTTP/1.1', 'Content-Length: 1.5')],
-    ['an empty Content-Length', head('POST / HTTP/1.1', 'Content-Length:')],
-    ['a Content-Length of 16 digits', head('POST / HTTP/1.1', 'Content-Length: 1234567890123456')],
-    ['Transfer-Encoding: chunked', head('POST / HTTP/1.1', 'Transfer-Encoding: chunked')],
-    ['Transfer-Encoding with a Content-Length', head('POST / HTTP/1.1', 'Content-Length: 5', 'transfer-encoding: identity')],
-    ['Expect: 100-continue', head('POST / HTTP/1.1', 'Content-Length: 5', 'Expect: 100-continue')],
-    ['Upgrade', head('GET /ws HTTP/1.1', 'Connection: Upgrade', 'Upgrade: websocket')],
+    ['two different Content-Lengths', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 5', 'Content-Length: 6')],
+    ['two Content-Lengths in one header', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 5, 5')],
+    ['a non-digit Content-Length', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: abc')],
+    ['a negative Content-Length', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: -1')],
+    ['a signed Content-Length', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: +5')],
+    ['a hex Content-Length', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 0x10')],
+    ['a fractional Content-Length', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 1.5')],
+    ['an empty Content-Length', head('POST / HTTP/1.1', 'Host: h', 'Content-Length:')],
+    ['a Content-Length of 16 digits', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 1234567890123456')],
+    ['Transfer-Encoding: chunked', head('POST / HTTP/1.1', 'Host: h', 'Transfer-Encoding: chunked')],
+    ['Transfer-Encoding with a Content-Length', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 5', 'transfer-encoding: identity')],
+    ['Expect: 100-continue', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 5', 'Expect: 100-continue')],
+    ['Upgrade', head('GET /ws HTTP/1.1', 'Host: h', 'Connection: Upgrade', 'Upgrade: websocket')],
   ];
 
   it.each(refused)('refuses %s', (_name, text) => {
@@ -156,7 +157,26 @@ describe('parseRequestHead', () => {
   });
 
   it('accepts a 15-digit Content-Length, the longest it reads', () => {
-    expect(parseRequestHead(head('POST / HTTP/1.1', 'Content-Length: 123456789012345'))?.contentLength).toBe(123456789012345);
+    expect(parseRequestHead(head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 123456789012345'))?.contentLength).toBe(123456789012345);
+  });
+});
+
+describe('mayBeHead', () => {
+  const cases: [string, string, boolean][] = [
+    ['the start of a request line', 'POST /v1/chat', true],
+    ['a request line and a header so far', 'POST /v1 HTTP/1.1\r\nHost: a\r\nX-A: b', true],
+    ['a CR that is the last byte so far', 'GET / HTTP/1.1\r', true],
+    ['a tab and bytes past ASCII in a value', 'GET / HTTP/1.1\r\nX: a\tcaf\u00e9', true],
+    ['TLS (a ClientHello)', '\u0016\u0003\u0001\u0000\u00f5\u0001', false],
+    ['a lower-case first letter', 'get / HTTP/1.1', false],
+    ['an empty line first', '\r\nGET / HTTP/1.1', false],
+    ['a bare LF', 'GET / HTTP/1.1\nHost: a', false],
+    ['a CR not followed by LF', 'GET / HTTP/1.1\rHost: a', false],
+    ['a NUL', 'GET /\u0000 HTTP/1.1', false],
+    ['a DEL', 'GET / HTTP/1.1\r\nX: \u007f', false],
+  ];
+  it.each(cases)('%s', (_name, text, expected) => {
+    expect(mayBeHead(Buffer.from(text, 'latin1'))).toBe(expected);
   });
 });
 
@@ -317,7 +337,7 @@ describe('parseResponseHead', () => {
 
 describe('optional whitespace', () => {
   it('is spaces and tabs only: a no-break space (0xA0) stays in the value', () => {
-    expect(parseRequestHead('POST /x HTTP/1.1\r\nContent-Length: 5\xa0')).toBeUndefined();
-    expect(parseRequestHead('POST /x HTTP/1.1\r\nX-A: \t v \t')?.headers['x-a']).toBe('v');
+    expect(parseRequestHead('POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5\xa0')).toBeUndefined();
+    expect(parseRequestHead('POST /x HTTP/1.1\r\nHost: h\r\nX-A: \t v \t')?.headers['x-a']).toBe('v');
   });
 });

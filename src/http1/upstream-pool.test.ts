@@ -165,6 +165,35 @@ describe('UpstreamPool', () => {
     expect(pool.connections).toEqual({ busy: 0, idle: 1 });
   });
 
+  it.each([
+    ['a CR LF in a value', { headers: { 'x-request-id': 'a\r\nInjected: b' } }, 'the value of header x-request-id holds a character HTTP does not allow there (U+000D)'],
+    ['a lone LF in a value', { headers: { accept: 'a\nb' } }, 'the value of header accept holds a character HTTP does not allow there (U+000A)'],
+    ['a NUL in a value', { headers: { authorization: 'Bearer a\u0000b' } }, 'the value of header authorization holds a character HTTP does not allow there (U+0000)'],
+    ['a DEL in a value', { headers: { accept: 'a\u007f' } }, 'the value of header accept holds a character HTTP does not allow there (U+007F)'],
+    ['a character past U+00FF in a value', { headers: { accept: 'snow \u2603' } }, 'the value of header accept holds a character HTTP does not allow there (U+2603)'],
+    ['a space in a name', { headers: { 'x a': 'b' } }, 'the header name "x a" is not an HTTP token'],
+    ['a space in the target', { path: '/v1/a b' }, 'the target "/v1/a b" is not a path of visible ASCII'],
+    ['a method that is not a token', { method: 'PO ST' }, 'the method "PO ST" is not an HTTP token'],
+  ] as const)('never writes a head with %s: the request fails before any byte is sent', async (_name, req, problem) => {
+    const up = await rawUpstream(() => undefined);
+    const pool = newPool(up.url);
+    const seen = await send(pool, req).done;
+    expect(seen.events).toEqual(['error false']);
+    expect(seen.error?.message).toBe(`not sent to ${new URL(up.url).host}: ${problem}`);
+    expect(up.sockets).toHaveLength(0);
+    expect(pool.connections).toEqual({ busy: 0, idle: 0 });
+  });
+
+  it('sends values past 0x7F (obs-text) as the Latin-1 bytes they were read as, with a UTF-8 body', async () => {
+    const up = await rawUpstream((s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n'));
+    const pool = newPool(up.url);
+    const body = Buffer.from('{"x":"\u2603"}');
+    await send(pool, { headers: { accept: 'caf\u00e9' }, body: body.toString() }).done;
+    const bytes = Buffer.from(up.received.join(''), 'latin1');
+    expect(bytes.includes(Buffer.from('accept: caf\u00e9\r\n', 'latin1'))).toBe(true);
+    expect(bytes.subarray(bytes.length - body.length).equals(body)).toBe(true);
+  });
+
   it('sends a large Buffer body whole', async () => {
     const up = await httpUpstream((_req, res, body) => res.end(`got ${body.length}`));
     const pool = newPool(up.url);

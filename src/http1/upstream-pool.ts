@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 
 import { ChunkedDecoder } from './chunked-decoder.js';
-import { headEnd, maxHeadBytes, parseResponseHead, type ResponseHead } from './heads.js';
+import { headEnd, maxHeadBytes, parseResponseHead, requestHeadProblem, type ResponseHead } from './heads.js';
 
 /** What one exchange with the upstream reports, in this order: head, data (any number), then end or error. */
 export interface UpstreamHandler {
@@ -16,7 +16,10 @@ export interface UpstreamRequest {
   method: string;
   /** Origin-form target: `/v1/chat/completions`. */
   path: string;
-  /** Lower-case names; values without CR or LF. Host and Content-Length are added. */
+  /**
+   * Lower-case names; values of printable characters (and tabs) up to U+00FF, sent as
+   * Latin-1. A request with any other is not sent: it fails. Host and Content-Length are added.
+   */
   headers: Record<string, string>;
   body: Buffer | string;
 }
@@ -74,8 +77,11 @@ export class UpstreamPool {
     for (const k in req.headers) head += `${k}: ${req.headers[k] as string}\r\n`;
     head += '\r\n';
     const x = new Exchange(this, { method: req.method, head, body: req.body }, handler);
-    if (this.#closed) {
-      queueMicrotask(() => x.fail(new Error('the connection pool is closed'), false));
+    // Nothing the engine would read otherwise than as meant is written (RFC 9110, 5.5).
+    const problem = requestHeadProblem(req.method, req.path, req.headers);
+    if (problem !== undefined || this.#closed) {
+      const error = new Error(problem === undefined ? 'the connection pool is closed' : `not sent to ${this.#hostHeader}: ${problem}`);
+      queueMicrotask(() => x.fail(error, false));
       return x;
     }
     x.start(this.#take());
@@ -218,8 +224,11 @@ class Exchange implements UpstreamCall {
     this.#conn = conn;
     conn.current = this;
     const s = conn.socket;
-    if (typeof this.#body === 'string') {
+    if (typeof this.#body === 'string' && Buffer.byteLength(this.#head) === this.#head.length) {
       s.write(this.#head + this.#body);
+    } else if (typeof this.#body === 'string') {
+      // A head with values past 0x7F: Latin-1, as it was read, and the body UTF-8.
+      s.write(Buffer.concat([Buffer.from(this.#head, 'latin1'), Buffer.from(this.#body)]));
     } else if (this.#body.length < 16 * 1024) {
       s.write(Buffer.concat([Buffer.from(this.#head, 'latin1'), this.#body]));
     } else {

@@ -95,7 +95,7 @@ export class ControlPlane {
     await fleet.start();
     const api = createApi({ store, catalog, settings, auth, logger, version: options.version, registry, hub, fleet });
 
-    const http = new HttpServer();
+    const http = new HttpServer({ maxConnectionsPerClient: options.settings.settings.gateway.max_connections_per_client });
     http.onUpgrade(agentChannelPath, (req, socket, head) => {
       hub.handleUpgrade(req, socket, head);
     });

@@ -1,9 +1,11 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders, type Server } from 'node:http';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
 import type { Duplex } from 'node:stream';
 
 import { LlmgwError, messageOf } from '../core/errors.js';
+import { clientErrorRefusal, closeAfterAnswer, noHost, refusalBody, refusalText, type ClientError, type RequestLimits } from '../http1/answers.js';
 import { FrontDoor, type FastHandler, type FastLane } from '../http1/front-door.js';
+import { maxHeadBytes } from '../http1/heads.js';
 
 import { localUrl, parseListen } from './listen.js';
 
@@ -14,6 +16,34 @@ export interface Mount {
   /** Path prefix this handler serves: `/api/`, `/v1/`. */
   prefix: string;
   handler: RequestHandler;
+}
+
+export interface HttpServerOptions {
+  /** Connections one client address may hold open at once (gateway.max_connections_per_client); unbounded when unset. */
+  maxConnectionsPerClient?: number;
+  /** A request's head must come whole within this of its first byte, else 408. */
+  headMs?: number;
+  /** A whole request must come within this, else 408. */
+  requestMs?: number;
+}
+
+/**
+ * node:http's answer, which closes its connection when the handler answers without having
+ * read the request's body (a refusal from the head: no key, no route): the body is not read
+ * on to find the next request, so the connection cannot carry one, and the answer says so
+ * (Connection: close) rather than promise keep-alive. The front door's answers do the same.
+ */
+class Response extends ServerResponse {
+  override writeHead(status: number, reason?: string | OutgoingHttpHeaders | OutgoingHttpHeader[], headers?: OutgoingHttpHeaders | OutgoingHttpHeader[]): this {
+    if (this.shouldKeepAlive && bodyUnread(this.req)) this.shouldKeepAlive = false;
+    return super.writeHead(status, reason as string | undefined, headers);
+  }
+}
+
+function bodyUnread(req: IncomingMessage): boolean {
+  if (req.readableEnded) return false;
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /**
@@ -34,13 +64,40 @@ export class HttpServer {
     res.end(JSON.stringify({ error: { code: 'not_found', message: 'nothing here: the API is under /api/v1, the OpenAI-compatible gateway under /v1' } }));
   };
 
-  constructor() {
-    this.#server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
-      const path = req.url ?? '/';
-      const mount = this.#mounts.find((m) => path.startsWith(m.prefix));
-      (mount?.handler ?? this.#fallback)(req, res);
+  constructor(options: HttpServerOptions = {}) {
+    const limits: RequestLimits = { headMs: options.headMs ?? 10_000, requestMs: options.requestMs ?? 300_000 };
+    this.#server = createServer(
+      {
+        keepAliveTimeout: 65_000,
+        // The front door's limits, so that a request is answered alike whichever reads it.
+        headersTimeout: limits.headMs,
+        requestTimeout: limits.requestMs,
+        // Timeouts are checked each second (node:http's default is 30 s).
+        connectionsCheckingInterval: 1000,
+        maxHeaderSize: maxHeadBytes,
+        // Checked below, to answer as the front door does.
+        requireHostHeader: false,
+        ServerResponse: Response,
+      },
+      (req, res) => this.#request(req, res),
+    );
+    // A request node:http cannot read: answered as node:http does, with a message.
+    this.#server.on('clientError', (e: ClientError, socket: Duplex) => {
+      // After the answer, the parser may report the same error again; the first answered it.
+      if (socket.writableEnded || socket.destroyed) return;
+      const refusal = clientErrorRefusal(e, limits);
+      const inFlight = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+      if (refusal === undefined || inFlight?.headersSent === true) {
+        socket.destroy();
+        return;
+      }
+      closeAfterAnswer(socket, refusalText(refusal));
     });
     this.#server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      if (req.headers.host === undefined) {
+        socket.end(refusalText(noHost), 'latin1');
+        return;
+      }
       const path = (req.url ?? '/').split('?')[0] ?? '/';
       const handler = this.#upgrades.get(path);
       if (handler === undefined) {
@@ -49,11 +106,11 @@ export class HttpServer {
       }
       handler(req, socket, head);
     });
-    const keepAliveMs = this.#server.keepAliveTimeout;
     this.#door = new FrontDoor({
       lanes: this.#lanes,
-      keepAliveMs,
-      requestMs: this.#server.requestTimeout,
+      keepAliveMs: this.#server.keepAliveTimeout,
+      ...limits,
+      ...(options.maxConnectionsPerClient === undefined ? {} : { maxConnectionsPerClient: options.maxConnectionsPerClient }),
       handOff: (socket, read) => {
         this.#server.emit('connection', socket);
         // node:http reads what comes next from the socket itself; what was read already it is given.
@@ -62,6 +119,19 @@ export class HttpServer {
     });
     // Half-open as node:http has it: a client may end its side and still read the answer.
     this.#listener = createNetServer({ allowHalfOpen: true }, (socket) => this.#door.accept(socket));
+  }
+
+  #request(req: IncomingMessage, res: ServerResponse): void {
+    // HTTP/1.1 requires a Host (RFC 9112, 3.2); the front door leaves a request without one here.
+    if (req.headers.host === undefined && req.httpVersion === '1.1') {
+      const body = refusalBody(noHost);
+      res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' });
+      res.end(body);
+      return;
+    }
+    const path = req.url ?? '/';
+    const mount = this.#mounts.find((m) => path.startsWith(m.prefix));
+    (mount?.handler ?? this.#fallback)(req, res);
   }
 
   /**
