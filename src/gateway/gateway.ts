@@ -147,17 +147,11 @@ export class Gateway {
 
   /**
    * The key of a request, from its head alone: whether it may call `scope` at all (which
-   * models it may use is known once the body names one). Throws GatewayError; answer it
-   * with `refuse`. For a front door that checks keys before it reads a body.
+   * models it may use is known once the body names one). Throws GatewayError. Checked
+   * before the body is read, so a request without a valid key costs no more than its head.
    */
   checkKey(headers: KeyHeaders, scope: KeyScope): Promise<GatewayPrincipal> {
     return admitKey(this.#o.keys, headers, scope);
-  }
-
-  /** Answers a request refused before the gateway took it (by `checkKey`), in OpenAI's shape. */
-  refuse(req: Pick<GatewayRequest, 'headers'>, res: ClientResponse, e: unknown): void {
-    const x: Exchange = { requestId: requestIdFrom(req.headers['x-request-id']), started: performance.now(), retries: 0, queuedMs: 0 };
-    this.#fail(res, x, e);
   }
 
   /** Everything under /v1/. */
