@@ -54,8 +54,21 @@ function card(i) {
 
 function inventory(name) {
   return {
-    host: { hostname: name, os: 'linux bench', arch: 'x64', cpus: { count: 64, model: 'Bench CPU' }, memory: { total_mib: 1_000_000, free_mib: 900_000 }, disk: { path: '/var/lib/llmgw', total_mib: 4_000_000, free_mib: 3_000_000 } },
-    gpu: { method: 'nvml', reasons: [], driver_version: '590.48.01', cuda_version: '13.1', cards: Array.from({ length: 8 }, (_, i) => card(i)) },
+    host: {
+      hostname: name,
+      os: 'linux bench',
+      arch: 'x64',
+      cpus: { count: 64, model: 'Bench CPU' },
+      memory: { total_mib: 1_000_000, free_mib: 900_000 },
+      disk: { path: '/var/lib/llmgw', total_mib: 4_000_000, free_mib: 3_000_000 },
+    },
+    gpu: {
+      method: 'nvml',
+      reasons: [],
+      driver_version: '590.48.01',
+      cuda_version: '13.1',
+      cards: Array.from({ length: 8 }, (_, i) => card(i)),
+    },
     agent_version: 'bench',
   };
 }
@@ -78,7 +91,13 @@ function telemetry() {
 
 async function startServer(dir) {
   const child = spawn(process.execPath, [join(root, 'bin', 'llmgw.js'), 'server'], {
-    env: { ...process.env, LLMGW_DATA_DIR: dir, LLMGW_LISTEN: '127.0.0.1:0', LLMGW_ADMIN_KEY: adminKey, LLMGW_LOG_LEVEL: 'warn' },
+    env: {
+      ...process.env,
+      LLMGW_DATA_DIR: dir,
+      LLMGW_LISTEN: '127.0.0.1:0',
+      LLMGW_ADMIN_KEY: adminKey,
+      LLMGW_LOG_LEVEL: 'warn',
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';
@@ -112,12 +131,20 @@ async function measure(pid, seconds) {
 const dir = mkdtempSync(join(tmpdir(), 'llmgw-bench-agents-'));
 const server = await startServer(dir);
 const url = await serverUrl(server);
-console.log(`server pid ${server.pid} at ${url}; ${agents} agents, heartbeat ${heartbeatMs} ms, ${windowS} s windows`);
+console.log(
+  `server pid ${server.pid} at ${url}; ${agents} agents, heartbeat ${heartbeatMs} ms, ${windowS} s windows`,
+);
 
 const idle = await measure(server.pid, Math.min(windowS, 10));
-console.log(`idle:       CPU ${(idle.cpuShare * 100).toFixed(2)}% of one core, RSS ${idle.rss.toFixed(0)} MiB`);
+console.log(
+  `idle:       CPU ${(idle.cpuShare * 100).toFixed(2)}% of one core, RSS ${idle.rss.toFixed(0)} MiB`,
+);
 
-const tokenRes = await fetch(`${url}/api/v1/node-tokens`, { method: 'POST', headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' }, body: '{"name":"bench"}' });
+const tokenRes = await fetch(`${url}/api/v1/node-tokens`, {
+  method: 'POST',
+  headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+  body: '{"name":"bench"}',
+});
 const { secret } = await tokenRes.json();
 
 const sockets = [];
@@ -126,14 +153,21 @@ const joinStart = performance.now();
 for (let i = 0; i < agents; i++) {
   const name = `sim-${String(i).padStart(4, '0')}`;
   const ws = new WebSocket(`${url.replace('http', 'ws')}/api/v1/agent/connect`, {
-    headers: { authorization: `Bearer ${secret}`, 'x-llmgw-node-id': randomUUID(), 'x-llmgw-node-name': name, 'x-llmgw-agent-version': 'bench' },
+    headers: {
+      authorization: `Bearer ${secret}`,
+      'x-llmgw-node-id': randomUUID(),
+      'x-llmgw-node-name': name,
+      'x-llmgw-agent-version': 'bench',
+    },
   });
   ws.on('open', () => ws.send(JSON.stringify({ type: 'inventory', inventory: inventory(name) })));
   ws.on('message', () => {
     welcomed++;
     // Heartbeats spread over the interval, as real agents drift apart.
     setTimeout(() => {
-      const beat = () => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify({ type: 'heartbeat', telemetry: telemetry() }));
+      const beat = () =>
+        ws.readyState === WebSocket.OPEN &&
+        ws.send(JSON.stringify({ type: 'heartbeat', telemetry: telemetry() }));
       beat();
       ws.timer = setInterval(beat, heartbeatMs);
     }, Math.random() * heartbeatMs);
@@ -147,9 +181,15 @@ console.log(`joined:     ${agents} agents in ${((performance.now() - joinStart) 
 await sleep(heartbeatMs + 1000);
 
 const busy = await measure(server.pid, windowS);
-console.log(`${agents} agents: CPU ${(busy.cpuShare * 100).toFixed(2)}% of one core, RSS ${busy.rss.toFixed(0)} MiB`);
-console.log(`ratio to idle: CPU ${(busy.cpuShare / Math.max(idle.cpuShare, 0.0001)).toFixed(1)}x, RSS ${(busy.rss / idle.rss).toFixed(2)}x`);
-console.log(`targets: CPU < 15% of one core: ${busy.cpuShare < 0.15 ? 'met' : 'NOT met'}; RSS < 300 MB: ${busy.rss * 1.048576 < 300 ? 'met' : 'NOT met'}`);
+console.log(
+  `${agents} agents: CPU ${(busy.cpuShare * 100).toFixed(2)}% of one core, RSS ${busy.rss.toFixed(0)} MiB`,
+);
+console.log(
+  `ratio to idle: CPU ${(busy.cpuShare / Math.max(idle.cpuShare, 0.0001)).toFixed(1)}x, RSS ${(busy.rss / idle.rss).toFixed(2)}x`,
+);
+console.log(
+  `targets: CPU < 15% of one core: ${busy.cpuShare < 0.15 ? 'met' : 'NOT met'}; RSS < 300 MB: ${busy.rss * 1.048576 < 300 ? 'met' : 'NOT met'}`,
+);
 
 for (const ws of sockets) {
   clearInterval(ws.timer);

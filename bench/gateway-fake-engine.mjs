@@ -50,7 +50,13 @@ const usage = { completion_tokens: 8, prompt_tokens: 11, total_tokens: 19 };
 // One answer, serialised once: the engine's own cost per request stays near nothing.
 const completion = Buffer.from(
   JSON.stringify({
-    choices: [{ finish_reason: 'length', index: 0, message: { role: 'assistant', content: 'Hello from the bench engine.' } }],
+    choices: [
+      {
+        finish_reason: 'length',
+        index: 0,
+        message: { role: 'assistant', content: 'Hello from the bench engine.' },
+      },
+    ],
     created,
     model: alias,
     object: 'chat.completion',
@@ -70,7 +76,9 @@ const done = 'data: [DONE]\n\n';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 const HEALTH = Buffer.from('{"status":"ok"}');
-const UNAUTHORIZED = Buffer.from('{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}');
+const UNAUTHORIZED = Buffer.from(
+  '{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}',
+);
 const NOT_FOUND = Buffer.from('{"error":{"message":"File Not Found","type":"not_found_error","code":404}}');
 
 let inFlight = 0;
@@ -121,7 +129,11 @@ function chat(req, res) {
     try {
       body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
     } catch {
-      send(res, 400, Buffer.from('{"error":{"message":"invalid JSON","type":"invalid_request_error","code":400}}'));
+      send(
+        res,
+        400,
+        Buffer.from('{"error":{"message":"invalid JSON","type":"invalid_request_error","code":400}}'),
+      );
       return;
     }
     inFlight++;
@@ -148,7 +160,10 @@ const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
   }
   if (req.method === 'GET' && path === '/metrics') {
     const text = metrics();
-    res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4', 'Content-Length': Buffer.byteLength(text) });
+    res.writeHead(200, {
+      'Content-Type': 'text/plain; version=0.0.4',
+      'Content-Length': Buffer.byteLength(text),
+    });
     res.end(text);
     return;
   }

@@ -21,8 +21,17 @@ const seconds = Number(spec.seconds ?? 10);
 const warmupSeconds = Number(spec.warmupSeconds ?? 2);
 const payload = Buffer.from(JSON.stringify(spec.body ?? {}));
 const streamed = spec.body?.stream === true;
-const headers = { 'content-type': 'application/json', 'content-length': payload.length, ...(spec.headers ?? {}) };
-const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency, maxFreeSockets: concurrency, keepAliveMsecs: 10_000 });
+const headers = {
+  'content-type': 'application/json',
+  'content-length': payload.length,
+  ...(spec.headers ?? {}),
+};
+const agent = new http.Agent({
+  keepAlive: true,
+  maxSockets: concurrency,
+  maxFreeSockets: concurrency,
+  keepAliveMsecs: 10_000,
+});
 const DATA = Buffer.from('data:');
 const DONE = Buffer.from('[DONE]');
 const EMPTY = Buffer.alloc(0);
@@ -65,7 +74,8 @@ function once() {
       });
       res.on('end', () => {
         if (status !== 200) finish(false, `HTTP ${status}`);
-        else if (streamed && !Buffer.concat([prev.subarray(-8), last]).includes(DONE)) finish(false, 'a stream ended without [DONE]');
+        else if (streamed && !Buffer.concat([prev.subarray(-8), last]).includes(DONE))
+          finish(false, 'a stream ended without [DONE]');
         else finish(true);
       });
       res.on('error', (e) => finish(false, e.message));

@@ -8,7 +8,12 @@ import { childrenOf, cpuSeconds, start } from './gateway-proc.mjs';
 
 /** nginx on PATH (or where Debian puts it, /usr/sbin, often off a user's PATH); undefined if none. */
 export function findNginx(env = process.env) {
-  const dirs = [...(env.PATH ?? '').split(delimiter).filter((d) => d !== ''), '/usr/sbin', '/usr/local/sbin', '/usr/local/nginx/sbin'];
+  const dirs = [
+    ...(env.PATH ?? '').split(delimiter).filter((d) => d !== ''),
+    '/usr/sbin',
+    '/usr/local/sbin',
+    '/usr/local/nginx/sbin',
+  ];
   for (const dir of dirs) {
     const bin = join(dir, 'nginx');
     if (existsSync(bin)) return bin;
@@ -47,7 +52,13 @@ export function nginxConfig({ prefix, port, upstreams, keepalive = 64 }) {
     '  keepalive_timeout 65s;',
   ];
   for (const [name, upstreamPort] of Object.entries(upstreams)) {
-    lines.push(`  upstream ${name} {`, `    server 127.0.0.1:${upstreamPort};`, `    keepalive ${keepalive};`, '    keepalive_requests 1000000;', '  }');
+    lines.push(
+      `  upstream ${name} {`,
+      `    server 127.0.0.1:${upstreamPort};`,
+      `    keepalive ${keepalive};`,
+      '    keepalive_requests 1000000;',
+      '  }',
+    );
   }
   lines.push('  server {', `    listen 127.0.0.1:${port};`);
   for (const name of Object.keys(upstreams)) {
@@ -66,7 +77,8 @@ export function nginxConfig({ prefix, port, upstreams, keepalive = 64 }) {
 
 /** Starts nginx with that config under `prefix`; `cpuSeconds()` sums its master and workers. */
 export function startNginx({ bin, prefix, port, upstreams, keepalive }) {
-  for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(prefix, 'tmp', d), { recursive: true });
+  for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'])
+    mkdirSync(join(prefix, 'tmp', d), { recursive: true });
   const conf = join(prefix, 'nginx.conf');
   writeFileSync(conf, nginxConfig({ prefix, port, upstreams, keepalive }));
   const proc = start(bin, ['-c', conf, '-p', prefix, '-e', join(prefix, 'error.log'), '-g', 'daemon off;']);

@@ -99,7 +99,10 @@ export async function until(what, probe, timeoutMs = 60_000) {
     } catch (e) {
       last = e;
     }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last === undefined ? '' : `: ${last.message ?? last}`}`);
+    if (Date.now() > end)
+      throw new Error(
+        `timed out waiting for ${what}${last === undefined ? '' : `: ${last.message ?? last}`}`,
+      );
     await sleep(250);
   }
 }

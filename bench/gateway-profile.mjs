@@ -34,7 +34,12 @@ export function summarise(profile) {
   const sorted = (m) => [...m.entries()].sort((a, b) => b[1] - a[1]);
   // Time the process waited for work: left out of the shares, which are of the busy time.
   const busy = total - (files.get('(idle)') ?? 0);
-  return { totalMs: total, busyMs: busy, functions: sorted(fns).filter(([n]) => n !== '(idle)'), files: sorted(files).filter(([n]) => n !== '(idle)') };
+  return {
+    totalMs: total,
+    busyMs: busy,
+    functions: sorted(fns).filter(([n]) => n !== '(idle)'),
+    files: sorted(files).filter(([n]) => n !== '(idle)'),
+  };
 }
 
 function shortUrl(url) {
@@ -52,9 +57,13 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const top = Number(process.argv[3] ?? 30);
   const s = summarise(JSON.parse(readFileSync(file, 'utf8')));
   const pct = (ms) => `${((ms / s.busyMs) * 100).toFixed(1).padStart(5)}%`;
-  console.log(`${file}: ${(s.totalMs / 1000).toFixed(1)} s sampled, ${(s.busyMs / 1000).toFixed(1)} s busy (shares are of the busy time)`);
+  console.log(
+    `${file}: ${(s.totalMs / 1000).toFixed(1)} s sampled, ${(s.busyMs / 1000).toFixed(1)} s busy (shares are of the busy time)`,
+  );
   console.log('\nself time by function:');
-  for (const [name, ms] of s.functions.slice(0, top)) console.log(`${pct(ms)} ${ms.toFixed(0).padStart(7)} ms  ${name}`);
+  for (const [name, ms] of s.functions.slice(0, top))
+    console.log(`${pct(ms)} ${ms.toFixed(0).padStart(7)} ms  ${name}`);
   console.log('\nself time by file:');
-  for (const [name, ms] of s.files.slice(0, top)) console.log(`${pct(ms)} ${ms.toFixed(0).padStart(7)} ms  ${name}`);
+  for (const [name, ms] of s.files.slice(0, top))
+    console.log(`${pct(ms)} ${ms.toFixed(0).padStart(7)} ms  ${name}`);
 }

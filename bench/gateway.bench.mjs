@@ -30,7 +30,9 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const llmgwBin = join(root, 'bin', 'llmgw.js');
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
 const warmupSeconds = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
-const only = new Set((process.env.BENCH_ONLY ?? 'capacity,delay50,stream100').split(',').map((s) => s.trim()));
+const only = new Set(
+  (process.env.BENCH_ONLY ?? 'capacity,delay50,stream100').split(',').map((s) => s.trim()),
+);
 const profileDir = process.env.BENCH_CPU_PROF;
 const nginxKeepalive = Number(process.env.BENCH_NGINX_KEEPALIVE ?? 64);
 const engineKey = 'bench-engine-key-0123456789';
@@ -52,12 +54,16 @@ const dir = mkdtempSync(join(tmpdir(), 'llmgw-bench-gateway-'));
 
 function run(cmd, args, env) {
   return new Promise((resolve) => {
-    execFile(cmd, args, { env, encoding: 'utf8' }, (error, stdout, stderr) => resolve({ code: error ? (error.code ?? 1) : 0, stdout, stderr }));
+    execFile(cmd, args, { env, encoding: 'utf8' }, (error, stdout, stderr) =>
+      resolve({ code: error ? (error.code ?? 1) : 0, stdout, stderr }),
+    );
   });
 }
 
 function nginxVersion(bin) {
-  return run(bin, ['-v'], process.env).then((r) => (r.stderr.trim().split('/')[1] ?? r.stderr.trim()) || 'unknown');
+  return run(bin, ['-v'], process.env).then(
+    (r) => (r.stderr.trim().split('/')[1] ?? r.stderr.trim()) || 'unknown',
+  );
 }
 
 // --- the engines ---
@@ -65,7 +71,10 @@ function nginxVersion(bin) {
 /** The engine binary llmgw's agent runs: the fake, without any NODE_OPTIONS the bench was given. */
 function writeEngineBin() {
   const bin = join(dir, 'llama-server');
-  writeFileSync(bin, `#!/bin/sh\nunset NODE_OPTIONS\nexec "${process.execPath}" "${join(root, 'bench', 'gateway-fake-engine.mjs')}" "$@"\n`);
+  writeFileSync(
+    bin,
+    `#!/bin/sh\nunset NODE_OPTIONS\nexec "${process.execPath}" "${join(root, 'bench', 'gateway-fake-engine.mjs')}" "$@"\n`,
+  );
   chmodSync(bin, 0o755);
   return bin;
 }
@@ -76,7 +85,11 @@ async function startDirectEngine(bin, mode) {
     env: { PATH: process.env.PATH ?? '', LLAMA_API_KEY: engineKey, BENCH_ENGINE_MODE: mode },
   });
   children.push(proc);
-  await until(`the ${mode} engine on port ${port}`, async () => ((await fetch(`http://127.0.0.1:${port}/health`)).ok ? true : undefined), 20_000);
+  await until(
+    `the ${mode} engine on port ${port}`,
+    async () => ((await fetch(`http://127.0.0.1:${port}/health`)).ok ? true : undefined),
+    20_000,
+  );
   return { port, proc };
 }
 
@@ -115,7 +128,8 @@ function llmgwConfig({ port, engineBin, model, replicas }) {
 /** The environment of llmgw and of `llmgw ctl`: none of the caller's LLMGW_* settings, no GPU. */
 function llmgwEnv(extra = {}) {
   const env = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('LLMGW_') && k !== 'NODE_OPTIONS') env[k] = v;
+  for (const [k, v] of Object.entries(process.env))
+    if (!k.startsWith('LLMGW_') && k !== 'NODE_OPTIONS') env[k] = v;
   return {
     ...env,
     XDG_CONFIG_HOME: join(dir, 'xdg'),
@@ -158,14 +172,22 @@ async function waitReady(url, adminKey, replicas) {
 }
 
 async function putConfig(url, adminKey, text) {
-  const res = await fetch(`${url}/api/v1/config`, { method: 'PUT', headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/yaml' }, body: text });
+  const res = await fetch(`${url}/api/v1/config`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/yaml' },
+    body: text,
+  });
   if (!res.ok) throw new Error(`PUT /api/v1/config: ${res.status} ${await res.text()}`);
 }
 
 // --- the load ---
 
 function bodyOf(mode) {
-  const body = { model: mode, messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: mode === 'stream100' ? 100 : 8 };
+  const body = {
+    model: mode,
+    messages: [{ role: 'user', content: 'Say hello.' }],
+    max_tokens: mode === 'stream100' ? 100 : 8,
+  };
   // As most clients stream: without stream_options, so the gateway asks the engine for usage and drops that chunk.
   if (mode === 'stream100') body.stream = true;
   return body;
@@ -173,7 +195,14 @@ function bodyOf(mode) {
 
 /** One run of the load; the proxy's CPU and the machine's are read when its window opens and closes. */
 function runLoad({ url, key, mode, concurrency, proxyCpu }) {
-  const spec = { url, headers: { authorization: `Bearer ${key}` }, body: bodyOf(mode), concurrency, seconds, warmupSeconds };
+  const spec = {
+    url,
+    headers: { authorization: `Bearer ${key}` },
+    body: bodyOf(mode),
+    concurrency,
+    seconds,
+    warmupSeconds,
+  };
   const proc = start(process.execPath, [join(root, 'bench', 'gateway-load.mjs'), JSON.stringify(spec)]);
   children.push(proc);
   let cpu0 = 0;
@@ -194,7 +223,8 @@ function runLoad({ url, key, mode, concurrency, proxyCpu }) {
     }
   });
   return proc.exited.then(({ code }) => {
-    if (code !== 0 || result === undefined || m1 === undefined) throw new Error(`the load failed (exit ${code}):\n${proc.output()}`);
+    if (code !== 0 || result === undefined || m1 === undefined)
+      throw new Error(`the load failed (exit ${code}):\n${proc.output()}`);
     const proxyCpuS = cpu1 - cpu0;
     return {
       ...result,
@@ -209,35 +239,49 @@ function runLoad({ url, key, mode, concurrency, proxyCpu }) {
 // --- output ---
 
 const f = (v, digits = 1) => (v === null || v === undefined || Number.isNaN(v) ? '–' : v.toFixed(digits));
-const ratio = (a, b) => (a === null || b === null || a === undefined || b === undefined || b === 0 ? '–' : `${(a / b).toFixed(2)}x`);
-const signed = (v, digits = 2) => (v === null || v === undefined ? '–' : `${v >= 0 ? '+' : ''}${v.toFixed(digits)}`);
+const ratio = (a, b) =>
+  a === null || b === null || a === undefined || b === undefined || b === 0 ? '–' : `${(a / b).toFixed(2)}x`;
+const signed = (v, digits = 2) =>
+  v === null || v === undefined ? '–' : `${v >= 0 ? '+' : ''}${v.toFixed(digits)}`;
 const diff = (a, b) => (a === null || b === null || a === undefined || b === undefined ? null : a - b);
 
 function printCapacity(results, paths) {
   if (!workloads.some((w) => w.group === 'capacity')) return;
   console.log('\n### Capacity: `instant` engine (answers at once)\n');
-  console.log('| concurrency | path | req/s | p50 ms | p99 ms | proxy CPU s per 1,000 req | machine CPU busy | errors |');
+  console.log(
+    '| concurrency | path | req/s | p50 ms | p99 ms | proxy CPU s per 1,000 req | machine CPU busy | errors |',
+  );
   console.log('|---:|---|---:|---:|---:|---:|---:|---:|');
   for (const w of workloads.filter((x) => x.group === 'capacity')) {
     for (const p of paths) {
       const r = results[w.id]?.[p];
       if (r === undefined) continue;
-      console.log(`| ${w.concurrency} | ${p} | ${f(r.rps, 0)} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${p === 'direct' ? '–' : f(r.cpu_per_1k, 3)} | ${f(r.machine_busy * 100, 0)}% | ${r.errors} |`);
+      console.log(
+        `| ${w.concurrency} | ${p} | ${f(r.rps, 0)} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${p === 'direct' ? '–' : f(r.cpu_per_1k, 3)} | ${f(r.machine_busy * 100, 0)}% | ${r.errors} |`,
+      );
     }
   }
-  console.log('\n| concurrency | throughput gateway/direct | throughput gateway/nginx | nginx/direct | CPU per request gateway/nginx |');
+  console.log(
+    '\n| concurrency | throughput gateway/direct | throughput gateway/nginx | nginx/direct | CPU per request gateway/nginx |',
+  );
   console.log('|---:|---:|---:|---:|---:|');
   for (const w of workloads.filter((x) => x.group === 'capacity')) {
     const r = results[w.id] ?? {};
-    console.log(`| ${w.concurrency} | ${ratio(r.gateway?.rps, r.direct?.rps)} | ${ratio(r.gateway?.rps, r.nginx?.rps)} | ${ratio(r.nginx?.rps, r.direct?.rps)} | ${ratio(r.gateway?.cpu_per_1k, r.nginx?.cpu_per_1k)} |`);
+    console.log(
+      `| ${w.concurrency} | ${ratio(r.gateway?.rps, r.direct?.rps)} | ${ratio(r.gateway?.rps, r.nginx?.rps)} | ${ratio(r.nginx?.rps, r.direct?.rps)} | ${ratio(r.gateway?.cpu_per_1k, r.nginx?.cpu_per_1k)} |`,
+    );
   }
 }
 
 function printLatency(results, paths) {
   const ws = workloads.filter((x) => x.group !== 'capacity');
   if (ws.length === 0) return;
-  console.log(`\n### Added latency: \`delay50\` (answers after 50 ms) and \`stream100\` (100 tokens, 10 ms apart), ${latencyConcurrency} concurrent\n`);
-  console.log('| workload | path | req/s | p50 ms | p99 ms | TTFB p50 ms | TTFB p99 ms | added p50 | added p99 | added TTFB p50 | added TTFB p99 | proxy CPU s per 1,000 req | errors |');
+  console.log(
+    `\n### Added latency: \`delay50\` (answers after 50 ms) and \`stream100\` (100 tokens, 10 ms apart), ${latencyConcurrency} concurrent\n`,
+  );
+  console.log(
+    '| workload | path | req/s | p50 ms | p99 ms | TTFB p50 ms | TTFB p99 ms | added p50 | added p99 | added TTFB p50 | added TTFB p99 | proxy CPU s per 1,000 req | errors |',
+  );
   console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const w of ws) {
     const d = results[w.id]?.direct;
@@ -250,7 +294,9 @@ function printLatency(results, paths) {
       );
     }
   }
-  console.log('\n| workload | p50 gateway/direct | p99 gateway/direct | TTFB p50 gateway/direct | TTFB p99 gateway/direct | p99 gateway/nginx | TTFB p99 gateway/nginx | added TTFB p50 gateway − nginx | CPU per request gateway/nginx |');
+  console.log(
+    '\n| workload | p50 gateway/direct | p99 gateway/direct | TTFB p50 gateway/direct | TTFB p99 gateway/direct | p99 gateway/nginx | TTFB p99 gateway/nginx | added TTFB p50 gateway − nginx | CPU per request gateway/nginx |',
+  );
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const w of ws) {
     const r = results[w.id] ?? {};
@@ -267,7 +313,11 @@ function checkTargets(results) {
     const r = results[id];
     if (r?.gateway === undefined || r.direct === undefined) return;
     const added = r.gateway[key] - r.direct[key];
-    checks.push({ what: `${label}: added ${key.replace('_', ' ')} < ${limit} ms`, met: added < limit, detail: `${signed(added)} ms${added < limit ? '' : `, ${f(added - limit, 2)} ms over`}` });
+    checks.push({
+      what: `${label}: added ${key.replace('_', ' ')} < ${limit} ms`,
+      met: added < limit,
+      detail: `${signed(added)} ms${added < limit ? '' : `, ${f(added - limit, 2)} ms over`}`,
+    });
   };
   const d = `delay50 c${latencyConcurrency}`;
   const st = `stream100 c${latencyConcurrency}`;
@@ -279,7 +329,11 @@ function checkTargets(results) {
     const r = results[id];
     if (r?.gateway?.cpu_per_1k === undefined || r.nginx?.cpu_per_1k === undefined) continue;
     const x = r.gateway.cpu_per_1k / r.nginx.cpu_per_1k;
-    checks.push({ what: `${id}: CPU per request ≤ 2 × nginx's`, met: x <= 2, detail: `${x.toFixed(2)}x${x <= 2 ? '' : `, ${f(x / 2, 2)} times the allowance`}` });
+    checks.push({
+      what: `${id}: CPU per request ≤ 2 × nginx's`,
+      met: x <= 2,
+      detail: `${x.toFixed(2)}x${x <= 2 ? '' : `, ${f(x / 2, 2)} times the allowance`}`,
+    });
   }
   console.log('\n### Targets\n');
   for (const c of checks) console.log(`- ${c.met ? 'met' : 'MISSED'}: ${c.what} (${c.detail})`);
@@ -292,12 +346,20 @@ async function main() {
   const cpuList = cpus();
   const nginxBin = findNginx();
   const machine = `${cpuList.length} × ${cpuList[0]?.model.trim() ?? 'unknown CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Linux ${release()}, Node ${process.version}${nginxBin === undefined ? '' : `, nginx ${await nginxVersion(nginxBin)}`}`;
-  console.log(`machine: ${machine}; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(
+    `machine: ${machine}; load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   console.log(
     `note: the load generator, the engines and the proxy all run on these ${cpuList.length} cores and compete for them;` +
-      (cpuList.length <= 4 ? ' on so few cores the proxy is starved too, and the figures are a floor, not what a dedicated gateway host gives.' : ''),
+      (cpuList.length <= 4
+        ? ' on so few cores the proxy is starved too, and the figures are a floor, not what a dedicated gateway host gives.'
+        : ''),
   );
-  console.log(`${seconds} s measured after ${warmupSeconds} s of warm-up per run; workloads: ${workloads.map((w) => w.id).join(', ')}`);
+  console.log(
+    `${seconds} s measured after ${warmupSeconds} s of warm-up per run; workloads: ${workloads.map((w) => w.id).join(', ')}`,
+  );
 
   const engineBin = writeEngineBin();
   const model = join(dir, 'bench.gguf');
@@ -311,9 +373,13 @@ async function main() {
   // cores the three do not fit at once, so `stream100` takes `instant`'s place for its run.
   const needed = modes.filter((m) => workloads.some((w) => w.mode === m));
   const allFit = needed.length <= cpuList.length;
-  const first = Object.fromEntries(modes.map((m) => [m, needed.includes(m) && (allFit || m !== 'stream100') ? 1 : 0]));
+  const first = Object.fromEntries(
+    modes.map((m) => [m, needed.includes(m) && (allFit || m !== 'stream100') ? 1 : 0]),
+  );
   if (!allFit) {
-    console.log(`note: ${cpuList.length} cores hold ${cpuList.length} CPU replicas of one thread; stream100's replica takes instant's place for its run (PUT /api/v1/config)`);
+    console.log(
+      `note: ${cpuList.length} cores hold ${cpuList.length} CPU replicas of one thread; stream100's replica takes instant's place for its run (PUT /api/v1/config)`,
+    );
   }
   const port = await freePort();
   const configPath = join(dir, 'config.yaml');
@@ -321,19 +387,25 @@ async function main() {
   if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true });
   // --cpu-prof is refused in NODE_OPTIONS: given to node itself. The profile is written when llmgw exits.
   const profileArgs = profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
-  const llmgw = start(process.execPath, [...profileArgs, llmgwBin, 'up', '-c', configPath], { cwd: dir, env: llmgwEnv() });
+  const llmgw = start(process.execPath, [...profileArgs, llmgwBin, 'up', '-c', configPath], {
+    cwd: dir,
+    env: llmgwEnv(),
+  });
   children.push(llmgw);
   const adminKey = await until(
     'llmgw to print its admin key',
     () => {
-      if (llmgw.child.exitCode !== null) throw new Error(`llmgw exited (${llmgw.child.exitCode}):\n${llmgw.output()}`);
+      if (llmgw.child.exitCode !== null)
+        throw new Error(`llmgw exited (${llmgw.child.exitCode}):\n${llmgw.output()}`);
       return /shown only this once[^\n]*\n\n\s+(llmgw_key_\w+)/.exec(llmgw.output())?.[1];
     },
     60_000,
   );
   const url = `http://127.0.0.1:${port}`;
   const ready = await waitReady(url, adminKey, first);
-  console.log(`llmgw pid ${llmgw.pid} at ${url}; replicas ready: ${ready.map((r) => `${r.model} ${r.endpoint}`).join(', ')}`);
+  console.log(
+    `llmgw pid ${llmgw.pid} at ${url}; replicas ready: ${ready.map((r) => `${r.model} ${r.endpoint}`).join(', ')}`,
+  );
 
   // (3) nginx, in front of the direct engines.
   let nginx;
@@ -341,11 +413,23 @@ async function main() {
     console.log('nginx not installed (apt-get install nginx); skipping the nginx comparison');
   } else {
     const nginxPort = await freePort();
-    nginx = startNginx({ bin: nginxBin, prefix: join(dir, 'nginx'), port: nginxPort, upstreams: Object.fromEntries(modes.map((m) => [m, direct[m].port])), keepalive: nginxKeepalive });
+    nginx = startNginx({
+      bin: nginxBin,
+      prefix: join(dir, 'nginx'),
+      port: nginxPort,
+      upstreams: Object.fromEntries(modes.map((m) => [m, direct[m].port])),
+      keepalive: nginxKeepalive,
+    });
     children.push(nginx);
     nginx.url = `http://127.0.0.1:${nginxPort}`;
-    await until('nginx', async () => ((await fetch(`${nginx.url}/instant/health`)).ok ? true : undefined), 20_000);
-    console.log(`nginx pids ${nginx.pids().join(', ')} (${nginxWorkers} worker, keepalive ${nginxKeepalive} to each engine) at ${nginx.url}`);
+    await until(
+      'nginx',
+      async () => ((await fetch(`${nginx.url}/instant/health`)).ok ? true : undefined),
+      20_000,
+    );
+    console.log(
+      `nginx pids ${nginx.pids().join(', ')} (${nginxWorkers} worker, keepalive ${nginxKeepalive} to each engine) at ${nginx.url}`,
+    );
   }
 
   // The llmgw process at rest (control plane, agent, scrapes of its replicas): part of every figure below.
@@ -369,10 +453,18 @@ async function main() {
     for (const p of paths) {
       const target =
         p === 'direct'
-          ? { url: `http://127.0.0.1:${direct[w.mode].port}/v1/chat/completions`, key: engineKey, proxyCpu: () => 0 }
+          ? {
+              url: `http://127.0.0.1:${direct[w.mode].port}/v1/chat/completions`,
+              key: engineKey,
+              proxyCpu: () => 0,
+            }
           : p === 'gateway'
             ? { url: `${url}/v1/chat/completions`, key: adminKey, proxyCpu: () => cpuSeconds(llmgw.pid) }
-            : { url: `${nginx.url}/${w.mode}/v1/chat/completions`, key: engineKey, proxyCpu: () => nginx.cpuSeconds() };
+            : {
+                url: `${nginx.url}/${w.mode}/v1/chat/completions`,
+                key: engineKey,
+                proxyCpu: () => nginx.cpuSeconds(),
+              };
       const r = await runLoad({ ...target, mode: w.mode, concurrency: w.concurrency });
       results[w.id][p] = r;
       console.log(
@@ -383,20 +475,29 @@ async function main() {
   }
 
   console.log(`\n## Gateway benchmark: ${machine}`);
-  console.log(`(${seconds} s per run after ${warmupSeconds} s warm-up; load, engines and proxy share the ${cpuList.length} cores; llmgw idle ${f(idleShare * 100, 1)}% of one core)`);
+  console.log(
+    `(${seconds} s per run after ${warmupSeconds} s warm-up; load, engines and proxy share the ${cpuList.length} cores; llmgw idle ${f(idleShare * 100, 1)}% of one core)`,
+  );
   printCapacity(results, paths);
   printLatency(results, paths);
   checkTargets(results);
-  console.log('\nPublished, for comparison: LiteLLM adds a median of 2–12 ms (its own benchmark, 4 CPUs per instance); GPUStack\'s old proxy lost two thirds of the throughput.');
+  console.log(
+    "\nPublished, for comparison: LiteLLM adds a median of 2–12 ms (its own benchmark, 4 CPUs per instance); GPUStack's old proxy lost two thirds of the throughput.",
+  );
   console.log(`\nraw: ${JSON.stringify({ machine, seconds, warmupSeconds, idleShare, results })}`);
 
   await llmgw.stop('SIGTERM', 30_000);
   if (profileDir !== undefined) {
-    const files = readdirSync(profileDir).filter((n) => n.endsWith('.cpuprofile') && n.includes(`.${llmgw.pid}.`));
+    const files = readdirSync(profileDir).filter(
+      (n) => n.endsWith('.cpuprofile') && n.includes(`.${llmgw.pid}.`),
+    );
     for (const file of files) {
       const s = summarise(JSON.parse(readFileSync(join(profileDir, file), 'utf8')));
-      console.log(`\nCPU profile of llmgw: ${join(profileDir, file)} (${f(s.totalMs / 1000, 1)} s sampled, ${f(s.busyMs / 1000, 1)} s busy); self time, share of the busy time:`);
-      for (const [name, ms] of s.functions.slice(0, 25)) console.log(`${f((ms / s.busyMs) * 100, 1).padStart(5)}%  ${name}`);
+      console.log(
+        `\nCPU profile of llmgw: ${join(profileDir, file)} (${f(s.totalMs / 1000, 1)} s sampled, ${f(s.busyMs / 1000, 1)} s busy); self time, share of the busy time:`,
+      );
+      for (const [name, ms] of s.functions.slice(0, 25))
+        console.log(`${f((ms / s.busyMs) * 100, 1).padStart(5)}%  ${name}`);
       console.log(`(all of it: node bench/gateway-profile.mjs ${join(profileDir, file)})`);
     }
     if (files.length === 0) console.log(`\nno CPU profile of pid ${llmgw.pid} found in ${profileDir}`);

@@ -14,7 +14,11 @@ import { a100, inventoryWith, migA100 } from './support/inventory.js';
 const quiet = pino({ level: 'silent' });
 const heartbeatMs = 150;
 
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 10_000,
+): Promise<T> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
@@ -28,9 +32,15 @@ describe('agents joining a control plane', () => {
   let t: TestControlPlane;
   const agents: Agent[] = [];
 
-  const token = async (body: Record<string, unknown> = {}) => (await api(t.url, t.adminKey, 'POST', '/node-tokens', body)).body.secret as string;
+  const token = async (body: Record<string, unknown> = {}) =>
+    (await api(t.url, t.adminKey, 'POST', '/node-tokens', body)).body.secret as string;
   const node = async (name: string) => (await api(t.url, t.adminKey, 'GET', `/nodes/${name}`)).body;
-  const agent = (o: { token?: string; name?: string; dataDir?: string; inventory?: () => Promise<NodeInventory> }) => {
+  const agent = (o: {
+    token?: string;
+    name?: string;
+    dataDir?: string;
+    inventory?: () => Promise<NodeInventory>;
+  }) => {
     const a = new Agent({
       server: t.url,
       token: o.token,
@@ -74,7 +84,11 @@ describe('agents joining a control plane', () => {
     const again = agent({ dataDir });
     void again.run();
     expect((await again.joined).id).toBe(identity.id);
-    expect((await api(t.url, t.adminKey, 'GET', '/nodes')).body.items.filter((n: { name: string }) => n.name === 'gpu-1')).toHaveLength(1);
+    expect(
+      (await api(t.url, t.adminKey, 'GET', '/nodes')).body.items.filter(
+        (n: { name: string }) => n.name === 'gpu-1',
+      ),
+    ).toHaveLength(1);
     await again.stop();
   });
 
@@ -100,35 +114,51 @@ describe('agents joining a control plane', () => {
     void a.run();
     await a.joined;
     inv = inventoryWith([a100(0, { memory_used_mib: 4242, temperature_c: 71 })]);
-    await until('telemetry', async () => ((await node('changing')).devices[0]?.memory_used_mib === 4242 ? true : undefined));
+    await until('telemetry', async () =>
+      (await node('changing')).devices[0]?.memory_used_mib === 4242 ? true : undefined,
+    );
     inv = inventoryWith([migA100(0, ['3g.40gb', '3g.40gb'])]);
     const v = await until('MIG layout', async () => {
       const n = await node('changing');
       return n.devices_by_class['a100-80g-mig-3g.40gb'] === 2 ? n : undefined;
     });
-    expect(v.devices.map((d: { label: string; id: number }) => `${d.id}=${d.label}`)).toEqual(['1000=0/mig0', '1001=0/mig1']);
+    expect(v.devices.map((d: { label: string; id: number }) => `${d.id}=${d.label}`)).toEqual([
+      '1000=0/mig0',
+      '1001=0/mig1',
+    ]);
     const stored = await t.cp.store.nodes.getByName('changing');
     expect(stored?.inventory.gpu.cards[0]?.mig?.current).toBe(true);
   });
 
   it('refuses a bad, a revoked and an expired token with a clear message, storing nothing', async () => {
     const bad = agent({ token: 'llmgw_join_notarealtokennotarealtoken00', name: 'intruder' });
-    await expect(bad.run()).rejects.toThrow('the join token is not valid: check it was copied whole, or make a new one with llmgw ctl node token');
+    await expect(bad.run()).rejects.toThrow(
+      'the join token is not valid: check it was copied whole, or make a new one with llmgw ctl node token',
+    );
     const revoked = await token({ name: 'soon-revoked' });
     await api(t.url, t.adminKey, 'DELETE', '/node-tokens/soon-revoked');
-    await expect(agent({ token: revoked, name: 'late' }).run()).rejects.toThrow(/the join token "soon-revoked" was revoked at .*: make a new one with llmgw ctl node token/);
+    await expect(agent({ token: revoked, name: 'late' }).run()).rejects.toThrow(
+      /the join token "soon-revoked" was revoked at .*: make a new one with llmgw ctl node token/,
+    );
     const expiring = await token({ name: 'expiring', expires_in: 60 });
     // Age it: move its expiry into the past.
     const row = await t.cp.store.joinTokens.list();
     expect(row.find((x) => x.name === 'expiring')?.expires_at).not.toBeNull();
     const { default: Database } = await import('better-sqlite3');
     const db = new Database(t.cp.settings.current.settings.database.slice('sqlite:'.length));
-    db.prepare("update join_tokens set expires_at = '2020-01-01T00:00:00.000Z' where name = 'expiring'").run();
+    db.prepare(
+      "update join_tokens set expires_at = '2020-01-01T00:00:00.000Z' where name = 'expiring'",
+    ).run();
     db.close();
-    const e = await agent({ token: expiring, name: 'tardy' }).run().catch((x: unknown) => x);
+    const e = await agent({ token: expiring, name: 'tardy' })
+      .run()
+      .catch((x: unknown) => x);
     expect(e).toBeInstanceOf(AgentRefused);
-    expect((e as Error).message).toBe('the join token "expiring" expired at 2020-01-01T00:00:00.000Z: make a new one with llmgw ctl node token');
-    for (const name of ['intruder', 'late', 'tardy']) expect((await api(t.url, t.adminKey, 'GET', `/nodes/${name}`)).status).toBe(404);
+    expect((e as Error).message).toBe(
+      'the join token "expiring" expired at 2020-01-01T00:00:00.000Z: make a new one with llmgw ctl node token',
+    );
+    for (const name of ['intruder', 'late', 'tardy'])
+      expect((await api(t.url, t.adminKey, 'GET', `/nodes/${name}`)).status).toBe(404);
     const audit = await api(t.url, t.adminKey, 'GET', '/audit?action=node.join&limit=100');
     expect(audit.body.items.map((x: { target: string }) => x.target)).not.toContain('node/intruder');
   });
@@ -138,7 +168,9 @@ describe('agents joining a control plane', () => {
     void first.run();
     await first.joined;
     const second = agent({ token: await token(), name: 'twin' });
-    await expect(second.run()).rejects.toThrow('a node named "twin" has already joined with another identity: remove it first (llmgw ctl node rm twin) or start this agent with --name OTHER');
+    await expect(second.run()).rejects.toThrow(
+      'a node named "twin" has already joined with another identity: remove it first (llmgw ctl node rm twin) or start this agent with --name OTHER',
+    );
   });
 
   it('joins again with its token when its node was removed, and is refused without one', async () => {
@@ -149,7 +181,9 @@ describe('agents joining a control plane', () => {
     const first = await a.joined;
     expect((await api(t.url, t.adminKey, 'DELETE', '/nodes/removable')).status).toBe(200);
     // Same agent, still holding the token: it rejoins under the same identity.
-    await until('rejoined', async () => ((await api(t.url, t.adminKey, 'GET', '/nodes/removable')).status === 200 ? true : undefined));
+    await until('rejoined', async () =>
+      (await api(t.url, t.adminKey, 'GET', '/nodes/removable')).status === 200 ? true : undefined,
+    );
     expect((await node('removable')).id).toBe(first.id);
     await a.stop();
     await api(t.url, t.adminKey, 'DELETE', '/nodes/removable');
@@ -175,16 +209,32 @@ describe('an agent when the control plane goes away', () => {
     const port = new URL(t1.url).port;
     const tok = (await api(t1.url, t1.adminKey, 'POST', '/node-tokens', {})).body.secret;
     const dataDir = mkdtempSync(join(tmpdir(), 'llmgw-agent-'));
-    const a = new Agent({ server: t1.url, token: tok, dataDir, name: 'survivor', logger: quiet, inventory: () => Promise.resolve(inventoryWith([])), backoff: { initialMs: 20, maxMs: 200 } });
+    const a = new Agent({
+      server: t1.url,
+      token: tok,
+      dataDir,
+      name: 'survivor',
+      logger: quiet,
+      inventory: () => Promise.resolve(inventoryWith([])),
+      backoff: { initialMs: 20, maxMs: 200 },
+    });
     void a.run();
     const id = (await a.joined).id;
     // Same database, same port: as a control plane restarted by systemd.
     const db = t1.cp.settings.current.settings.database;
     await t1.cp.stop();
-    const t2 = await startControlPlane({ config: `agent:\n  heartbeat_ms: ${heartbeatMs}\n`, listen: `127.0.0.1:${port}`, database: db, adminKey: 'x'.repeat(32), env });
+    const t2 = await startControlPlane({
+      config: `agent:\n  heartbeat_ms: ${heartbeatMs}\n`,
+      listen: `127.0.0.1:${port}`,
+      database: db,
+      adminKey: 'x'.repeat(32),
+      env,
+    });
     try {
       const v = await until('reconnected', async () => {
-        const r = await fetch(`http://127.0.0.1:${port}/api/v1/nodes/survivor`, { headers: { authorization: `Bearer ${'x'.repeat(32)}` } });
+        const r = await fetch(`http://127.0.0.1:${port}/api/v1/nodes/survivor`, {
+          headers: { authorization: `Bearer ${'x'.repeat(32)}` },
+        });
         const body = (await r.json()) as { state?: string; id?: string };
         return body.state === 'ready' && t2.cp.registry.isConnected(id) ? body : undefined;
       });

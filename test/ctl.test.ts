@@ -1,4 +1,13 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -19,7 +28,10 @@ describe('llmgw ctl against a running llmgw server', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-ctl-'));
     writeFileSync(join(dir, 'config.yaml'), '# settings\nlisten: 127.0.0.1:0\n');
-    server = startDaemon(['server', '--config', join(dir, 'config.yaml')], { LLMGW_ADMIN_KEY: adminKey, LLMGW_DATA_DIR: dir });
+    server = startDaemon(['server', '--config', join(dir, 'config.yaml')], {
+      LLMGW_ADMIN_KEY: adminKey,
+      LLMGW_DATA_DIR: dir,
+    });
     url = (await server.waitFor(/"url":"(http:\/\/127\.0\.0\.1:\d+)"/))[1]!;
     env = { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_SERVER: url, LLMGW_KEY: adminKey };
   });
@@ -29,7 +41,8 @@ describe('llmgw ctl against a running llmgw server', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const ctl = (args: string[], extra: Record<string, string> = {}, input?: string) => llmgw(['ctl', ...args], { ...env, ...extra }, input);
+  const ctl = (args: string[], extra: Record<string, string> = {}, input?: string) =>
+    llmgw(['ctl', ...args], { ...env, ...extra }, input);
 
   it('lists its commands, prints its version, and exits 2 on a wrong command line', async () => {
     const help = await llmgw(['--help']);
@@ -54,7 +67,10 @@ describe('llmgw ctl against a running llmgw server', () => {
     expect(statSync(saved).mode & 0o077).toBe(0);
     const models = await llmgw(['ctl', 'models'], { XDG_CONFIG_HOME: xdg });
     expect(models.code).toBe(0);
-    const bad = await llmgw(['ctl', 'login', '--server', url, '--key', 'llmgw_key_wrongwrongwrongwrongwrong'], { XDG_CONFIG_HOME: join(dir, 'xdg-bad') });
+    const bad = await llmgw(
+      ['ctl', 'login', '--server', url, '--key', 'llmgw_key_wrongwrongwrongwrongwrong'],
+      { XDG_CONFIG_HOME: join(dir, 'xdg-bad') },
+    );
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('the API key is not valid');
     expect(existsSync(join(dir, 'xdg-bad', 'llmgw', 'ctl.json'))).toBe(false);
@@ -62,13 +78,18 @@ describe('llmgw ctl against a running llmgw server', () => {
 
   it('adds, lists, shows, applies and removes a model', async () => {
     const file = join(dir, 'tiny.yaml');
-    writeFileSync(file, 'name: tiny\nsource: /models/tiny.gguf\nprofiles:\n  - name: cpu\n    engine: llamacpp\n    cpu: true\n');
+    writeFileSync(
+      file,
+      'name: tiny\nsource: /models/tiny.gguf\nprofiles:\n  - name: cpu\n    engine: llamacpp\n    cpu: true\n',
+    );
     const add = await ctl(['model', 'add', '-f', file]);
     expect(add.code).toBe(0);
     expect(add.stdout.trim()).toBe('model "tiny" added (1 replica, profiles: cpu:llamacpp@cpu)');
     const again = await ctl(['model', 'add', '-f', file]);
     expect(again.code).toBe(1);
-    expect(again.stderr.trim()).toBe('error: model "tiny" already exists: change it with llmgw ctl model apply -f FILE, or pick another name');
+    expect(again.stderr.trim()).toBe(
+      'error: model "tiny" already exists: change it with llmgw ctl model apply -f FILE, or pick another name',
+    );
 
     const list = await ctl(['models']);
     expect(list.stdout.split('\n')[0]).toMatch(/^NAME\s+ORIGIN\s+REPLICAS\s+PROFILES\s+SOURCE\s+AGE$/);
@@ -83,7 +104,15 @@ describe('llmgw ctl against a running llmgw server', () => {
     writeFileSync(file, readFileSync(file, 'utf8').replace('name: tiny', 'name: tiny\nreplicas: 2'));
     const apply = await ctl(['model', 'apply', '-f', file]);
     expect(apply.stdout.trim()).toBe('model "tiny" replaced (version 2)');
-    const applyNew = await ctl(['model', 'apply', '-f', '-'], {}, JSON.stringify({ name: 'fresh', source: '/m.gguf', profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }] }));
+    const applyNew = await ctl(
+      ['model', 'apply', '-f', '-'],
+      {},
+      JSON.stringify({
+        name: 'fresh',
+        source: '/m.gguf',
+        profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+      }),
+    );
     expect(applyNew.stdout.trim()).toBe('model "fresh" added (version 1)');
 
     expect((await ctl(['model', 'remove', 'fresh'])).stdout.trim()).toBe('model "fresh" removed');
@@ -94,10 +123,15 @@ describe('llmgw ctl against a running llmgw server', () => {
 
   it('prints the server’s refusal of an invalid model and exits 1; a file it cannot read is a usage error (2)', async () => {
     const file = join(dir, 'bad.yaml');
-    writeFileSync(file, 'name: big\nsource: /m\nprofiles:\n  - {name: gpu, engine: llamacpp, gpu_class: a100-80g, tp: 4}\n');
+    writeFileSync(
+      file,
+      'name: big\nsource: /m\nprofiles:\n  - {name: gpu, engine: llamacpp, gpu_class: a100-80g, tp: 4}\n',
+    );
     const r = await ctl(['model', 'add', '-f', file]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("profiles[0].tp: llamacpp splits a model across a node's GPUs by layer, not by tp or pp: write gpus_per_node: 4 instead");
+    expect(r.stderr).toContain(
+      "profiles[0].tp: llamacpp splits a model across a node's GPUs by layer, not by tp or pp: write gpus_per_node: 4 instead",
+    );
     const json = await ctl(['model', 'add', '-f', file, '--json']);
     expect(JSON.parse(json.stderr).error.code).toBe('invalid_argument');
     const missing = await ctl(['model', 'add', '-f', join(dir, 'nope.yaml')]);
@@ -106,8 +140,14 @@ describe('llmgw ctl against a running llmgw server', () => {
     // A usage error in --json is the caller's mistake, not llmgw's.
     const missingJson = await ctl(['model', 'add', '-f', join(dir, 'nope.yaml'), '--json']);
     expect(missingJson.code).toBe(2);
-    expect(JSON.parse(missingJson.stderr).error).toMatchObject({ code: 'invalid_argument', message: expect.stringContaining(`cannot read ${join(dir, 'nope.yaml')}`) });
-    writeFileSync(join(dir, 'broken.yaml'), 'name: tiny\nprofiles: [\n  {name: cpu, engine: llamacpp, cpu: true\n');
+    expect(JSON.parse(missingJson.stderr).error).toMatchObject({
+      code: 'invalid_argument',
+      message: expect.stringContaining(`cannot read ${join(dir, 'nope.yaml')}`),
+    });
+    writeFileSync(
+      join(dir, 'broken.yaml'),
+      'name: tiny\nprofiles: [\n  {name: cpu, engine: llamacpp, cpu: true\n',
+    );
     const broken = await ctl(['model', 'add', '-f', join(dir, 'broken.yaml')]);
     expect(broken.code).toBe(2);
     expect(broken.stderr).toBe(
@@ -130,7 +170,9 @@ describe('llmgw ctl against a running llmgw server', () => {
     expect(created.code).toBe(0);
     const { secret } = JSON.parse(created.stdout);
     const human = await ctl(['key', 'create', 'carol']);
-    expect(human.stdout).toMatch(/key "carol" \(user\) created\. Its secret, shown only this once:\n\n {2}llmgw_key_\w{32}/);
+    expect(human.stdout).toMatch(
+      /key "carol" \(user\) created\. Its secret, shown only this once:\n\n {2}llmgw_key_\w{32}/,
+    );
     const keys = await ctl(['keys']);
     expect(keys.stdout).toMatch(/bob\s+user\s+llmgw_key_\w{4}\.\.\./);
     expect(keys.stdout).not.toContain(secret);
@@ -158,12 +200,34 @@ describe('llmgw ctl against a running llmgw server', () => {
 
   it('lists replicas waiting for room: the state alone, the reason cut in a column of its own, null (not "-") in --json', async () => {
     const profiles = ['first', 'second', 'third'].map((name) => ({ name, engine: 'llamacpp', cpu: true }));
-    expect((await ctl(['model', 'add', '-f', '-'], {}, JSON.stringify({ name: 'wide', source: '/m.gguf', profiles }))).code).toBe(0);
-    const reason = 'profile first: no ready node (no node has joined); profile second: no ready node (no node has joined); profile third: no ready node (no node has joined)';
+    expect(
+      (
+        await ctl(
+          ['model', 'add', '-f', '-'],
+          {},
+          JSON.stringify({ name: 'wide', source: '/m.gguf', profiles }),
+        )
+      ).code,
+    ).toBe(0);
+    const reason =
+      'profile first: no ready node (no node has joined); profile second: no ready node (no node has joined); profile third: no ready node (no node has joined)';
     const json = JSON.parse((await ctl(['replicas', 'wide', '--json'])).stdout);
-    expect(json.items).toEqual([{ id: null, model: 'wide', profile: null, engine: 'llamacpp', state: 'pending', reason, restarts: 0, shards: [] }]);
+    expect(json.items).toEqual([
+      {
+        id: null,
+        model: 'wide',
+        profile: null,
+        engine: 'llamacpp',
+        state: 'pending',
+        reason,
+        restarts: 0,
+        shards: [],
+      },
+    ]);
     const table = (await ctl(['replicas', 'wide'])).stdout.trimEnd().split('\n');
-    expect(table[0]).toMatch(/^REPLICA\s+MODEL\s+PROFILE\s+NODE\s+DEVICES\s+STATE\s+READY\s+RESTARTS\s+ENDPOINT\s+REASON$/);
+    expect(table[0]).toMatch(
+      /^REPLICA\s+MODEL\s+PROFILE\s+NODE\s+DEVICES\s+STATE\s+READY\s+RESTARTS\s+ENDPOINT\s+REASON$/,
+    );
     const cut = `${reason.slice(0, 59).trimEnd()}…`;
     expect(cut.length).toBeLessThanOrEqual(60);
     expect(table[1]).toMatch(/^-\s+wide\s+-\s+-\s+-\s+pending\s+-\s+0\s+-\s+(.*)$/);
@@ -203,7 +267,14 @@ describe('llmgw ctl against a running llmgw server', () => {
   describe('config edit', () => {
     const edit = (edits: unknown[]) => {
       const state = join(dir, `editor-${Math.random().toString(36).slice(2)}`);
-      return { state, run: ctl(['config', 'edit'], { EDITOR: editor, LLMGW_TEST_EDITS: JSON.stringify(edits), LLMGW_TEST_EDITS_STATE: state }) };
+      return {
+        state,
+        run: ctl(['config', 'edit'], {
+          EDITOR: editor,
+          LLMGW_TEST_EDITS: JSON.stringify(edits),
+          LLMGW_TEST_EDITS_STATE: state,
+        }),
+      };
     };
 
     it('changes nothing when the file is saved unchanged', async () => {
@@ -216,7 +287,12 @@ describe('llmgw ctl against a running llmgw server', () => {
     });
 
     it('saves a valid change, keeping the file’s comments, and applies new models at once', async () => {
-      const { run, state } = edit([{ append: 'models:\n  - {name: declared, source: /m.gguf, profiles: [{name: cpu, engine: llamacpp, cpu: true}]}\n' }]);
+      const { run, state } = edit([
+        {
+          append:
+            'models:\n  - {name: declared, source: /m.gguf, profiles: [{name: cpu, engine: llamacpp, cpu: true}]}\n',
+        },
+      ]);
       const r = await run;
       expect(r.code).toBe(0);
       expect(r.stdout).toContain('settings saved.\napplied now: models');
@@ -230,12 +306,17 @@ describe('llmgw ctl against a running llmgw server', () => {
     });
 
     it('reopens the editor with the error on top, and saves once it is fixed', async () => {
-      const { run, state } = edit([{ append: 'listn: 127.0.0.1:1\n' }, { replace: ['listn: 127.0.0.1:1\n', ''] , append: 'agent: {engines: {llamacpp: {threads: 2}}}\n' }]);
+      const { run, state } = edit([
+        { append: 'listn: 127.0.0.1:1\n' },
+        { replace: ['listn: 127.0.0.1:1\n', ''], append: 'agent: {engines: {llamacpp: {threads: 2}}}\n' },
+      ]);
       const r = await run;
       expect(r.code).toBe(0);
       expect(r.stderr).toContain('unknown key "listn"; did you mean "listen"?');
       const second = readFileSync(`${state}.shown-1`, 'utf8');
-      expect(second).toMatch(/# llmgw: The last save was refused:\n# llmgw: invalid settings, nothing was applied:\n# llmgw: .*config\.yaml:\d+: listn: unknown key "listn"; did you mean "listen"\?/);
+      expect(second).toMatch(
+        /# llmgw: The last save was refused:\n# llmgw: invalid settings, nothing was applied:\n# llmgw: .*config\.yaml:\d+: listn: unknown key "listn"; did you mean "listen"\?/,
+      );
       expect(readFileSync(join(dir, 'config.yaml'), 'utf8')).toContain('threads: 2');
     });
 
@@ -246,11 +327,15 @@ describe('llmgw ctl against a running llmgw server', () => {
       const r = await run;
       expect(r.code).toBe(1);
       const first = readFileSync(`${state}.shown-1`, 'utf8');
-      const found = [...first.matchAll(/config\.yaml:(\d+): (\S+):/g)].map((m) => [Number(m[1]), m[2]] as const);
+      const found = [...first.matchAll(/config\.yaml:(\d+): (\S+):/g)].map(
+        (m) => [Number(m[1]), m[2]] as const,
+      );
       expect(found.map(([, key]) => key)).toEqual(['gateway.max_body_mb', 'placement.ports']);
       expect(found[0]![0]).toBeLessThan(found[1]![0]);
       const second = readFileSync(`${state}.shown-2`, 'utf8');
-      expect(second).toMatch(/# llmgw: \S+config\.yaml:(\d+): not valid YAML at column 1: Flow sequence in block collection must be sufficiently indented and end with a \]\n# llmgw: +\d+ \| models: \[\n# llmgw: +\d+ \|\n# llmgw: +\| \^\n/);
+      expect(second).toMatch(
+        /# llmgw: \S+config\.yaml:(\d+): not valid YAML at column 1: Flow sequence in block collection must be sufficiently indented and end with a \]\n# llmgw: +\d+ \| models: \[\n# llmgw: +\d+ \|\n# llmgw: +\| \^\n/,
+      );
     });
 
     it('gives up, keeping the edit, when the error is saved again unchanged', async () => {
@@ -258,7 +343,9 @@ describe('llmgw ctl against a running llmgw server', () => {
       const { run } = edit([{ append: 'listen: twice\n' }, {}]);
       const r = await run;
       expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/edit cancelled: the settings still have the error shown; your changes are kept in \S+config\.yaml/);
+      expect(r.stderr).toMatch(
+        /edit cancelled: the settings still have the error shown; your changes are kept in \S+config\.yaml/,
+      );
       expect(readFileSync(join(dir, 'config.yaml'), 'utf8')).toBe(before);
     });
 
@@ -300,7 +387,9 @@ describe('llmgw server and llmgw up', () => {
     writeFileSync(file, 'listen: 127.0.0.1:0\nagent:\n  engines:\n    llamacpp:\n      paralel: 8\n');
     const r = await llmgw(['server', '--config', file], { LLMGW_DATA_DIR: dir });
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain(`${file}:5: agent.engines.llamacpp.paralel: unknown key "paralel"; did you mean "parallel"?`);
+    expect(r.stderr).toContain(
+      `${file}:5: agent.engines.llamacpp.paralel: unknown key "paralel"; did you mean "parallel"?`,
+    );
     expect(existsSync(join(dir, 'llmgw.db'))).toBe(false);
     rmSync(dir, { recursive: true, force: true });
   });
@@ -312,7 +401,15 @@ describe('llmgw server and llmgw up', () => {
     const key = (await first.waitFor(/shown only this once[^\n]*\n\n\s+(llmgw_key_\w+)/))[1]!;
     const url = (await first.waitFor(/"url":"(http:\/\/[\d.:]+)"/))[1]!;
     expect(existsSync(join(dir, '.llmgw', 'llmgw.db'))).toBe(true);
-    const add = await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify({ name: 'kept', source: '/m.gguf', profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }] }));
+    const add = await llmgw(
+      ['ctl', 'model', 'add', '-f', '-'],
+      env,
+      JSON.stringify({
+        name: 'kept',
+        source: '/m.gguf',
+        profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+      }),
+    );
     expect(add.code).toBe(0);
     expect(await first.stop('SIGINT')).toBe(0);
     expect(first.output()).not.toMatch(new RegExp(`"level".*${key}`));

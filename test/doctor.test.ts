@@ -22,11 +22,22 @@ async function closedPort(): Promise<number> {
  * `llmgw doctor --json` as an operator runs it on a node, in a working directory and home of
  * its own, on a machine without NVIDIA software (so the agent would run llama.cpp, which it installs).
  */
-function doctor(cwd: string, args: string[] = [], env: Record<string, string> = {}, json = true): Promise<RunResult> {
+function doctor(
+  cwd: string,
+  args: string[] = [],
+  env: Record<string, string> = {},
+  json = true,
+): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [llmgwBin, 'doctor', ...(json ? ['--json'] : []), ...args], {
       cwd,
-      env: { PATH: process.env['PATH'] ?? '', HOME: join(cwd, 'home'), LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1', LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi', ...env },
+      env: {
+        PATH: process.env['PATH'] ?? '',
+        HOME: join(cwd, 'home'),
+        LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
+        LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi',
+        ...env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -73,13 +84,24 @@ describe('llmgw doctor', () => {
     const report = JSON.parse(r.stdout);
     expect(report.engines[0]).toMatchObject({ name: 'llama-server', found: false, installs: true });
     expect(report.warnings).toEqual([]);
-    expect(report.control_plane).toMatchObject({ reachable: true, token: { accepted: true, name: 'doctor' } });
+    expect(report.control_plane).toMatchObject({
+      reachable: true,
+      token: { accepted: true, name: 'doctor' },
+    });
   });
 
   it('exits 1 when the control plane refuses the join token', async () => {
     const r = await doctor(cwd(), ['--server', cp.url, '--token', 'llmgw_join_wrongwrongwrongwrongwrong']);
     expect(r.code).toBe(1);
-    expect(JSON.parse(r.stdout).warnings).toEqual([{ code: 'token_refused', message: expect.stringContaining('the control plane refuses the join token: the join token is not valid'), blocking: true }]);
+    expect(JSON.parse(r.stdout).warnings).toEqual([
+      {
+        code: 'token_refused',
+        message: expect.stringContaining(
+          'the control plane refuses the join token: the join token is not valid',
+        ),
+        blocking: true,
+      },
+    ]);
   });
 
   it('exits 1 when the control plane does not answer', async () => {
@@ -87,7 +109,15 @@ describe('llmgw doctor', () => {
     const r = await doctor(cwd(), ['--server', `http://127.0.0.1:${port}`]);
     expect(r.code).toBe(1);
     expect(JSON.parse(r.stdout).warnings).toEqual([
-      { code: 'control_plane_unreachable', message: expect.stringMatching(new RegExp(`^the control plane at http://127\\.0\\.0\\.1:${port} does not answer \\(.+\\): check the URL, the network and its firewall$`)), blocking: true },
+      {
+        code: 'control_plane_unreachable',
+        message: expect.stringMatching(
+          new RegExp(
+            `^the control plane at http://127\\.0\\.0\\.1:${port} does not answer \\(.+\\): check the URL, the network and its firewall$`,
+          ),
+        ),
+        blocking: true,
+      },
     ]);
   });
 
@@ -98,7 +128,9 @@ describe('llmgw doctor', () => {
     expect(JSON.parse(r.stdout).warnings).toEqual([
       {
         code: 'no_engine',
-        message: expect.stringMatching(/^nothing can run on this node: llama-server: agent\.engines\.llamacpp\.bin is \/nonexistent\/llama-server, which does not exist or cannot run, and it has no GPU: set agent\.engines\.llamacpp\.bin/),
+        message: expect.stringMatching(
+          /^nothing can run on this node: llama-server: agent\.engines\.llamacpp\.bin is \/nonexistent\/llama-server, which does not exist or cannot run, and it has no GPU: set agent\.engines\.llamacpp\.bin/,
+        ),
         blocking: true,
       },
     ]);
@@ -109,14 +141,23 @@ describe('llmgw doctor', () => {
     const dir = cwd();
     const r = await doctor(dir, ['--token', token]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toBe('{"error":{"code":"invalid_argument","message":"a join token is checked by the control plane that made it: give it too, llmgw doctor --server URL --token TOKEN"}}\n');
+    expect(r.stderr).toBe(
+      '{"error":{"code":"invalid_argument","message":"a join token is checked by the control plane that made it: give it too, llmgw doctor --server URL --token TOKEN"}}\n',
+    );
     expect(readdirSync(dir)).toEqual([]);
   });
 
   it('says so in the human report: the engine it will install, and why it cannot serve', async () => {
-    const human = await doctor(cwd(), ['--server', cp.url, '--token', 'llmgw_join_wrongwrongwrongwrongwrong'], {}, false);
+    const human = await doctor(
+      cwd(),
+      ['--server', cp.url, '--token', 'llmgw_join_wrongwrongwrongwrongwrong'],
+      {},
+      false,
+    );
     expect(human.code).toBe(1);
-    expect(human.stdout).toMatch(/llama-server {2}to be installed \(not installed yet: the agent installs llama\.cpp b\d+ when a llama\.cpp replica is placed here/);
+    expect(human.stdout).toMatch(
+      /llama-server {2}to be installed \(not installed yet: the agent installs llama\.cpp b\d+ when a llama\.cpp replica is placed here/,
+    );
     expect(human.stdout).toContain('! token_refused: the control plane refuses the join token');
     expect(human.stdout).toContain('This node cannot serve until the warnings marked ! are fixed.');
     expect(human.stdout).not.toContain('nothing can run');

@@ -9,11 +9,27 @@ import { isRunning } from '../src/agent/supervisor/process-tree.js';
 import { freePort } from './fakes/engines/fake-engines.js';
 import { llmgw, startDaemon, type Daemon } from './support/cli.js';
 import { fakeNvidiaSmi } from './support/fake-gpu.js';
-import { enginePorts, recordingLlamaServer, replicas, serveLlamaRelease, until, type ReplicaJson } from './support/fleet.js';
+import {
+  enginePorts,
+  recordingLlamaServer,
+  replicas,
+  serveLlamaRelease,
+  until,
+  type ReplicaJson,
+} from './support/fleet.js';
 
-const noGpu = { LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1', LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi' };
-const ready = (model: string, env: Record<string, string>, check: (r: Awaited<ReturnType<typeof replicas>>[number]) => boolean = () => true) =>
-  until(`a ready replica of ${model}`, async () => (await replicas(env, model)).find((r) => r.state === 'ready' && check(r)));
+const noGpu = {
+  LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
+  LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi',
+};
+const ready = (
+  model: string,
+  env: Record<string, string>,
+  check: (r: Awaited<ReturnType<typeof replicas>>[number]) => boolean = () => true,
+) =>
+  until(`a ready replica of ${model}`, async () =>
+    (await replicas(env, model)).find((r) => r.state === 'ready' && check(r)),
+  );
 
 describe('llmgw up with a declared llama.cpp model', () => {
   let dir: string;
@@ -50,7 +66,11 @@ describe('llmgw up with a declared llama.cpp model', () => {
       ].join('\n'),
     );
     env = { XDG_CONFIG_HOME: join(dir, 'xdg') };
-    up = startDaemon(['up', '-c', join(dir, 'config.yaml')], { ...env, ...noGpu, LLMGW_DATA_DIR: join(dir, 'data') }, dir);
+    up = startDaemon(
+      ['up', '-c', join(dir, 'config.yaml')],
+      { ...env, ...noGpu, LLMGW_DATA_DIR: join(dir, 'data') },
+      dir,
+    );
     await up.waitFor(/logged in with it/);
   });
   afterAll(async () => {
@@ -66,11 +86,26 @@ describe('llmgw up with a declared llama.cpp model', () => {
     expect((await fetch(`${r.endpoint}/health`)).status).toBe(200);
     expect((await fetch(`${r.endpoint}/v1/models`)).status).toBe(401);
     const [launch] = rec.launches();
-    expect(launch?.args).toEqual(expect.arrayContaining(['--metrics', '--jinja', '--alias', 'tiny', '--parallel', '4', '--ctx-size', '8192', '--threads', '1']));
+    expect(launch?.args).toEqual(
+      expect.arrayContaining([
+        '--metrics',
+        '--jinja',
+        '--alias',
+        'tiny',
+        '--parallel',
+        '4',
+        '--ctx-size',
+        '8192',
+        '--threads',
+        '1',
+      ]),
+    );
     expect(launch?.args).not.toContain('--n-gpu-layers');
     expect(launch?.env['LLAMA_API_KEY']).toMatch(/^llmgw_engine_/);
     expect(launch?.args.join(' ')).not.toContain('llmgw_engine_');
-    const models = await fetch(`${r.endpoint}/v1/models`, { headers: { authorization: `Bearer ${launch?.env['LLAMA_API_KEY'] ?? ''}` } });
+    const models = await fetch(`${r.endpoint}/v1/models`, {
+      headers: { authorization: `Bearer ${launch?.env['LLAMA_API_KEY'] ?? ''}` },
+    });
     expect(((await models.json()) as { data: { id: string }[] }).data[0]?.id).toBe('tiny');
   });
 
@@ -87,8 +122,12 @@ describe('llmgw up with a declared llama.cpp model', () => {
     expect(logs.code).toBe(0);
     expect(logs.stdout).toContain('llama_server: model loaded');
     const table = await llmgw(['ctl', 'replicas'], env);
-    expect(table.stdout).toMatch(/^REPLICA\s+MODEL\s+PROFILE\s+NODE\s+DEVICES\s+STATE\s+READY\s+RESTARTS\s+ENDPOINT/);
-    expect(table.stdout).toMatch(/tiny-1\s+tiny\s+cpu\s+\S+\s+cpu \(1 thread\)\s+ready\s+\d+s\s+1\s+http:\/\/127\.0\.0\.1:\d+/);
+    expect(table.stdout).toMatch(
+      /^REPLICA\s+MODEL\s+PROFILE\s+NODE\s+DEVICES\s+STATE\s+READY\s+RESTARTS\s+ENDPOINT/,
+    );
+    expect(table.stdout).toMatch(
+      /tiny-1\s+tiny\s+cpu\s+\S+\s+cpu \(1 thread\)\s+ready\s+\d+s\s+1\s+http:\/\/127\.0\.0\.1:\d+/,
+    );
   });
 
   it('follows a log as it is written', async () => {
@@ -107,7 +146,9 @@ describe('llmgw up with a declared llama.cpp model', () => {
     const old = await ready('tiny', env);
     const r = await llmgw(['ctl', 'replica', 'restart', old.id], env);
     expect(r.code).toBe(0);
-    expect(r.stdout.trim()).toBe(`a new replica of tiny is starting beside ${old.id}, which stops once the new one is ready`);
+    expect(r.stdout.trim()).toBe(
+      `a new replica of tiny is starting beside ${old.id}, which stops once the new one is ready`,
+    );
     const fresh = await until('the old replica gone and the new one ready', async () => {
       const list = await replicas(env, 'tiny');
       return list.length === 1 && list[0]?.id !== old.id && list[0]?.state === 'ready' ? list[0] : undefined;
@@ -126,19 +167,36 @@ describe('llmgw up with a declared llama.cpp model', () => {
   });
 
   it('scales a model, says why replicas wait, and scaling to 0 leaves no process behind', async () => {
-    const model = { name: 'small', source: join(dir, 'tiny.gguf'), profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }] };
+    const model = {
+      name: 'small',
+      source: join(dir, 'tiny.gguf'),
+      profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+    };
     expect((await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(model))).code).toBe(0);
     const small = await ready('small', env);
     const pid = small.shards[0]!.pid!;
     // A CPU replica takes half the CPUs: with tiny and one of small, none are left.
-    expect((await llmgw(['ctl', 'model', 'scale', 'small', '3'], env)).stdout.trim()).toBe('model "small" scaled to 3 replicas');
-    const pending = await until('a pending replica', async () => (await replicas(env, 'small')).find((r) => r.state === 'pending'));
-    expect(pending.reason).toBe('no ready node has half its CPU threads free and 1024 MiB of RAM (vm: 0 threads free, needs 1)'.replace('vm', small.node ?? ''));
+    expect((await llmgw(['ctl', 'model', 'scale', 'small', '3'], env)).stdout.trim()).toBe(
+      'model "small" scaled to 3 replicas',
+    );
+    const pending = await until('a pending replica', async () =>
+      (await replicas(env, 'small')).find((r) => r.state === 'pending'),
+    );
+    expect(pending.reason).toBe(
+      'no ready node has half its CPU threads free and 1024 MiB of RAM (vm: 0 threads free, needs 1)'.replace(
+        'vm',
+        small.node ?? '',
+      ),
+    );
     const table = await llmgw(['ctl', 'replicas', 'small'], env);
-    expect(table.stdout).toMatch(/-\s+small\s+-\s+-\s+-\s+pending\s+-\s+0\s+-\s+no ready node has half its CPU threads free/);
+    expect(table.stdout).toMatch(
+      /-\s+small\s+-\s+-\s+-\s+pending\s+-\s+0\s+-\s+no ready node has half its CPU threads free/,
+    );
 
     expect((await llmgw(['ctl', 'model', 'scale', 'small', '0'], env)).code).toBe(0);
-    await until('no replica of small', async () => ((await replicas(env, 'small')).length === 0 ? true : undefined));
+    await until('no replica of small', async () =>
+      (await replicas(env, 'small')).length === 0 ? true : undefined,
+    );
     await until('its engine gone', () => (isRunning(pid) ? undefined : true));
     const tiny = await ready('tiny', env);
     expect(isRunning(tiny.shards[0]!.pid!)).toBe(true);
@@ -165,12 +223,19 @@ describe('llmgw server with agents on other machines', () => {
   const adminKey = 'fleet-admin-key-0123456789abcdefgh';
 
   const startServer = async () => {
-    server = startDaemon(['server', '--config', join(dir, 'config.yaml')], { LLMGW_ADMIN_KEY: adminKey, LLMGW_DATA_DIR: join(dir, 'cp') });
+    server = startDaemon(['server', '--config', join(dir, 'config.yaml')], {
+      LLMGW_ADMIN_KEY: adminKey,
+      LLMGW_DATA_DIR: join(dir, 'cp'),
+    });
     await server.waitFor(/control plane listening/);
   };
-  const token = async () => JSON.parse((await llmgw(['ctl', 'node', 'token', '--json'], env)).stdout).secret as string;
+  const token = async () =>
+    JSON.parse((await llmgw(['ctl', 'node', 'token', '--json'], env)).stdout).secret as string;
   const startAgent = async (name: string, extra: Record<string, string>) => {
-    const a = startDaemon(['agent', '--server', `http://127.0.0.1:${port}`, '--token', await token(), '--name', name], { LLMGW_DATA_DIR: join(dir, name), ...extra });
+    const a = startDaemon(
+      ['agent', '--server', `http://127.0.0.1:${port}`, '--token', await token(), '--name', name],
+      { LLMGW_DATA_DIR: join(dir, name), ...extra },
+    );
     agents.set(name, a);
     await a.waitFor(/joined the cluster/);
   };
@@ -183,12 +248,25 @@ describe('llmgw server with agents on other machines', () => {
     migRec = recordingLlamaServer(join(dir, 'mig-rec'));
     writeFileSync(join(dir, 'm.gguf'), '');
     const p = await enginePorts();
-    writeFileSync(join(dir, 'config.yaml'), `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  stop_grace_s: 5\nplacement:\n  node_lost_after_s: 5\n  ports: ${p.first}-${p.last}\n`);
-    env = { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_SERVER: `http://127.0.0.1:${port}`, LLMGW_KEY: adminKey };
+    writeFileSync(
+      join(dir, 'config.yaml'),
+      `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  stop_grace_s: 5\nplacement:\n  node_lost_after_s: 5\n  ports: ${p.first}-${p.last}\n`,
+    );
+    env = {
+      XDG_CONFIG_HOME: join(dir, 'xdg'),
+      LLMGW_SERVER: `http://127.0.0.1:${port}`,
+      LLMGW_KEY: adminKey,
+    };
     await startServer();
     await startAgent('cpu-node', { ...noGpu, LLMGW_AGENT_ENGINES_LLAMACPP_BIN: cpuRec.bin });
     // Both nodes are this machine: the second listens on another loopback address, as a second host would.
-    await startAgent('mig-node', { LLMGW_AGENT_ADDRESS: '127.0.0.2', LLMGW_NVML_LIBRARY: '/nonexistent', LLMGW_NVIDIA_SMI: fakeNvidiaSmi, FAKE_NVIDIA_SMI_FIXTURE: 'h100-mig-590', LLMGW_AGENT_ENGINES_LLAMACPP_BIN: migRec.bin });
+    await startAgent('mig-node', {
+      LLMGW_AGENT_ADDRESS: '127.0.0.2',
+      LLMGW_NVML_LIBRARY: '/nonexistent',
+      LLMGW_NVIDIA_SMI: fakeNvidiaSmi,
+      FAKE_NVIDIA_SMI_FIXTURE: 'h100-mig-590',
+      LLMGW_AGENT_ENGINES_LLAMACPP_BIN: migRec.bin,
+    });
   });
   afterAll(async () => {
     for (const a of agents.values()) await a.stop('SIGTERM');
@@ -197,9 +275,15 @@ describe('llmgw server with agents on other machines', () => {
   });
 
   it('places a MIG profile on exactly one instance: CUDA_VISIBLE_DEVICES=MIG-<uuid>, no Vulkan variable', async () => {
-    const model = { name: 'on-mig', source: join(dir, 'm.gguf'), profiles: [{ name: 'mig', engine: 'llamacpp', gpu_class: 'h100-80g-mig-3g.40gb' }] };
+    const model = {
+      name: 'on-mig',
+      source: join(dir, 'm.gguf'),
+      profiles: [{ name: 'mig', engine: 'llamacpp', gpu_class: 'h100-80g-mig-3g.40gb' }],
+    };
     expect((await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(model))).code).toBe(0);
-    const r = await until('the MIG replica up', async () => (await replicas(env, 'on-mig')).find((x) => x.state === 'ready' || x.state === 'degraded'));
+    const r = await until('the MIG replica up', async () =>
+      (await replicas(env, 'on-mig')).find((x) => x.state === 'ready' || x.state === 'degraded'),
+    );
     expect(r.node).toBe('mig-node');
     expect(r.shards[0]?.devices).toEqual(['0/mig0']);
     const [launch] = migRec.launches();
@@ -207,20 +291,34 @@ describe('llmgw server with agents on other machines', () => {
     expect(launch?.env).not.toHaveProperty('GGML_VK_VISIBLE_DEVICES');
     expect(launch?.args).toEqual(expect.arrayContaining(['--n-gpu-layers', '999']));
     const status = JSON.parse((await llmgw(['ctl', 'status', '--json'], env)).stdout);
-    expect(status.devices.find((d: { class: string }) => d.class === 'h100-80g-mig-3g.40gb')).toMatchObject({ total: 1, used: 1, free: 0 });
+    expect(status.devices.find((d: { class: string }) => d.class === 'h100-80g-mig-3g.40gb')).toMatchObject({
+      total: 1,
+      used: 1,
+      free: 0,
+    });
     const nodes = await llmgw(['ctl', 'nodes'], env);
     expect(nodes.stdout).toMatch(/mig-node\s+Ready\s+\S+\s+1×h100-80g-mig-3g\.40gb \(1 in use\)/);
   });
 
   it('says why a replica waits when no node has its class', async () => {
-    const model = { name: 'big', source: 'hf://Qwen/Qwen2.5-72B-Instruct', profiles: [{ name: 'a100', engine: 'vllm', gpu_class: 'a100-80g', tp: 4 }] };
+    const model = {
+      name: 'big',
+      source: 'hf://Qwen/Qwen2.5-72B-Instruct',
+      profiles: [{ name: 'a100', engine: 'vllm', gpu_class: 'a100-80g', tp: 4 }],
+    };
     expect((await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(model))).code).toBe(0);
-    const r = await until('a pending replica', async () => (await replicas(env, 'big')).find((x) => x.state === 'pending'));
+    const r = await until('a pending replica', async () =>
+      (await replicas(env, 'big')).find((x) => x.state === 'pending'),
+    );
     expect(r.reason).toMatch(/^no node has a100-80g cards \(classes here: .*h100-80g-mig-3g\.40gb/);
   });
 
   it('restarts no engine when the control plane restarts, and keeps them running while it is away', async () => {
-    const model = { name: 'steady', source: join(dir, 'm.gguf'), profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }] };
+    const model = {
+      name: 'steady',
+      source: join(dir, 'm.gguf'),
+      profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+    };
     expect((await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(model))).code).toBe(0);
     const before = await ready('steady', env);
     const pid = before.shards[0]!.pid!;
@@ -243,12 +341,19 @@ describe('llmgw server with agents on other machines', () => {
     agents.delete(lostNode);
     const moved = await until(
       'the replica placed on the other node',
-      async () => (await replicas(env, 'steady')).find((r) => r.node === other && r.state === 'ready' && r.id !== before.id),
+      async () =>
+        (await replicas(env, 'steady')).find(
+          (r) => r.node === other && r.state === 'ready' && r.id !== before.id,
+        ),
       40_000,
     );
     expect(moved.id).not.toBe(before.id);
-    const audit = JSON.parse((await llmgw(['ctl', 'audit', '--action', 'replica.remove', '--json'], env)).stdout);
-    expect(audit.items.find((e: { target: string }) => e.target === `replica/${before.id}`).detail.reason).toBe(`node ${lostNode} was not ready for 5 s`);
+    const audit = JSON.parse(
+      (await llmgw(['ctl', 'audit', '--action', 'replica.remove', '--json'], env)).stdout,
+    );
+    expect(
+      audit.items.find((e: { target: string }) => e.target === `replica/${before.id}`).detail.reason,
+    ).toBe(`node ${lostNode} was not ready for 5 s`);
   });
 });
 
@@ -261,25 +366,40 @@ describe('replicas that keep running while their model scales and the control pl
   let rec: ReturnType<typeof recordingLlamaServer>;
   const adminKey = 'steady-admin-key-0123456789abcdefgh';
   // Up: ready, or degraded where the fake llama-server lists none of the fake GPUs.
-  const up = (r: ReplicaJson) => (r.state === 'ready' || r.state === 'degraded') && r.shards[0]?.pid !== undefined;
+  const up = (r: ReplicaJson) =>
+    (r.state === 'ready' || r.state === 'degraded') && r.shards[0]?.pid !== undefined;
   const upReplicas = (model: string, n: number) =>
     until(`${n} replicas of ${model} up`, async () => {
       const list = await replicas(env, model);
       if (list.length === n && list.every(up)) return list;
       // Thrown, so that a timeout says what was seen last.
-      throw new Error(JSON.stringify(list.map((r) => ({ id: r.id, state: r.state, reason: r.reason, pid: r.shards[0]?.pid }))));
+      throw new Error(
+        JSON.stringify(
+          list.map((r) => ({ id: r.id, state: r.state, reason: r.reason, pid: r.shards[0]?.pid })),
+        ),
+      );
     });
   const startServer = async () => {
-    server = startDaemon(['server', '--config', join(dir, 'config.yaml')], { LLMGW_ADMIN_KEY: adminKey, LLMGW_DATA_DIR: join(dir, 'cp') });
+    server = startDaemon(['server', '--config', join(dir, 'config.yaml')], {
+      LLMGW_ADMIN_KEY: adminKey,
+      LLMGW_DATA_DIR: join(dir, 'cp'),
+    });
     await server.waitFor(/control plane listening/);
   };
   const addModel = async (name: string, replicaCount: number, gpus = 1) => {
-    const model = { name, source: join(dir, 'm.gguf'), replicas: replicaCount, profiles: [{ name: 'a100', engine: 'llamacpp', gpu_class: 'a100-80g', gpus_per_node: gpus }] };
+    const model = {
+      name,
+      source: join(dir, 'm.gguf'),
+      replicas: replicaCount,
+      profiles: [{ name: 'a100', engine: 'llamacpp', gpu_class: 'a100-80g', gpus_per_node: gpus }],
+    };
     const r = await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(model));
     expect(r.code, r.stderr).toBe(0);
   };
   const scale = async (name: string, n: number) => {
-    expect((await llmgw(['ctl', 'model', 'scale', name, String(n)], env)).stdout.trim()).toBe(`model "${name}" scaled to ${n} replica${n === 1 ? '' : 's'}`);
+    expect((await llmgw(['ctl', 'model', 'scale', name, String(n)], env)).stdout.trim()).toBe(
+      `model "${name}" scaled to ${n} replica${n === 1 ? '' : 's'}`,
+    );
   };
 
   beforeAll(async () => {
@@ -294,17 +414,24 @@ describe('replicas that keep running while their model scales and the control pl
       join(dir, 'config.yaml'),
       `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  stop_grace_s: 5\nplacement:\n  node_lost_after_s: 5\n  ports: ${engines}-${engines + 40}\n`,
     );
-    env = { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_SERVER: `http://127.0.0.1:${port}`, LLMGW_KEY: adminKey };
+    env = {
+      XDG_CONFIG_HOME: join(dir, 'xdg'),
+      LLMGW_SERVER: `http://127.0.0.1:${port}`,
+      LLMGW_KEY: adminKey,
+    };
     await startServer();
     const token = JSON.parse((await llmgw(['ctl', 'node', 'token', '--json'], env)).stdout).secret as string;
     // Eight fake A100s: room for every replica here, whatever the CPUs of the machine.
-    agent = startDaemon(['agent', '--server', `http://127.0.0.1:${port}`, '--token', token, '--name', 'gpu-node'], {
-      LLMGW_DATA_DIR: join(dir, 'node'),
-      LLMGW_NVML_LIBRARY: '/nonexistent',
-      LLMGW_NVIDIA_SMI: fakeNvidiaSmi,
-      FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550',
-      LLMGW_AGENT_ENGINES_LLAMACPP_BIN: rec.bin,
-    });
+    agent = startDaemon(
+      ['agent', '--server', `http://127.0.0.1:${port}`, '--token', token, '--name', 'gpu-node'],
+      {
+        LLMGW_DATA_DIR: join(dir, 'node'),
+        LLMGW_NVML_LIBRARY: '/nonexistent',
+        LLMGW_NVIDIA_SMI: fakeNvidiaSmi,
+        FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550',
+        LLMGW_AGENT_ENGINES_LLAMACPP_BIN: rec.bin,
+      },
+    );
     await agent.waitFor(/joined the cluster/);
   });
   afterAll(async () => {
@@ -330,11 +457,17 @@ describe('replicas that keep running while their model scales and the control pl
     expect(left?.id).toBe(first!.id);
     expect(left?.shards[0]?.pid).toBe(pid);
     expect(isRunning(pid)).toBe(true);
-    await until('the engine of the replica scaled away stopped', () => (isRunning(added.shards[0]!.pid!) ? undefined : true));
-    const audit = JSON.parse((await llmgw(['ctl', 'audit', '--action', 'replica.remove', '--json'], env)).stdout);
-    expect(audit.items.filter((e: { detail: { model: string } }) => e.detail.model === 'scaled').map((e: { target: string; detail: { reason: string } }) => `${e.target}: ${e.detail.reason}`)).toEqual([
-      `replica/${added.id}: scaled down`,
-    ]);
+    await until('the engine of the replica scaled away stopped', () =>
+      isRunning(added.shards[0]!.pid!) ? undefined : true,
+    );
+    const audit = JSON.parse(
+      (await llmgw(['ctl', 'audit', '--action', 'replica.remove', '--json'], env)).stdout,
+    );
+    expect(
+      audit.items
+        .filter((e: { detail: { model: string } }) => e.detail.model === 'scaled')
+        .map((e: { target: string; detail: { reason: string } }) => `${e.target}: ${e.detail.reason}`),
+    ).toEqual([`replica/${added.id}: scaled down`]);
   });
 
   it('scales up with no room by leaving the running replica alone and one pending, saying why', async () => {
@@ -350,9 +483,13 @@ describe('replicas that keep running while their model scales and the control pl
     const running = list.find((r) => r.id === first!.id);
     expect(running?.retiring).toBeUndefined();
     expect(running?.shards[0]?.pid).toBe(first!.shards[0]!.pid);
-    expect(list.find((r) => r.state === 'pending')?.reason).toMatch(/^no ready node has 4 free a100-80g cards \(gpu-node: \d free\)$/);
+    expect(list.find((r) => r.state === 'pending')?.reason).toMatch(
+      /^no ready node has 4 free a100-80g cards \(gpu-node: \d free\)$/,
+    );
     await scale('wide', 0);
-    await until('no replica of wide', async () => ((await replicas(env, 'wide')).length === 0 ? true : undefined));
+    await until('no replica of wide', async () =>
+      (await replicas(env, 'wide')).length === 0 ? true : undefined,
+    );
   });
 
   it('gives each replica of a model named with -new- a port of its own, and adds no more than asked', async () => {
@@ -368,7 +505,10 @@ describe('replicas that keep running while their model scales and the control pl
   });
 
   it('keeps no engine key in its database, and its secret in a file only its owner reads', () => {
-    const keys = rec.launches().map((l) => l.env['LLAMA_API_KEY']).filter((k): k is string => k !== undefined);
+    const keys = rec
+      .launches()
+      .map((l) => l.env['LLAMA_API_KEY'])
+      .filter((k): k is string => k !== undefined);
     expect(keys.length).toBeGreaterThan(0);
     const files = ['llmgw.db', 'llmgw.db-wal'].map((f) => join(dir, 'cp', f)).filter((f) => existsSync(f));
     const bytes = Buffer.concat(files.map((f) => readFileSync(f)));
@@ -390,15 +530,31 @@ describe('replicas that keep running while their model scales and the control pl
     });
     for (const b of before) {
       const a = after.find((r) => r.id === b.id);
-      expect(a, `replica ${b.id}: ${server.output().split('\n').filter((l) => l.includes('replica')).join('\n')}`).toBeDefined();
+      expect(
+        a,
+        `replica ${b.id}: ${server
+          .output()
+          .split('\n')
+          .filter((l) => l.includes('replica'))
+          .join('\n')}`,
+      ).toBeDefined();
       expect(a?.shards[0]?.pid).toBe(b.shards[0]?.pid);
       expect(a?.restarts).toBe(0);
     }
     // Still so a grace period later, now that the agent is heard again.
     await new Promise((r) => setTimeout(r, 5500));
-    expect((await replicas(env)).filter((r) => r.state !== 'pending').map((r) => r.id).sort()).toEqual(before.map((r) => r.id).sort());
-    const audit = JSON.parse((await llmgw(['ctl', 'audit', '--action', 'replica.remove', '--json'], env)).stdout);
-    expect(audit.items.filter((e: { detail: { reason: string } }) => e.detail.reason.includes('was not ready'))).toEqual([]);
+    expect(
+      (await replicas(env))
+        .filter((r) => r.state !== 'pending')
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual(before.map((r) => r.id).sort());
+    const audit = JSON.parse(
+      (await llmgw(['ctl', 'audit', '--action', 'replica.remove', '--json'], env)).stdout,
+    );
+    expect(
+      audit.items.filter((e: { detail: { reason: string } }) => e.detail.reason.includes('was not ready')),
+    ).toEqual([]);
   });
 });
 
@@ -416,17 +572,30 @@ describe('llama.cpp installed by the agent', () => {
     const port = await freePort();
     writeFileSync(join(dir, 'm.gguf'), '');
     const p = await enginePorts();
-    writeFileSync(join(dir, 'config.yaml'), `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  engines:\n    llamacpp:\n      release_url: ${release.url}\nplacement:\n  ports: ${p.first}-${p.last}\n`);
-    server = startDaemon(['server', '--config', join(dir, 'config.yaml')], { LLMGW_ADMIN_KEY: adminKey, LLMGW_DATA_DIR: join(dir, 'cp') });
-    await server.waitFor(/control plane listening/);
-    env = { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_SERVER: `http://127.0.0.1:${port}`, LLMGW_KEY: adminKey };
-    const tok = JSON.parse((await llmgw(['ctl', 'node', 'token', '--json'], env)).stdout).secret as string;
-    agent = startDaemon(['agent', '--server', `http://127.0.0.1:${port}`, '--token', tok, '--name', 'gpu-node'], {
-      LLMGW_DATA_DIR: join(dir, 'node'),
-      LLMGW_NVML_LIBRARY: '/nonexistent',
-      LLMGW_NVIDIA_SMI: fakeNvidiaSmi,
-      FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550',
+    writeFileSync(
+      join(dir, 'config.yaml'),
+      `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  engines:\n    llamacpp:\n      release_url: ${release.url}\nplacement:\n  ports: ${p.first}-${p.last}\n`,
+    );
+    server = startDaemon(['server', '--config', join(dir, 'config.yaml')], {
+      LLMGW_ADMIN_KEY: adminKey,
+      LLMGW_DATA_DIR: join(dir, 'cp'),
     });
+    await server.waitFor(/control plane listening/);
+    env = {
+      XDG_CONFIG_HOME: join(dir, 'xdg'),
+      LLMGW_SERVER: `http://127.0.0.1:${port}`,
+      LLMGW_KEY: adminKey,
+    };
+    const tok = JSON.parse((await llmgw(['ctl', 'node', 'token', '--json'], env)).stdout).secret as string;
+    agent = startDaemon(
+      ['agent', '--server', `http://127.0.0.1:${port}`, '--token', tok, '--name', 'gpu-node'],
+      {
+        LLMGW_DATA_DIR: join(dir, 'node'),
+        LLMGW_NVML_LIBRARY: '/nonexistent',
+        LLMGW_NVIDIA_SMI: fakeNvidiaSmi,
+        FAKE_NVIDIA_SMI_FIXTURE: 'a100x8-550',
+      },
+    );
     await agent.waitFor(/joined the cluster/);
   });
   afterAll(async () => {
@@ -437,10 +606,18 @@ describe('llama.cpp installed by the agent', () => {
   });
 
   it('installs the build the control plane asks for, with progress, and says loudly when it sees no GPU', async () => {
-    const model = { name: 'gpu-llama', source: join(dir, 'm.gguf'), profiles: [{ name: 'a100', engine: 'llamacpp', gpu_class: 'a100-80g' }] };
+    const model = {
+      name: 'gpu-llama',
+      source: join(dir, 'm.gguf'),
+      profiles: [{ name: 'a100', engine: 'llamacpp', gpu_class: 'a100-80g' }],
+    };
     expect((await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(model))).code).toBe(0);
-    const r = await until('the replica running', async () => (await replicas(env, 'gpu-llama')).find((x) => x.state === 'degraded'));
-    expect(r.reason).toMatch(/this node has GPUs but its llama\.cpp build \(b10587, vulkan\) lists none, so llama\.cpp runs on the CPU at about a tenth of the speed/);
+    const r = await until('the replica running', async () =>
+      (await replicas(env, 'gpu-llama')).find((x) => x.state === 'degraded'),
+    );
+    expect(r.reason).toMatch(
+      /this node has GPUs but its llama\.cpp build \(b10587, vulkan\) lists none, so llama\.cpp runs on the CPU at about a tenth of the speed/,
+    );
     // A node with NVIDIA cards and no CUDA archive configured gets the Vulkan build.
     expect(release.downloads()).toEqual(['llama-b10587-bin-ubuntu-vulkan-x64.tar.gz']);
     expect(agent.output()).toMatch(/installing llama\.cpp/);

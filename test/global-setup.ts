@@ -20,5 +20,9 @@ export function setup(): void {
   if (process.env['LLMGW_TEST_NO_BUILD'] === '1') return;
   const built = join(root, 'dist', 'cli', 'main.js');
   if (existsSync(built) && statSync(built).mtimeMs >= newest(join(root, 'src'))) return;
-  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+    { cwd: root, stdio: 'inherit' },
+  );
 }

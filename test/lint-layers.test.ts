@@ -25,28 +25,76 @@ async function lint(filePath: string, code: string): Promise<{ ruleId: string | 
 
 describe('the layer rule', () => {
   it.each([
-    ['core imports the gateway (upward)', 'src/core/new-file.ts', "import { Gateway } from '../gateway/gateway.js';", 'src/core'],
-    ['a type-only import counts too', 'src/core/new-file.ts', "import type { GatewayOptions } from '../gateway/gateway.js';", 'src/core'],
-    ['the server imports the agent (sideways, between apps)', 'src/server/new-file.ts', "import { Agent } from '../agent/agent.js';", 'src/server'],
-    ['placement imports the server (upward)', 'src/placement/new-file.ts', "import { Catalog } from '../server/catalog.js';", 'src/placement'],
-    ['a file deeper in a folder imports upward', 'src/placement/sub/new-file.ts', "import { Catalog } from '../../server/catalog.js';", 'src/placement'],
-    ['protocol imports engines (sideways, not allowed)', 'src/protocol/new-file.ts', "import type { Engine } from '../engines/types.js';", 'src/protocol'],
+    [
+      'core imports the gateway (upward)',
+      'src/core/new-file.ts',
+      "import { Gateway } from '../gateway/gateway.js';",
+      'src/core',
+    ],
+    [
+      'a type-only import counts too',
+      'src/core/new-file.ts',
+      "import type { GatewayOptions } from '../gateway/gateway.js';",
+      'src/core',
+    ],
+    [
+      'the server imports the agent (sideways, between apps)',
+      'src/server/new-file.ts',
+      "import { Agent } from '../agent/agent.js';",
+      'src/server',
+    ],
+    [
+      'placement imports the server (upward)',
+      'src/placement/new-file.ts',
+      "import { Catalog } from '../server/catalog.js';",
+      'src/placement',
+    ],
+    [
+      'a file deeper in a folder imports upward',
+      'src/placement/sub/new-file.ts',
+      "import { Catalog } from '../../server/catalog.js';",
+      'src/placement',
+    ],
+    [
+      'protocol imports engines (sideways, not allowed)',
+      'src/protocol/new-file.ts',
+      "import type { Engine } from '../engines/types.js';",
+      'src/protocol',
+    ],
   ])('refuses: %s', async (_name, filePath, code, folder) => {
     const messages = await lint(filePath, `${code}\nexport const used = [] as unknown[];\n`);
     expect(messages).toEqual([
       {
         ruleId: 'import-x/no-restricted-paths',
-        message: expect.stringContaining(`${folder} sits below these folders (see the layers in eslint.config.js)`),
+        message: expect.stringContaining(
+          `${folder} sits below these folders (see the layers in eslint.config.js)`,
+        ),
       },
     ]);
   });
 
   it.each([
-    ['the gateway imports core (downward)', 'src/gateway/new-file.ts', "import { LlmgwError } from '../core/errors.js';"],
-    ['the CLI composes the apps', 'src/cli/new-file.ts', "import { Agent } from '../agent/agent.js';\nimport { Gateway } from '../gateway/gateway.js';"],
-    ['a listed sideways import (the store keeps placement shards)', 'src/store/new-file.ts', "import type { Shard } from '../placement/types.js';"],
+    [
+      'the gateway imports core (downward)',
+      'src/gateway/new-file.ts',
+      "import { LlmgwError } from '../core/errors.js';",
+    ],
+    [
+      'the CLI composes the apps',
+      'src/cli/new-file.ts',
+      "import { Agent } from '../agent/agent.js';\nimport { Gateway } from '../gateway/gateway.js';",
+    ],
+    [
+      'a listed sideways import (the store keeps placement shards)',
+      'src/store/new-file.ts',
+      "import type { Shard } from '../placement/types.js';",
+    ],
     ['a file imports its own folder', 'src/core/new-file.ts', "import { LlmgwError } from './errors.js';"],
-    ['tests import anything', 'test/new-file.test.ts', "import { Gateway } from '../src/gateway/gateway.js';"],
+    [
+      'tests import anything',
+      'test/new-file.test.ts',
+      "import { Gateway } from '../src/gateway/gateway.js';",
+    ],
   ])('allows: %s', async (_name, filePath, code) => {
     expect(await lint(filePath, `${code}\nexport const used = [] as unknown[];\n`)).toEqual([]);
   });
@@ -54,15 +102,22 @@ describe('the layer rule', () => {
   // The rule skips what it cannot resolve: were `./x.js` -> x.ts ever to stop resolving, it
   // would pass every import again, so an unresolved import is an error of its own.
   it('refuses an import it cannot resolve, so the layer rule cannot go blind', async () => {
-    const messages = await lint('src/core/new-file.ts', "import { nothing } from './no-such-file.js';\nexport const used = nothing;\n");
-    expect(messages).toEqual([{ ruleId: 'import-x/no-unresolved', message: expect.stringContaining('./no-such-file.js') }]);
+    const messages = await lint(
+      'src/core/new-file.ts',
+      "import { nothing } from './no-such-file.js';\nexport const used = nothing;\n",
+    );
+    expect(messages).toEqual([
+      { ruleId: 'import-x/no-unresolved', message: expect.stringContaining('./no-such-file.js') },
+    ]);
   });
 });
 
 describe('the layers table', () => {
   // A folder missing from the table gets no zone, and so no rule at all.
   it('places every folder of src', async () => {
-    const { layers } = (await import(pathToFileURL(join(root, 'eslint.config.js')).href)) as { layers: string[][] };
+    const { layers } = (await import(pathToFileURL(join(root, 'eslint.config.js')).href)) as {
+      layers: string[][];
+    };
     const folders = readdirSync(join(root, 'src'), { withFileTypes: true }).filter((e) => e.isDirectory());
     const unplaced = folders.map((e) => e.name).filter((name) => !layers.flat().includes(name));
     expect(unplaced).toEqual([]);

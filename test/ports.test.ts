@@ -26,7 +26,11 @@ type Assign = Extract<ServerMessage, { type: 'assign' }>;
 function holdPort(port: number, host = '0.0.0.0'): Promise<Server> {
   const server = createServer((socket) => {
     socket.on('error', () => undefined);
-    socket.on('data', () => socket.end('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\nConnection: close\r\n\r\n{"status":"ok"}'));
+    socket.on('data', () =>
+      socket.end(
+        'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\nConnection: close\r\n\r\n{"status":"ok"}',
+      ),
+    );
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -47,7 +51,9 @@ describe('the control plane, told that a port is taken', () => {
 
   beforeAll(async () => {
     ports = await enginePorts(20);
-    t = await startControlPlane({ config: `agent:\n  heartbeat_ms: 150\nplacement:\n  ports: ${ports.first}-${ports.last}\n` });
+    t = await startControlPlane({
+      config: `agent:\n  heartbeat_ms: 150\nplacement:\n  ports: ${ports.first}-${ports.last}\n`,
+    });
     const token = (await api(t.url, t.adminKey, 'POST', '/node-tokens', {})).body.secret as string;
     agent = new Agent({
       server: t.url,
@@ -73,7 +79,11 @@ describe('the control plane, told that a port is taken', () => {
   const lastAssign = () => assigns.at(-1);
 
   it('places nothing on a node before its agent has said which ports are taken, then none of those', async () => {
-    const model = { name: 'tiny', source: '/models/tiny.gguf', profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }] };
+    const model = {
+      name: 'tiny',
+      source: '/models/tiny.gguf',
+      profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+    };
     expect((await api(t.url, t.adminKey, 'POST', '/models', model)).status).toBe(201);
     // The agent is told the placement range at once, so it can report only ports within it.
     await until('the first assignment', () => lastAssign());
@@ -82,35 +92,63 @@ describe('the control plane, told that a port is taken', () => {
     expect(waiting).toMatchObject([{ id: '-', state: 'pending' }]);
 
     agent.send({ type: 'shards', statuses: [], ports_taken: [[ports.first, ports.first]] });
-    const first = await until('the assignment', () => lastAssign()?.shards.find((s) => s.model.name === 'tiny'));
+    const first = await until('the assignment', () =>
+      lastAssign()?.shards.find((s) => s.model.name === 'tiny'),
+    );
     expect(first).toMatchObject({ replica: 'tiny-1', port: ports.first + 1 });
   });
 
   it('places again, on a free port, a replica whose node says another program holds its port, and hands that port out no more', async () => {
     agent.send({
       type: 'shards',
-      statuses: [{ key: 'tiny-1/0', replica: 'tiny-1', rank: 0, state: 'failed', reason: 'taken', restarts: 0, port_taken: { port: ports.first + 1, pid: 4242, name: 'python3' } }],
+      statuses: [
+        {
+          key: 'tiny-1/0',
+          replica: 'tiny-1',
+          rank: 0,
+          state: 'failed',
+          reason: 'taken',
+          restarts: 0,
+          port_taken: { port: ports.first + 1, pid: 4242, name: 'python3' },
+        },
+      ],
       ports_taken: [[ports.first, ports.first + 1]],
     });
-    const moved = await until('the replica placed again', () => lastAssign()?.shards.find((s) => s.model.name === 'tiny' && s.replica !== 'tiny-1'));
+    const moved = await until('the replica placed again', () =>
+      lastAssign()?.shards.find((s) => s.model.name === 'tiny' && s.replica !== 'tiny-1'),
+    );
     expect(moved).toMatchObject({ replica: 'tiny-2', port: ports.first + 2 });
     expect(lastAssign()?.shards.map((s) => s.replica)).toEqual(['tiny-2']);
     const audit = await api(t.url, t.adminKey, 'GET', '/audit?action=replica.remove&target=replica/tiny-1');
-    expect(audit.body.items[0]?.detail.reason).toBe(`port ${ports.first + 1} on node port-node is taken by another program (pid 4242, python3): placed again on a free port`);
+    expect(audit.body.items[0]?.detail.reason).toBe(
+      `port ${ports.first + 1} on node port-node is taken by another program (pid 4242, python3): placed again on a free port`,
+    );
 
     // Ports reported taken (no shard of ours on them) are not handed out either.
     agent.send({
       type: 'shards',
       statuses: [{ key: 'tiny-2/0', replica: 'tiny-2', rank: 0, state: 'ready', restarts: 0 }],
-      ports_taken: [[ports.first, ports.first + 1], [ports.first + 3, ports.first + 4]],
+      ports_taken: [
+        [ports.first, ports.first + 1],
+        [ports.first + 3, ports.first + 4],
+      ],
     });
     await new Promise((r) => setTimeout(r, 300));
-    const other = { name: 'other', source: '/models/other.gguf', profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }] };
+    const other = {
+      name: 'other',
+      source: '/models/other.gguf',
+      profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+    };
     expect((await api(t.url, t.adminKey, 'POST', '/models', other)).status).toBe(201);
-    const placed = await until('the other model placed', () => lastAssign()?.shards.find((s) => s.model.name === 'other'));
+    const placed = await until('the other model placed', () =>
+      lastAssign()?.shards.find((s) => s.model.name === 'other'),
+    );
     expect(placed.port).toBe(ports.first + 5);
     // A ready replica on a port the report does not name stays where it is.
-    expect(lastAssign()?.shards.find((s) => s.model.name === 'tiny')).toMatchObject({ replica: 'tiny-2', port: ports.first + 2 });
+    expect(lastAssign()?.shards.find((s) => s.model.name === 'tiny')).toMatchObject({
+      replica: 'tiny-2',
+      port: ports.first + 2,
+    });
   });
 
   it("answers a log request its node refuses with 409 and the node's reason, not 503", async () => {
@@ -118,19 +156,31 @@ describe('the control plane, told that a port is taken', () => {
     const pending = api(t.url, t.adminKey, 'GET', '/replicas/tiny-2/logs');
     const req = await until('the log request at the agent', () => logRequests[asked]);
     expect(req).toMatchObject({ key: 'tiny-2/0', follow: false });
-    agent.send({ type: 'log_lines', request: req.request, lines: [], done: true, error: 'node port-node has no shard tiny-2/0: try again in a few seconds' });
+    agent.send({
+      type: 'log_lines',
+      request: req.request,
+      lines: [],
+      done: true,
+      error: 'node port-node has no shard tiny-2/0: try again in a few seconds',
+    });
     const r = await pending;
     expect(r.status).toBe(409);
-    expect(r.body.error).toEqual({ code: 'conflict', message: 'node port-node has no shard tiny-2/0: try again in a few seconds' });
+    expect(r.body.error).toEqual({
+      code: 'conflict',
+      message: 'node port-node has no shard tiny-2/0: try again in a few seconds',
+    });
   });
 
   it('answers 409 for the logs of a replica whose node is not connected, saying what to do', async () => {
     await agent.stop();
-    await until('the node disconnected', async () => ((await api(t.url, t.adminKey, 'GET', '/replicas/tiny-2/logs')).status === 409 ? true : undefined));
+    await until('the node disconnected', async () =>
+      (await api(t.url, t.adminKey, 'GET', '/replicas/tiny-2/logs')).status === 409 ? true : undefined,
+    );
     const r = await api(t.url, t.adminKey, 'GET', '/replicas/tiny-2/logs');
     expect(r.body.error).toEqual({
       code: 'conflict',
-      message: 'node port-node is not connected to this control plane, so the logs of replica tiny-2 cannot be read now: start its agent (llmgw ctl nodes says when it was last seen)',
+      message:
+        'node port-node is not connected to this control plane, so the logs of replica tiny-2 cannot be read now: start its agent (llmgw ctl nodes says when it was last seen)',
     });
   });
 });
@@ -178,15 +228,33 @@ describe('llmgw up while another program holds engine ports', () => {
         '        cpu: true',
       ].join('\n'),
     );
-    env = { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_SERVER: `http://127.0.0.1:${listen}`, LLMGW_KEY: adminKey };
-    const noGpu = { LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1', LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi' };
+    env = {
+      XDG_CONFIG_HOME: join(dir, 'xdg'),
+      LLMGW_SERVER: `http://127.0.0.1:${listen}`,
+      LLMGW_KEY: adminKey,
+    };
+    const noGpu = {
+      LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
+      LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi',
+    };
     // The admin key and another secret in the environment of `llmgw up`: neither may reach an engine.
-    up = startDaemon(['up', '-c', join(dir, 'config.yaml')], { ...env, ...noGpu, LLMGW_ADMIN_KEY: adminKey, LLMGW_DATA_DIR: join(dir, 'data'), SOME_DATABASE_PASSWORD: 'hunter2-not-for-engines' }, dir);
+    up = startDaemon(
+      ['up', '-c', join(dir, 'config.yaml')],
+      {
+        ...env,
+        ...noGpu,
+        LLMGW_ADMIN_KEY: adminKey,
+        LLMGW_DATA_DIR: join(dir, 'data'),
+        SOME_DATABASE_PASSWORD: 'hunter2-not-for-engines',
+      },
+      dir,
+    );
     await up.waitFor(/joined the cluster/);
     watcher = (async () => {
       while (watching) {
         try {
-          for (const r of await replicas('tiny')) seen.push({ id: r.id, state: r.state, port: portOf(r.endpoint) });
+          for (const r of await replicas('tiny'))
+            seen.push({ id: r.id, state: r.state, port: portOf(r.endpoint) });
         } catch {
           // Not up yet.
         }
@@ -203,11 +271,28 @@ describe('llmgw up while another program holds engine ports', () => {
   });
 
   /** Through the API, not `llmgw ctl`: polled often, on a busy machine. */
-  const replicas = async (model: string) => (await api(env['LLMGW_SERVER'] ?? '', adminKey, 'GET', `/replicas?model=${model}`)).body.items as ReplicaJson[];
-  const removals = async (replica: string) => (await api(env['LLMGW_SERVER'] ?? '', adminKey, 'GET', `/audit?action=replica.remove&target=replica/${replica}`)).body.items as { detail: { reason: string } }[];
+  const replicas = async (model: string) =>
+    (await api(env['LLMGW_SERVER'] ?? '', adminKey, 'GET', `/replicas?model=${model}`)).body
+      .items as ReplicaJson[];
+  const removals = async (replica: string) =>
+    (
+      await api(
+        env['LLMGW_SERVER'] ?? '',
+        adminKey,
+        'GET',
+        `/audit?action=replica.remove&target=replica/${replica}`,
+      )
+    ).body.items as { detail: { reason: string } }[];
   const readyTiny = (check: (r: ReplicaJson) => boolean = () => true) =>
-    until('a ready replica of tiny', async () => (await replicas('tiny')).find((r) => r.state === 'ready' && check(r)), 40_000);
-  const takenReason = (port: number) => new RegExp(`^port ${port} on node \\S+ is taken by another program \\(pid ${process.pid}, [^)]+\\): placed again on a free port$`);
+    until(
+      'a ready replica of tiny',
+      async () => (await replicas('tiny')).find((r) => r.state === 'ready' && check(r)),
+      40_000,
+    );
+  const takenReason = (port: number) =>
+    new RegExp(
+      `^port ${port} on node \\S+ is taken by another program \\(pid ${process.pid}, [^)]+\\): placed again on a free port$`,
+    );
 
   it('gets the replica ready on another port; the other program never makes it ready', async () => {
     const r = await readyTiny();
@@ -216,7 +301,9 @@ describe('llmgw up while another program holds engine ports', () => {
     expect(portOf(r.endpoint)).toBeLessThanOrEqual(ports.last);
     // It answers itself: the engine's key is its own.
     const launch = rec.launches().find((l) => l.args.includes(String(portOf(r.endpoint))));
-    const models = await fetch(`${r.endpoint ?? ''}/v1/models`, { headers: { authorization: `Bearer ${launch?.env['LLAMA_API_KEY'] ?? ''}` } });
+    const models = await fetch(`${r.endpoint ?? ''}/v1/models`, {
+      headers: { authorization: `Bearer ${launch?.env['LLAMA_API_KEY'] ?? ''}` },
+    });
     expect(((await models.json()) as { data: { id: string }[] }).data[0]?.id).toBe('tiny');
     expect(seen.filter((s) => s.state === 'ready' && s.port === ports.first)).toEqual([]);
     // The agent said which ports were taken before anything was placed on its node: the first replica is the one.
@@ -253,13 +340,17 @@ describe('llmgw up while another program holds engine ports', () => {
     process.kill(pid, 'SIGKILL');
     // Taken as soon as the dead engine lets go of it, before the agent starts it again.
     held.push(
-      await until('the port taken', async () => {
-        try {
-          return await holdPort(port, '127.0.0.1');
-        } catch {
-          return undefined;
-        }
-      }, 10_000),
+      await until(
+        'the port taken',
+        async () => {
+          try {
+            return await holdPort(port, '127.0.0.1');
+          } catch {
+            return undefined;
+          }
+        },
+        10_000,
+      ),
     );
     const after = await readyTiny((r) => r.id !== before.id);
     expect(portOf(after.endpoint)).not.toBe(port);
@@ -270,12 +361,22 @@ describe('llmgw up while another program holds engine ports', () => {
   });
 
   it('shows why a shard whose engine never started does not run, as its log', async () => {
-    const absent = { name: 'absent', source: join(dir, 'absent.gguf'), profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }] };
+    const absent = {
+      name: 'absent',
+      source: join(dir, 'absent.gguf'),
+      profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+    };
     expect((await api(env['LLMGW_SERVER'] ?? '', adminKey, 'POST', '/models', absent)).status).toBe(201);
-    const r = await until('the absent model failed', async () => (await replicas('absent')).find((x) => x.state === 'failed'));
+    const r = await until('the absent model failed', async () =>
+      (await replicas('absent')).find((x) => x.state === 'failed'),
+    );
     const logs = await llmgw(['ctl', 'logs', r.id], env);
     expect(logs.stderr).toBe('');
     expect(logs.code).toBe(0);
-    expect(logs.stdout).toMatch(new RegExp(`^--- llmgw: the engine has not started: the model's weights ${join(dir, 'absent.gguf')} are not on node \\S+: put them there \\(the path must be the same on every node\\), or use a hf:// source\\n$`));
+    expect(logs.stdout).toMatch(
+      new RegExp(
+        `^--- llmgw: the engine has not started: the model's weights ${join(dir, 'absent.gguf')} are not on node \\S+: put them there \\(the path must be the same on every node\\), or use a hf:// source\\n$`,
+      ),
+    );
   });
 });

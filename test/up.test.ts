@@ -10,7 +10,10 @@ import { isRunning, listProcesses } from '../src/agent/supervisor/process-tree.j
 import { llmgw, repoRoot, startDaemon, type Daemon } from './support/cli.js';
 import { recordingLlamaServer, replicas, until } from './support/fleet.js';
 
-const noGpu = { LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1', LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi' };
+const noGpu = {
+  LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
+  LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi',
+};
 const modeOf = (p: string) => `0${(statSync(p).mode & 0o777).toString(8)}`;
 
 /** A data dir and settings for `llmgw up` with one CPU model, whose llama-server is the fake. */
@@ -35,7 +38,11 @@ function cluster(): { dir: string; config: string; env: Record<string, string> }
       '',
     ].join('\n'),
   );
-  return { dir, config, env: { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_DATA_DIR: join(dir, 'data'), ...noGpu } };
+  return {
+    dir,
+    config,
+    env: { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_DATA_DIR: join(dir, 'data'), ...noGpu },
+  };
 }
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -62,10 +69,13 @@ describe('llmgw up keeps its files to its owner', () => {
     const up = startUp(['up', '-c', config], env, dir);
     try {
       await up.waitFor(/logged in with it/);
-      await until('a ready replica of tiny', async () => (await replicas(env, 'tiny')).find((r) => r.state === 'ready'));
+      await until('a ready replica of tiny', async () =>
+        (await replicas(env, 'tiny')).find((r) => r.state === 'ready'),
+      );
       const data = join(dir, 'data');
       expect(modeOf(data)).toBe('0700');
-      for (const f of ['llmgw.db', 'llmgw.db-wal', 'llmgw.db-shm', join('agent', 'node.json')]) expect([f, modeOf(join(data, f))]).toEqual([f, '0600']);
+      for (const f of ['llmgw.db', 'llmgw.db-wal', 'llmgw.db-shm', join('agent', 'node.json')])
+        expect([f, modeOf(join(data, f))]).toEqual([f, '0600']);
       expect(modeOf(join(dir, 'xdg', 'llmgw'))).toBe('0700');
       expect(modeOf(join(dir, 'xdg', 'llmgw', 'ctl.json'))).toBe('0600');
     } finally {
@@ -84,10 +94,16 @@ describe('llmgw up keeps its files to its owner', () => {
         .output()
         .split('\n')
         .filter((l) => l.includes('was open to other users'))
-        .map((l) => (JSON.parse(l) as { level: string; msg: string }));
+        .map((l) => JSON.parse(l) as { level: string; msg: string });
       expect(warnings).toEqual([
-        expect.objectContaining({ level: 'warn', msg: `${join(dir, 'data')} was open to other users (mode 0755): made it 0700` }),
-        expect.objectContaining({ level: 'warn', msg: `${join(dir, 'data', 'llmgw.db')} was open to other users (mode 0644): made it 0600` }),
+        expect.objectContaining({
+          level: 'warn',
+          msg: `${join(dir, 'data')} was open to other users (mode 0755): made it 0700`,
+        }),
+        expect.objectContaining({
+          level: 'warn',
+          msg: `${join(dir, 'data', 'llmgw.db')} was open to other users (mode 0644): made it 0600`,
+        }),
       ]);
     } finally {
       expect(await again.stop('SIGTERM')).toBe(0);
@@ -97,18 +113,27 @@ describe('llmgw up keeps its files to its owner', () => {
   it('saves the login of llmgw ctl login 0600 in a directory of its own 0700, and puts an open one right', async () => {
     const { dir, config, env } = cluster();
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const up = startUp(['up', '-c', config], { ...env, LLMGW_ADMIN_KEY: 'up-test-admin-key-0123456789abcdef' }, dir);
+    const up = startUp(
+      ['up', '-c', config],
+      { ...env, LLMGW_ADMIN_KEY: 'up-test-admin-key-0123456789abcdef' },
+      dir,
+    );
     try {
       const url = (await up.waitFor(/"url":"(http:\/\/127\.0\.0\.1:\d+)"/))[1]!;
       const xdg = join(dir, 'login');
-      const login = await llmgw(['ctl', 'login', '--server', url, '--key', 'up-test-admin-key-0123456789abcdef'], { XDG_CONFIG_HOME: xdg });
+      const login = await llmgw(
+        ['ctl', 'login', '--server', url, '--key', 'up-test-admin-key-0123456789abcdef'],
+        { XDG_CONFIG_HOME: xdg },
+      );
       expect(login.code).toBe(0);
       expect(modeOf(join(xdg, 'llmgw'))).toBe('0700');
       expect(modeOf(join(xdg, 'llmgw', 'ctl.json'))).toBe('0600');
       chmodSync(join(xdg, 'llmgw', 'ctl.json'), 0o644);
       const models = await llmgw(['ctl', 'models'], { XDG_CONFIG_HOME: xdg });
       expect(models.code).toBe(0);
-      expect(models.stderr).toBe(`note: ${join(xdg, 'llmgw', 'ctl.json')} was open to other users (mode 0644): made it 0600 (it holds an API key)\n`);
+      expect(models.stderr).toBe(
+        `note: ${join(xdg, 'llmgw', 'ctl.json')} was open to other users (mode 0644): made it 0600 (it holds an API key)\n`,
+      );
       expect(modeOf(join(xdg, 'llmgw', 'ctl.json'))).toBe('0600');
     } finally {
       expect(await up.stop('SIGTERM')).toBe(0);
@@ -130,7 +155,9 @@ describe('llmgw up and signals', () => {
       );
       const agent = await llmgw(['agent', '--server', 'http://127.0.0.1:9', '--token', 'llmgw_join_x'], env);
       expect(agent.code).toBe(1);
-      expect(agent.stderr).toBe(`error: the data dir ${join(dir, 'data')} is in use by the agent of another llmgw (pid ${first.child.pid ?? 0} on ${hostname()}): stop that one first, or give this one a data dir of its own (LLMGW_DATA_DIR)\n`);
+      expect(agent.stderr).toBe(
+        `error: the data dir ${join(dir, 'data')} is in use by the agent of another llmgw (pid ${first.child.pid ?? 0} on ${hostname()}): stop that one first, or give this one a data dir of its own (LLMGW_DATA_DIR)\n`,
+      );
       expect((await replicas(env, 'tiny')).length).toBe(1);
     } finally {
       expect(await first.stop('SIGTERM')).toBe(0);
@@ -148,7 +175,9 @@ describe('llmgw up and signals', () => {
     writeFileSync(join(dir, 'data', 'agent', 'node.json'), 'not json');
     const r = await llmgw(['up', '-c', config], env);
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe(`error: ${join(dir, 'data', 'agent', 'node.json')} is not a node identity: move it away to join as a new node\n`);
+    expect(r.stderr).toBe(
+      `error: ${join(dir, 'data', 'agent', 'node.json')} is not a node identity: move it away to join as a new node\n`,
+    );
     expect(r.stdout).toContain('control plane stopped');
   });
 
@@ -172,7 +201,8 @@ function llmgwUnder(npx: ChildProcess): number | undefined {
     } catch {
       continue;
     }
-    if (/(^|\/)node$/.test(argv[0] ?? '') && argv.some((a) => a.endsWith('/llmgw')) && argv.includes('up')) return p.pid;
+    if (/(^|\/)node$/.test(argv[0] ?? '') && argv.some((a) => a.endsWith('/llmgw')) && argv.includes('up'))
+      return p.pid;
   }
   return undefined;
 }
@@ -188,7 +218,13 @@ describe("the README's start command, npx llmgw up, stops with its engines", () 
     const npx = spawn('npx', ['--offline', '--ignore-scripts', 'llmgw', 'up', '-c', config], {
       cwd: repoRoot,
       detached: true,
-      env: { PATH: process.env['PATH'] ?? '', HOME: dir, npm_config_cache: join(dir, 'npm-cache'), npm_config_update_notifier: 'false', ...env },
+      env: {
+        PATH: process.env['PATH'] ?? '',
+        HOME: dir,
+        npm_config_cache: join(dir, 'npm-cache'),
+        npm_config_update_notifier: 'false',
+        ...env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -200,12 +236,21 @@ describe("the README's start command, npx llmgw up, stops with its engines", () 
       // A test that failed leaves its processes: asked to stop first, so that llmgw stops its engines.
       const group = () => listProcesses().filter((p) => p.pgrp === npx.pid);
       for (const p of group()) process.kill(p.pid, 'SIGTERM');
-      await until('the npx process group gone', () => (group().length === 0 ? true : undefined), 15_000).catch(() => undefined);
-      for (const pid of [...group().map((p) => p.pid), ...pids]) if (isRunning(pid)) process.kill(pid, 'SIGKILL');
+      await until(
+        'the npx process group gone',
+        () => (group().length === 0 ? true : undefined),
+        15_000,
+      ).catch(() => undefined);
+      for (const pid of [...group().map((p) => p.pid), ...pids])
+        if (isRunning(pid)) process.kill(pid, 'SIGKILL');
       rmSync(dir, { recursive: true, force: true });
     });
 
-    const replica = await until('a ready replica of tiny', async () => (await replicas(env, 'tiny')).find((r) => r.state === 'ready'), 45_000).catch((e: unknown) => {
+    const replica = await until(
+      'a ready replica of tiny',
+      async () => (await replicas(env, 'tiny')).find((r) => r.state === 'ready'),
+      45_000,
+    ).catch((e: unknown) => {
       throw new Error(`${e instanceof Error ? e.message : String(e)}\nnpx output:\n${out}`);
     });
     const engine = replica.shards[0]?.pid;
@@ -217,8 +262,14 @@ describe("the README's start command, npx llmgw up, stops with its engines", () 
     if (target === 'npx') process.kill(npx.pid!, 'SIGTERM');
     else process.kill(-npx.pid!, 'SIGINT');
     await exited;
-    await until('llmgw and its engine gone', () => (isRunning(up!) || isRunning(engine!) ? undefined : true), 20_000).catch((e: unknown) => {
-      throw new Error(`${e instanceof Error ? e.message : String(e)} (llmgw ${isRunning(up!) ? 'running' : 'gone'}, engine ${isRunning(engine!) ? 'running' : 'gone'})\noutput:\n${out}`);
+    await until(
+      'llmgw and its engine gone',
+      () => (isRunning(up!) || isRunning(engine!) ? undefined : true),
+      20_000,
+    ).catch((e: unknown) => {
+      throw new Error(
+        `${e instanceof Error ? e.message : String(e)} (llmgw ${isRunning(up!) ? 'running' : 'gone'}, engine ${isRunning(engine!) ? 'running' : 'gone'})\noutput:\n${out}`,
+      );
     });
     expect(out).toContain('control plane stopped');
   });

@@ -125,7 +125,11 @@ export class Agent {
       }
       if (this.#isStopped()) break;
       attempt = welcomed ? 0 : attempt + 1;
-      const delay = backoffDelay(attempt, this.#o.backoff ?? { initialMs: 500, maxMs: agentReconnectMaxMs }, this.#o.random);
+      const delay = backoffDelay(
+        attempt,
+        this.#o.backoff ?? { initialMs: 500, maxMs: agentReconnectMaxMs },
+        this.#o.random,
+      );
       this.#o.logger.info({ inMs: delay }, 'reconnecting');
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, delay);
@@ -140,10 +144,13 @@ export class Agent {
   /** One connection, from dial to close. Resolves true when it was welcomed. */
   async #connectOnce(): Promise<boolean> {
     const id = this.#identity;
-    const credential = id.credential !== undefined && id.server === this.#o.server ? id.credential : undefined;
+    const credential =
+      id.credential !== undefined && id.server === this.#o.server ? id.credential : undefined;
     const secret = credential ?? this.#o.token;
     if (secret === undefined) {
-      throw new AgentRefused(`this node has not joined ${this.#o.server} yet: start the agent with --token (llmgw ctl node token makes one)`);
+      throw new AgentRefused(
+        `this node has not joined ${this.#o.server} yet: start the agent with --token (llmgw ctl node token makes one)`,
+      );
     }
     const inventory = await this.#o.inventory();
     const url = `${this.#o.server.replace(/^http/, 'ws').replace(/\/+$/, '')}${agentChannelPath}`;
@@ -198,7 +205,10 @@ export class Agent {
           if (status === 401 || status === 403 || status === 409 || status === 400) {
             if (credential !== undefined && this.#o.token !== undefined) {
               // The credential is gone (node removed, database replaced): join again with the token.
-              this.#o.logger.warn({ reason: message }, 'node credential refused; joining again with the token');
+              this.#o.logger.warn(
+                { reason: message },
+                'node credential refused; joining again with the token',
+              );
               this.#identity = { id: id.id, name: id.name };
               saveIdentity(this.#o.dataDir, this.#identity);
               resolve(true);
@@ -238,9 +248,18 @@ export class Agent {
         {
           welcomed = true;
           heartbeatMs = m.heartbeat_ms;
-          this.#identity = { id: m.node.id, name: m.node.name, server: this.#o.server, credential: m.credential ?? this.#identity.credential };
-          if (m.credential !== undefined || id.server !== this.#o.server) saveIdentity(this.#o.dataDir, this.#identity);
-          this.#o.logger.info({ node: m.node.name, server: this.#o.server }, m.credential === undefined ? 'connected to the control plane' : 'joined the cluster');
+          this.#identity = {
+            id: m.node.id,
+            name: m.node.name,
+            server: this.#o.server,
+            credential: m.credential ?? this.#identity.credential,
+          };
+          if (m.credential !== undefined || id.server !== this.#o.server)
+            saveIdentity(this.#o.dataDir, this.#identity);
+          this.#o.logger.info(
+            { node: m.node.name, server: this.#o.server },
+            m.credential === undefined ? 'connected to the control plane' : 'joined the cluster',
+          );
           this.#resolveWelcomed(this.#identity);
           if (timer !== undefined) clearInterval(timer);
           timer = setInterval(() => void beat(), heartbeatMs);
@@ -253,12 +272,14 @@ export class Agent {
           reject(new AgentRefused(reason.toString() || 'the control plane refused this node'));
           return;
         }
-        if (welcomed) this.#o.logger.warn({ code, reason: reason.toString() }, 'disconnected from the control plane');
+        if (welcomed)
+          this.#o.logger.warn({ code, reason: reason.toString() }, 'disconnected from the control plane');
         resolve(welcomed);
       });
       ws.on('error', (e) => {
         // 'close' follows; an error before the upgrade has no close of its own.
-        if (ws.readyState === WebSocket.CLOSED || ws.readyState === WebSocket.CONNECTING) reject(new LlmgwError('unavailable', e.message));
+        if (ws.readyState === WebSocket.CLOSED || ws.readyState === WebSocket.CONNECTING)
+          reject(new LlmgwError('unavailable', e.message));
       });
     });
   }

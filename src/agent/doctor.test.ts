@@ -2,9 +2,23 @@ import { describe, expect, it } from 'vitest';
 
 import type { Card, HostInfo } from '../gpu/types.js';
 
-import { diagnose, doctorFindings, llamaServerProbe, type DoctorCode, type EngineProbe, type PathResult } from './doctor.js';
+import {
+  diagnose,
+  doctorFindings,
+  llamaServerProbe,
+  type DoctorCode,
+  type EngineProbe,
+  type PathResult,
+} from './doctor.js';
 
-const host: HostInfo = { hostname: 'h', os: 'linux', arch: 'x64', cpus: { count: 8, model: 'x' }, memory: { total_mib: 1, free_mib: 1 }, disk: { path: '/d', total_mib: 1, free_mib: 1 } };
+const host: HostInfo = {
+  hostname: 'h',
+  os: 'linux',
+  arch: 'x64',
+  cpus: { count: 8, model: 'x' },
+  memory: { total_mib: 1, free_mib: 1 },
+  disk: { path: '/d', total_mib: 1, free_mib: 1 },
+};
 const card = (over: Partial<Card> = {}): Card => ({
   index: 0,
   uuid: 'GPU-1',
@@ -29,13 +43,26 @@ describe('llmgw doctor', () => {
   it('says which path works and why the other did not', () => {
     const r = diagnose({ paths: smi([card()]), engines: llama, host });
     expect(r.discovery).toEqual({ method: 'nvidia-smi', reasons: ['nvml: libnvidia-ml.so.1 not found'] });
-    expect(r).toMatchObject({ driver_version: '550.54.15', cuda_version: '12.4', exit_code: 0, warnings: [] });
+    expect(r).toMatchObject({
+      driver_version: '550.54.15',
+      cuda_version: '12.4',
+      exit_code: 0,
+      warnings: [],
+    });
     expect(r.cards[0]).toMatchObject({ mode: 'whole', utilization_pct: 3, instances: [] });
   });
 
   it.each([
-    [{ remapped_rows_pending: true }, 'gpu_reset_pending', 'has remapped memory rows waiting for a reset: reset it (nvidia-smi -r -i 0) when it is idle'],
-    [{ remapped_rows_failure: true }, 'gpu_remap_failed', 'failed to remap a memory row: it needs service; drain it'],
+    [
+      { remapped_rows_pending: true },
+      'gpu_reset_pending',
+      'has remapped memory rows waiting for a reset: reset it (nvidia-smi -r -i 0) when it is idle',
+    ],
+    [
+      { remapped_rows_failure: true },
+      'gpu_remap_failed',
+      'failed to remap a memory row: it needs service; drain it',
+    ],
     [{ ecc_uncorrectable: 2 }, 'ecc_uncorrectable', 'has had 2 uncorrectable ECC errors'],
   ])('warns of wear %j without failing', (wear, code, words) => {
     const r = diagnose({ paths: smi([card({ wear })]), engines: llama, host });
@@ -46,8 +73,18 @@ describe('llmgw doctor', () => {
   it('fails when the driver is installed but not loaded, on both paths', () => {
     const r = diagnose({
       paths: [
-        { method: 'nvml', ok: false, kind: 'unusable', reason: 'NVIDIA driver not loaded (nvmlInit_v2: Driver Not Loaded)' },
-        { method: 'nvidia-smi', ok: false, kind: 'unusable', reason: 'NVIDIA driver not loaded (nvidia-smi exited 9)' },
+        {
+          method: 'nvml',
+          ok: false,
+          kind: 'unusable',
+          reason: 'NVIDIA driver not loaded (nvmlInit_v2: Driver Not Loaded)',
+        },
+        {
+          method: 'nvidia-smi',
+          ok: false,
+          kind: 'unusable',
+          reason: 'NVIDIA driver not loaded (nvidia-smi exited 9)',
+        },
       ],
       engines: llama,
       host,
@@ -89,8 +126,17 @@ describe('llmgw doctor', () => {
     { method: 'nvml', ok: false, kind: 'missing', reason: 'libnvidia-ml.so.1 not found' },
     { method: 'nvidia-smi', ok: false, kind: 'missing', reason: 'not found on PATH' },
   ];
-  const installs: EngineProbe = { name: 'llama-server', found: false, installs: true, detail: 'not installed yet' };
-  const missing: EngineProbe = { name: 'llama-server', found: false, detail: 'agent.engines.llamacpp.bin is /x, which does not exist or cannot run' };
+  const installs: EngineProbe = {
+    name: 'llama-server',
+    found: false,
+    installs: true,
+    detail: 'not installed yet',
+  };
+  const missing: EngineProbe = {
+    name: 'llama-server',
+    found: false,
+    detail: 'agent.engines.llamacpp.bin is /x, which does not exist or cannot run',
+  };
   const vllm: EngineProbe = { name: 'vllm', found: true, path: '/usr/bin/vllm' };
   const up = { url: 'http://cp:8080', reachable: true, version: '1' };
 
@@ -99,12 +145,54 @@ describe('llmgw doctor', () => {
     ['llama.cpp the agent installs, no GPU', { paths: noGpu, engines: [installs] }, [], 0],
     ['no llama.cpp and no GPU', { paths: noGpu, engines: [missing, vllm] }, ['no_engine'], 1],
     ['no llama.cpp, a GPU and vLLM', { paths: smi([card()]), engines: [missing, vllm] }, [], 0],
-    ['no llama.cpp, a GPU and no GPU engine', { paths: smi([card()]), engines: [missing, { name: 'vllm', found: false }] }, ['no_engine'], 1],
-    ['the control plane answers and takes the token', { paths: noGpu, engines: llama, controlPlane: { ...up, token: { accepted: true, name: 't' } } }, [], 0],
-    ['the control plane does not answer', { paths: noGpu, engines: llama, controlPlane: { url: 'http://cp:8080', reachable: false, error: 'ECONNREFUSED' } }, ['control_plane_unreachable'], 1],
-    ['the join token is refused', { paths: noGpu, engines: llama, controlPlane: { ...up, token: { accepted: false, error: 'the join token is not valid' } } }, ['token_refused'], 1],
-    ['a worn card alone', { paths: smi([card({ wear: { ecc_uncorrectable: 1 } })]), engines: llama }, ['ecc_uncorrectable'], 0],
-    ['a worn card and a refused token', { paths: smi([card({ wear: { ecc_uncorrectable: 1 } })]), engines: llama, controlPlane: { ...up, token: { accepted: false } } }, ['ecc_uncorrectable', 'token_refused'], 1],
+    [
+      'no llama.cpp, a GPU and no GPU engine',
+      { paths: smi([card()]), engines: [missing, { name: 'vllm', found: false }] },
+      ['no_engine'],
+      1,
+    ],
+    [
+      'the control plane answers and takes the token',
+      { paths: noGpu, engines: llama, controlPlane: { ...up, token: { accepted: true, name: 't' } } },
+      [],
+      0,
+    ],
+    [
+      'the control plane does not answer',
+      {
+        paths: noGpu,
+        engines: llama,
+        controlPlane: { url: 'http://cp:8080', reachable: false, error: 'ECONNREFUSED' },
+      },
+      ['control_plane_unreachable'],
+      1,
+    ],
+    [
+      'the join token is refused',
+      {
+        paths: noGpu,
+        engines: llama,
+        controlPlane: { ...up, token: { accepted: false, error: 'the join token is not valid' } },
+      },
+      ['token_refused'],
+      1,
+    ],
+    [
+      'a worn card alone',
+      { paths: smi([card({ wear: { ecc_uncorrectable: 1 } })]), engines: llama },
+      ['ecc_uncorrectable'],
+      0,
+    ],
+    [
+      'a worn card and a refused token',
+      {
+        paths: smi([card({ wear: { ecc_uncorrectable: 1 } })]),
+        engines: llama,
+        controlPlane: { ...up, token: { accepted: false } },
+      },
+      ['ecc_uncorrectable', 'token_refused'],
+      1,
+    ],
   ] as const)('%s: warns %j, exits %i', (_, input, codes, exit) => {
     const r = diagnose({ ...input, host } as Parameters<typeof diagnose>[0]);
     expect(r.warnings.map((w) => w.code)).toEqual(codes);
@@ -120,19 +208,68 @@ describe('llmgw doctor', () => {
   });
 
   describe('llama-server as the agent will run it', () => {
-    const base = { bin: undefined, binRuns: false, installed: undefined, onPath: undefined, platform: 'linux', arch: 'x64', build: 'b10587' };
+    const base = {
+      bin: undefined,
+      binRuns: false,
+      installed: undefined,
+      onPath: undefined,
+      platform: 'linux',
+      arch: 'x64',
+      build: 'b10587',
+    };
     it.each([
-      ['the bin set, and it runs', { bin: '/opt/llama-server', binRuns: true }, { found: true, path: '/opt/llama-server', detail: 'agent.engines.llamacpp.bin' }],
-      ['the bin set, and missing', { bin: '/opt/llama-server' }, { found: false, detail: 'agent.engines.llamacpp.bin is /opt/llama-server, which does not exist or cannot run' }],
-      ['installed by the agent', { installed: '/d/engines/llamacpp/b10587-cpu/llama-server' }, { found: true, path: '/d/engines/llamacpp/b10587-cpu/llama-server', detail: 'installed by the agent' }],
-      ['not installed, on Linux x64', {}, { found: false, installs: true, detail: 'not installed yet: the agent installs llama.cpp b10587 when a llama.cpp replica is placed here' }],
+      [
+        'the bin set, and it runs',
+        { bin: '/opt/llama-server', binRuns: true },
+        { found: true, path: '/opt/llama-server', detail: 'agent.engines.llamacpp.bin' },
+      ],
+      [
+        'the bin set, and missing',
+        { bin: '/opt/llama-server' },
+        {
+          found: false,
+          detail: 'agent.engines.llamacpp.bin is /opt/llama-server, which does not exist or cannot run',
+        },
+      ],
+      [
+        'installed by the agent',
+        { installed: '/d/engines/llamacpp/b10587-cpu/llama-server' },
+        {
+          found: true,
+          path: '/d/engines/llamacpp/b10587-cpu/llama-server',
+          detail: 'installed by the agent',
+        },
+      ],
+      [
+        'not installed, on Linux x64',
+        {},
+        {
+          found: false,
+          installs: true,
+          detail:
+            'not installed yet: the agent installs llama.cpp b10587 when a llama.cpp replica is placed here',
+        },
+      ],
       ['not installed, on Linux arm64', { arch: 'arm64' }, { found: false, installs: true }],
       [
         'on PATH only: the agent installs its own',
         { onPath: '/usr/bin/llama-server' },
-        { found: false, installs: true, detail: 'not installed yet: the agent installs llama.cpp b10587 when a llama.cpp replica is placed here; the llama-server at /usr/bin/llama-server is used only if agent.engines.llamacpp.bin names it' },
+        {
+          found: false,
+          installs: true,
+          detail:
+            'not installed yet: the agent installs llama.cpp b10587 when a llama.cpp replica is placed here; the llama-server at /usr/bin/llama-server is used only if agent.engines.llamacpp.bin names it',
+        },
       ],
-      ['not installed, on macOS', { platform: 'darwin', arch: 'arm64' }, { found: false, detail: 'llama.cpp publishes builds the agent installs for Linux x64 and arm64 only, and this node is darwin arm64' }],
+      [
+        'not installed, on macOS',
+        { platform: 'darwin', arch: 'arm64' },
+        {
+          found: false,
+          detail:
+            'llama.cpp publishes builds the agent installs for Linux x64 and arm64 only, and this node is darwin arm64',
+        },
+      ],
     ] as const)('%s', (_, over, expected) => {
       const probe = llamaServerProbe({ ...base, ...over });
       expect(probe).toMatchObject({ name: 'llama-server', ...expected });

@@ -128,17 +128,37 @@ export function diagnose(input: DoctorInput): DoctorReport {
   for (const x of excluded) {
     const card = cards.find((c) => c.index === x.card);
     const pending = card?.mig !== undefined && card.mig.pending !== card.mig.current;
-    warnings.push(warning(pending ? 'mig_pending_reset' : 'mig_no_instances', `card ${x.card} (${x.class}) can run nothing: ${x.reason}`));
+    warnings.push(
+      warning(
+        pending ? 'mig_pending_reset' : 'mig_no_instances',
+        `card ${x.card} (${x.class}) can run nothing: ${x.reason}`,
+      ),
+    );
   }
   for (const c of cards) {
     if (c.wear.remapped_rows_pending === true) {
-      warnings.push(warning('gpu_reset_pending', `card ${c.index} (${c.class}) has remapped memory rows waiting for a reset: reset it (nvidia-smi -r -i ${c.index}) when it is idle`));
+      warnings.push(
+        warning(
+          'gpu_reset_pending',
+          `card ${c.index} (${c.class}) has remapped memory rows waiting for a reset: reset it (nvidia-smi -r -i ${c.index}) when it is idle`,
+        ),
+      );
     }
     if (c.wear.remapped_rows_failure === true) {
-      warnings.push(warning('gpu_remap_failed', `card ${c.index} (${c.class}) failed to remap a memory row: it needs service; drain it`));
+      warnings.push(
+        warning(
+          'gpu_remap_failed',
+          `card ${c.index} (${c.class}) failed to remap a memory row: it needs service; drain it`,
+        ),
+      );
     }
     if ((c.wear.ecc_uncorrectable ?? 0) > 0) {
-      warnings.push(warning('ecc_uncorrectable', `card ${c.index} (${c.class}) has had ${c.wear.ecc_uncorrectable ?? 0} uncorrectable ECC errors: watch it, and drain it if the count grows`));
+      warnings.push(
+        warning(
+          'ecc_uncorrectable',
+          `card ${c.index} (${c.class}) has had ${c.wear.ecc_uncorrectable ?? 0} uncorrectable ECC errors: watch it, and drain it if the count grows`,
+        ),
+      );
     }
   }
 
@@ -147,8 +167,20 @@ export function diagnose(input: DoctorInput): DoctorReport {
 
   const cp = input.controlPlane;
   if (cp !== undefined) {
-    if (!cp.reachable) warnings.push(warning('control_plane_unreachable', `the control plane at ${cp.url} does not answer (${cp.error ?? 'no answer'}): check the URL, the network and its firewall`));
-    else if (cp.token !== undefined && !cp.token.accepted) warnings.push(warning('token_refused', `the control plane refuses the join token: ${cp.token.error ?? 'not valid'}`));
+    if (!cp.reachable)
+      warnings.push(
+        warning(
+          'control_plane_unreachable',
+          `the control plane at ${cp.url} does not answer (${cp.error ?? 'no answer'}): check the URL, the network and its firewall`,
+        ),
+      );
+    else if (cp.token !== undefined && !cp.token.accepted)
+      warnings.push(
+        warning(
+          'token_refused',
+          `the control plane refuses the join token: ${cp.token.error ?? 'not valid'}`,
+        ),
+      );
   }
 
   return {
@@ -177,19 +209,49 @@ function noEngine(engines: readonly EngineProbe[], hasGpu: boolean): string | un
 }
 
 /** What the doctor says of llama-server: the agent runs `bin` when set, else the build it installs. */
-export function llamaServerProbe(o: { bin: string | undefined; binRuns: boolean; installed: string | undefined; onPath: string | undefined; platform: string; arch: string; build: string }): EngineProbe {
+export function llamaServerProbe(o: {
+  bin: string | undefined;
+  binRuns: boolean;
+  installed: string | undefined;
+  onPath: string | undefined;
+  platform: string;
+  arch: string;
+  build: string;
+}): EngineProbe {
   if (o.bin !== undefined) {
     return o.binRuns
       ? { name: 'llama-server', found: true, path: o.bin, detail: 'agent.engines.llamacpp.bin' }
-      : { name: 'llama-server', found: false, detail: `agent.engines.llamacpp.bin is ${o.bin}, which does not exist or cannot run` };
+      : {
+          name: 'llama-server',
+          found: false,
+          detail: `agent.engines.llamacpp.bin is ${o.bin}, which does not exist or cannot run`,
+        };
   }
   // The agent never runs a llama-server from PATH on its own: it installs its pinned build.
-  const unused = o.onPath === undefined ? '' : `; the llama-server at ${o.onPath} is used only if agent.engines.llamacpp.bin names it`;
-  if (o.installed !== undefined) return { name: 'llama-server', found: true, path: o.installed, detail: `installed by the agent${unused}` };
+  const unused =
+    o.onPath === undefined
+      ? ''
+      : `; the llama-server at ${o.onPath} is used only if agent.engines.llamacpp.bin names it`;
+  if (o.installed !== undefined)
+    return {
+      name: 'llama-server',
+      found: true,
+      path: o.installed,
+      detail: `installed by the agent${unused}`,
+    };
   if (o.platform === 'linux' && (o.arch === 'x64' || o.arch === 'arm64')) {
-    return { name: 'llama-server', found: false, installs: true, detail: `not installed yet: the agent installs llama.cpp ${o.build} when a llama.cpp replica is placed here${unused}` };
+    return {
+      name: 'llama-server',
+      found: false,
+      installs: true,
+      detail: `not installed yet: the agent installs llama.cpp ${o.build} when a llama.cpp replica is placed here${unused}`,
+    };
   }
-  return { name: 'llama-server', found: false, detail: `llama.cpp publishes builds the agent installs for Linux x64 and arm64 only, and this node is ${o.platform} ${o.arch}${unused}` };
+  return {
+    name: 'llama-server',
+    found: false,
+    detail: `llama.cpp publishes builds the agent installs for Linux x64 and arm64 only, and this node is ${o.platform} ${o.arch}${unused}`,
+  };
 }
 
 function doctorCard(c: Card, devices: ReturnType<typeof devicesOf>['devices']): DoctorCard {

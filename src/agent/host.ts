@@ -16,7 +16,11 @@ export function hostInfo(dataDir: string): HostInfo {
     arch: arch(),
     cpus: { count: list.length, model: list[0]?.model.trim() ?? 'unknown' },
     memory: { total_mib: Math.round(totalmem() / mib), free_mib: Math.round(availableMemory() / mib) },
-    disk: { path: dataDir, total_mib: Math.round((fs.blocks * fs.bsize) / mib), free_mib: Math.round((fs.bavail * fs.bsize) / mib) },
+    disk: {
+      path: dataDir,
+      total_mib: Math.round((fs.blocks * fs.bsize) / mib),
+      free_mib: Math.round((fs.bavail * fs.bsize) / mib),
+    },
   };
 }
 
@@ -33,7 +37,6 @@ function availableMemory(): number {
   }
   return freemem();
 }
-
 
 function readMeminfo(): number | undefined {
   const m = /^MemAvailable:\s+(\d+) kB/m.exec(readFileSync('/proc/meminfo', 'utf8'));

@@ -41,7 +41,10 @@ export function loadIdentity(dataDir: string, name?: string): NodeIdentity {
     try {
       saved = identitySchema.parse(JSON.parse(readFileSync(path, 'utf8')));
     } catch {
-      throw new LlmgwError('invalid_argument', `${path} is not a node identity: move it away to join as a new node`);
+      throw new LlmgwError(
+        'invalid_argument',
+        `${path} is not a node identity: move it away to join as a new node`,
+      );
     }
     if (name !== undefined && name !== saved.name) {
       // A new name is a new node to the control plane: its credential is for the old one.

@@ -29,17 +29,49 @@ const engines: EngineSettingsWire = {
 };
 
 function model(name: string, source: string): ModelSpec {
-  return { name, source, replicas: 1, profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true, tp: 1, pp: 1, gpus_per_node: 0, nodes: 1, args: [], env: {}, adapters: [] }] };
+  return {
+    name,
+    source,
+    replicas: 1,
+    profiles: [
+      {
+        name: 'cpu',
+        engine: 'llamacpp',
+        cpu: true,
+        tp: 1,
+        pp: 1,
+        gpus_per_node: 0,
+        nodes: 1,
+        args: [],
+        env: {},
+        adapters: [],
+      },
+    ],
+  };
 }
 
 function assigned(replica: string, m: ModelSpec, port: number): AssignedShard {
-  return { replica, model: m, profile: 'cpu', rank: 0, ranks: 1, port, devices: [], threads: 1, api_key: 'llmgw_engine_test' };
+  return {
+    replica,
+    model: m,
+    profile: 'cpu',
+    rank: 0,
+    ranks: 1,
+    port,
+    devices: [],
+    threads: 1,
+    api_key: 'llmgw_engine_test',
+  };
 }
 
 function executor(bin: string): { exec: ShardExecutor; sent: AgentMessage[] } {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-exec-'));
   const sent: AgentMessage[] = [];
-  const supervisor = new Supervisor({ logDir: join(dir, 'logs'), onStatus: () => undefined, backoff: { initialMs: 60_000, maxMs: 60_000 } });
+  const supervisor = new Supervisor({
+    logDir: join(dir, 'logs'),
+    onStatus: () => undefined,
+    backoff: { initialMs: 60_000, maxMs: 60_000 },
+  });
   const exec = new ShardExecutor({
     dataDir: dir,
     logger: pino({ level: 'silent' }),
@@ -56,11 +88,18 @@ function executor(bin: string): { exec: ShardExecutor; sent: AgentMessage[] } {
   return { exec, sent };
 }
 
-async function logs(exec: ShardExecutor, sent: AgentMessage[], key: string): Promise<Extract<AgentMessage, { type: 'log_lines' }>> {
+async function logs(
+  exec: ShardExecutor,
+  sent: AgentMessage[],
+  key: string,
+): Promise<Extract<AgentMessage, { type: 'log_lines' }>> {
   const request = `req-${Math.random()}`;
   exec.handle({ type: 'logs', request, key, tail: 100, follow: false });
   for (let i = 0; i < 200; i++) {
-    const m = sent.find((x): x is Extract<AgentMessage, { type: 'log_lines' }> => x.type === 'log_lines' && x.request === request);
+    const m = sent.find(
+      (x): x is Extract<AgentMessage, { type: 'log_lines' }> =>
+        x.type === 'log_lines' && x.request === request,
+    );
     if (m !== undefined) return m;
     await new Promise((r) => setTimeout(r, 10));
   }
@@ -70,7 +109,11 @@ async function logs(exec: ShardExecutor, sent: AgentMessage[], key: string): Pro
 describe('the logs of a shard whose engine did not start', () => {
   it('are why it did not start: its weights are not on this node', async () => {
     const { exec, sent } = executor('/nonexistent/llama-server');
-    exec.handle({ type: 'assign', shards: [assigned('m-1', model('m', '/nonexistent/m.gguf'), 20000)], engines });
+    exec.handle({
+      type: 'assign',
+      shards: [assigned('m-1', model('m', '/nonexistent/m.gguf'), 20000)],
+      engines,
+    });
     const answer = await logs(exec, sent, 'm-1/0');
     expect(answer.error).toBeUndefined();
     expect(answer.done).toBe(true);
@@ -83,7 +126,11 @@ describe('the logs of a shard whose engine did not start', () => {
     const { exec, sent } = executor('/nonexistent/llama-server');
     const weights = join(mkdtempSync(join(tmpdir(), 'llmgw-exec-')), 'm.gguf');
     writeFileSync(weights, 'GGUF');
-    exec.handle({ type: 'assign', shards: [assigned('m-1', model('m', weights), await freePort())], engines });
+    exec.handle({
+      type: 'assign',
+      shards: [assigned('m-1', model('m', weights), await freePort())],
+      engines,
+    });
     const answer = await (async () => {
       for (let i = 0; i < 200; i++) {
         const a = await logs(exec, sent, 'm-1/0');
@@ -93,7 +140,9 @@ describe('the logs of a shard whose engine did not start', () => {
       throw new Error('no lines');
     })();
     expect(answer.error).toBeUndefined();
-    expect(answer.lines.at(-1)).toBe('--- llmgw: the engine is not running: cannot start /nonexistent/llama-server: not found; restarting in 60 s');
+    expect(answer.lines.at(-1)).toBe(
+      '--- llmgw: the engine is not running: cannot start /nonexistent/llama-server: not found; restarting in 60 s',
+    );
   });
 
   it('is refused, saying why and what to do, for a shard this node was not given', async () => {
@@ -103,7 +152,8 @@ describe('the logs of a shard whose engine did not start', () => {
     expect(answer).toMatchObject({
       lines: [],
       done: true,
-      error: 'this node has no shard other-1/0: the assignment that places it there has not reached its agent yet, or it was just removed; try again in a few seconds',
+      error:
+        'this node has no shard other-1/0: the assignment that places it there has not reached its agent yet, or it was just removed; try again in a few seconds',
     });
   });
 });

@@ -10,9 +10,22 @@ import { engineFor } from '../engines/registry.js';
 import type { EngineSettings, ShardLaunch, Weights } from '../engines/types.js';
 import { devicesOf } from '../gpu/devices.js';
 import type { Device, NodeInventory } from '../gpu/types.js';
-import { maxPortRanges, type AgentMessage, type AssignedShard, type EngineReport, type EngineSettingsWire, type ServerMessage } from '../protocol/agent-protocol.js';
+import {
+  maxPortRanges,
+  type AgentMessage,
+  type AssignedShard,
+  type EngineReport,
+  type EngineSettingsWire,
+  type ServerMessage,
+} from '../protocol/agent-protocol.js';
 
-import { chooseFlavour, installLlamaCpp, llamaEnv, type InstalledLlama, type LlamaInstallOptions } from './installer/index.js';
+import {
+  chooseFlavour,
+  installLlamaCpp,
+  llamaEnv,
+  type InstalledLlama,
+  type LlamaInstallOptions,
+} from './installer/index.js';
 import { toRanges } from './supervisor/sockets.js';
 import type { Supervisor } from './supervisor/supervisor.js';
 import type { ShardRun, ShardStatus } from './supervisor/types.js';
@@ -24,7 +37,12 @@ export interface ShardExecutorOptions {
   logger: Logger;
   supervisor: Supervisor;
   /** Engine binaries this node's own settings name; they win over the control plane's. */
-  localBins: { llamacpp?: string | undefined; vllm?: string | undefined; sglang?: string | undefined; trtllm?: string | undefined };
+  localBins: {
+    llamacpp?: string | undefined;
+    vllm?: string | undefined;
+    sglang?: string | undefined;
+    trtllm?: string | undefined;
+  };
   /** The node's inventory as last read. */
   inventory: () => NodeInventory | undefined;
   /** Sends to the control plane; false while disconnected (the state is sent again on reconnect). */
@@ -91,7 +109,10 @@ export class ShardExecutor {
       this.#desired = saved;
       this.#sync();
     } catch (e) {
-      this.#o.logger.warn({ err: messageOf(e) }, 'could not read the last assignment; waiting for the control plane');
+      this.#o.logger.warn(
+        { err: messageOf(e) },
+        'could not read the last assignment; waiting for the control plane',
+      );
     }
   }
 
@@ -117,7 +138,12 @@ export class ShardExecutor {
       const statuses = [...this.#o.supervisor.statuses(), ...this.#blocked.values()];
       const ports = this.#portsTaken();
       if (ports !== undefined) this.#lastPorts = JSON.stringify(ports);
-      this.#o.send({ type: 'shards', statuses, engines: this.#engineReport(), ...(ports === undefined ? {} : { ports_taken: ports }) });
+      this.#o.send({
+        type: 'shards',
+        statuses,
+        engines: this.#engineReport(),
+        ...(ports === undefined ? {} : { ports_taken: ports }),
+      });
     }, 50);
     this.#reportTimer.unref();
   }
@@ -166,7 +192,8 @@ export class ShardExecutor {
     const desired = this.#desired;
     if (desired === undefined) return;
     const inventory = this.#o.inventory();
-    const { devices } = inventory === undefined ? { devices: [] as Device[] } : devicesOf(inventory.gpu.cards);
+    const { devices } =
+      inventory === undefined ? { devices: [] as Device[] } : devicesOf(inventory.gpu.cards);
     this.#blocked.clear();
     const runs: ShardRun[] = [];
     const llama = this.#llama(desired.engines, inventory, desired.shards);
@@ -174,10 +201,25 @@ export class ShardExecutor {
       const key = `${shard.replica}/${shard.rank}`;
       try {
         const run = this.#run(shard, desired.engines, devices, llama);
-        if ('waiting' in run) this.#blocked.set(key, { key, replica: shard.replica, rank: shard.rank, state: 'starting', reason: run.waiting, restarts: 0 });
+        if ('waiting' in run)
+          this.#blocked.set(key, {
+            key,
+            replica: shard.replica,
+            rank: shard.rank,
+            state: 'starting',
+            reason: run.waiting,
+            restarts: 0,
+          });
         else runs.push(run);
       } catch (e) {
-        this.#blocked.set(key, { key, replica: shard.replica, rank: shard.rank, state: 'failed', reason: messageOf(e), restarts: 0 });
+        this.#blocked.set(key, {
+          key,
+          replica: shard.replica,
+          rank: shard.rank,
+          state: 'failed',
+          reason: messageOf(e),
+          restarts: 0,
+        });
       }
     }
     this.#o.supervisor.apply(runs);
@@ -185,21 +227,38 @@ export class ShardExecutor {
   }
 
   /** The llama-server to run: this node's, the control plane's, or the one installed here. */
-  #llama(engines: EngineSettingsWire, inventory: NodeInventory | undefined, shards: readonly AssignedShard[]): LlamaChoice {
+  #llama(
+    engines: EngineSettingsWire,
+    inventory: NodeInventory | undefined,
+    shards: readonly AssignedShard[],
+  ): LlamaChoice {
     const local = this.#o.localBins.llamacpp ?? engines.llamacpp.bin;
     if (local !== undefined) return { bin: local };
     if (!shards.some((s) => profileOf(s).engine === 'llamacpp')) return {};
     const cards = inventory?.gpu.cards ?? [];
     const mig = cards.some((c) => c.mig?.current === true);
-    const { flavour, warning } = chooseFlavour(cards.length > 0, mig, engines.llamacpp.cuda_archive, process.arch);
+    const { flavour, warning } = chooseFlavour(
+      cards.length > 0,
+      mig,
+      engines.llamacpp.cuda_archive,
+      process.arch,
+    );
     const key = `${engines.llamacpp.build}-${flavour}`;
-    if (this.#install?.key !== key || (this.#install.state === 'failed' && Date.now() - (this.#install.failedAt ?? 0) > 60_000)) {
+    if (
+      this.#install?.key !== key ||
+      (this.#install.state === 'failed' && Date.now() - (this.#install.failedAt ?? 0) > 60_000)
+    ) {
       this.#startInstall(key, engines, flavour);
     }
     const install = this.#install;
-    if (install === undefined || install.state === 'installing') return { waiting: `installing llama.cpp ${key}${install?.progress === undefined ? '' : ` (${install.progress})`}` };
+    if (install === undefined || install.state === 'installing')
+      return {
+        waiting: `installing llama.cpp ${key}${install?.progress === undefined ? '' : ` (${install.progress})`}`,
+      };
     if (install.state === 'failed' || install.result === undefined) {
-      return { error: `could not install llama.cpp ${key} (tried again in a minute): ${install.error ?? 'unknown error'}` };
+      return {
+        error: `could not install llama.cpp ${key} (tried again in a minute): ${install.error ?? 'unknown error'}`,
+      };
     }
     const result = install.result;
     const cpuOnly =
@@ -209,7 +268,11 @@ export class ShardExecutor {
     return { bin: result.bin, env: llamaEnv(result.bin), ...(cpuOnly === undefined ? {} : { cpuOnly }) };
   }
 
-  #startInstall(key: string, engines: EngineSettingsWire, flavour: ReturnType<typeof chooseFlavour>['flavour']): void {
+  #startInstall(
+    key: string,
+    engines: EngineSettingsWire,
+    flavour: ReturnType<typeof chooseFlavour>['flavour'],
+  ): void {
     const install: Install = { key, state: 'installing' };
     this.#install = install;
     let lastLog = 0;
@@ -224,12 +287,19 @@ export class ShardExecutor {
       arch: process.arch,
       dataDir: this.#o.dataDir,
       onProgress: (p) => {
-        const pct = p.total === undefined || p.received === undefined ? undefined : Math.floor((p.received / p.total) * 100);
-        install.progress = p.phase === 'download' ? `downloading${pct === undefined ? '' : ` ${pct}%`}` : p.phase;
+        const pct =
+          p.total === undefined || p.received === undefined
+            ? undefined
+            : Math.floor((p.received / p.total) * 100);
+        install.progress =
+          p.phase === 'download' ? `downloading${pct === undefined ? '' : ` ${pct}%`}` : p.phase;
         const now = Date.now();
         if (now - lastLog > 2000 || p.phase !== 'download') {
           lastLog = now;
-          this.#o.logger.info({ phase: p.phase, received: p.received, total: p.total, message: p.message }, `llama.cpp ${key}: ${install.progress}`);
+          this.#o.logger.info(
+            { phase: p.phase, received: p.received, total: p.total, message: p.message },
+            `llama.cpp ${key}: ${install.progress}`,
+          );
           this.report();
         }
       },
@@ -240,9 +310,15 @@ export class ShardExecutor {
         install.result = result;
         const cards = this.#o.inventory()?.gpu.cards ?? [];
         if (cards.length > 0 && result.devices.length === 0) {
-          this.#o.logger.error({ build: result.build, flavour: result.flavour }, 'this node has GPUs but the llama.cpp build lists none: llama.cpp replicas here run on the CPU, about ten times slower');
+          this.#o.logger.error(
+            { build: result.build, flavour: result.flavour },
+            'this node has GPUs but the llama.cpp build lists none: llama.cpp replicas here run on the CPU, about ten times slower',
+          );
         } else {
-          this.#o.logger.info({ bin: result.bin, version: result.version, devices: result.devices, reused: result.reused }, 'llama.cpp ready');
+          this.#o.logger.info(
+            { bin: result.bin, version: result.version, devices: result.devices, reused: result.reused },
+            'llama.cpp ready',
+          );
         }
         this.#sync();
       },
@@ -259,18 +335,30 @@ export class ShardExecutor {
     );
   }
 
-  #run(shard: AssignedShard, engines: EngineSettingsWire, nodeDevices: readonly Device[], llama: LlamaChoice): ShardRun | { waiting: string } {
+  #run(
+    shard: AssignedShard,
+    engines: EngineSettingsWire,
+    nodeDevices: readonly Device[],
+    llama: LlamaChoice,
+  ): ShardRun | { waiting: string } {
     const profile = profileOf(shard);
     const engine = engineFor(profile.engine);
     const devices = shard.devices.map((id) => {
       const d = nodeDevices.find((x) => x.id === id);
-      if (d === undefined) throw new Error(`device ${id} was placed here but this node does not have it now (its cards or MIG layout changed)`);
+      if (d === undefined)
+        throw new Error(
+          `device ${id} was placed here but this node does not have it now (its cards or MIG layout changed)`,
+        );
       return d;
     });
     if (engine.name === 'llamacpp' && llama.error !== undefined) throw new Error(llama.error);
     if (engine.name === 'llamacpp' && llama.waiting !== undefined) return { waiting: llama.waiting };
     const settings: EngineSettings = {
-      llamacpp: { bin: llama.bin ?? 'llama-server', parallel: engines.llamacpp.parallel, threads: engines.llamacpp.threads },
+      llamacpp: {
+        bin: llama.bin ?? 'llama-server',
+        parallel: engines.llamacpp.parallel,
+        threads: engines.llamacpp.threads,
+      },
       vllm: { bin: this.#o.localBins.vllm ?? engines.vllm.bin },
       sglang: { bin: this.#o.localBins.sglang ?? engines.sglang.bin },
       trtllm: { bin: this.#o.localBins.trtllm ?? engines.trtllm.bin },
@@ -309,10 +397,18 @@ export class ShardExecutor {
       rank: shard.rank,
       processes,
       ...(engine.servesHttp(shard.rank, shard.ranks)
-        ? { health: { url: `http://${localHost.includes(':') ? `[${localHost}]` : localHost}:${shard.port}${engine.healthPath}`, loading: engine.loading, apiKey: shard.api_key } }
+        ? {
+            health: {
+              url: `http://${localHost.includes(':') ? `[${localHost}]` : localHost}:${shard.port}${engine.healthPath}`,
+              loading: engine.loading,
+              apiKey: shard.api_key,
+            },
+          }
         : {}),
       ...(devices.length > 0 ? { gpu: { uuids: devices.map((d) => d.uuid) } } : {}),
-      ...(engine.name === 'llamacpp' && devices.length > 0 && llama.cpuOnly !== undefined ? { degradedReason: llama.cpuOnly } : {}),
+      ...(engine.name === 'llamacpp' && devices.length > 0 && llama.cpuOnly !== undefined
+        ? { degradedReason: llama.cpuOnly }
+        : {}),
       stopGraceMs: engines.stop_grace_s * 1000,
     };
   }
@@ -333,7 +429,12 @@ export class ShardExecutor {
         ...(r === undefined ? {} : { bin: r.bin, build: r.build, flavour: r.flavour, devices: r.devices }),
         ...(i.state === 'installing' ? { installing: i.progress ?? 'starting' } : {}),
         ...(i.state === 'failed' ? { warning: `install failed: ${i.error ?? ''}` } : {}),
-        ...(r !== undefined && cards.length > 0 && r.devices.length === 0 ? { warning: 'this node has GPUs but its llama.cpp build lists none: llama.cpp runs on the CPU here' } : {}),
+        ...(r !== undefined && cards.length > 0 && r.devices.length === 0
+          ? {
+              warning:
+                'this node has GPUs but its llama.cpp build lists none: llama.cpp runs on the CPU here',
+            }
+          : {}),
       },
     };
   }
@@ -343,9 +444,21 @@ export class ShardExecutor {
     if (status === undefined) {
       const blocked = this.#blocked.get(m.key);
       // Its engine never started (an install that failed, weights missing): why is its log.
-      const error = blocked === undefined ? `${this.#nodeName()} has no shard ${m.key}: the assignment that places it there has not reached its agent yet, or it was just removed; try again in a few seconds` : undefined;
-      const lines = blocked === undefined ? [] : [notRunning(`the engine has not started: ${blocked.reason ?? blocked.state}`)];
-      this.#o.send({ type: 'log_lines', request: m.request, lines, done: true, ...(error === undefined ? {} : { error }) });
+      const error =
+        blocked === undefined
+          ? `${this.#nodeName()} has no shard ${m.key}: the assignment that places it there has not reached its agent yet, or it was just removed; try again in a few seconds`
+          : undefined;
+      const lines =
+        blocked === undefined
+          ? []
+          : [notRunning(`the engine has not started: ${blocked.reason ?? blocked.state}`)];
+      this.#o.send({
+        type: 'log_lines',
+        request: m.request,
+        lines,
+        done: true,
+        ...(error === undefined ? {} : { error }),
+      });
       return;
     }
     const lines = this.#o.supervisor.logs(m.key, m.tail);
@@ -390,13 +503,16 @@ function profileOf(shard: AssignedShard) {
 export function weightsOf(source: string, node: string): Weights {
   const parsed = parseSource(source);
   if (parsed === undefined) throw new Error(`the model's source "${source}" is not one llmgw reads`);
-  if (parsed.kind === 'hf') return { hf: parsed.repo, ...(parsed.file === undefined ? {} : { file: parsed.file }) };
+  if (parsed.kind === 'hf')
+    return { hf: parsed.repo, ...(parsed.file === undefined ? {} : { file: parsed.file }) };
   if (parsed.kind === 'url') return { url: parsed.url };
   let stat;
   try {
     stat = statSync(parsed.path);
   } catch {
-    throw new Error(`the model's weights ${parsed.path} are not on ${node}: put them there (the path must be the same on every node), or use a hf:// source`);
+    throw new Error(
+      `the model's weights ${parsed.path} are not on ${node}: put them there (the path must be the same on every node), or use a hf:// source`,
+    );
   }
   return stat.isDirectory() ? { path: parsed.path, files: readdirSync(parsed.path) } : { path: parsed.path };
 }

@@ -43,7 +43,10 @@ export class Authenticator {
   async authenticate(header: string | undefined): Promise<Principal> {
     const secret = bearerToken(header);
     if (secret === undefined) {
-      throw new LlmgwError('unauthenticated', 'this route needs an API key: send the header "Authorization: Bearer KEY" (llmgw ctl login saves one)');
+      throw new LlmgwError(
+        'unauthenticated',
+        'this route needs an API key: send the header "Authorization: Bearer KEY" (llmgw ctl login saves one)',
+      );
     }
     return this.byHash(hashSecret(secret));
   }
@@ -56,7 +59,10 @@ export class Authenticator {
     const key = await this.#store.keys.findActiveByHash(hash);
     if (key === undefined) {
       this.#cache.delete(hash);
-      throw new LlmgwError('unauthenticated', 'the API key is not valid: it was revoked, or mistyped (an admin can make one with llmgw ctl key create)');
+      throw new LlmgwError(
+        'unauthenticated',
+        'the API key is not valid: it was revoked, or mistyped (an admin can make one with llmgw ctl key create)',
+      );
     }
     const principal = toPrincipal(key);
     this.#cache.set(hash, { principal, until: now + this.#cacheMs });
@@ -87,10 +93,20 @@ export class Authenticator {
 
 export function requireRole(principal: Principal, role: Role): void {
   if (role === 'admin' && principal.role !== 'admin') {
-    throw new LlmgwError('permission_denied', `this needs an admin key; key "${principal.name}" has the ${principal.role} role`);
+    throw new LlmgwError(
+      'permission_denied',
+      `this needs an admin key; key "${principal.name}" has the ${principal.role} role`,
+    );
   }
 }
 
 function toPrincipal(key: ApiKeyRecord): Principal {
-  return { keyId: key.id, name: key.name, role: key.role, allowedModels: key.allowed_models, rpm: key.rpm, tpm: key.tpm };
+  return {
+    keyId: key.id,
+    name: key.name,
+    role: key.role,
+    allowedModels: key.allowed_models,
+    rpm: key.rpm,
+    tpm: key.tpm,
+  };
 }

@@ -39,7 +39,9 @@ export const modelSchema = z.strictObject({
   context_length: z.int().min(256).optional(),
   max_output: z.int().min(1).optional(),
   replicas: z.int().min(0).max(10_000).default(1),
-  profiles: z.array(profileSchema).min(1, { error: 'a model needs at least one profile (where and how it runs)' }),
+  profiles: z
+    .array(profileSchema)
+    .min(1, { error: 'a model needs at least one profile (where and how it runs)' }),
 });
 
 export type AdapterSpec = z.output<typeof adapterSchema>;

@@ -40,12 +40,16 @@ export function checkModel(m: ParsedModel): { model: ModelSpec; issues: Issue[] 
   const src = sourceProblem(m.source);
   if (src !== undefined) add(['source'], src);
   if (m.max_output !== undefined && m.context_length !== undefined && m.max_output > m.context_length) {
-    add(['max_output'], `${m.max_output} is more than context_length (${m.context_length}): write max_output: ${m.context_length} or less`);
+    add(
+      ['max_output'],
+      `${m.max_output} is more than context_length (${m.context_length}): write max_output: ${m.context_length} or less`,
+    );
   }
 
   const seen = new Set<string>();
   const profiles = m.profiles.map((p, i) => {
-    if (seen.has(p.name)) add(['profiles', i, 'name'], `profile "${p.name}" is named twice: give each profile its own name`);
+    if (seen.has(p.name))
+      add(['profiles', i, 'name'], `profile "${p.name}" is named twice: give each profile its own name`);
     seen.add(p.name);
     return checkProfile(p, (path, message) => add(['profiles', i, ...path], message));
   });
@@ -70,23 +74,38 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
   let gpusPerNode = p.gpus_per_node ?? 1;
 
   if (p.cpu === true && p.gpu_class !== undefined) {
-    add(['cpu'], `a profile runs on GPUs or on CPUs, not both: remove cpu: true, or remove gpu_class: ${p.gpu_class}`);
+    add(
+      ['cpu'],
+      `a profile runs on GPUs or on CPUs, not both: remove cpu: true, or remove gpu_class: ${p.gpu_class}`,
+    );
   } else if (p.cpu !== true && p.gpu_class === undefined) {
-    add([], 'say where it runs: write gpu_class (e.g. gpu_class: a100-80g, or a MIG instance such as a100-80g-mig-3g.40gb), or cpu: true');
+    add(
+      [],
+      'say where it runs: write gpu_class (e.g. gpu_class: a100-80g, or a MIG instance such as a100-80g-mig-3g.40gb), or cpu: true',
+    );
   }
-  if (p.cpu === false) add(['cpu'], 'cpu: false says nothing: remove it, and write gpu_class for a GPU profile');
+  if (p.cpu === false)
+    add(['cpu'], 'cpu: false says nothing: remove it, and write gpu_class for a GPU profile');
 
   if (p.cpu === true) {
     if (p.engine !== 'llamacpp') {
-      add(['engine'], `${p.engine} does not run on CPUs under llmgw: write engine: llamacpp for cpu: true, or give a gpu_class`);
+      add(
+        ['engine'],
+        `${p.engine} does not run on CPUs under llmgw: write engine: llamacpp for cpu: true, or give a gpu_class`,
+      );
     }
     for (const key of ['tp', 'pp', 'gpus_per_node', 'nodes'] as const) {
       const v = p[key];
-      if (v !== undefined && v > 1) add([key], `a CPU profile is one process on one node: remove ${key}: ${v}`);
+      if (v !== undefined && v > 1)
+        add([key], `a CPU profile is one process on one node: remove ${key}: ${v}`);
     }
     gpusPerNode = 0;
   } else if (p.gpu_class !== undefined) {
-    if (p.gpus_per_node === 0) add(['gpus_per_node'], 'a GPU profile takes at least one card: write gpus_per_node: 1 or more, or cpu: true');
+    if (p.gpus_per_node === 0)
+      add(
+        ['gpus_per_node'],
+        'a GPU profile takes at least one card: write gpus_per_node: 1 or more, or cpu: true',
+      );
     const classProblem = gpuClassProblem(p.gpu_class);
     if (classProblem !== undefined) add(['gpu_class'], classProblem);
     else if (isMigClass(p.gpu_class)) {
@@ -102,7 +121,11 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
       }
     }
     if (p.engine === 'llamacpp') {
-      if (nodes > 1) add(['nodes'], `llamacpp does not span nodes: use engine: vllm or sglang for a ${nodes}-node replica`);
+      if (nodes > 1)
+        add(
+          ['nodes'],
+          `llamacpp does not span nodes: use engine: vllm or sglang for a ${nodes}-node replica`,
+        );
       if (tp > 1 || pp > 1) {
         add(
           [tp > 1 ? 'tp' : 'pp'],
@@ -125,29 +148,40 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
   }
 
   if (p.engine === 'trtllm' && p.adapters.length > 0) {
-    add(['adapters'], 'llmgw does not serve LoRA adapters on trtllm yet: serve them with engine: vllm, sglang or llamacpp');
+    add(
+      ['adapters'],
+      'llmgw does not serve LoRA adapters on trtllm yet: serve them with engine: vllm, sglang or llamacpp',
+    );
   }
   const adapterNames = new Set<string>();
   p.adapters.forEach((a, i) => {
     const problem = dnsLabelProblem('adapter name', a.name);
     if (problem !== undefined) add(['adapters', i, 'name'], problem);
-    if (adapterNames.has(a.name)) add(['adapters', i, 'name'], `adapter "${a.name}" is named twice: give each adapter its own name`);
+    if (adapterNames.has(a.name))
+      add(['adapters', i, 'name'], `adapter "${a.name}" is named twice: give each adapter its own name`);
     adapterNames.add(a.name);
   });
 
   for (const key of Object.keys(p.env)) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) add(['env', key], `"${key}" is not an environment variable name: use letters, digits and _`);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key))
+      add(['env', key], `"${key}" is not an environment variable name: use letters, digits and _`);
     const owner = ownedEnv[key];
     if (owner !== undefined) add(['env', key], `llmgw sets ${key} itself (${owner}): remove it from env`);
   }
   p.args.forEach((arg, i) => {
     const flag = arg.split('=')[0] ?? arg;
     if (ownedFlags[p.engine].includes(flag)) {
-      add(['args', i], `llmgw sets ${flag} itself (from placement, the model's source and the gateway's key): remove it from args`);
+      add(
+        ['args', i],
+        `llmgw sets ${flag} itself (from placement, the model's source and the gateway's key): remove it from args`,
+      );
     }
   });
   if (p.served_model_name !== undefined && /\s/.test(p.served_model_name)) {
-    add(['served_model_name'], `"${p.served_model_name}" has white space, which clients cannot send as a model name: remove it`);
+    add(
+      ['served_model_name'],
+      `"${p.served_model_name}" has white space, which clients cannot send as a model name: remove it`,
+    );
   }
 
   // Keys in the order people read them, whatever order they were written in.

@@ -7,7 +7,8 @@ export type ModelSource =
   | { kind: 'url'; url: string }
   | { kind: 'hf'; repo: string; file: string | undefined };
 
-const hfPattern = /^hf:\/\/(?<org>[A-Za-z0-9][A-Za-z0-9._-]*)\/(?<repo>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\/(?<file>.+))?$/;
+const hfPattern =
+  /^hf:\/\/(?<org>[A-Za-z0-9][A-Za-z0-9._-]*)\/(?<repo>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\/(?<file>.+))?$/;
 
 export function parseSource(source: string): ModelSource | undefined {
   if (source.startsWith('/')) return { kind: 'path', path: source };
@@ -31,7 +32,8 @@ export function parseSource(source: string): ModelSource | undefined {
 export function sourceProblem(source: string): string | undefined {
   if (parseSource(source) !== undefined) return undefined;
   const hf = /^(?:https?:\/\/)?huggingface\.co\/([^/]+\/[^/]+)/.exec(source);
-  if (hf?.[1] !== undefined && !source.startsWith('http')) return `write the Hugging Face repository as "hf://${hf[1]}"`;
+  if (hf?.[1] !== undefined && !source.startsWith('http'))
+    return `write the Hugging Face repository as "hf://${hf[1]}"`;
   if (source.startsWith('hf://')) {
     return `"${source}" is not a Hugging Face id: write hf://ORG/REPO or hf://ORG/REPO/FILE (e.g. hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf)`;
   }

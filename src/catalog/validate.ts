@@ -27,7 +27,10 @@ export function validateModels(input: readonly unknown[]): { models: ModelSpec[]
     }
     const first = names.get(r.model.name);
     if (first !== undefined) {
-      issues.push({ path: [i, 'name'], message: `model "${r.model.name}" is declared twice (also item ${first}): give each model its own name` });
+      issues.push({
+        path: [i, 'name'],
+        message: `model "${r.model.name}" is declared twice (also item ${first}): give each model its own name`,
+      });
       return;
     }
     names.set(r.model.name, i);

@@ -12,7 +12,12 @@ import { UsageError } from './usage-error.js';
 export class Runner {
   exitCode = 0;
 
-  action(handler: (ctx: { opts: Record<string, unknown>; o: Output; cmd: Command; conn: ConnectionOptions }, ...args: string[]) => Promise<void> | void) {
+  action(
+    handler: (
+      ctx: { opts: Record<string, unknown>; o: Output; cmd: Command; conn: ConnectionOptions },
+      ...args: string[]
+    ) => Promise<void> | void,
+  ) {
     return async (...raw: unknown[]): Promise<void> => {
       const cmd = raw[raw.length - 1] as Command;
       const opts = cmd.optsWithGlobals();

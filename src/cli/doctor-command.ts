@@ -6,7 +6,9 @@ import { UsageError } from './usage-error.js';
 export function registerDoctor(program: Command, run: Runner): void {
   program
     .command('doctor')
-    .description('what is wrong on this node: GPU discovery, driver, cards and MIG, engines, and (given --server) the control plane and token')
+    .description(
+      'what is wrong on this node: GPU discovery, driver, cards and MIG, engines, and (given --server) the control plane and token',
+    )
     .option('--server <url>', 'check that this control plane answers (default: LLMGW_SERVER)')
     .option('--token <token>', 'check that the control plane accepts this join token (default: LLMGW_TOKEN)')
     .option('-c, --config <path>', 'the settings file (data_dir, agent.engines...)')
@@ -15,7 +17,9 @@ export function registerDoctor(program: Command, run: Runner): void {
       run.action(async ({ opts, o }) => {
         const server = stringOpt(opts, 'server') ?? nonEmpty(process.env['LLMGW_SERVER']);
         if (server === undefined && stringOpt(opts, 'token') !== undefined) {
-          throw new UsageError('a join token is checked by the control plane that made it: give it too, llmgw doctor --server URL --token TOKEN');
+          throw new UsageError(
+            'a join token is checked by the control plane that made it: give it too, llmgw doctor --server URL --token TOKEN',
+          );
         }
         const { runDoctor } = await import('./run-doctor.js');
         const code = await runDoctor({

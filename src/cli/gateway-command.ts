@@ -6,9 +6,14 @@ import { UsageError } from './usage-error.js';
 export function registerGateway(program: Command, run: Runner): void {
   program
     .command('gateway')
-    .description('run an OpenAI-compatible gateway of its own (for scale-out): it follows the routes of a control plane and serves alone for a while when that one is away')
+    .description(
+      'run an OpenAI-compatible gateway of its own (for scale-out): it follows the routes of a control plane and serves alone for a while when that one is away',
+    )
     .option('--server <url>', 'the control plane to follow (default: LLMGW_SERVER)')
-    .option('--key <key>', 'a key of role gateway (llmgw ctl key create NAME --role gateway); default: LLMGW_KEY')
+    .option(
+      '--key <key>',
+      'a key of role gateway (llmgw ctl key create NAME --role gateway); default: LLMGW_KEY',
+    )
     .option('--listen <address>', 'HOST:PORT to serve /v1 on', '127.0.0.1:8081')
     .option('-c, --config <path>', 'the settings file (gateway.*)')
     .option('--json', 'print errors as JSON (its log is JSON lines already)')
@@ -16,10 +21,19 @@ export function registerGateway(program: Command, run: Runner): void {
       run.action(async ({ opts }) => {
         const server = stringOpt(opts, 'server') ?? process.env['LLMGW_SERVER'];
         const key = stringOpt(opts, 'key') ?? process.env['LLMGW_KEY'];
-        if (server === undefined || server === '') throw new UsageError('give the control plane: llmgw gateway --server http://HOST:8080 --key KEY');
-        if (key === undefined || key === '') throw new UsageError('give a key of role gateway: llmgw gateway --server URL --key KEY (llmgw ctl key create NAME --role gateway makes one)');
+        if (server === undefined || server === '')
+          throw new UsageError('give the control plane: llmgw gateway --server http://HOST:8080 --key KEY');
+        if (key === undefined || key === '')
+          throw new UsageError(
+            'give a key of role gateway: llmgw gateway --server URL --key KEY (llmgw ctl key create NAME --role gateway makes one)',
+          );
         const { runGateway } = await import('./run-gateway.js');
-        await runGateway({ server, key, listen: stringOpt(opts, 'listen') ?? '127.0.0.1:8081', config: stringOpt(opts, 'config') });
+        await runGateway({
+          server,
+          key,
+          listen: stringOpt(opts, 'listen') ?? '127.0.0.1:8081',
+          config: stringOpt(opts, 'config'),
+        });
       }),
     );
 }

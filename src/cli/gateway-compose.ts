@@ -9,9 +9,17 @@ import type { UsageSink } from '../gateway/usage-recorder.js';
 import type { RouteTable } from '../protocol/routes.js';
 import type { HttpServer } from '../server/http-server.js';
 
-export function gatewayOptions(settings: Settings): { maxBodyBytes: number; retries: number; queue: { maxPerModel: number; timeoutMs: number } } {
+export function gatewayOptions(settings: Settings): {
+  maxBodyBytes: number;
+  retries: number;
+  queue: { maxPerModel: number; timeoutMs: number };
+} {
   const g = settings.gateway;
-  return { maxBodyBytes: Math.round(g.max_body_mb * 1024 * 1024), retries: g.retries, queue: { maxPerModel: g.queue.max_per_model, timeoutMs: Math.round(g.queue.timeout_s * 1000) } };
+  return {
+    maxBodyBytes: Math.round(g.max_body_mb * 1024 * 1024),
+    retries: g.retries,
+    queue: { maxPerModel: g.queue.max_per_model, timeoutMs: Math.round(g.queue.timeout_s * 1000) },
+  };
 }
 
 export function remoteRoutes(client: ApiClient): () => Promise<RouteTable> {
@@ -24,8 +32,20 @@ export function remoteUsage(client: ApiClient): UsageSink {
   };
 }
 
-export function newGateway(o: { keys: GatewayKeys; routes: () => Promise<RouteTable>; usage: UsageSink; logger: Logger; settings: Settings }): Gateway {
-  return new Gateway({ keys: o.keys, routes: o.routes, usage: o.usage, logger: o.logger, ...gatewayOptions(o.settings) });
+export function newGateway(o: {
+  keys: GatewayKeys;
+  routes: () => Promise<RouteTable>;
+  usage: UsageSink;
+  logger: Logger;
+  settings: Settings;
+}): Gateway {
+  return new Gateway({
+    keys: o.keys,
+    routes: o.routes,
+    usage: o.usage,
+    logger: o.logger,
+    ...gatewayOptions(o.settings),
+  });
 }
 
 /** Where the gateway is served: a control plane's address, or a gateway's own. */

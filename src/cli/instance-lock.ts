@@ -11,7 +11,10 @@ import { LlmgwError } from '../core/errors.js';
 async function alone(path: string, refusal: (holder: string) => string): Promise<HeldLock> {
   return acquireLock(path, {
     onWait: (h) => {
-      throw new LlmgwError('conflict', refusal(h === undefined ? 'another llmgw' : `another llmgw (pid ${h.pid} on ${h.host})`));
+      throw new LlmgwError(
+        'conflict',
+        refusal(h === undefined ? 'another llmgw' : `another llmgw (pid ${h.pid} on ${h.host})`),
+      );
     },
   });
 }
@@ -20,11 +23,16 @@ async function alone(path: string, refusal: (holder: string) => string): Promise
 export function lockDatabase(file: string): Promise<HeldLock> {
   return alone(
     `${file}.lock`,
-    (holder) => `the SQLite database ${file} is in use by ${holder}: stop that one first, or give this one a data dir of its own (--config, or LLMGW_DATA_DIR); control planes share a PostgreSQL database, not an SQLite one`,
+    (holder) =>
+      `the SQLite database ${file} is in use by ${holder}: stop that one first, or give this one a data dir of its own (--config, or LLMGW_DATA_DIR); control planes share a PostgreSQL database, not an SQLite one`,
   );
 }
 
 /** The agent's hold on its data dir (its identity, and the engines it started). */
 export function lockAgentDir(dataDir: string): Promise<HeldLock> {
-  return alone(join(dataDir, 'agent.lock'), (holder) => `the data dir ${dataDir} is in use by the agent of ${holder}: stop that one first, or give this one a data dir of its own (LLMGW_DATA_DIR)`);
+  return alone(
+    join(dataDir, 'agent.lock'),
+    (holder) =>
+      `the data dir ${dataDir} is in use by the agent of ${holder}: stop that one first, or give this one a data dir of its own (LLMGW_DATA_DIR)`,
+  );
 }

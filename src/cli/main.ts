@@ -33,7 +33,10 @@ export function buildProgram(run: Runner): Command {
   const ctl = program
     .command('ctl')
     .description('control a cluster through its API (like kubectl)')
-    .option('--server <url>', 'the control plane (default: LLMGW_SERVER, the saved login, else http://127.0.0.1:8080)')
+    .option(
+      '--server <url>',
+      'the control plane (default: LLMGW_SERVER, the saved login, else http://127.0.0.1:8080)',
+    )
     .option('--key <key>', 'the API key (default: LLMGW_KEY, else the saved login)')
     .option('--json', 'print JSON instead of tables')
     .exitOverride();
@@ -50,7 +53,9 @@ export function buildProgram(run: Runner): Command {
   // `--key` is the API key on every one of them (a key's name is --key-name).
   program.enablePositionalOptions();
   ctl.enablePositionalOptions();
-  for (const leaf of allCommands(ctl).filter((c) => c !== ctl && (c.commands.length === 0 || c.name() === 'token'))) {
+  for (const leaf of allCommands(ctl).filter(
+    (c) => c !== ctl && (c.commands.length === 0 || c.name() === 'token'),
+  )) {
     const has = (flag: string) => leaf.options.some((o) => o.long === flag);
     if (!has('--server')) leaf.option('--server <url>', 'the control plane');
     if (!has('--key')) leaf.option('--key <key>', 'the API key');
@@ -74,7 +79,12 @@ export async function main(argv: readonly string[]): Promise<number> {
   } catch (e) {
     if (e instanceof CommanderError) {
       // Help and version are successes; everything else commander refuses is a usage error.
-      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return 0;
+      if (
+        e.code === 'commander.helpDisplayed' ||
+        e.code === 'commander.version' ||
+        e.code === 'commander.help'
+      )
+        return 0;
       if (e.code === 'commander.executeSubCommandAsync') return 1;
       return 2;
     }

@@ -37,7 +37,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   const dataDir = o.settings.data_dir;
   const stateFile = join(dataDir, 'agent', 'processes.json');
   // Engines an agent that crashed left behind still hold their ports and GPU memory.
-  for (const k of await killLeftovers(stateFile)) o.logger.warn({ leftover: k }, 'stopped an engine a previous agent left running');
+  for (const k of await killLeftovers(stateFile))
+    o.logger.warn({ leftover: k }, 'stopped an engine a previous agent left running');
 
   const address = o.settings.agent.address;
   const read = inventoryReader(dataDir, address);
@@ -103,8 +104,15 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
 export function gpuHolders(inventory: NodeInventory): Map<string, number[]> {
   const out = new Map<string, number[]>();
   for (const card of inventory.gpu.cards) {
-    out.set(card.uuid, card.processes.map((p) => p.pid));
-    for (const i of card.instances) out.set(i.uuid, i.processes.map((p) => p.pid));
+    out.set(
+      card.uuid,
+      card.processes.map((p) => p.pid),
+    );
+    for (const i of card.instances)
+      out.set(
+        i.uuid,
+        i.processes.map((p) => p.pid),
+      );
   }
   return out;
 }

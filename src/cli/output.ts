@@ -55,8 +55,21 @@ export function age(iso: string | null | undefined, now = Date.now()): string {
 export function printError(o: Output, e: unknown): void {
   if (o.json) {
     const body = isLlmgwError(e)
-      ? { error: { code: e.code, message: redact(e.message), ...(e.issues.length > 0 ? { issues: e.issues.map((i) => ({ ...i, path: formatPath(i.path) })) } : {}) } }
-      : { error: { code: e instanceof UsageError ? 'invalid_argument' : 'internal', message: redact(messageOf(e)) } };
+      ? {
+          error: {
+            code: e.code,
+            message: redact(e.message),
+            ...(e.issues.length > 0
+              ? { issues: e.issues.map((i) => ({ ...i, path: formatPath(i.path) })) }
+              : {}),
+          },
+        }
+      : {
+          error: {
+            code: e instanceof UsageError ? 'invalid_argument' : 'internal',
+            message: redact(messageOf(e)),
+          },
+        };
     o.err(JSON.stringify(body));
     return;
   }

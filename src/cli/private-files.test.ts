@@ -43,12 +43,23 @@ describe("llmgw's files are its owner's alone", () => {
       { path: join(dir, 'config.yaml'), was: '0640', now: '0600' },
       { path: join(dir, 'agent', 'node.json'), was: '0644', now: '0600' },
     ]);
-    expect([modeOf(dir), modeOf(join(dir, 'config.yaml')), modeOf(join(dir, 'agent', 'node.json'))]).toEqual(['0700', '0600', '0600']);
+    expect([modeOf(dir), modeOf(join(dir, 'config.yaml')), modeOf(join(dir, 'agent', 'node.json'))]).toEqual([
+      '0700',
+      '0600',
+      '0600',
+    ]);
     expect(describeFix(fixed[0]!)).toBe(`${dir} was open to other users (mode 0755): made it 0700`);
   });
 
   it('says what to do when a mode cannot be changed', () => {
-    expect(describeFix({ path: '/srv/llmgw.db', was: '0644', now: '0600', error: 'EPERM: operation not permitted' })).toBe(
+    expect(
+      describeFix({
+        path: '/srv/llmgw.db',
+        was: '0644',
+        now: '0600',
+        error: 'EPERM: operation not permitted',
+      }),
+    ).toBe(
       '/srv/llmgw.db is open to other users (mode 0644) and could not be made 0600 (EPERM: operation not permitted): chmod 600 it',
     );
   });
@@ -61,7 +72,12 @@ describe("llmgw's files are its owner's alone", () => {
       const file = new SqliteDatabase(db);
       file.pragma('journal_mode = WAL');
       file.exec('CREATE TABLE t (x); INSERT INTO t VALUES (1)');
-      expect([modeOf(db), modeOf(`${db}-wal`), modeOf(`${db}-shm`), modeOf(join(db, '..'))]).toEqual(['0600', '0600', '0600', '0700']);
+      expect([modeOf(db), modeOf(`${db}-wal`), modeOf(`${db}-shm`), modeOf(join(db, '..'))]).toEqual([
+        '0600',
+        '0600',
+        '0600',
+        '0700',
+      ]);
       file.close();
     } finally {
       process.umask(old);

@@ -40,12 +40,21 @@ export function restrict(path: string, mode: 0o700 | 0o600, onFixed: OnFixed): v
     onFixed({ path, was: octal(current), now: octal(mode) });
   } catch (e) {
     // Not its owner: say so, and go on as before.
-    onFixed({ path, was: octal(current), now: octal(mode), error: e instanceof Error ? e.message : String(e) });
+    onFixed({
+      path,
+      was: octal(current),
+      now: octal(mode),
+      error: e instanceof Error ? e.message : String(e),
+    });
   }
 }
 
 /** Files under the data dir that hold secrets (paths relative to it). */
-export const secretFiles = ['config.yaml', join('agent', 'node.json'), join('agent', 'assignment.json')] as const;
+export const secretFiles = [
+  'config.yaml',
+  join('agent', 'node.json'),
+  join('agent', 'assignment.json'),
+] as const;
 
 /**
  * Makes the data dir 0700 and its secret files 0600; with `create`, creates it 0700 (and any

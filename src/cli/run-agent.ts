@@ -1,4 +1,3 @@
-
 import { lockAgentDir } from './instance-lock.js';
 import { startNodeAgent, type NodeAgent } from './node-agent.js';
 import { createLogger } from './logger.js';
@@ -23,12 +22,21 @@ export async function runAgent(o: RunAgentOptions): Promise<void> {
   const lock = await lockAgentDir(loaded.settings.data_dir);
   let node: NodeAgent;
   try {
-    node = await startNodeAgent({ server: o.server, token: o.token, name: o.name, settings: loaded.settings, logger });
+    node = await startNodeAgent({
+      server: o.server,
+      token: o.token,
+      name: o.name,
+      settings: loaded.settings,
+      logger,
+    });
   } catch (e) {
     await lock.release();
     throw e;
   }
-  logger.info({ server: o.server, node: node.agent.identity.name, dataDir: loaded.settings.data_dir }, 'agent starting');
+  logger.info(
+    { server: o.server, node: node.agent.identity.name, dataDir: loaded.settings.data_dir },
+    'agent starting',
+  );
   const running = node.agent.run();
   // A refusal ends the agent with its message; a signal ends it cleanly. Either way its engines stop.
   try {

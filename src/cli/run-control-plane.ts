@@ -10,18 +10,27 @@ const serve = async (options: ServeOptions) => (await import('./serve.js')).serv
 export function registerServe(program: Command, run: Runner): void {
   program
     .command('server')
-    .description('run the control plane: catalog, API and gateway (several may share one PostgreSQL database)')
-    .option('-c, --config <path>', 'the settings file (default: LLMGW_CONFIG, else config.yaml in the data dir)')
+    .description(
+      'run the control plane: catalog, API and gateway (several may share one PostgreSQL database)',
+    )
+    .option(
+      '-c, --config <path>',
+      'the settings file (default: LLMGW_CONFIG, else config.yaml in the data dir)',
+    )
     .option('--listen <address>', 'HOST:PORT to serve on, over the setting')
     .option('--json', 'print the first-start admin key as JSON')
     .action(run.action(async ({ opts, o }) => serve({ mode: 'server', opts, o })));
 
   program
     .command('up')
-    .description('run a whole single-machine cluster: the control plane on embedded SQLite (127.0.0.1:8080, data in ./.llmgw) with this machine as its node')
-    .option('-c, --config <path>', 'the settings file (default: LLMGW_CONFIG, else config.yaml in the data dir)')
+    .description(
+      'run a whole single-machine cluster: the control plane on embedded SQLite (127.0.0.1:8080, data in ./.llmgw) with this machine as its node',
+    )
+    .option(
+      '-c, --config <path>',
+      'the settings file (default: LLMGW_CONFIG, else config.yaml in the data dir)',
+    )
     .option('--listen <address>', 'HOST:PORT to serve on, over the setting')
     .option('--json', 'print the first-start admin key as JSON')
     .action(run.action(async ({ opts, o }) => serve({ mode: 'up', opts, o })));
 }
-

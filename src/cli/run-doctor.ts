@@ -3,7 +3,14 @@ import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
-import { diagnose, llamaServerProbe, type ControlPlaneProbe, type DoctorReport, type EngineProbe, type PathResult } from '../agent/doctor.js';
+import {
+  diagnose,
+  llamaServerProbe,
+  type ControlPlaneProbe,
+  type DoctorReport,
+  type EngineProbe,
+  type PathResult,
+} from '../agent/doctor.js';
 import { hostInfo } from '../agent/host.js';
 import { which, isExecutable } from '../agent/which.js';
 import { ApiClient } from '../client/api-client.js';
@@ -30,8 +37,14 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   const { nvml, nvidiaSmi } = defaultDiscoveries(process.env);
   const paths = [await probePath(nvml), await probePath(nvidiaSmi)];
   const engines = await probeEngines(settings.agent.engines.llamacpp, settings.data_dir);
-  const controlPlane = options.server === undefined ? undefined : await probeControlPlane(options.server, options.token);
-  const report = diagnose({ paths, engines, host: hostOf(settings.data_dir), ...(controlPlane === undefined ? {} : { controlPlane }) });
+  const controlPlane =
+    options.server === undefined ? undefined : await probeControlPlane(options.server, options.token);
+  const report = diagnose({
+    paths,
+    engines,
+    host: hostOf(settings.data_dir),
+    ...(controlPlane === undefined ? {} : { controlPlane }),
+  });
   if (options.o.json) options.o.out(JSON.stringify(report, null, 2));
   else options.o.out(human(report));
   return report.exit_code;
@@ -51,13 +64,27 @@ function hostOf(dataDir: string): HostInfo {
 async function probePath(d: GpuDiscovery): Promise<PathResult> {
   try {
     const found = await d.discover();
-    return { method: d.method, ok: true, cards: found.cards, ...(found.driver_version === undefined ? {} : { driver_version: found.driver_version }), ...(found.cuda_version === undefined ? {} : { cuda_version: found.cuda_version }) };
+    return {
+      method: d.method,
+      ok: true,
+      cards: found.cards,
+      ...(found.driver_version === undefined ? {} : { driver_version: found.driver_version }),
+      ...(found.cuda_version === undefined ? {} : { cuda_version: found.cuda_version }),
+    };
   } catch (e) {
-    return { method: d.method, ok: false, kind: e instanceof DiscoveryError ? e.kind : 'unusable', reason: messageOf(e) };
+    return {
+      method: d.method,
+      ok: false,
+      kind: e instanceof DiscoveryError ? e.kind : 'unusable',
+      reason: messageOf(e),
+    };
   }
 }
 
-async function probeEngines(llama: Settings['agent']['engines']['llamacpp'], dataDir: string): Promise<EngineProbe[]> {
+async function probeEngines(
+  llama: Settings['agent']['engines']['llamacpp'],
+  dataDir: string,
+): Promise<EngineProbe[]> {
   const out: EngineProbe[] = [
     llamaServerProbe({
       bin: llama.bin,
@@ -74,7 +101,9 @@ async function probeEngines(llama: Settings['agent']['engines']['llamacpp'], dat
     ['trtllm-serve', 'trtllm-serve'],
   ] as const) {
     const path = which(bin);
-    out.push(path === undefined ? { name, found: false, detail: 'not on PATH' } : { name, found: true, path });
+    out.push(
+      path === undefined ? { name, found: false, detail: 'not on PATH' } : { name, found: true, path },
+    );
   }
   out.push(await probeSglang());
   return out;
@@ -84,7 +113,10 @@ async function probeEngines(llama: Settings['agent']['engines']['llamacpp'], dat
 function installedLlama(dataDir: string, build: string): string | undefined {
   const base = join(dataDir, 'engines', 'llamacpp');
   if (!existsSync(base)) return undefined;
-  for (const dir of readdirSync(base).filter((d) => d.startsWith(`${build}-`)).sort().reverse()) {
+  for (const dir of readdirSync(base)
+    .filter((d) => d.startsWith(`${build}-`))
+    .sort()
+    .reverse()) {
     const bin = join(base, dir, 'llama-server');
     if (isExecutable(bin)) return bin;
   }
@@ -95,7 +127,11 @@ async function probeSglang(): Promise<EngineProbe> {
   const python = which('python3');
   if (python === undefined) return { name: 'sglang', found: false, detail: 'no python3 on PATH' };
   try {
-    await run(python, ['-c', 'import importlib.util, sys; sys.exit(0 if importlib.util.find_spec("sglang") else 1)'], { timeout: 10_000 });
+    await run(
+      python,
+      ['-c', 'import importlib.util, sys; sys.exit(0 if importlib.util.find_spec("sglang") else 1)'],
+      { timeout: 10_000 },
+    );
     return { name: 'sglang', found: true, path: python, detail: 'python3 -m sglang.launch_server' };
   } catch {
     return { name: 'sglang', found: false, detail: `not installed for ${python}` };
@@ -123,29 +159,54 @@ async function probeControlPlane(server: string, token: string | undefined): Pro
 
 function human(r: DoctorReport): string {
   const lines: string[] = [];
-  lines.push(`Discovery:      ${r.discovery.method === 'none' ? 'none (a CPU-only node)' : r.discovery.method}`);
+  lines.push(
+    `Discovery:      ${r.discovery.method === 'none' ? 'none (a CPU-only node)' : r.discovery.method}`,
+  );
   for (const reason of r.discovery.reasons) lines.push(`                not ${reason}`);
-  if (r.driver_version !== undefined) lines.push(`Driver:         ${r.driver_version}${r.cuda_version === undefined ? '' : `, CUDA ${r.cuda_version}`}`);
-  lines.push(`Host:           ${r.host.hostname}: ${r.host.cpus.count} CPUs, ${Math.round(r.host.memory.total_mib / 1024)} GiB RAM, ${Math.round(r.host.disk.free_mib / 1024)} GiB free under ${r.host.disk.path}`);
+  if (r.driver_version !== undefined)
+    lines.push(
+      `Driver:         ${r.driver_version}${r.cuda_version === undefined ? '' : `, CUDA ${r.cuda_version}`}`,
+    );
+  lines.push(
+    `Host:           ${r.host.hostname}: ${r.host.cpus.count} CPUs, ${Math.round(r.host.memory.total_mib / 1024)} GiB RAM, ${Math.round(r.host.disk.free_mib / 1024)} GiB free under ${r.host.disk.path}`,
+  );
   if (r.cards.length > 0) {
     lines.push('Cards:');
     for (const c of r.cards) {
-      lines.push(`  ${c.index}  ${c.name}  ${c.class}  ${c.mode === 'mig' ? `MIG, ${c.instances.length} instance${c.instances.length === 1 ? '' : 's'}` : 'whole'}  ${c.memory_used_mib}/${c.memory_total_mib} MiB`);
-      for (const i of c.instances) lines.push(`     ${i.label}  ${i.profile}  ${i.class}  ${i.memory_used_mib}/${i.memory_total_mib} MiB  ${i.uuid}`);
+      lines.push(
+        `  ${c.index}  ${c.name}  ${c.class}  ${c.mode === 'mig' ? `MIG, ${c.instances.length} instance${c.instances.length === 1 ? '' : 's'}` : 'whole'}  ${c.memory_used_mib}/${c.memory_total_mib} MiB`,
+      );
+      for (const i of c.instances)
+        lines.push(
+          `     ${i.label}  ${i.profile}  ${i.class}  ${i.memory_used_mib}/${i.memory_total_mib} MiB  ${i.uuid}`,
+        );
     }
   }
   lines.push('Engines:');
-  for (const e of r.engines) lines.push(`  ${e.name.padEnd(13)} ${e.found ? `found: ${e.path ?? ''}` : e.installs === true ? 'to be installed' : 'not found'}${e.detail === undefined ? '' : ` (${e.detail})`}`);
+  for (const e of r.engines)
+    lines.push(
+      `  ${e.name.padEnd(13)} ${e.found ? `found: ${e.path ?? ''}` : e.installs === true ? 'to be installed' : 'not found'}${e.detail === undefined ? '' : ` (${e.detail})`}`,
+    );
   if (r.control_plane !== undefined) {
     const cp = r.control_plane;
-    lines.push(`Control plane:  ${cp.url}: ${cp.reachable ? `answers (llmgw ${cp.version ?? '?'})` : `does not answer (${cp.error ?? ''})`}`);
-    if (cp.token !== undefined) lines.push(`Join token:     ${cp.token.accepted ? `accepted ("${cp.token.name ?? ''}", ${cp.token.expires_at === null || cp.token.expires_at === undefined ? 'never expires' : `expires ${cp.token.expires_at}`})` : `refused: ${cp.token.error ?? ''}`}`);
+    lines.push(
+      `Control plane:  ${cp.url}: ${cp.reachable ? `answers (llmgw ${cp.version ?? '?'})` : `does not answer (${cp.error ?? ''})`}`,
+    );
+    if (cp.token !== undefined)
+      lines.push(
+        `Join token:     ${cp.token.accepted ? `accepted ("${cp.token.name ?? ''}", ${cp.token.expires_at === null || cp.token.expires_at === undefined ? 'never expires' : `expires ${cp.token.expires_at}`})` : `refused: ${cp.token.error ?? ''}`}`,
+      );
   }
   if (r.warnings.length === 0) lines.push('', 'No problems found.');
   else {
     lines.push('', 'Warnings:');
     for (const w of r.warnings) lines.push(`  ${w.blocking ? '!' : '-'} ${w.code}: ${w.message}`);
-    lines.push('', r.exit_code === 1 ? 'This node cannot serve until the warnings marked ! are fixed.' : 'Nothing here stops this node from serving.');
+    lines.push(
+      '',
+      r.exit_code === 1
+        ? 'This node cannot serve until the warnings marked ! are fixed.'
+        : 'Nothing here stops this node from serving.',
+    );
   }
   return lines.join('\n');
 }

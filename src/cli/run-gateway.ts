@@ -22,11 +22,21 @@ export async function runGateway(o: RunGatewayOptions): Promise<void> {
   const client = new ApiClient({ server: o.server, key: o.key, timeoutMs: 5000 });
   const me = await client.whoami();
   if (me.role !== 'gateway' && me.role !== 'admin') {
-    throw new UsageError(`key "${me.name}" has the ${me.role} role; a gateway needs one of role gateway (llmgw ctl key create NAME --role gateway)`);
+    throw new UsageError(
+      `key "${me.name}" has the ${me.role} role; a gateway needs one of role gateway (llmgw ctl key create NAME --role gateway)`,
+    );
   }
-  const gateway = newGateway({ keys: remoteKeys(client), routes: remoteRoutes(client), usage: remoteUsage(client), logger, settings: loaded.settings });
+  const gateway = newGateway({
+    keys: remoteKeys(client),
+    routes: remoteRoutes(client),
+    usage: remoteUsage(client),
+    logger,
+    settings: loaded.settings,
+  });
   await gateway.start();
-  const http = new HttpServer({ maxConnectionsPerClient: loaded.settings.gateway.max_connections_per_client });
+  const http = new HttpServer({
+    maxConnectionsPerClient: loaded.settings.gateway.max_connections_per_client,
+  });
   mountGateway(http, gateway);
   const url = await http.listen(o.listen);
   logger.info({ url, server: o.server }, 'gateway listening');

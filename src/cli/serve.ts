@@ -38,7 +38,9 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   const onFixed: OnFixed = (f) => logger.warn(f, describeFix(f));
   // `up` runs this machine's agent, which keeps its files in the data dir.
   secureDataDir(loaded.settings.data_dir, { create: mode === 'up', onFixed });
-  const sqlite = loaded.settings.database.startsWith('sqlite:') ? loaded.settings.database.slice('sqlite:'.length) : undefined;
+  const sqlite = loaded.settings.database.startsWith('sqlite:')
+    ? loaded.settings.database.slice('sqlite:'.length)
+    : undefined;
   if (sqlite !== undefined) secureSqliteFile(sqlite, onFixed);
   const locks: HeldLock[] = [];
   const unlock = async () => {
@@ -81,7 +83,8 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   await gateway.start();
   mountGateway(cp, gateway);
   cp.beforeStoreClose(() => gateway.stop());
-  if (cp.generatedAdminKey !== undefined) announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
+  if (cp.generatedAdminKey !== undefined)
+    announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
   // `llmgw up` is also this machine's node: its agent runs here, joined over loopback.
   let agent: NodeAgent | undefined;
   try {
@@ -99,16 +102,29 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
 }
 
 /** Shown once, on the first start: only the key's hash is kept. */
-function announceAdminKey(a: { mode: 'server' | 'up'; o: Output; url: string; key: string; logger: Logger }): void {
+function announceAdminKey(a: {
+  mode: 'server' | 'up';
+  o: Output;
+  url: string;
+  key: string;
+  logger: Logger;
+}): void {
   let savedTo: string | undefined;
   // `llmgw up` is one person on one machine: save the login as kind or minikube save a kubeconfig,
   // unless one for another server is already saved.
   if (a.mode === 'up') {
     const existing = readLogin(process.env, (f) => a.logger.warn(f, describeFix(f)));
-    if (existing === undefined || existing.server === a.url) savedTo = saveLogin({ server: a.url, key: a.key });
+    if (existing === undefined || existing.server === a.url)
+      savedTo = saveLogin({ server: a.url, key: a.key });
   }
   if (a.o.json) {
-    a.o.out(JSON.stringify({ admin_key: a.key, server: a.url, ...(savedTo === undefined ? {} : { saved_to: savedTo }) }));
+    a.o.out(
+      JSON.stringify({
+        admin_key: a.key,
+        server: a.url,
+        ...(savedTo === undefined ? {} : { saved_to: savedTo }),
+      }),
+    );
   } else {
     a.o.out(
       [
@@ -117,7 +133,9 @@ function announceAdminKey(a: { mode: 'server' | 'up'; o: Output; url: string; ke
         '',
         `    ${a.key}`,
         '',
-        savedTo === undefined ? `Use it with: llmgw ctl login --server ${a.url} --key <the key>` : `llmgw ctl is logged in with it (saved to ${savedTo}).`,
+        savedTo === undefined
+          ? `Use it with: llmgw ctl login --server ${a.url} --key <the key>`
+          : `llmgw ctl is logged in with it (saved to ${savedTo}).`,
         '',
       ].join('\n'),
     );
@@ -135,18 +153,29 @@ async function startLocalAgent(cp: ControlPlane, settings: Settings): Promise<No
     token = generateSecret('join');
     tokenName = `up-${identity.id.slice(0, 8)}-${Date.now().toString(36)}`;
     await cp.store.joinTokens.create(
-      { name: tokenName, prefix: secretPrefix(token), secretHash: hashSecret(token), expiresAt: new Date(Date.now() + 10 * 60_000).toISOString() },
+      {
+        name: tokenName,
+        prefix: secretPrefix(token),
+        secretHash: hashSecret(token),
+        expiresAt: new Date(Date.now() + 10 * 60_000).toISOString(),
+      },
       'system',
     );
   }
   const node = await startNodeAgent({ server: cp.url, token, settings, logger });
-  node.agent.run().catch((e: unknown) => logger.error({ err: e instanceof Error ? e.message : String(e) }, 'the local agent stopped'));
+  node.agent
+    .run()
+    .catch((e: unknown) =>
+      logger.error({ err: e instanceof Error ? e.message : String(e) }, 'the local agent stopped'),
+    );
   if (tokenName !== undefined) {
     const name = tokenName;
-    node.agent.joined.then(
-      () => cp.store.joinTokens.revoke(name, 'system'),
-      () => undefined,
-    ).catch(() => undefined);
+    node.agent.joined
+      .then(
+        () => cp.store.joinTokens.revoke(name, 'system'),
+        () => undefined,
+      )
+      .catch(() => undefined);
   }
   return node;
 }

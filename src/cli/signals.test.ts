@@ -15,7 +15,11 @@ describe('stopping when the process that started llmgw has gone', () => {
   it('resolves once the parent pid changes (re-parented to init or a subreaper)', async () => {
     const seen = [4242, 4242, 4242, 1];
     let calls = 0;
-    const w = whenParentGone({ startedBy: 4242, ppid: () => seen[Math.min(calls++, seen.length - 1)] ?? 1, intervalMs: 5 });
+    const w = whenParentGone({
+      startedBy: 4242,
+      ppid: () => seen[Math.min(calls++, seen.length - 1)] ?? 1,
+      intervalMs: 5,
+    });
     await w.gone;
     expect(calls).toBe(4);
   });

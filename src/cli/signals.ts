@@ -51,7 +51,13 @@ export function whenParentGone(w: ParentWatch): { gone: Promise<void>; cancel: (
  */
 export function untilSignalled(logger: Logger, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   return new Promise((resolve) => {
-    const watch = startedByNpm(env) ? whenParentGone({ startedBy: parentAtStart ?? process.ppid, ppid: () => process.ppid, intervalMs: 500 }) : undefined;
+    const watch = startedByNpm(env)
+      ? whenParentGone({
+          startedBy: parentAtStart ?? process.ppid,
+          ppid: () => process.ppid,
+          intervalMs: 500,
+        })
+      : undefined;
     let stopping = false;
     const stop = (why: { signal: NodeJS.Signals } | { parent: 'gone' }) => {
       if (stopping) return;
@@ -59,7 +65,12 @@ export function untilSignalled(logger: Logger, env: NodeJS.ProcessEnv = process.
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
       watch?.cancel();
-      logger.info(why, 'signal' in why ? 'stopping: finishing what is in flight' : 'stopping: the process that started llmgw (npm) has exited; finishing what is in flight');
+      logger.info(
+        why,
+        'signal' in why
+          ? 'stopping: finishing what is in flight'
+          : 'stopping: the process that started llmgw (npm) has exited; finishing what is in flight',
+      );
       const force = () => process.exit(1);
       process.once('SIGINT', force);
       process.once('SIGTERM', force);

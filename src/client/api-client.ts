@@ -43,7 +43,6 @@ export interface KeyLimitsBody {
   tpm?: number | null;
 }
 
-
 /** A refusal from the control plane, with its code, HTTP status and message as sent. */
 export class ApiError extends LlmgwError {
   readonly httpStatus: number;
@@ -68,7 +67,8 @@ export class ApiClient {
 
   async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse<T>> {
     const url = new URL(`${this.server}/api/v1${path}`);
-    for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    for (const [k, v] of Object.entries(options.query ?? {}))
+      if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
     if (this.#key !== undefined) headers['authorization'] = `Bearer ${this.#key}`;
     let body: string | undefined;
@@ -88,7 +88,11 @@ export class ApiClient {
     const text = await res.text();
     const isJson = (res.headers.get('content-type') ?? '').includes('json');
     if (!res.ok) throw toApiError(res.status, text, isJson);
-    return { status: res.status, headers: res.headers, body: (isJson && text !== '' ? JSON.parse(text) : text) as T };
+    return {
+      status: res.status,
+      headers: res.headers,
+      body: (isJson && text !== '' ? JSON.parse(text) : text) as T,
+    };
   }
 
   async health(): Promise<HealthView> {
@@ -110,13 +114,18 @@ export class ApiClient {
     return (await this.request<ModelView>('PUT', `/models/${encodeURIComponent(name)}`, { json: spec })).body;
   }
   async patchModel(name: string, patch: unknown): Promise<ModelView> {
-    return (await this.request<ModelView>('PATCH', `/models/${encodeURIComponent(name)}`, { json: patch })).body;
+    return (await this.request<ModelView>('PATCH', `/models/${encodeURIComponent(name)}`, { json: patch }))
+      .body;
   }
   async deleteModel(name: string): Promise<ModelView> {
     return (await this.request<ModelView>('DELETE', `/models/${encodeURIComponent(name)}`)).body;
   }
   async listKeys(includeRevoked = false): Promise<KeyView[]> {
-    return (await this.request<ListOf<KeyView>>('GET', '/keys', { query: { revoked: includeRevoked ? 'true' : undefined } })).body.items;
+    return (
+      await this.request<ListOf<KeyView>>('GET', '/keys', {
+        query: { revoked: includeRevoked ? 'true' : undefined },
+      })
+    ).body.items;
   }
   async createKey(name: string, role: Role, limits: KeyLimitsBody = {}): Promise<CreatedKey> {
     return (await this.request<CreatedKey>('POST', '/keys', { json: { name, role, ...limits } })).body;
@@ -124,13 +133,24 @@ export class ApiClient {
   async updateKey(name: string, limits: KeyLimitsBody): Promise<KeyView> {
     return (await this.request<KeyView>('PATCH', `/keys/${encodeURIComponent(name)}`, { json: limits })).body;
   }
-  async usage(filter: { key?: string | undefined; model?: string | undefined; since?: string | undefined } = {}): Promise<UsageRow[]> {
+  async usage(
+    filter: { key?: string | undefined; model?: string | undefined; since?: string | undefined } = {},
+  ): Promise<UsageRow[]> {
     return (await this.request<ListOf<UsageRow>>('GET', '/usage', { query: filter })).body.items;
   }
   async revokeKey(name: string): Promise<KeyView> {
     return (await this.request<KeyView>('DELETE', `/keys/${encodeURIComponent(name)}`)).body;
   }
-  async audit(filter: { limit?: number; before?: number; actor?: string; target?: string; action?: string; since?: string } = {}): Promise<AuditView[]> {
+  async audit(
+    filter: {
+      limit?: number;
+      before?: number;
+      actor?: string;
+      target?: string;
+      action?: string;
+      since?: string;
+    } = {},
+  ): Promise<AuditView[]> {
     return (await this.request<ListOf<AuditView>>('GET', '/audit', { query: filter })).body.items;
   }
   async listNodes(): Promise<NodeView[]> {
@@ -140,24 +160,40 @@ export class ApiClient {
     return (await this.request<NodeView>('GET', `/nodes/${encodeURIComponent(name)}`)).body;
   }
   async removeNode(name: string): Promise<{ name: string; id: string }> {
-    return (await this.request<{ name: string; id: string }>('DELETE', `/nodes/${encodeURIComponent(name)}`)).body;
+    return (await this.request<{ name: string; id: string }>('DELETE', `/nodes/${encodeURIComponent(name)}`))
+      .body;
   }
   async status(): Promise<ClusterStatus> {
     return (await this.request<ClusterStatus>('GET', '/status')).body;
   }
-  async createJoinToken(options: { name?: string | undefined; expiresIn?: number | undefined }): Promise<CreatedJoinToken> {
-    const json = { ...(options.name === undefined ? {} : { name: options.name }), ...(options.expiresIn === undefined ? {} : { expires_in: options.expiresIn }) };
+  async createJoinToken(options: {
+    name?: string | undefined;
+    expiresIn?: number | undefined;
+  }): Promise<CreatedJoinToken> {
+    const json = {
+      ...(options.name === undefined ? {} : { name: options.name }),
+      ...(options.expiresIn === undefined ? {} : { expires_in: options.expiresIn }),
+    };
     return (await this.request<CreatedJoinToken>('POST', '/node-tokens', { json })).body;
   }
   async listJoinTokens(includeRevoked = false): Promise<JoinTokenView[]> {
-    return (await this.request<ListOf<JoinTokenView>>('GET', '/node-tokens', { query: { revoked: includeRevoked ? 'true' : undefined } })).body.items;
+    return (
+      await this.request<ListOf<JoinTokenView>>('GET', '/node-tokens', {
+        query: { revoked: includeRevoked ? 'true' : undefined },
+      })
+    ).body.items;
   }
   async revokeJoinToken(name: string): Promise<JoinTokenView> {
     return (await this.request<JoinTokenView>('DELETE', `/node-tokens/${encodeURIComponent(name)}`)).body;
   }
   /** Checks a join token without joining (for llmgw doctor). */
   async checkJoinToken(token: string): Promise<{ name: string; expires_at: string | null }> {
-    return (await new ApiClient({ server: this.server, key: token }).request<{ name: string; expires_at: string | null }>('GET', '/agent/token')).body;
+    return (
+      await new ApiClient({ server: this.server, key: token }).request<{
+        name: string;
+        expires_at: string | null;
+      }>('GET', '/agent/token')
+    ).body;
   }
   async listReplicas(model?: string): Promise<ReplicaView[]> {
     return (await this.request<ListOf<ReplicaView>>('GET', '/replicas', { query: { model } })).body.items;
@@ -166,18 +202,36 @@ export class ApiClient {
     return (await this.request<ReplicaView>('GET', `/replicas/${encodeURIComponent(id)}`)).body;
   }
   async restartReplica(id: string, inPlace: boolean): Promise<RestartResult> {
-    return (await this.request<RestartResult>('POST', `/replicas/${encodeURIComponent(id)}/restart`, { json: { in_place: inPlace } })).body;
+    return (
+      await this.request<RestartResult>('POST', `/replicas/${encodeURIComponent(id)}/restart`, {
+        json: { in_place: inPlace },
+      })
+    ).body;
   }
   async scaleModel(name: string, replicas: number): Promise<ModelView> {
-    return (await this.request<ModelView>('POST', `/models/${encodeURIComponent(name)}/scale`, { json: { replicas } })).body;
+    return (
+      await this.request<ModelView>('POST', `/models/${encodeURIComponent(name)}/scale`, {
+        json: { replicas },
+      })
+    ).body;
   }
   /** A replica's log: the last lines, then (follow) each new one as it is written, until `signal` aborts. */
-  async logs(id: string, o: { rank?: number; tail?: number; follow?: boolean; signal?: AbortSignal; onText: (text: string) => void }): Promise<void> {
+  async logs(
+    id: string,
+    o: {
+      rank?: number;
+      tail?: number;
+      follow?: boolean;
+      signal?: AbortSignal;
+      onText: (text: string) => void;
+    },
+  ): Promise<void> {
     const url = new URL(`${this.server}/api/v1/replicas/${encodeURIComponent(id)}/logs`);
     url.searchParams.set('rank', String(o.rank ?? 0));
     url.searchParams.set('tail', String(o.tail ?? 200));
     url.searchParams.set('follow', o.follow === true ? 'true' : 'false');
-    const headers: Record<string, string> = this.#key === undefined ? {} : { authorization: `Bearer ${this.#key}` };
+    const headers: Record<string, string> =
+      this.#key === undefined ? {} : { authorization: `Bearer ${this.#key}` };
     let res: Response;
     try {
       res = await fetch(url, { headers, ...(o.signal === undefined ? {} : { signal: o.signal }) });
@@ -185,11 +239,17 @@ export class ApiClient {
       if (o.signal?.aborted === true) return;
       throw unreachable(this.server, e);
     }
-    if (!res.ok) throw toApiError(res.status, await res.text(), (res.headers.get('content-type') ?? '').includes('json'));
+    if (!res.ok)
+      throw toApiError(
+        res.status,
+        await res.text(),
+        (res.headers.get('content-type') ?? '').includes('json'),
+      );
     if (res.body === null) return;
     const decoder = new TextDecoder();
     try {
-      for await (const chunk of res.body as AsyncIterable<Uint8Array>) o.onText(decoder.decode(chunk, { stream: true }));
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>)
+        o.onText(decoder.decode(chunk, { stream: true }));
     } catch (e) {
       if (o.signal?.aborted !== true) throw e;
     }
@@ -200,12 +260,20 @@ export class ApiClient {
       text: res.body,
       etag: res.headers.get('etag') ?? '',
       path: res.headers.get('x-llmgw-config-path') ?? '',
-      overriddenByEnv: (res.headers.get('x-llmgw-overridden-by-env') ?? '').split(',').filter((s) => s !== ''),
+      overriddenByEnv: (res.headers.get('x-llmgw-overridden-by-env') ?? '')
+        .split(',')
+        .filter((s) => s !== ''),
     };
   }
   async putConfig(text: string, etag?: string): Promise<ConfigChangeView> {
     const headers: Record<string, string> = etag === undefined || etag === '' ? {} : { 'if-match': etag };
-    return (await this.request<ConfigChangeView>('PUT', '/config', { text, contentType: 'application/yaml', headers })).body;
+    return (
+      await this.request<ConfigChangeView>('PUT', '/config', {
+        text,
+        contentType: 'application/yaml',
+        headers,
+      })
+    ).body;
   }
 }
 
@@ -215,19 +283,36 @@ function toApiError(status: number, text: string, isJson: boolean): ApiError {
       const body = JSON.parse(text) as Partial<ErrorBody>;
       if (body.error !== undefined) {
         const code = (body.error.code in errorStatus ? body.error.code : 'internal') as ErrorCode;
-        const issues = (body.error.issues ?? []).map((i) => ({ path: i.path === '' ? [] : [i.path], message: i.message, ...(i.line === undefined ? {} : { line: i.line }) }));
+        const issues = (body.error.issues ?? []).map((i) => ({
+          path: i.path === '' ? [] : [i.path],
+          message: i.message,
+          ...(i.line === undefined ? {} : { line: i.line }),
+        }));
         return new ApiError(status, code, body.error.message, issues);
       }
     } catch {
       // Not our error shape: fall through to the status alone.
     }
   }
-  return new ApiError(status, status >= 500 ? 'internal' : 'invalid_argument', `the server answered ${status}: ${text.slice(0, 200)}`, []);
+  return new ApiError(
+    status,
+    status >= 500 ? 'internal' : 'invalid_argument',
+    `the server answered ${status}: ${text.slice(0, 200)}`,
+    [],
+  );
 }
 
 function unreachable(server: string, e: unknown): LlmgwError {
-  const inner = (e as { cause?: { code?: string; message?: string; errors?: { code?: string }[] } } | null)?.cause;
+  const inner = (e as { cause?: { code?: string; message?: string; errors?: { code?: string }[] } } | null)
+    ?.cause;
   const cause = inner?.code ?? inner?.errors?.[0]?.code ?? inner?.message;
-  const why = (e as { name?: string } | null)?.name === 'TimeoutError' ? 'it did not answer in time' : (cause ?? messageOf(e));
-  return new LlmgwError('unavailable', `cannot reach the control plane at ${server} (${why}): is it running? (llmgw up starts one on this machine; --server or LLMGW_SERVER points elsewhere)`, { cause: e });
+  const why =
+    (e as { name?: string } | null)?.name === 'TimeoutError'
+      ? 'it did not answer in time'
+      : (cause ?? messageOf(e));
+  return new LlmgwError(
+    'unavailable',
+    `cannot reach the control plane at ${server} (${why}): is it running? (llmgw up starts one on this machine; --server or LLMGW_SERVER points elsewhere)`,
+    { cause: e },
+  );
 }

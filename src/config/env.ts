@@ -27,7 +27,9 @@ export interface EnvKey {
 export function envKeys(schema: z.ZodType, prefix: string[] = []): EnvKey[] {
   const s = unwrap(schema);
   if (s instanceof z.ZodObject) {
-    return Object.entries(s.shape as Record<string, z.ZodType>).flatMap(([k, v]) => envKeys(v, [...prefix, k]));
+    return Object.entries(s.shape as Record<string, z.ZodType>).flatMap(([k, v]) =>
+      envKeys(v, [...prefix, k]),
+    );
   }
   return [{ path: prefix, variable: `LLMGW_${prefix.join('_').toUpperCase()}`, schema: s }];
 }
@@ -35,7 +37,8 @@ export function envKeys(schema: z.ZodType, prefix: string[] = []): EnvKey[] {
 function unwrap(schema: z.ZodType): z.ZodType {
   let s = schema;
   for (;;) {
-    if (s instanceof z.ZodOptional || s instanceof z.ZodDefault || s instanceof z.ZodPrefault) s = s.unwrap() as z.ZodType;
+    if (s instanceof z.ZodOptional || s instanceof z.ZodDefault || s instanceof z.ZodPrefault)
+      s = s.unwrap() as z.ZodType;
     else return s;
   }
 }
@@ -69,7 +72,9 @@ export function unknownVariables(env: NodeJS.ProcessEnv, keys: readonly EnvKey[]
   for (const name of Object.keys(env)) {
     if (!name.startsWith('LLMGW_') || otherVariables.has(name) || known.includes(name)) continue;
     const guess = didYouMean(name, [...known, ...otherVariables]);
-    out.push(`environment variable ${name} sets nothing${guess === undefined ? '' : `; did you mean ${guess}?`}`);
+    out.push(
+      `environment variable ${name} sets nothing${guess === undefined ? '' : `; did you mean ${guess}?`}`,
+    );
   }
   return out;
 }

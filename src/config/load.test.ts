@@ -14,7 +14,11 @@ function load(text: string | undefined, env: Record<string, string> = {}) {
   const d = dir();
   const path = join(d, 'llmgw.yaml');
   if (text !== undefined) writeFileSync(path, text);
-  return loadSettings({ path: text === undefined ? undefined : path, env: { LLMGW_DATA_DIR: join(d, 'data'), ...env }, cwd: d });
+  return loadSettings({
+    path: text === undefined ? undefined : path,
+    env: { LLMGW_DATA_DIR: join(d, 'data'), ...env },
+    cwd: d,
+  });
 }
 
 function refusal(text: string, env: Record<string, string> = {}): SettingsError {
@@ -34,7 +38,12 @@ describe('settings', () => {
     expect(settings.listen).toBe('127.0.0.1:8080');
     expect(settings.data_dir).toBe(join(d, '.llmgw'));
     expect(settings.database).toBe(`sqlite:${join(d, '.llmgw', 'llmgw.db')}`);
-    expect(settings.agent.engines.llamacpp).toEqual({ parallel: 4, threads: 0, build: 'b10587', release_url: 'https://github.com/ggml-org/llama.cpp/releases/download' });
+    expect(settings.agent.engines.llamacpp).toEqual({
+      parallel: 4,
+      threads: 0,
+      build: 'b10587',
+      release_url: 'https://github.com/ggml-org/llama.cpp/releases/download',
+    });
     expect(settings.agent.engines.sglang).toEqual({ bin: 'python3' });
     expect(settings.placement).toEqual({ ports: '20000-29999', node_lost_after_s: 60, cpu_threads: 0 });
     expect(settings.models).toEqual([]);
@@ -43,30 +52,61 @@ describe('settings', () => {
 
   it('reads the file and the models it declares', () => {
     const { settings } = load(
-      ['listen: 0.0.0.0:9000', 'database: postgres://u@db:5432/llmgw', 'agent:', '  engines:', '    llamacpp:', '      bin: /opt/llama-server', '      threads: 8', 'models:', '  - name: tiny', '    source: /m/tiny.gguf', '    profiles: [{name: cpu, engine: llamacpp, cpu: true}]'].join('\n'),
+      [
+        'listen: 0.0.0.0:9000',
+        'database: postgres://u@db:5432/llmgw',
+        'agent:',
+        '  engines:',
+        '    llamacpp:',
+        '      bin: /opt/llama-server',
+        '      threads: 8',
+        'models:',
+        '  - name: tiny',
+        '    source: /m/tiny.gguf',
+        '    profiles: [{name: cpu, engine: llamacpp, cpu: true}]',
+      ].join('\n'),
     );
     expect(settings.listen).toBe('0.0.0.0:9000');
     expect(settings.database).toBe('postgres://u@db:5432/llmgw');
-    expect(settings.agent.engines.llamacpp).toMatchObject({ bin: '/opt/llama-server', parallel: 4, threads: 8 });
+    expect(settings.agent.engines.llamacpp).toMatchObject({
+      bin: '/opt/llama-server',
+      parallel: 4,
+      threads: 8,
+    });
     expect(settings.models.map((m) => m.name)).toEqual(['tiny']);
     expect(Object.isFrozen(settings.models)).toBe(true);
   });
 
   it('lets the environment win over the file, key by key', () => {
-    const { settings, source } = load('listen: 127.0.0.1:8080\nagent: {engines: {llamacpp: {parallel: 2}}}\n', {
-      LLMGW_LISTEN: '127.0.0.1:9999',
-      LLMGW_DATABASE: 'sqlite:/tmp/x.db',
-      LLMGW_AGENT_ENGINES_LLAMACPP_BIN: '/usr/local/bin/llama-server',
-      LLMGW_AGENT_ENGINES_LLAMACPP_PARALLEL: '8',
-    });
+    const { settings, source } = load(
+      'listen: 127.0.0.1:8080\nagent: {engines: {llamacpp: {parallel: 2}}}\n',
+      {
+        LLMGW_LISTEN: '127.0.0.1:9999',
+        LLMGW_DATABASE: 'sqlite:/tmp/x.db',
+        LLMGW_AGENT_ENGINES_LLAMACPP_BIN: '/usr/local/bin/llama-server',
+        LLMGW_AGENT_ENGINES_LLAMACPP_PARALLEL: '8',
+      },
+    );
     expect(settings.listen).toBe('127.0.0.1:9999');
     expect(settings.database).toBe('sqlite:/tmp/x.db');
-    expect(settings.agent.engines.llamacpp).toMatchObject({ bin: '/usr/local/bin/llama-server', parallel: 8, threads: 0 });
-    expect(source.fromEnv).toEqual(['listen', 'database', 'data_dir', 'agent.engines.llamacpp.bin', 'agent.engines.llamacpp.parallel']);
+    expect(settings.agent.engines.llamacpp).toMatchObject({
+      bin: '/usr/local/bin/llama-server',
+      parallel: 8,
+      threads: 0,
+    });
+    expect(source.fromEnv).toEqual([
+      'listen',
+      'database',
+      'data_dir',
+      'agent.engines.llamacpp.bin',
+      'agent.engines.llamacpp.parallel',
+    ]);
   });
 
   it('takes models from the environment as YAML', () => {
-    const { settings } = load(undefined, { LLMGW_MODELS: '[{name: e, source: /m.gguf, profiles: [{name: c, engine: llamacpp, cpu: true}]}]' });
+    const { settings } = load(undefined, {
+      LLMGW_MODELS: '[{name: e, source: /m.gguf, profiles: [{name: c, engine: llamacpp, cpu: true}]}]',
+    });
     expect(settings.models.map((m) => m.name)).toEqual(['e']);
   });
 
@@ -78,7 +118,9 @@ describe('settings', () => {
   });
 
   it('refuses a named file that does not exist', () => {
-    expect(() => loadSettings({ path: '/nonexistent/llmgw.yaml', env: {} })).toThrow('settings file /nonexistent/llmgw.yaml does not exist: create it, or leave out --config');
+    expect(() => loadSettings({ path: '/nonexistent/llmgw.yaml', env: {} })).toThrow(
+      'settings file /nonexistent/llmgw.yaml does not exist: create it, or leave out --config',
+    );
   });
 
   it('names file, line and key of a misspelt key, with the likely intended one', () => {
@@ -89,46 +131,78 @@ describe('settings', () => {
 
   it('names the line of a nested key of the wrong type', () => {
     const e = refusal('agent:\n  engines:\n    llamacpp:\n      parallel: many\n');
-    expect(e.message).toMatch(/llmgw\.yaml:4: agent\.engines\.llamacpp\.parallel: expected a number, got "many"/);
+    expect(e.message).toMatch(
+      /llmgw\.yaml:4: agent\.engines\.llamacpp\.parallel: expected a number, got "many"/,
+    );
   });
 
   it('names the line of a catalog rule broken inside models:', () => {
     const e = refusal(
-      ['models:', '  - name: big', '    source: /m/big', '    profiles:', '      - name: gpu', '        engine: llamacpp', '        gpu_class: a100-80g', '        tp: 2'].join('\n'),
+      [
+        'models:',
+        '  - name: big',
+        '    source: /m/big',
+        '    profiles:',
+        '      - name: gpu',
+        '        engine: llamacpp',
+        '        gpu_class: a100-80g',
+        '        tp: 2',
+      ].join('\n'),
     );
-    expect(e.message).toMatch(/llmgw\.yaml:8: models\[0\]\.profiles\[0\]\.tp: llamacpp splits a model .* write gpus_per_node: 2 instead/);
+    expect(e.message).toMatch(
+      /llmgw\.yaml:8: models\[0\]\.profiles\[0\]\.tp: llamacpp splits a model .* write gpus_per_node: 2 instead/,
+    );
   });
 
   it('explains listen and database values it cannot use', () => {
-    expect(refusal('listen: 8080\n').message).toMatch(/:1: listen: expected HOST:PORT, e\.g\. 127\.0\.0\.1:8080/);
-    expect(refusal('database: mysql://x\n').message).toMatch(/:1: database: expected sqlite:PATH .* or a PostgreSQL URL/);
+    expect(refusal('listen: 8080\n').message).toMatch(
+      /:1: listen: expected HOST:PORT, e\.g\. 127\.0\.0\.1:8080/,
+    );
+    expect(refusal('database: mysql://x\n').message).toMatch(
+      /:1: database: expected sqlite:PATH .* or a PostgreSQL URL/,
+    );
   });
 
   it('reports YAML syntax errors with their line and column, what was expected, and the line with a caret', () => {
     const bracket = refusal('listen: 127.0.0.1:8080\nmodels: [\n');
-    expect(bracket.message).toMatch(/llmgw\.yaml:3: not valid YAML at column 1: Flow sequence in block collection must be sufficiently indented and end with a \]\n {2}2 \| models: \[\n {2}3 \|\n {4}\| \^$/);
+    expect(bracket.message).toMatch(
+      /llmgw\.yaml:3: not valid YAML at column 1: Flow sequence in block collection must be sufficiently indented and end with a \]\n {2}2 \| models: \[\n {2}3 \|\n {4}\| \^$/,
+    );
     const nested = refusal('listen: 127.0.0.1:8080\ndata_dir: a: b\n').message;
     expect(nested.split('\n').slice(1)).toEqual([
-      expect.stringMatching(/llmgw\.yaml:2: not valid YAML at column 11: Nested mappings are not allowed in compact mappings$/),
+      expect.stringMatching(
+        /llmgw\.yaml:2: not valid YAML at column 11: Nested mappings are not allowed in compact mappings$/,
+      ),
       '  1 | listen: 127.0.0.1:8080',
       '  2 | data_dir: a: b',
       '    |           ^',
     ]);
-    expect(refusal('listen: a\nlisten: b\n').message).toMatch(/llmgw\.yaml:2: not valid YAML at column 1: Map keys must be unique\n/);
+    expect(refusal('listen: a\nlisten: b\n').message).toMatch(
+      /llmgw\.yaml:2: not valid YAML at column 1: Map keys must be unique\n/,
+    );
   });
 
   it('lists every problem in the order of the file', () => {
     const e = refusal('placement:\n  ports: 30000-20000\nlisten: 8080\nagent:\n  heartbeat_ms: soon\n');
-    expect(e.message.split('\n').slice(1).map((l) => /:(\d+): /.exec(l)?.[1])).toEqual(['2', '3', '5']);
+    expect(
+      e.message
+        .split('\n')
+        .slice(1)
+        .map((l) => /:(\d+): /.exec(l)?.[1]),
+    ).toEqual(['2', '3', '5']);
   });
 
   it('refuses a file that is not a mapping', () => {
-    expect(refusal('- a\n- b\n').message).toContain('expected a mapping of keys (listen:, database:, models:, ...) at the top');
+    expect(refusal('- a\n- b\n').message).toContain(
+      'expected a mapping of keys (listen:, database:, models:, ...) at the top',
+    );
   });
 
   it('names the environment variable behind a bad value', () => {
     const e = refusal('', { LLMGW_AGENT_ENGINES_LLAMACPP_THREADS: 'lots' });
-    expect(e.message).toContain('agent.engines.llamacpp.threads: expected a number, got "lots" (from the environment variable LLMGW_AGENT_ENGINES_LLAMACPP_THREADS)');
+    expect(e.message).toContain(
+      'agent.engines.llamacpp.threads: expected a number, got "lots" (from the environment variable LLMGW_AGENT_ENGINES_LLAMACPP_THREADS)',
+    );
   });
 
   it('warns of LLMGW_ variables that set nothing', () => {
@@ -137,21 +211,35 @@ describe('settings', () => {
   });
 
   it('refuses a port range it cannot use, and a release address that is no URL', () => {
-    expect(refusal('placement:\n  ports: 30000-20000\n').message).toMatch(/:2: placement\.ports: a range within 1024-65535, FIRST no more than LAST/);
-    expect(refusal('agent:\n  engines:\n    llamacpp:\n      release_url: ftp://mirror\n').message).toMatch(/:4: agent\.engines\.llamacpp\.release_url: an http\(s\) address/);
-    expect(refusal('agent:\n  engines:\n    llamacpp:\n      build: latest\n').message).toMatch(/:4: agent\.engines\.llamacpp\.build: a llama\.cpp release tag such as b10587/);
+    expect(refusal('placement:\n  ports: 30000-20000\n').message).toMatch(
+      /:2: placement\.ports: a range within 1024-65535, FIRST no more than LAST/,
+    );
+    expect(refusal('agent:\n  engines:\n    llamacpp:\n      release_url: ftp://mirror\n').message).toMatch(
+      /:4: agent\.engines\.llamacpp\.release_url: an http\(s\) address/,
+    );
+    expect(refusal('agent:\n  engines:\n    llamacpp:\n      build: latest\n').message).toMatch(
+      /:4: agent\.engines\.llamacpp\.build: a llama\.cpp release tag such as b10587/,
+    );
   });
 
   it('bounds the connections of one client address, 512 unless set, and refuses a bound it cannot use', () => {
     expect(load(undefined).settings.gateway.max_connections_per_client).toBe(512);
-    expect(load('gateway:\n  max_connections_per_client: 2000\n').settings.gateway.max_connections_per_client).toBe(2000);
-    expect(refusal('gateway:\n  max_connections_per_client: 0\n').message).toMatch(/:2: gateway\.max_connections_per_client: at least 1 connection, e\.g\. 512/);
-    expect(refusal('gateway:\n  max_connections_per_client: many\n').message).toMatch(/:2: gateway\.max_connections_per_client: a whole number of connections, e\.g\. 512/);
+    expect(
+      load('gateway:\n  max_connections_per_client: 2000\n').settings.gateway.max_connections_per_client,
+    ).toBe(2000);
+    expect(refusal('gateway:\n  max_connections_per_client: 0\n').message).toMatch(
+      /:2: gateway\.max_connections_per_client: at least 1 connection, e\.g\. 512/,
+    );
+    expect(refusal('gateway:\n  max_connections_per_client: many\n').message).toMatch(
+      /:2: gateway\.max_connections_per_client: a whole number of connections, e\.g\. 512/,
+    );
   });
 
   it('refuses a model declared twice', () => {
     const m = '  - {name: a, source: /a, profiles: [{name: c, engine: llamacpp, cpu: true}]}';
-    expect(refusal(`models:\n${m}\n${m}\n`).message).toMatch(/:3: models\[1\]\.name: model "a" is declared twice/);
+    expect(refusal(`models:\n${m}\n${m}\n`).message).toMatch(
+      /:3: models\[1\]\.name: model "a" is declared twice/,
+    );
   });
 });
 
@@ -160,10 +248,16 @@ describe('what a new settings file changes', () => {
     const { diffSettings } = await import('./write.js');
     const { parseSettings } = await import('./load.js');
     const d = dir();
-    const at = (text: string) => parseSettings(text, { path: join(d, 'llmgw.yaml'), env: {}, cwd: d }).settings;
+    const at = (text: string) =>
+      parseSettings(text, { path: join(d, 'llmgw.yaml'), env: {}, cwd: d }).settings;
     const before = at('listen: 127.0.0.1:8080\n');
-    const after = at('listen: 127.0.0.1:9090\nplacement: {node_lost_after_s: 30}\ngateway: {retries: 0}\nagent: {heartbeat_ms: 1000}\n');
-    expect(diffSettings(before, after)).toEqual({ applied: ['agent', 'placement'], restartRequired: ['listen', 'gateway'] });
+    const after = at(
+      'listen: 127.0.0.1:9090\nplacement: {node_lost_after_s: 30}\ngateway: {retries: 0}\nagent: {heartbeat_ms: 1000}\n',
+    );
+    expect(diffSettings(before, after)).toEqual({
+      applied: ['agent', 'placement'],
+      restartRequired: ['listen', 'gateway'],
+    });
     expect(diffSettings(before, before)).toEqual({ applied: [], restartRequired: [] });
   });
 });

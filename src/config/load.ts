@@ -9,7 +9,12 @@ import { formatPath, LlmgwError, type Issue } from '../core/errors.js';
 import { issuesFromZod } from '../core/zod-issues.js';
 
 import { envKeys, parseEnvValue, unknownVariables } from './env.js';
-import { settingsSchema, type AgentSettings, type GatewaySettings, type PlacementSettings } from './schema.js';
+import {
+  settingsSchema,
+  type AgentSettings,
+  type GatewaySettings,
+  type PlacementSettings,
+} from './schema.js';
 import { parseYamlText } from './yaml-error.js';
 
 /** The effective settings: file, then environment, then defaults; validated and frozen. */
@@ -80,14 +85,20 @@ export function loadSettings(options: LoadOptions = {}): LoadedSettings {
   const { path, explicit } = settingsPath(options);
   const exists = existsSync(path);
   if (explicit && !exists) {
-    throw new LlmgwError('invalid_argument', `settings file ${path} does not exist: create it, or leave out --config to use the defaults`);
+    throw new LlmgwError(
+      'invalid_argument',
+      `settings file ${path} does not exist: create it, or leave out --config to use the defaults`,
+    );
   }
   const text = exists ? readFileSync(path, 'utf8') : '';
   return parseSettings(text, { ...options, path, exists });
 }
 
 /** Validates settings text as if it were the file at `path` (used before writing a new one). */
-export function parseSettings(text: string, options: LoadOptions & { path: string; exists?: boolean }): LoadedSettings {
+export function parseSettings(
+  text: string,
+  options: LoadOptions & { path: string; exists?: boolean },
+): LoadedSettings {
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
   const file = options.path;
@@ -95,12 +106,22 @@ export function parseSettings(text: string, options: LoadOptions & { path: strin
   if (errors.length > 0) {
     throw new SettingsError(
       file,
-      errors.map((e) => ({ path: [], message: `not valid YAML at column ${e.column}: ${e.message}\n${indent(e.frame)}`, line: e.line })),
+      errors.map((e) => ({
+        path: [],
+        message: `not valid YAML at column ${e.column}: ${e.message}\n${indent(e.frame)}`,
+        line: e.line,
+      })),
     );
   }
   const raw: unknown = doc.toJS() ?? {};
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    throw new SettingsError(file, [{ path: [], message: 'expected a mapping of keys (listen:, database:, models:, ...) at the top', line: 1 }]);
+    throw new SettingsError(file, [
+      {
+        path: [],
+        message: 'expected a mapping of keys (listen:, database:, models:, ...) at the top',
+        line: 1,
+      },
+    ]);
   }
 
   // The environment wins over the file, key by key.
@@ -118,7 +139,8 @@ export function parseSettings(text: string, options: LoadOptions & { path: strin
 
   const locate = (issue: Issue): Issue => {
     const variable = [...envOrigin.entries()].find(([p]) => formatPath(issue.path).startsWith(p))?.[1];
-    if (variable !== undefined) return { ...issue, message: `${issue.message} (from the environment variable ${variable})` };
+    if (variable !== undefined)
+      return { ...issue, message: `${issue.message} (from the environment variable ${variable})` };
     return { ...issue, line: lineOf(doc, lineCounter, issue.path) };
   };
 
@@ -126,14 +148,19 @@ export function parseSettings(text: string, options: LoadOptions & { path: strin
   if (!parsed.success) throw new SettingsError(file, issuesFromZod(settingsSchema, parsed.error).map(locate));
   const { models, issues } = validateModels(parsed.data.models);
   if (issues.length > 0) {
-    throw new SettingsError(file, issues.map((i) => locate({ ...i, path: ['models', ...i.path] })));
+    throw new SettingsError(
+      file,
+      issues.map((i) => locate({ ...i, path: ['models', ...i.path] })),
+    );
   }
 
   const dataDir = resolve(cwd, parsed.data.data_dir);
   const database = parsed.data.database ?? `sqlite:${resolve(dataDir, 'llmgw.db')}`;
   const settings: Settings = deepFreeze({
     listen: parsed.data.listen,
-    database: database.startsWith('sqlite:') ? `sqlite:${resolveSqlitePath(database.slice(7), cwd)}` : database,
+    database: database.startsWith('sqlite:')
+      ? `sqlite:${resolveSqlitePath(database.slice(7), cwd)}`
+      : database,
     data_dir: dataDir,
     agent: parsed.data.agent,
     placement: parsed.data.placement,

@@ -33,13 +33,24 @@ export const llamacppSettingsSchema = z.strictObject({
   /** CPU threads of a shard without a GPU; 0 takes half the node's CPUs. */
   threads: z.int().min(0).max(1024).default(0),
   /** The release the agents install, when no bin is set: a tag of ggml-org/llama.cpp. */
-  build: z.string().regex(/^b\d+$/, 'a llama.cpp release tag such as b10587').default(defaultLlamaBuild),
+  build: z
+    .string()
+    .regex(/^b\d+$/, 'a llama.cpp release tag such as b10587')
+    .default(defaultLlamaBuild),
   /** Where releases are downloaded from: `<release_url>/<build>/<asset>`. An offline site points it at its mirror. */
-  release_url: z.url({ protocol: /^https?$/, error: 'an http(s) address, e.g. https://github.com/ggml-org/llama.cpp/releases/download' }).default(defaultReleaseUrl),
+  release_url: z
+    .url({
+      protocol: /^https?$/,
+      error: 'an http(s) address, e.g. https://github.com/ggml-org/llama.cpp/releases/download',
+    })
+    .default(defaultReleaseUrl),
   /** A CUDA build's .tar.gz for NVIDIA nodes (llama.cpp publishes none for Linux); without it they get the Vulkan build. */
   cuda_archive: z.url({ protocol: /^https?$/, error: 'an http(s) address of a .tar.gz' }).optional(),
   /** The SHA-256 the downloaded archive must have, where the release publishes none. */
-  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 digest: 64 hex digits').optional(),
+  sha256: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/, 'a SHA-256 digest: 64 hex digits')
+    .optional(),
 });
 
 const binSchema = (bin: string) => z.strictObject({ bin: z.string().min(1).default(bin) });

@@ -58,6 +58,7 @@ export function diffSettings(before: Settings, after: Settings): SettingsChange 
   for (const k of restartSections) if (!isDeepStrictEqual(before[k], after[k])) restartRequired.push(k);
   const applied: string[] = [];
   // Placement and the agents' engines are read again at every placement and assignment.
-  for (const k of ['models', 'agent', 'placement'] as const) if (!isDeepStrictEqual(before[k], after[k])) applied.push(k);
+  for (const k of ['models', 'agent', 'placement'] as const)
+    if (!isDeepStrictEqual(before[k], after[k])) applied.push(k);
   return { applied, restartRequired };
 }

@@ -11,13 +11,22 @@ export interface YamlSyntaxError {
 }
 
 /** Parses YAML (JSON is YAML); the document, or its syntax errors in the order of the text. */
-export function parseYamlText(text: string): { doc: Document; lineCounter: LineCounter; errors: YamlSyntaxError[] } {
+export function parseYamlText(text: string): {
+  doc: Document;
+  lineCounter: LineCounter;
+  errors: YamlSyntaxError[];
+} {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
   const errors = doc.errors
     .map((e) => {
       const { line, col } = lineCounter.linePos(e.pos[0]);
-      return { line, column: col, message: e.message.split('\n')[0] ?? e.message, frame: codeFrame(text, line, col) };
+      return {
+        line,
+        column: col,
+        message: e.message.split('\n')[0] ?? e.message,
+        frame: codeFrame(text, line, col),
+      };
     })
     .sort((a, b) => a.line - b.line || a.column - b.column);
   return { doc, lineCounter, errors };

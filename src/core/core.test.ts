@@ -16,7 +16,9 @@ describe('core', () => {
     expect(redact(`key ${key} token ${join}`)).toBe('key llmgw_key_[redacted] token llmgw_join_[redacted]');
     expect(redact('Authorization: Bearer abcdefghijklmnop')).toBe('Authorization: Bearer [redacted]');
     expect(redact('send "Authorization: Bearer KEY"')).toBe('send "Authorization: Bearer KEY"');
-    expect(redact('postgres://llmgw:hunter2@db:5432/llmgw')).toBe('postgres://llmgw:[redacted]@db:5432/llmgw');
+    expect(redact('postgres://llmgw:hunter2@db:5432/llmgw')).toBe(
+      'postgres://llmgw:[redacted]@db:5432/llmgw',
+    );
   });
 
   it('makes distinct secrets, hashes them stably, and shows only a prefix', () => {
@@ -62,7 +64,8 @@ describe('core', () => {
       ['Bearerabc', undefined],
       ['abc', undefined],
     ];
-    for (const [header, token] of cases) expect({ header, token: bearerToken(header) }).toEqual({ header, token });
+    for (const [header, token] of cases)
+      expect({ header, token: bearerToken(header) }).toEqual({ header, token });
   });
 
   it('passes a plain request id on, and makes one up for anything else', () => {
@@ -94,7 +97,9 @@ describe('core', () => {
   it('looks for no suggestion for a word longer than any name, and skips candidates by length', () => {
     const names = Array.from({ length: 2000 }, (_, i) => `model-${i}`);
     expect(didYouMean('m'.repeat(1024 * 1024), names)).toBeUndefined();
-    expect(didYouMean('x'.repeat(didYouMeanMaxLength + 1), ['x'.repeat(didYouMeanMaxLength + 1)])).toBeUndefined();
+    expect(
+      didYouMean('x'.repeat(didYouMeanMaxLength + 1), ['x'.repeat(didYouMeanMaxLength + 1)]),
+    ).toBeUndefined();
     expect(didYouMean('model-1999x', names)).toBe('model-1999');
     expect(didYouMean('a-much-longer-name-than-any-model', names)).toBeUndefined();
   });

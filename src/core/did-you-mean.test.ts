@@ -15,7 +15,9 @@ describe('did-you-mean over a large catalog', () => {
   it('computes no edit distance for a name no candidate is near in length', () => {
     vi.mocked(distance).mockClear();
     expect(didYouMean('m'.repeat(1024 * 1024), names)).toBeUndefined();
-    expect(didYouMean('a-name-of-sixty-three-characters-that-is-nothing-like-any-model', names)).toBeUndefined();
+    expect(
+      didYouMean('a-name-of-sixty-three-characters-that-is-nothing-like-any-model', names),
+    ).toBeUndefined();
     expect(vi.mocked(distance)).not.toHaveBeenCalled();
   });
 

@@ -12,7 +12,12 @@ export interface Change {
 export function diffJson(before: unknown, after: unknown, path: (string | number)[] = []): Change[] {
   if (isDeepStrictEqual(before, after)) return [];
   const bothObjects =
-    typeof before === 'object' && before !== null && typeof after === 'object' && after !== null && !Array.isArray(before) && !Array.isArray(after);
+    typeof before === 'object' &&
+    before !== null &&
+    typeof after === 'object' &&
+    after !== null &&
+    !Array.isArray(before) &&
+    !Array.isArray(after);
   if (bothObjects) {
     const b = before as Record<string, unknown>;
     const a = after as Record<string, unknown>;

@@ -75,5 +75,7 @@ export function formatPath(path: readonly (string | number)[]): string {
 
 /** One line per issue, prefixed by its path. */
 export function formatIssues(issues: readonly Issue[]): string {
-  return issues.map((i) => (i.path.length > 0 ? `${formatPath(i.path)}: ${i.message}` : i.message)).join('\n');
+  return issues
+    .map((i) => (i.path.length > 0 ? `${formatPath(i.path)}: ${i.message}` : i.message))
+    .join('\n');
 }

@@ -19,7 +19,11 @@ const defaultMessage = /^(Invalid|Too small|Too big|Unrecognized)/;
 
 function convert(root: z.ZodType, issue: z.core.$ZodIssue): Issue[] {
   const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
-  if (issue.code !== 'unrecognized_keys' && issue.code !== 'invalid_union' && !defaultMessage.test(issue.message)) {
+  if (
+    issue.code !== 'unrecognized_keys' &&
+    issue.code !== 'invalid_union' &&
+    !defaultMessage.test(issue.message)
+  ) {
     return [{ path, message: issue.message }];
   }
   switch (issue.code) {
@@ -31,8 +35,11 @@ function convert(root: z.ZodType, issue: z.core.$ZodIssue): Issue[] {
       }));
     }
     case 'invalid_type': {
-      if (issue.input === undefined) return [{ path, message: `is required (${describeExpected(issue.expected)})` }];
-      return [{ path, message: `expected ${describeExpected(issue.expected)}, got ${describe(issue.input)}` }];
+      if (issue.input === undefined)
+        return [{ path, message: `is required (${describeExpected(issue.expected)})` }];
+      return [
+        { path, message: `expected ${describeExpected(issue.expected)}, got ${describe(issue.input)}` },
+      ];
     }
     case 'invalid_value': {
       const values = issue.values.map((v) => JSON.stringify(v));
@@ -94,7 +101,8 @@ function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'object') return 'a mapping';
-  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value);
+  if (typeof value === 'string')
+    return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value);
   return typeof value === 'number' || typeof value === 'boolean' ? String(value) : typeof value;
 }
 

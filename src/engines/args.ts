@@ -26,6 +26,10 @@ export function flagValue(args: readonly string[], ...names: string[]): string |
 }
 
 /** `--flag value` when the profile does not set any of the names (the first is the one written). */
-export function unlessSet(args: readonly string[], names: readonly [string, ...string[]], value: string | number): string[] {
+export function unlessSet(
+  args: readonly string[],
+  names: readonly [string, ...string[]],
+  value: string | number,
+): string[] {
   return hasFlag(args, ...names) ? [] : [names[0], String(value)];
 }

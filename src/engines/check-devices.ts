@@ -21,7 +21,9 @@ export function checkDevices(profile: ProfileSpec, devices: readonly ShardDevice
   }
   const cls = profile.gpu_class;
   if (cls === undefined) {
-    problems.push(`profile "${profile.name}" says neither gpu_class nor cpu: true: write gpu_class (e.g. a100-80g) or cpu: true`);
+    problems.push(
+      `profile "${profile.name}" says neither gpu_class nor cpu: true: write gpu_class (e.g. a100-80g) or cpu: true`,
+    );
     return problems;
   }
   const mig = isMigClass(cls);
@@ -39,7 +41,9 @@ export function checkDevices(profile: ProfileSpec, devices: readonly ShardDevice
   }
   for (const d of devices) {
     if (d.class !== cls) {
-      problems.push(`device ${d.label} is ${d.class}, not the profile's ${cls}: place it on ${cls} devices, or write gpu_class: ${d.class}`);
+      problems.push(
+        `device ${d.label} is ${d.class}, not the profile's ${cls}: place it on ${cls} devices, or write gpu_class: ${d.class}`,
+      );
     }
   }
   const seen = new Set<string>();
@@ -53,6 +57,8 @@ export function checkDevices(profile: ProfileSpec, devices: readonly ShardDevice
 /** Refusal of a CPU profile, for the engines llmgw runs on GPUs only. */
 export function gpuOnly(engine: string, profile: ProfileSpec): string[] {
   return isCpuProfile(profile)
-    ? [`${engine} does not run on CPUs under llmgw: write engine: llamacpp for cpu: true, or give a gpu_class`]
+    ? [
+        `${engine} does not run on CPUs under llmgw: write engine: llamacpp for cpu: true, or give a gpu_class`,
+      ]
     : [];
 }

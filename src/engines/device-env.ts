@@ -34,6 +34,9 @@ export function cudaVisibleDevices(devices: readonly ShardDevice[]): string {
  * The profile's own environment, then what placement and the gateway set, which wins
  * (the catalog already refuses a profile that sets those names).
  */
-export function shardEnv(launch: Pick<ShardLaunch, 'profile' | 'devices'>, own: Record<string, string> = {}): Record<string, string> {
+export function shardEnv(
+  launch: Pick<ShardLaunch, 'profile' | 'devices'>,
+  own: Record<string, string> = {},
+): Record<string, string> {
   return { ...launch.profile.env, CUDA_VISIBLE_DEVICES: cudaVisibleDevices(launch.devices), ...own };
 }

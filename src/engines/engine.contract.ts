@@ -45,7 +45,19 @@ export const model: ModelSpec = {
 };
 
 export function profile(engine: EngineName, over: Partial<ProfileSpec> = {}): ProfileSpec {
-  return { name: 'main', engine, gpu_class: 'a100-80g', tp: 1, pp: 1, gpus_per_node: 1, nodes: 1, args: [], env: {}, adapters: [], ...over };
+  return {
+    name: 'main',
+    engine,
+    gpu_class: 'a100-80g',
+    tp: 1,
+    pp: 1,
+    gpus_per_node: 1,
+    nodes: 1,
+    args: [],
+    env: {},
+    adapters: [],
+    ...over,
+  };
 }
 
 export const apiKey = 'sk-engine-0123456789abcdef';
@@ -131,14 +143,19 @@ export function engineContract(c: ContractCase): void {
     });
 
     it('runs on one MIG instance by its MIG UUID, with no Vulkan device list', () => {
-      const [p] = c.engine.commands(at({ devices: [migInstance], profile: profile(name, { gpu_class: migInstance.class }) }));
+      const [p] = c.engine.commands(
+        at({ devices: [migInstance], profile: profile(name, { gpu_class: migInstance.class }) }),
+      );
       expect(p?.env['CUDA_VISIBLE_DEVICES']).toBe(migInstance.uuid);
       expect(p?.env).not.toHaveProperty('GGML_VK_VISIBLE_DEVICES');
       expect(c.engine.validate(profile(name, { gpu_class: migInstance.class }), [migInstance])).toEqual([]);
     });
 
     it('refuses more than one MIG instance, in validate and in commands', () => {
-      const two = [migInstance, { ...migInstance, id: 1202, label: '2/mig2', uuid: 'MIG-27b1a30b-e164-5ba8-9904-9d949f65d8e4' }];
+      const two = [
+        migInstance,
+        { ...migInstance, id: 1202, label: '2/mig2', uuid: 'MIG-27b1a30b-e164-5ba8-9904-9d949f65d8e4' },
+      ];
       const p = profile(name, { gpu_class: migInstance.class });
       expect(c.engine.validate(p, two).join('\n')).toContain('place it on one instance');
       expect(() => c.engine.commands(at({ devices: two, profile: p }))).toThrow(/exactly one instance/);
@@ -146,10 +163,16 @@ export function engineContract(c: ContractCase): void {
 
     for (const spelling of ['--flag value', '--flag=value'] as const) {
       it(`lets the profile's ${c.ownFlag.name} win (${spelling}), and puts the profile's args last`, () => {
-        const own = spelling === '--flag value' ? [c.ownFlag.name, c.ownFlag.value] : [`${c.ownFlag.name}=${c.ownFlag.value}`];
+        const own =
+          spelling === '--flag value'
+            ? [c.ownFlag.name, c.ownFlag.value]
+            : [`${c.ownFlag.name}=${c.ownFlag.value}`];
         const args = [...own, '--some-engine-flag', 'x'];
         const defaults = c.engine.commands(at())[0]?.args ?? [];
-        expect(flagCount(defaults, c.ownFlag.name), 'the engine writes the flag itself when the profile does not').toBe(1);
+        expect(
+          flagCount(defaults, c.ownFlag.name),
+          'the engine writes the flag itself when the profile does not',
+        ).toBe(1);
         const [p] = c.engine.commands(at({ profile: profile(name, { args }) }));
         expect(flagCount(p?.args ?? [], c.ownFlag.name)).toBe(1);
         expect(p?.args.slice(-args.length)).toEqual(args);
@@ -157,20 +180,32 @@ export function engineContract(c: ContractCase): void {
     }
 
     it("passes the profile's environment, under what placement and the gateway set", () => {
-      const [p] = c.engine.commands(at({ profile: profile(name, { env: { HF_HOME: '/cache/hf', NCCL_DEBUG: 'INFO' } }) }));
+      const [p] = c.engine.commands(
+        at({ profile: profile(name, { env: { HF_HOME: '/cache/hf', NCCL_DEBUG: 'INFO' } }) }),
+      );
       expect(p?.env).toMatchObject({ HF_HOME: '/cache/hf', NCCL_DEBUG: 'INFO' });
     });
 
     it('accepts the devices of its own launch, and names what to change when they do not fit', () => {
       expect(c.engine.validate(profile(name), cards.slice(0, 1))).toEqual([]);
       expect(c.engine.validate(profile(name, c.twoCards), cards.slice(0, 2))).toEqual([]);
-      expect(c.engine.validate(profile(name), cards.slice(0, 2)).join('\n')).toContain('write gpus_per_node: 2');
+      expect(c.engine.validate(profile(name), cards.slice(0, 2)).join('\n')).toContain(
+        'write gpus_per_node: 2',
+      );
       const l4 = { ...cards[0], class: 'l4-24g' } as ShardDevice;
       expect(c.engine.validate(profile(name), [l4]).join('\n')).toContain('write gpu_class: l4-24g');
     });
 
     it('builds commands from the launch alone: the same launch gives the same commands, and is left as it was', () => {
-      const l = deepFreeze(at({ profile: profile(name, { ...c.twoCards, adapters: name === 'trtllm' ? [] : [{ name: 'sql', path: '/adapters/sql' }] }), devices: cards.slice(0, 2) }));
+      const l = deepFreeze(
+        at({
+          profile: profile(name, {
+            ...c.twoCards,
+            adapters: name === 'trtllm' ? [] : [{ name: 'sql', path: '/adapters/sql' }],
+          }),
+          devices: cards.slice(0, 2),
+        }),
+      );
       expect(c.engine.commands(l)).toEqual(c.engine.commands(l));
     });
 

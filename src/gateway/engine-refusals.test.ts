@@ -11,7 +11,10 @@ import { Gateway } from './gateway.js';
 import type { GatewayKeys } from './keys.js';
 
 /** An engine on 127.0.0.1:0 that answers every request with one status and body, counting them. */
-async function engine(status: number, body: string): Promise<{ server: Server; url: string; requests: () => number }> {
+async function engine(
+  status: number,
+  body: string,
+): Promise<{ server: Server; url: string; requests: () => number }> {
   let n = 0;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     req.resume();
@@ -43,10 +46,13 @@ const replica = (id: string, model: string, endpoint: string): RouteReplica => (
   metricsUrl: `${endpoint}/metrics`,
 });
 
-const keys: GatewayKeys = { check: () => Promise.resolve({ name: 'team', role: 'user', allowedModels: null, rpm: null, tpm: null }) };
+const keys: GatewayKeys = {
+  check: () => Promise.resolve({ name: 'team', role: 'user', allowedModels: null, rpm: null, tpm: null }),
+};
 
 describe('what the gateway does with an engine’s refusal', () => {
-  const ok = '{"choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}';
+  const ok =
+    '{"choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}';
   let engines: Awaited<ReturnType<typeof engine>>[];
   let gateway: Gateway;
   let front: Server;
@@ -54,18 +60,30 @@ describe('what the gateway does with an engine’s refusal', () => {
 
   beforeAll(async () => {
     engines = await Promise.all([
-      engine(501, '{"error":{"code":501,"message":"This server does not support embeddings. Start it with `--embeddings`","type":"not_supported_error"}}'),
-      engine(400, '{"object":"error","message":"messages: Field required","type":"BadRequestError","param":null,"code":400}'),
+      engine(
+        501,
+        '{"error":{"code":501,"message":"This server does not support embeddings. Start it with `--embeddings`","type":"not_supported_error"}}',
+      ),
+      engine(
+        400,
+        '{"object":"error","message":"messages: Field required","type":"BadRequestError","param":null,"code":400}',
+      ),
       engine(401, '{"error":"Unauthorized"}'),
       engine(200, ok),
     ]);
     const [e501, e400, e401, e200] = engines.map((e) => e.url) as [string, string, string, string];
     gateway = new Gateway({
       keys,
-      routes: () => Promise.resolve({
-        replicas: [replica('emb-1', 'emb', e501), replica('sg-1', 'sg', e400), replica('pair-1', 'pair', e401), replica('pair-2', 'pair', e200)],
-        models: ['emb', 'sg', 'pair'].map((name) => ({ name, adapters: [], engines: ['llamacpp'] })),
-      }),
+      routes: () =>
+        Promise.resolve({
+          replicas: [
+            replica('emb-1', 'emb', e501),
+            replica('sg-1', 'sg', e400),
+            replica('pair-1', 'pair', e401),
+            replica('pair-2', 'pair', e200),
+          ],
+          models: ['emb', 'sg', 'pair'].map((name) => ({ name, adapters: [], engines: ['llamacpp'] })),
+        }),
       usage: () => Promise.resolve(),
       logger: pino({ level: 'silent' }),
     });
@@ -76,18 +94,30 @@ describe('what the gateway does with an engine’s refusal', () => {
   });
   afterAll(async () => {
     await gateway.stop();
-    for (const s of [front, ...engines.map((e) => e.server)]) await new Promise((resolve) => s.close(resolve));
+    for (const s of [front, ...engines.map((e) => e.server)])
+      await new Promise((resolve) => s.close(resolve));
   });
 
   const post = (model: string, path = '/v1/chat/completions') =>
-    fetch(`${url}${path}`, { method: 'POST', headers: { authorization: 'Bearer k', 'content-type': 'application/json' }, body: JSON.stringify({ model, messages: [{ role: 'user', content: Math.random().toString(36) }] }) });
+    fetch(`${url}${path}`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer k', 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: Math.random().toString(36) }] }),
+    });
 
   it('passes a 501 on with the engine’s message and code, once, and keeps the replica in rotation', async () => {
     for (let i = 0; i < 5; i++) {
       const r = await post('emb', '/v1/embeddings');
       expect(r.status).toBe(501);
       expect(r.headers.get('x-should-retry')).toBe('false');
-      expect(await r.json()).toEqual({ error: { message: 'This server does not support embeddings. Start it with `--embeddings`', type: 'not_supported_error', param: null, code: 501 } });
+      expect(await r.json()).toEqual({
+        error: {
+          message: 'This server does not support embeddings. Start it with `--embeddings`',
+          type: 'not_supported_error',
+          param: null,
+          code: 501,
+        },
+      });
     }
     expect(engines[0]?.requests()).toBe(5);
     expect(gateway.router.loads().find((l) => l.id === 'emb-1')?.breaker).toBe('closed');
@@ -96,7 +126,9 @@ describe('what the gateway does with an engine’s refusal', () => {
   it('passes SGLang’s 400 on in OpenAI’s shape', async () => {
     const r = await post('sg');
     expect(r.status).toBe(400);
-    expect(await r.json()).toEqual({ error: { message: 'messages: Field required', type: 'BadRequestError', param: null, code: 400 } });
+    expect(await r.json()).toEqual({
+      error: { message: 'messages: Field required', type: 'BadRequestError', param: null, code: 400 },
+    });
     expect(gateway.router.loads().find((l) => l.id === 'sg-1')?.breaker).toBe('closed');
   });
 

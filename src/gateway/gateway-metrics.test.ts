@@ -22,10 +22,21 @@ describe('metric labels', () => {
       ['', 'unknown'],
       [undefined, '-'],
     ];
-    for (const [name, label] of models) expect({ name: name?.slice(0, 20), label: l.model(name) }).toEqual({ name: name?.slice(0, 20), label });
+    for (const [name, label] of models)
+      expect({ name: name?.slice(0, 20), label: l.model(name) }).toEqual({ name: name?.slice(0, 20), label });
     expect(l.key('team-a')).toBe('team-a');
     expect(l.key(undefined)).toBe('-');
-    expect([200, 404, 499, 501, 599, 600, 99, 1e9, 2.5].map((s) => l.status(s))).toEqual(['200', '404', '499', '501', '599', 'other', 'other', 'other', 'other']);
+    expect([200, 404, 499, 501, 599, 600, 99, 1e9, 2.5].map((s) => l.status(s))).toEqual([
+      '200',
+      '404',
+      '499',
+      '501',
+      '599',
+      'other',
+      'other',
+      'other',
+      'other',
+    ]);
   });
 
   it('follow the catalog: a model removed is unknown from then on', () => {
@@ -56,7 +67,9 @@ describe('gateway metrics', () => {
     }
     const after = await m.registry.metrics();
     expect(after).toContain('llmgw_gateway_requests_total{model="unknown",key="admin",status="404"} 500');
-    expect(after).toContain('llmgw_gateway_errors_total{model="unknown",key="admin",code="model_not_found"} 500');
+    expect(after).toContain(
+      'llmgw_gateway_errors_total{model="unknown",key="admin",code="model_not_found"} 500',
+    );
     expect(after).toContain('llmgw_gateway_requests_total{model="chat",key="admin",status="200"} 1');
     expect(after).not.toContain('yyyy');
     // One model's worth of series more, whatever was sent.

@@ -95,7 +95,11 @@ export class GatewayMetrics {
     const s = this.labels.status(status);
     let cell = a.statuses.get(s);
     if (cell === undefined) {
-      cell = this.requests.cell(`${m.label}\u0000${a.key}\u0000${s}`, () => ({ model: m.label, key: a.key, status: s }));
+      cell = this.requests.cell(`${m.label}\u0000${a.key}\u0000${s}`, () => ({
+        model: m.label,
+        key: a.key,
+        status: s,
+      }));
       a.statuses.set(s, cell);
     }
     cell.value++;
@@ -151,7 +155,11 @@ export class GatewayMetrics {
         key,
         statuses: new Map(),
         prompt: this.tokens.cell(`${model}\u0000${key}\u0000prompt`, () => ({ model, key, kind: 'prompt' })),
-        completion: this.tokens.cell(`${model}\u0000${key}\u0000completion`, () => ({ model, key, kind: 'completion' })),
+        completion: this.tokens.cell(`${model}\u0000${key}\u0000completion`, () => ({
+          model,
+          key,
+          kind: 'completion',
+        })),
       };
       m.keys.set(key, a);
     }
@@ -160,8 +168,17 @@ export class GatewayMetrics {
 
   constructor(loads: () => ReplicaLoad[], queued: (model?: string) => number) {
     const registers = [this.registry];
-    this.requests = new CounterTable({ name: 'llmgw_gateway_requests_total', help: 'Requests answered, by model, key name and HTTP status', registers });
-    this.errors = new Counter({ name: 'llmgw_gateway_errors_total', help: 'Requests refused or failed, by model, key name and error code', labelNames: ['model', 'key', 'code'], registers });
+    this.requests = new CounterTable({
+      name: 'llmgw_gateway_requests_total',
+      help: 'Requests answered, by model, key name and HTTP status',
+      registers,
+    });
+    this.errors = new Counter({
+      name: 'llmgw_gateway_errors_total',
+      help: 'Requests refused or failed, by model, key name and error code',
+      labelNames: ['model', 'key', 'code'],
+      registers,
+    });
     this.duration = new HistogramTable({
       name: 'llmgw_gateway_request_duration_seconds',
       help: 'Whole requests, from arrival to the last byte',
@@ -180,8 +197,16 @@ export class GatewayMetrics {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
       registers,
     });
-    this.tokens = new CounterTable({ name: 'llmgw_gateway_tokens_total', help: 'Tokens, by model, key name and kind (prompt, completion)', registers });
-    this.retries = new CounterTable({ name: 'llmgw_gateway_retries_total', help: 'Requests sent again to another replica (refused, or 5xx before the first byte)', registers });
+    this.tokens = new CounterTable({
+      name: 'llmgw_gateway_tokens_total',
+      help: 'Tokens, by model, key name and kind (prompt, completion)',
+      registers,
+    });
+    this.retries = new CounterTable({
+      name: 'llmgw_gateway_retries_total',
+      help: 'Requests sent again to another replica (refused, or 5xx before the first byte)',
+      registers,
+    });
     new Gauge({
       name: 'llmgw_gateway_in_flight',
       help: 'Requests being answered now, by model',
@@ -215,7 +240,8 @@ export class GatewayMetrics {
           if (l.reading === undefined) continue;
           this.set({ replica: l.id, model: l.model, kind: 'running' }, l.reading.running);
           this.set({ replica: l.id, model: l.model, kind: 'waiting' }, l.reading.waiting);
-          if (l.reading.kvUsage !== undefined) this.set({ replica: l.id, model: l.model, kind: 'kv_usage' }, l.reading.kvUsage);
+          if (l.reading.kvUsage !== undefined)
+            this.set({ replica: l.id, model: l.model, kind: 'kv_usage' }, l.reading.kvUsage);
         }
       },
     });

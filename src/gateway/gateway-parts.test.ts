@@ -24,11 +24,35 @@ const replica = (engine: RouteReplica['engine']): RouteReplica => ({
 
 describe('gateway parts', () => {
   it('changes only the model name (and what an adapter or usage needs)', () => {
-    const body = { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function' }], extra: { a: 1 } };
-    expect(JSON.parse(upstreamBody(body, replica('vllm'), undefined, false))).toEqual({ ...body, model: 'Org/Model' });
-    expect(JSON.parse(upstreamBody(body, replica('vllm'), 'code', false))).toEqual({ ...body, model: 'code' });
-    expect(JSON.parse(upstreamBody(body, replica('llamacpp'), 'code', false))).toEqual({ ...body, model: 'Org/Model', lora: [{ id: 1, scale: 1 }] });
-    expect(JSON.parse(upstreamBody({ ...body, stream: true, stream_options: { continuous_usage_stats: true } }, replica('vllm'), undefined, true))).toMatchObject({
+    const body = {
+      model: 'm',
+      messages: [{ role: 'user', content: 'x' }],
+      tools: [{ type: 'function' }],
+      extra: { a: 1 },
+    };
+    expect(JSON.parse(upstreamBody(body, replica('vllm'), undefined, false))).toEqual({
+      ...body,
+      model: 'Org/Model',
+    });
+    expect(JSON.parse(upstreamBody(body, replica('vllm'), 'code', false))).toEqual({
+      ...body,
+      model: 'code',
+    });
+    expect(JSON.parse(upstreamBody(body, replica('llamacpp'), 'code', false))).toEqual({
+      ...body,
+      model: 'Org/Model',
+      lora: [{ id: 1, scale: 1 }],
+    });
+    expect(
+      JSON.parse(
+        upstreamBody(
+          { ...body, stream: true, stream_options: { continuous_usage_stats: true } },
+          replica('vllm'),
+          undefined,
+          true,
+        ),
+      ),
+    ).toMatchObject({
       stream_options: { continuous_usage_stats: true, include_usage: true },
     });
   });
@@ -36,9 +60,27 @@ describe('gateway parts', () => {
   it('keys conversations by session header, else by how they start', () => {
     const req = (headers: Record<string, string> = {}) => headers;
     expect(affinityKey(req({ 'x-session-id': 'abc' }), {})).toBe('s:abc');
-    const a = affinityKey(req(), { messages: [{ role: 'system', content: 'S' }, { role: 'user', content: 'q1' }, { role: 'assistant', content: 'a1' }] });
-    const b = affinityKey(req(), { messages: [{ role: 'system', content: 'S' }, { role: 'user', content: 'q1' }, { role: 'assistant', content: 'other' }, { role: 'user', content: 'q2' }] });
-    const c = affinityKey(req(), { messages: [{ role: 'system', content: 'T' }, { role: 'user', content: 'q1' }] });
+    const a = affinityKey(req(), {
+      messages: [
+        { role: 'system', content: 'S' },
+        { role: 'user', content: 'q1' },
+        { role: 'assistant', content: 'a1' },
+      ],
+    });
+    const b = affinityKey(req(), {
+      messages: [
+        { role: 'system', content: 'S' },
+        { role: 'user', content: 'q1' },
+        { role: 'assistant', content: 'other' },
+        { role: 'user', content: 'q2' },
+      ],
+    });
+    const c = affinityKey(req(), {
+      messages: [
+        { role: 'system', content: 'T' },
+        { role: 'user', content: 'q1' },
+      ],
+    });
     expect(a).toBe(b);
     expect(a).not.toBe(c);
     expect(affinityKey(req(), { prompt: 'hello' })).toMatch(/^p:/);
@@ -46,7 +88,11 @@ describe('gateway parts', () => {
   });
 
   it('reads token counts from the end of an answer', () => {
-    expect(scanUsage('{"choices":[],"usage":{"completion_tokens":8,"prompt_tokens":11,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0}}}')).toEqual({ prompt: 11, completion: 8 });
+    expect(
+      scanUsage(
+        '{"choices":[],"usage":{"completion_tokens":8,"prompt_tokens":11,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0}}}',
+      ),
+    ).toEqual({ prompt: 11, completion: 8 });
     expect(scanUsage('{"usage":{"input_tokens":3,"output_tokens":5}}')).toEqual({ prompt: 3, completion: 5 });
     expect(scanUsage('{"choices":[]}')).toBeUndefined();
   });
@@ -91,7 +137,9 @@ describe('gateway parts', () => {
     expect(limits.admit('k', l)).toBeUndefined();
     expect(limits.admit('k', l)).toBeUndefined();
     const refused = limits.admit('k', l);
-    expect(refused?.message).toBe('key "k" made its 2 requests per minute: retry after the window moves on, or ask an admin for a higher rpm');
+    expect(refused?.message).toBe(
+      'key "k" made its 2 requests per minute: retry after the window moves on, or ask an admin for a higher rpm',
+    );
     expect(refused?.retryAfterS).toBe(60);
     now += 30_000;
     expect(limits.admit('k', l)).toBeDefined();
@@ -120,7 +168,18 @@ describe('gateway parts', () => {
     rec.record({ key: 'a', model: 'm', prompt: 1, completion: 1, at });
     fail = false;
     await rec.flush();
-    expect(written).toEqual([[{ key_name: 'a', model: 'm', hour: '2026-12-02T13:00:00.000Z', requests: 2, prompt_tokens: 4, completion_tokens: 5 }]]);
+    expect(written).toEqual([
+      [
+        {
+          key_name: 'a',
+          model: 'm',
+          hour: '2026-12-02T13:00:00.000Z',
+          requests: 2,
+          prompt_tokens: 4,
+          completion_tokens: 5,
+        },
+      ],
+    ]);
     await rec.stop();
   });
 });

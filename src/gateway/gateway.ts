@@ -9,7 +9,14 @@ import type { CatalogEntry, RouteReplica, RouteTable } from '../protocol/routes.
 import type { ClientResponse, GatewayRequest } from './client-io.js';
 import { GatewayMetrics } from './gateway-metrics.js';
 import { admitKey, type GatewayKeys, type GatewayPrincipal, type KeyHeaders, type KeyScope } from './keys.js';
-import { allFailed, engineError, GatewayError, sendEngineError, sendError, toGatewayError } from './openai-errors.js';
+import {
+  allFailed,
+  engineError,
+  GatewayError,
+  sendEngineError,
+  sendError,
+  toGatewayError,
+} from './openai-errors.js';
 import { RateLimits } from './rate-limits.js';
 import { Router } from './router/router.js';
 import { Scraper } from './router/scraper.js';
@@ -129,7 +136,10 @@ export class Gateway {
         void pool.close();
       }
     } catch (e) {
-      this.#o.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'routes not refreshed; serving with the last ones');
+      this.#o.logger.warn(
+        { err: e instanceof Error ? e.message : String(e) },
+        'routes not refreshed; serving with the last ones',
+      );
     } finally {
       this.#refreshing = false;
     }
@@ -156,16 +166,30 @@ export class Gateway {
 
   /** Everything under /v1/. */
   handle(req: GatewayRequest, res: ClientResponse): void {
-    const x: Exchange = { requestId: requestIdFrom(req.headers['x-request-id']), started: performance.now(), retries: 0, queuedMs: 0 };
+    const x: Exchange = {
+      requestId: requestIdFrom(req.headers['x-request-id']),
+      started: performance.now(),
+      retries: 0,
+      queuedMs: 0,
+    };
     this.#serve(req, res, x).catch((e: unknown) => this.#fail(res, x, e));
   }
 
   /** Prometheus text, at /metrics only, for an admin key or a metrics key: it names every key. */
   async metricsHandler(req: GatewayRequest, res: ClientResponse): Promise<void> {
-    const x: Exchange = { requestId: requestIdFrom(req.headers['x-request-id']), started: performance.now(), retries: 0, queuedMs: 0 };
+    const x: Exchange = {
+      requestId: requestIdFrom(req.headers['x-request-id']),
+      started: performance.now(),
+      retries: 0,
+      queuedMs: 0,
+    };
     try {
       const path = (req.url ?? '/').split('?')[0] ?? '/';
-      if (path !== '/metrics') throw new GatewayError('not_found', `no route ${req.method ?? ''} ${clientText(path, 100)}: metrics are at GET /metrics`);
+      if (path !== '/metrics')
+        throw new GatewayError(
+          'not_found',
+          `no route ${req.method ?? ''} ${clientText(path, 100)}: metrics are at GET /metrics`,
+        );
       x.principal = await this.checkKey(req.headers, '/metrics');
       const text = await this.metrics.registry.metrics();
       res.writeHead(200, { 'content-type': this.metrics.registry.contentType, 'x-request-id': x.requestId });
@@ -183,34 +207,52 @@ export class Gateway {
       return;
     }
     if (req.method !== 'POST' || !chatPaths.has(path)) {
-      throw new GatewayError('not_found', `no route ${req.method ?? ''} ${clientText(path, 100)}: the gateway serves GET /v1/models and POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/responses`);
+      throw new GatewayError(
+        'not_found',
+        `no route ${req.method ?? ''} ${clientText(path, 100)}: the gateway serves GET /v1/models and POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/responses`,
+      );
     }
     const raw = await req.body(this.maxBodyBytes);
     let body: Record<string, unknown>;
     try {
       const parsed: unknown = JSON.parse(raw.toString('utf8'));
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+        throw new Error('not an object');
       body = parsed as Record<string, unknown>;
     } catch (e) {
-      throw new GatewayError('invalid_json', `the body is not a JSON object (${e instanceof Error ? e.message : 'unreadable'}): send {"model": "...", ...}`);
+      throw new GatewayError(
+        'invalid_json',
+        `the body is not a JSON object (${e instanceof Error ? e.message : 'unreadable'}): send {"model": "...", ...}`,
+      );
     }
     const model = body['model'];
-    if (typeof model !== 'string' || model === '') throw new GatewayError('invalid_request', 'model is required: name one of GET /v1/models', { param: 'model' });
+    if (typeof model !== 'string' || model === '')
+      throw new GatewayError('invalid_request', 'model is required: name one of GET /v1/models', {
+        param: 'model',
+      });
     const colon = model.indexOf(':');
     const base = colon < 0 ? model : model.slice(0, colon);
     const adapter = colon < 0 ? undefined : model.slice(colon + 1);
     if (base.length > nameMax || (adapter?.length ?? 0) > nameMax) {
       // Anyone may send a megabyte here: it is neither repeated nor compared with anything.
-      throw new GatewayError('invalid_request', `the model name is ${model.length} characters long: models and adapters are named by DNS labels of at most ${nameMax} characters (MODEL, or MODEL:ADAPTER); GET /v1/models lists them`, { param: 'model' });
+      throw new GatewayError(
+        'invalid_request',
+        `the model name is ${model.length} characters long: models and adapters are named by DNS labels of at most ${nameMax} characters (MODEL, or MODEL:ADAPTER); GET /v1/models lists them`,
+        { param: 'model' },
+      );
     }
     x.model = model;
     x.base = base;
     const entry = this.#entry(base, adapter, x.principal);
     if (path === '/v1/responses' && !entry.engines.some((e) => responsesEngines.has(e))) {
-      throw new GatewayError('not_found', `model ${base} runs on ${entry.engines.join(', ')}, which does not serve /v1/responses: use /v1/chat/completions`);
+      throw new GatewayError(
+        'not_found',
+        `model ${base} runs on ${entry.engines.join(', ')}, which does not serve /v1/responses: use /v1/chat/completions`,
+      );
     }
     const refusal = this.#limits.admit(x.principal.name, x.principal);
-    if (refusal !== undefined) throw new GatewayError('rate_limit_exceeded', refusal.message, { retryAfterS: refusal.retryAfterS });
+    if (refusal !== undefined)
+      throw new GatewayError('rate_limit_exceeded', refusal.message, { retryAfterS: refusal.retryAfterS });
 
     const stream = body['stream'] === true;
     x.stream = stream;
@@ -232,7 +274,11 @@ export class Gateway {
         const abort = new AbortController();
         x.cancel = () => abort.abort();
         try {
-          lease = await this.router.acquire(base, { affinityKey: affinity, exclude: tried, signal: abort.signal });
+          lease = await this.router.acquire(base, {
+            affinityKey: affinity,
+            exclude: tried,
+            signal: abort.signal,
+          });
         } catch (e) {
           if (e instanceof RouterError && e.refusal.kind === 'cancelled') {
             this.#log(x, 499);
@@ -260,17 +306,31 @@ export class Gateway {
   #entry(base: string, adapter: string | undefined, principal: GatewayPrincipal): CatalogEntry {
     const entry = this.#catalog.get(base);
     if (entry === undefined) {
-      const names = this.#table.models.map((m) => m.name).filter((n) => principal.allowedModels === null || principal.allowedModels.includes(n));
+      const names = this.#table.models
+        .map((m) => m.name)
+        .filter((n) => principal.allowedModels === null || principal.allowedModels.includes(n));
       // Cheap even over thousands of models: the name is at most 63 characters, and most candidates are skipped by length.
       const near = didYouMean(base, names);
       const list = names.slice(0, 8).join(', ');
-      throw new GatewayError('model_not_found', `model "${base}" does not exist${near === undefined ? '' : `; did you mean "${near}"?`}${list === '' ? '' : ` (models: ${list})`}`, { param: 'model' });
+      throw new GatewayError(
+        'model_not_found',
+        `model "${base}" does not exist${near === undefined ? '' : `; did you mean "${near}"?`}${list === '' ? '' : ` (models: ${list})`}`,
+        { param: 'model' },
+      );
     }
     if (principal.allowedModels !== null && !principal.allowedModels.includes(base)) {
-      throw new GatewayError('model_not_allowed', `key "${principal.name}" may not use model "${base}" (it may use: ${principal.allowedModels.join(', ')}); ask an admin (llmgw ctl key update)`, { param: 'model' });
+      throw new GatewayError(
+        'model_not_allowed',
+        `key "${principal.name}" may not use model "${base}" (it may use: ${principal.allowedModels.join(', ')}); ask an admin (llmgw ctl key update)`,
+        { param: 'model' },
+      );
     }
     if (adapter !== undefined && !entry.adapters.includes(adapter)) {
-      throw new GatewayError('model_not_found', `model "${base}" has no adapter "${adapter}"${entry.adapters.length === 0 ? '' : ` (its adapters: ${entry.adapters.join(', ')})`}`, { param: 'model' });
+      throw new GatewayError(
+        'model_not_found',
+        `model "${base}" has no adapter "${adapter}"${entry.adapters.length === 0 ? '' : ` (its adapters: ${entry.adapters.join(', ')})`}`,
+        { param: 'model' },
+      );
     }
     return entry;
   }
@@ -282,11 +342,30 @@ export class Gateway {
     for (const m of this.#table.models) {
       if (allowed !== null && !allowed.includes(m.name)) continue;
       const ready = this.#table.replicas.filter((r) => r.model === m.name).length;
-      data.push({ id: m.name, object: 'model', created, owned_by: 'llmgw', ready_replicas: ready, ...(m.context_length === undefined ? {} : { context_length: m.context_length }) });
-      for (const a of m.adapters) data.push({ id: `${m.name}:${a}`, object: 'model', created, owned_by: 'llmgw', parent: m.name, ready_replicas: ready });
+      data.push({
+        id: m.name,
+        object: 'model',
+        created,
+        owned_by: 'llmgw',
+        ready_replicas: ready,
+        ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
+      });
+      for (const a of m.adapters)
+        data.push({
+          id: `${m.name}:${a}`,
+          object: 'model',
+          created,
+          owned_by: 'llmgw',
+          parent: m.name,
+          ready_replicas: ready,
+        });
     }
     const text = JSON.stringify({ object: 'list', data });
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-request-id': x.requestId });
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(text),
+      'x-request-id': x.requestId,
+    });
     res.end(text);
   }
 
@@ -296,7 +375,15 @@ export class Gateway {
    * its 501 for what it was not started to do, is the client's answer: passed on in
    * OpenAI's shape, never tried elsewhere, and no mark against the replica.
    */
-  #forward(o: { req: GatewayRequest; res: ClientResponse; x: Exchange; lease: Lease; path: string; payload: string | Buffer; stripUsage: boolean }): Promise<'done' | 'retry'> {
+  #forward(o: {
+    req: GatewayRequest;
+    res: ClientResponse;
+    x: Exchange;
+    lease: Lease;
+    path: string;
+    payload: string | Buffer;
+    stripUsage: boolean;
+  }): Promise<'done' | 'retry'> {
     const { req, res, x, lease } = o;
     const r = lease.replica;
     const model = x.model ?? r.model;
@@ -375,7 +462,10 @@ export class Gateway {
               ok = held === undefined || res.write(held);
               held = chunk;
               // Usage is at the end of a JSON answer: keep the end to read it.
-              tail = tail.length + chunk.length > 8192 ? (tail + chunk.toString('latin1')).slice(-4096) : tail + chunk.toString('latin1');
+              tail =
+                tail.length + chunk.length > 8192
+                  ? (tail + chunk.toString('latin1')).slice(-4096)
+                  : tail + chunk.toString('latin1');
             }
             if (!ok) {
               call.pause();
@@ -390,7 +480,10 @@ export class Gateway {
               return;
             }
             if (refusal !== undefined) {
-              const error = engineError(refusal.status, Buffer.concat(refusal.parts).subarray(0, errorBodyMax).toString('utf8'));
+              const error = engineError(
+                refusal.status,
+                Buffer.concat(refusal.parts).subarray(0, errorBodyMax).toString('utf8'),
+              );
               sendEngineError(res, { status: refusal.status, error, requestId: x.requestId, replica: r.id });
               x.status = refusal.status;
               x.error = `${r.id} answered ${refusal.status}: ${error.message}`;
@@ -466,7 +559,11 @@ export class Gateway {
       lastFailure: x.error,
       unavailable: x.base === undefined ? undefined : this.#catalog.get(x.base)?.unavailable,
       maxBodyBytes: this.maxBodyBytes,
-      onUnexpected: (u) => this.#o.logger.error({ requestId: x.requestId, err: u instanceof Error ? u.stack : String(u) }, 'gateway error'),
+      onUnexpected: (u) =>
+        this.#o.logger.error(
+          { requestId: x.requestId, err: u instanceof Error ? u.stack : String(u) },
+          'gateway error',
+        ),
     });
     sendError(res, err, x.requestId);
     x.error = err.message;
@@ -491,7 +588,9 @@ export class Gateway {
         ...(x.queuedMs > 0 ? { queuedMs: Math.round(x.queuedMs) } : {}),
         ...(x.retries > 0 ? { retries: x.retries } : {}),
         ...(x.stream === undefined ? {} : { stream: x.stream }),
-        ...(x.usage === undefined ? {} : { promptTokens: x.usage.prompt, completionTokens: x.usage.completion }),
+        ...(x.usage === undefined
+          ? {}
+          : { promptTokens: x.usage.prompt, completionTokens: x.usage.completion }),
         ...(x.error === undefined ? {} : { error: clientText(x.error, 500) }),
       },
       'gateway request',
@@ -500,7 +599,12 @@ export class Gateway {
 }
 
 /** The body as this replica's engine takes it: its name for the model, the adapter, usage asked for. */
-export function upstreamBody(body: Record<string, unknown>, replica: RouteReplica, adapter: string | undefined, addUsage: boolean): string {
+export function upstreamBody(
+  body: Record<string, unknown>,
+  replica: RouteReplica,
+  adapter: string | undefined,
+  addUsage: boolean,
+): string {
   const out: Record<string, unknown> = { ...body, model: replica.servedName };
   if (adapter !== undefined) {
     if (replica.engine === 'llamacpp') {
@@ -510,7 +614,11 @@ export function upstreamBody(body: Record<string, unknown>, replica: RouteReplic
       out['model'] = adapter;
     }
   }
-  if (addUsage) out['stream_options'] = { ...(body['stream_options'] as Record<string, unknown> | undefined), include_usage: true };
+  if (addUsage)
+    out['stream_options'] = {
+      ...(body['stream_options'] as Record<string, unknown> | undefined),
+      include_usage: true,
+    };
   return JSON.stringify(out);
 }
 
@@ -519,11 +627,15 @@ export function upstreamBody(body: Record<string, unknown>, replica: RouteReplic
  * what starts it (system prompt and first message, or the prompt's start), so a
  * conversation's next turn finds the replica whose prefix cache holds it.
  */
-export function affinityKey(headers: GatewayRequest['headers'], body: Record<string, unknown>): string | undefined {
+export function affinityKey(
+  headers: GatewayRequest['headers'],
+  body: Record<string, unknown>,
+): string | undefined {
   const session = headers['x-session-id'];
   if (typeof session === 'string' && session !== '') return `s:${session}`;
   const messages = body['messages'];
-  if (Array.isArray(messages) && messages.length > 0) return `m:${fnv1a(JSON.stringify(messages.slice(0, 2)))}`;
+  if (Array.isArray(messages) && messages.length > 0)
+    return `m:${fnv1a(JSON.stringify(messages.slice(0, 2)))}`;
   const prompt = body['prompt'];
   if (typeof prompt === 'string' && prompt.length > 0) return `p:${fnv1a(prompt.slice(0, 1024))}`;
   return undefined;
@@ -539,7 +651,16 @@ function fnv1a(text: string): string {
 }
 
 /** Headers of one connection, not of the answer (RFC 9110, 7.6.1): not passed on. */
-const hopByHop = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authenticate', 'proxy-authorization']);
+const hopByHop = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'proxy-authenticate',
+  'proxy-authorization',
+]);
 
 /** The engine's headers as the client gets them: a new object, without the connection's own (and a stream's length, which the gateway may change). */
 function passedHeaders(h: Record<string, string>, sse: boolean): Record<string, string> {

@@ -37,14 +37,24 @@ export type KeyScope = '/v1' | '/metrics';
  * refused before its body is read. Which models the key may use is checked later, once the
  * body names one. Throws GatewayError (401 invalid_api_key, 403 permission_denied).
  */
-export async function admitKey(keys: GatewayKeys, headers: KeyHeaders, scope: KeyScope): Promise<GatewayPrincipal> {
+export async function admitKey(
+  keys: GatewayKeys,
+  headers: KeyHeaders,
+  scope: KeyScope,
+): Promise<GatewayPrincipal> {
   const p = await keys.check(secretOf(headers));
   if (scope === '/metrics' && p.role !== 'admin' && p.role !== 'metrics') {
     // /metrics names every key: not for every key to read.
-    throw new GatewayError('permission_denied', `key "${p.name}" has the ${p.role} role; /metrics needs an admin key or a metrics key (llmgw ctl key create NAME --role metrics)`);
+    throw new GatewayError(
+      'permission_denied',
+      `key "${p.name}" has the ${p.role} role; /metrics needs an admin key or a metrics key (llmgw ctl key create NAME --role metrics)`,
+    );
   }
   if (scope === '/v1' && p.role === 'metrics') {
-    throw new GatewayError('permission_denied', `key "${p.name}" has the metrics role, which reads /metrics only: use a user key for /v1 (llmgw ctl key create NAME)`);
+    throw new GatewayError(
+      'permission_denied',
+      `key "${p.name}" has the metrics role, which reads /metrics only: use a user key for /v1 (llmgw ctl key create NAME)`,
+    );
   }
   return p;
 }
@@ -57,7 +67,8 @@ export function secretOf(headers: KeyHeaders): string | undefined {
   return typeof key === 'string' && key.trim() !== '' ? key.trim() : undefined;
 }
 
-const noKey = 'send your API key as "Authorization: Bearer KEY" (an admin makes one with llmgw ctl key create NAME)';
+const noKey =
+  'send your API key as "Authorization: Bearer KEY" (an admin makes one with llmgw ctl key create NAME)';
 
 function missing(): GatewayError {
   return new GatewayError('invalid_api_key', `no API key: ${noKey}`);
@@ -80,7 +91,13 @@ export function storeKeys(auth: Authenticator): GatewayKeys {
       if (hit !== undefined && hit.until > now && hit.generation === auth.generation) return hit.p;
       try {
         const found = await auth.byHash(hashSecret(secret));
-        const p = { name: found.name, role: found.role, allowedModels: found.allowedModels, rpm: found.rpm, tpm: found.tpm };
+        const p = {
+          name: found.name,
+          role: found.role,
+          allowedModels: found.allowedModels,
+          rpm: found.rpm,
+          tpm: found.tpm,
+        };
         if (recent.size > 10_000) recent.clear();
         recent.set(secret, { p, until: now + 1000, generation: auth.generation });
         return p;
@@ -102,7 +119,8 @@ export function remoteKeys(client: ApiClient, options: { ttlMs?: number } = {}):
   const cache = new Map<string, { info: KeyInfo | undefined; until: number }>();
   // Anyone may send made-up keys: what is remembered of them stays bounded.
   const remember = (hash: string, entry: { info: KeyInfo | undefined; until: number }, now: number) => {
-    if (cache.size >= 10_000) for (const [h, e] of cache) if (e.info === undefined || e.until <= now) cache.delete(h);
+    if (cache.size >= 10_000)
+      for (const [h, e] of cache) if (e.info === undefined || e.until <= now) cache.delete(h);
     if (cache.size >= 10_000) cache.clear();
     cache.set(hash, entry);
   };
@@ -116,7 +134,8 @@ export function remoteKeys(client: ApiClient, options: { ttlMs?: number } = {}):
       if (hit !== undefined && hit.until > now) info = hit.info;
       else {
         try {
-          info = (await client.request<KeyInfo>('POST', '/gateway/keys', { json: { secret_hash: hash } })).body;
+          info = (await client.request<KeyInfo>('POST', '/gateway/keys', { json: { secret_hash: hash } }))
+            .body;
           remember(hash, { info, until: now + ttl }, now);
         } catch (e) {
           if (e instanceof LlmgwError && e.code === 'unauthenticated') {
@@ -125,12 +144,22 @@ export function remoteKeys(client: ApiClient, options: { ttlMs?: number } = {}):
           } else if (hit !== undefined) {
             info = hit.info;
           } else {
-            throw new GatewayError('no_ready_replica', 'the control plane does not answer, and this key was not seen before: retry in a moment', { retryAfterS: 5 });
+            throw new GatewayError(
+              'no_ready_replica',
+              'the control plane does not answer, and this key was not seen before: retry in a moment',
+              { retryAfterS: 5 },
+            );
           }
         }
       }
       if (info === undefined) throw invalid();
-      return { name: info.name, role: info.role, allowedModels: info.allowed_models, rpm: info.rpm, tpm: info.tpm };
+      return {
+        name: info.name,
+        role: info.role,
+        allowedModels: info.allowed_models,
+        rpm: info.rpm,
+        tpm: info.tpm,
+      };
     },
   };
 }

@@ -19,7 +19,12 @@ describe('metric tables', () => {
 
   it('expose histograms with cumulative buckets, +Inf, sum and count', async () => {
     const registry = new Registry();
-    const h = new HistogramTable({ name: 'd_seconds', help: 'Durations', registers: [registry], buckets: [1, 0.1, 0.5] });
+    const h = new HistogramTable({
+      name: 'd_seconds',
+      help: 'Durations',
+      registers: [registry],
+      buckets: [1, 0.1, 0.5],
+    });
     const cell = h.cell('m', () => ({ model: 'm' }));
     for (const v of [0.05, 0.1, 0.3, 0.7, 2]) cell.observe(v);
     const text = await registry.metrics();
@@ -35,6 +40,8 @@ describe('metric tables', () => {
   it('refuse a second metric of the same name in one registry', () => {
     const registry = new Registry();
     new CounterTable({ name: 'dup_total', help: 'h', registers: [registry] });
-    expect(() => new CounterTable({ name: 'dup_total', help: 'h', registers: [registry] })).toThrow(/dup_total/);
+    expect(() => new CounterTable({ name: 'dup_total', help: 'h', registers: [registry] })).toThrow(
+      /dup_total/,
+    );
   });
 });

@@ -26,11 +26,18 @@ abstract class Table {
     this.name = o.name;
     this.help = o.help;
     // The registry only calls get() and reset() and reads these fields.
-    for (const r of o.registers) r.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
+    for (const r of o.registers)
+      r.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
   }
 
   get(): { name: string; help: string; type: string; aggregator: string; values: MetricValue[] } {
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.values() };
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      aggregator: this.aggregator,
+      values: this.values(),
+    };
   }
 
   abstract values(): MetricValue[];
@@ -114,7 +121,11 @@ export class HistogramTable extends Table {
       let cumulative = 0;
       this.#bounds.forEach((bound, i) => {
         cumulative += cell.counts[i] as number;
-        out.push({ metricName: `${this.name}_bucket`, labels: { le: String(bound), ...labels }, value: cumulative });
+        out.push({
+          metricName: `${this.name}_bucket`,
+          labels: { le: String(bound), ...labels },
+          value: cumulative,
+        });
       });
       out.push({ metricName: `${this.name}_bucket`, labels: { le: '+Inf', ...labels }, value: cell.count });
       out.push({ metricName: `${this.name}_sum`, labels, value: cell.sum });

@@ -3,7 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { BodyTooLargeError } from '../http1/front-door.js';
 
 import type { ClientResponse } from './client-io.js';
-import { engineError, GatewayError, sendEngineError, sendError, toGatewayError, type OpenAiError } from './openai-errors.js';
+import {
+  engineError,
+  GatewayError,
+  sendEngineError,
+  sendError,
+  toGatewayError,
+  type OpenAiError,
+} from './openai-errors.js';
 import { cancelled, noReplica, queueFull } from './router/refusals.js';
 
 /** An answer that records what was written. */
@@ -41,7 +48,12 @@ describe('engine errors, normalised to OpenAI’s shape', () => {
       engine: 'llama.cpp, /v1/embeddings without --embeddings (capture 23)',
       status: 501,
       body: '{"error":{"code":501,"message":"This server does not support embeddings. Start it with `--embeddings`","type":"not_supported_error"}}',
-      want: { message: 'This server does not support embeddings. Start it with `--embeddings`', type: 'not_supported_error', param: null, code: 501 },
+      want: {
+        message: 'This server does not support embeddings. Start it with `--embeddings`',
+        type: 'not_supported_error',
+        param: null,
+        code: 501,
+      },
     },
     {
       engine: 'llama.cpp, missing messages (capture 26b)',
@@ -77,13 +89,23 @@ describe('engine errors, normalised to OpenAI’s shape', () => {
       engine: 'FastAPI, validation errors',
       status: 422,
       body: '{"detail":[{"type":"missing","loc":["body","messages"],"msg":"Field required"},{"loc":["body","n"],"msg":"Input should be a valid integer"}]}',
-      want: { message: 'body.messages: Field required; body.n: Input should be a valid integer', type: 'invalid_request_error', param: null, code: null },
+      want: {
+        message: 'body.messages: Field required; body.n: Input should be a valid integer',
+        type: 'invalid_request_error',
+        param: null,
+        code: null,
+      },
     },
     {
       engine: 'OpenAI-style string code',
       status: 400,
       body: '{"error":{"message":"context too long","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}',
-      want: { message: 'context too long', type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' },
+      want: {
+        message: 'context too long',
+        type: 'invalid_request_error',
+        param: 'messages',
+        code: 'context_length_exceeded',
+      },
     },
     {
       engine: 'a proxy in between, plain text',
@@ -95,13 +117,23 @@ describe('engine errors, normalised to OpenAI’s shape', () => {
       engine: 'an empty body',
       status: 404,
       body: '',
-      want: { message: 'the engine answered 404 with no message', type: 'not_found_error', param: null, code: null },
+      want: {
+        message: 'the engine answered 404 with no message',
+        type: 'not_found_error',
+        param: null,
+        code: null,
+      },
     },
     {
       engine: 'JSON of another shape',
       status: 400,
       body: '{"oops":1}',
-      want: { message: 'the engine answered 400 with no message', type: 'invalid_request_error', param: null, code: null },
+      want: {
+        message: 'the engine answered 400 with no message',
+        type: 'invalid_request_error',
+        param: null,
+        code: null,
+      },
     },
     {
       engine: 'a message that is not text',
@@ -118,7 +150,12 @@ describe('engine errors, normalised to OpenAI’s shape', () => {
 
   it('keeps a client’s answer short and free of keys, whatever the engine echoes', () => {
     const key = 'llmgw_key_ABCDEFGHIJKLMNOPQRSTUVWXYZ012345';
-    const e = engineError(400, JSON.stringify({ error: { message: `bad model ${key} ${'z'.repeat(100_000)}`, type: 't'.repeat(500) } }));
+    const e = engineError(
+      400,
+      JSON.stringify({
+        error: { message: `bad model ${key} ${'z'.repeat(100_000)}`, type: 't'.repeat(500) },
+      }),
+    );
     expect(e.message).not.toContain(key);
     expect(e.message.length).toBeLessThan(2100);
     expect(e.type).toHaveLength(100);
@@ -126,12 +163,32 @@ describe('engine errors, normalised to OpenAI’s shape', () => {
 
   it('answers an engine refusal with its status and OpenAI’s shape; a 501 tells clients not to retry', () => {
     const res = recorder();
-    sendEngineError(res, { status: 501, error: engineError(501, '{"error":{"code":501,"message":"Start it with `--embeddings`","type":"not_supported_error"}}'), requestId: 'r1', replica: 'tiny-1' });
+    sendEngineError(res, {
+      status: 501,
+      error: engineError(
+        501,
+        '{"error":{"code":501,"message":"Start it with `--embeddings`","type":"not_supported_error"}}',
+      ),
+      requestId: 'r1',
+      replica: 'tiny-1',
+    });
     expect(res.status).toBe(501);
-    expect(res.headers).toMatchObject({ 'x-request-id': 'r1', 'x-llmgw-replica': 'tiny-1', 'x-should-retry': 'false', 'content-type': 'application/json' });
-    expect(JSON.parse(res.body)).toEqual({ error: { message: 'Start it with `--embeddings`', type: 'not_supported_error', param: null, code: 501 } });
+    expect(res.headers).toMatchObject({
+      'x-request-id': 'r1',
+      'x-llmgw-replica': 'tiny-1',
+      'x-should-retry': 'false',
+      'content-type': 'application/json',
+    });
+    expect(JSON.parse(res.body)).toEqual({
+      error: { message: 'Start it with `--embeddings`', type: 'not_supported_error', param: null, code: 501 },
+    });
     const bad = recorder();
-    sendEngineError(bad, { status: 400, error: engineError(400, '{"error":"x"}'), requestId: 'r2', replica: 'tiny-1' });
+    sendEngineError(bad, {
+      status: 400,
+      error: engineError(400, '{"error":"x"}'),
+      requestId: 'r2',
+      replica: 'tiny-1',
+    });
     expect(bad.headers?.['x-should-retry']).toBeUndefined();
   });
 });
@@ -147,16 +204,28 @@ describe('gateway failures, turned into refusals in one place', () => {
   it('says how large a body may be', () => {
     const e = toGatewayError(new BodyTooLargeError(256 * 1024), ctx);
     expect(e).toMatchObject({ code: 'request_too_large', status: 413 });
-    expect(e.message).toBe('the request body is over 0.25 MiB: send a smaller one (images as URLs rather than inline), or raise gateway.max_body_mb');
+    expect(e.message).toBe(
+      'the request body is over 0.25 MiB: send a smaller one (images as URLs rather than inline), or raise gateway.max_body_mb',
+    );
   });
 
   it('tells a model that may come up (retry) from one that will not (final, with its reason)', () => {
     const waiting = toGatewayError(noReplica('tiny'), ctx);
     expect(waiting).toMatchObject({ code: 'no_ready_replica', status: 503, retryAfterS: 10, final: false });
     expect(waiting.message).toBe('no replica of tiny is ready: llmgw ctl replicas tiny says why');
-    const down = toGatewayError(noReplica('tiny'), { ...ctx, unavailable: 'replica tiny-1 failed: exited with code 1' });
-    expect(down).toMatchObject({ code: 'no_ready_replica', status: 503, retryAfterS: undefined, final: true });
-    expect(down.message).toBe('no replica of tiny can serve: replica tiny-1 failed: exited with code 1 (llmgw ctl replicas tiny says more)');
+    const down = toGatewayError(noReplica('tiny'), {
+      ...ctx,
+      unavailable: 'replica tiny-1 failed: exited with code 1',
+    });
+    expect(down).toMatchObject({
+      code: 'no_ready_replica',
+      status: 503,
+      retryAfterS: undefined,
+      final: true,
+    });
+    expect(down.message).toBe(
+      'no replica of tiny can serve: replica tiny-1 failed: exited with code 1 (llmgw ctl replicas tiny says more)',
+    );
     const tried = toGatewayError(noReplica('tiny'), { ...ctx, lastFailure: 'tiny-1 answered 500' });
     expect(tried).toMatchObject({ code: 'upstream_error', status: 502 });
     expect(tried.message).toBe('every replica of tiny tried failed: tiny-1 answered 500');
@@ -169,7 +238,11 @@ describe('gateway failures, turned into refusals in one place', () => {
     const seen: unknown[] = [];
     const bug = new TypeError('x is undefined');
     const e = toGatewayError(bug, { ...ctx, onUnexpected: (u) => seen.push(u) });
-    expect(e).toMatchObject({ code: 'upstream_error', status: 502, message: 'the gateway failed on this request; see its log for the request id' });
+    expect(e).toMatchObject({
+      code: 'upstream_error',
+      status: 502,
+      message: 'the gateway failed on this request; see its log for the request id',
+    });
     expect(seen).toEqual([bug]);
   });
 
@@ -178,7 +251,9 @@ describe('gateway failures, turned into refusals in one place', () => {
     sendError(a, new GatewayError('rate_limit_exceeded', 'slow down', { retryAfterS: 0.2 }), 'id-1');
     expect(a.status).toBe(429);
     expect(a.headers).toMatchObject({ 'retry-after': 1, 'x-request-id': 'id-1' });
-    expect(JSON.parse(a.body)).toEqual({ error: { message: 'slow down', type: 'rate_limit_error', param: null, code: 'rate_limit_exceeded' } });
+    expect(JSON.parse(a.body)).toEqual({
+      error: { message: 'slow down', type: 'rate_limit_error', param: null, code: 'rate_limit_exceeded' },
+    });
     const b = recorder();
     sendError(b, new GatewayError('no_ready_replica', 'down', { final: true }), 'id-2');
     expect(b.headers?.['retry-after']).toBeUndefined();

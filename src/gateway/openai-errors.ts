@@ -106,16 +106,25 @@ export function toGatewayError(e: unknown, ctx: FailureContext): GatewayError {
   if (e instanceof GatewayError) return e;
   if (e instanceof BodyTooLargeError) {
     const mib = Math.round((ctx.maxBodyBytes / 1024 / 1024) * 100) / 100;
-    return new GatewayError('request_too_large', `the request body is over ${mib} MiB: send a smaller one (images as URLs rather than inline), or raise gateway.max_body_mb`);
+    return new GatewayError(
+      'request_too_large',
+      `the request body is over ${mib} MiB: send a smaller one (images as URLs rather than inline), or raise gateway.max_body_mb`,
+    );
   }
   if (e instanceof RouterError) return routerRefusal(e, ctx);
   ctx.onUnexpected?.(e);
-  return new GatewayError('upstream_error', 'the gateway failed on this request; see its log for the request id');
+  return new GatewayError(
+    'upstream_error',
+    'the gateway failed on this request; see its log for the request id',
+  );
 }
 
 /** Every replica tried failed (each answered 5xx before any byte, or refused the connection). */
 export function allFailed(model: string, lastFailure: string | undefined): GatewayError {
-  return new GatewayError('upstream_error', `every replica of ${model} tried failed: ${lastFailure ?? 'no answer'}`);
+  return new GatewayError(
+    'upstream_error',
+    `every replica of ${model} tried failed: ${lastFailure ?? 'no answer'}`,
+  );
 }
 
 function routerRefusal(e: RouterError, ctx: FailureContext): GatewayError {
@@ -124,8 +133,17 @@ function routerRefusal(e: RouterError, ctx: FailureContext): GatewayError {
   if (r.kind === 'no-replica') {
     if (ctx.lastFailure !== undefined) return allFailed(model, ctx.lastFailure);
     // Nothing will come up by itself: say why now, rather than have clients retry for nothing.
-    if (ctx.unavailable !== undefined) return new GatewayError('no_ready_replica', `no replica of ${model} can serve: ${ctx.unavailable} (llmgw ctl replicas ${model} says more)`, { final: true });
-    return new GatewayError('no_ready_replica', `no replica of ${model} is ready: llmgw ctl replicas ${model} says why`, { retryAfterS: 10 });
+    if (ctx.unavailable !== undefined)
+      return new GatewayError(
+        'no_ready_replica',
+        `no replica of ${model} can serve: ${ctx.unavailable} (llmgw ctl replicas ${model} says more)`,
+        { final: true },
+      );
+    return new GatewayError(
+      'no_ready_replica',
+      `no replica of ${model} is ready: llmgw ctl replicas ${model} says why`,
+      { retryAfterS: 10 },
+    );
   }
   if (r.kind === 'cancelled') return new GatewayError('no_ready_replica', r.message);
   return new GatewayError('no_ready_replica', r.message, { retryAfterS: r.retryAfterS });
@@ -137,16 +155,40 @@ export function sendError(res: ClientResponse, e: GatewayError, requestId: strin
   if (e.retryAfterS !== undefined) headers['retry-after'] = Math.max(1, Math.ceil(e.retryAfterS));
   // An oversized body is left unread: the connection cannot carry another request.
   if (e.code === 'request_too_large') headers['connection'] = 'close';
-  writeError(res, { status: e.status, error: { message: e.message, type: typeOf[e.code], param: e.param, code: e.code }, requestId, headers, final: e.final });
+  writeError(res, {
+    status: e.status,
+    error: { message: e.message, type: typeOf[e.code], param: e.param, code: e.code },
+    requestId,
+    headers,
+    final: e.final,
+  });
 }
 
 /** An engine's refusal (4xx, or 501 for what it was not started to do), answered in OpenAI's shape. */
-export function sendEngineError(res: ClientResponse, o: { status: number; error: OpenAiError; requestId: string; replica: string }): void {
+export function sendEngineError(
+  res: ClientResponse,
+  o: { status: number; error: OpenAiError; requestId: string; replica: string },
+): void {
   // 501 is final: the engine was not started to do it, and every replica of the model runs alike.
-  writeError(res, { status: o.status, error: o.error, requestId: o.requestId, headers: { 'x-llmgw-replica': o.replica }, final: o.status === 501 });
+  writeError(res, {
+    status: o.status,
+    error: o.error,
+    requestId: o.requestId,
+    headers: { 'x-llmgw-replica': o.replica },
+    final: o.status === 501,
+  });
 }
 
-function writeError(res: ClientResponse, o: { status: number; error: OpenAiError; requestId: string; headers: Record<string, string | number>; final: boolean }): void {
+function writeError(
+  res: ClientResponse,
+  o: {
+    status: number;
+    error: OpenAiError;
+    requestId: string;
+    headers: Record<string, string | number>;
+    final: boolean;
+  },
+): void {
   if (res.headersSent) {
     res.destroy();
     return;
@@ -189,7 +231,11 @@ export function engineError(status: number, body: string): OpenAiError {
   const fallbackType = engineTypes[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
   const parsed = parseObject(body);
   const inner = parsed?.['error'];
-  const fields = isObject(inner) ? inner : parsed !== undefined && (typeof parsed['message'] === 'string' || parsed['object'] === 'error') ? parsed : undefined;
+  const fields = isObject(inner)
+    ? inner
+    : parsed !== undefined && (typeof parsed['message'] === 'string' || parsed['object'] === 'error')
+      ? parsed
+      : undefined;
   let message: string | undefined;
   if (fields !== undefined) message = text(fields['message']);
   else if (typeof inner === 'string') message = inner;
@@ -197,7 +243,10 @@ export function engineError(status: number, body: string): OpenAiError {
   else message = body.trim();
   const code = fields?.['code'];
   return {
-    message: message === undefined || message === '' ? `the engine answered ${status} with no message` : clientText(message, engineMessageMax),
+    message:
+      message === undefined || message === ''
+        ? `the engine answered ${status} with no message`
+        : clientText(message, engineMessageMax),
     type: word(fields?.['type']) ?? fallbackType,
     param: word(fields?.['param']) ?? null,
     code: typeof code === 'number' && Number.isFinite(code) ? code : (word(code) ?? null),

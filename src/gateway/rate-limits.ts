@@ -56,7 +56,10 @@ export class RateLimits {
     if (limits.tpm !== null) {
       const t = this.#tokens.get(key);
       if (t !== undefined && t.sum(second) >= limits.tpm) {
-        return { message: `key "${key}" used its ${limits.tpm} tokens per minute: retry after the window moves on, or ask an admin for a higher tpm`, retryAfterS: t.retryAfter(second) };
+        return {
+          message: `key "${key}" used its ${limits.tpm} tokens per minute: retry after the window moves on, or ask an admin for a higher tpm`,
+          retryAfterS: t.retryAfter(second),
+        };
       }
     }
     if (limits.rpm !== null) {
@@ -66,7 +69,10 @@ export class RateLimits {
         this.#requests.set(key, r);
       }
       if (r.sum(second) >= limits.rpm) {
-        return { message: `key "${key}" made its ${limits.rpm} requests per minute: retry after the window moves on, or ask an admin for a higher rpm`, retryAfterS: r.retryAfter(second) };
+        return {
+          message: `key "${key}" made its ${limits.rpm} requests per minute: retry after the window moves on, or ask an admin for a higher rpm`,
+          retryAfterS: r.retryAfter(second),
+        };
       }
       r.add(second, 1);
     }

@@ -23,7 +23,11 @@ export class SseRelay {
   readonly #onToken: (gapMs: number | undefined) => void;
   readonly #now: () => number;
 
-  constructor(options: { stripUsage: boolean; onToken: (gapMs: number | undefined) => void; now?: () => number }) {
+  constructor(options: {
+    stripUsage: boolean;
+    onToken: (gapMs: number | undefined) => void;
+    now?: () => number;
+  }) {
     this.#strip = options.stripUsage;
     this.#onToken = options.onToken;
     this.#now = options.now ?? performance.now.bind(performance);
@@ -38,7 +42,10 @@ export class SseRelay {
     this.#observe(chunk);
     if (!this.#strip) {
       // Usage comes last and may straddle chunks: keep the end of the stream to read it at the end.
-      this.#tail = this.#tail === undefined || this.#tail.length + chunk.length > 8192 ? chunk.subarray(-4096) : Buffer.concat([this.#tail, chunk]);
+      this.#tail =
+        this.#tail === undefined || this.#tail.length + chunk.length > 8192
+          ? chunk.subarray(-4096)
+          : Buffer.concat([this.#tail, chunk]);
       return chunk;
     }
     const data = this.#pending === undefined ? chunk : Buffer.concat([this.#pending, chunk]);

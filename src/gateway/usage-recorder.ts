@@ -40,7 +40,14 @@ export class UsageRecorder {
     const id = `${key}\u0000${model}\u0000${hour}`;
     const row = this.#pending.get(id);
     if (row === undefined) {
-      this.#pending.set(id, { key_name: key, model, hour, requests: 1, prompt_tokens: promptTokens, completion_tokens: completionTokens });
+      this.#pending.set(id, {
+        key_name: key,
+        model,
+        hour,
+        requests: 1,
+        prompt_tokens: promptTokens,
+        completion_tokens: completionTokens,
+      });
     } else {
       row.requests++;
       row.prompt_tokens += promptTokens;
@@ -59,7 +66,10 @@ export class UsageRecorder {
       } catch (e) {
         // Put the counts back, merged with any that arrived meanwhile.
         for (const r of rows) this.#restore(r);
-        this.#logger.warn({ err: e instanceof Error ? e.message : String(e), rows: rows.length }, 'usage not written yet; will retry');
+        this.#logger.warn(
+          { err: e instanceof Error ? e.message : String(e), rows: rows.length },
+          'usage not written yet; will retry',
+        );
       }
     });
     return this.#flushing;

@@ -11,26 +11,52 @@ describe('clientErrorRefusal', () => {
     [
       'a head over the limit',
       { code: 'HPE_HEADER_OVERFLOW', reason: 'Header overflow' },
-      { status: 431, code: 'request_header_fields_too_large', message: 'the request head is over 16 KiB: send fewer or shorter headers (a long value belongs in the body)' },
+      {
+        status: 431,
+        code: 'request_header_fields_too_large',
+        message:
+          'the request head is over 16 KiB: send fewer or shorter headers (a long value belongs in the body)',
+      },
     ],
     [
       'a head or request too slow',
       { code: 'ERR_HTTP_REQUEST_TIMEOUT' },
-      { status: 408, code: 'request_timeout', message: 'the request did not come whole in time (its head is awaited 10 s, all of it 300 s): send each request without pausing' },
+      {
+        status: 408,
+        code: 'request_timeout',
+        message:
+          'the request did not come whole in time (its head is awaited 10 s, all of it 300 s): send each request without pausing',
+      },
     ],
     [
       'chunk extensions too long',
       { code: 'HPE_CHUNK_EXTENSIONS_OVERFLOW' },
-      { status: 413, code: 'request_too_large', message: 'the chunk extensions of the request body are too long: send the body without them' },
+      {
+        status: 413,
+        code: 'request_too_large',
+        message: 'the chunk extensions of the request body are too long: send the body without them',
+      },
     ],
     [
       'TLS bytes',
-      { code: 'HPE_INVALID_METHOD', reason: 'Invalid method encountered', rawPacket: Buffer.from('160301', 'hex') },
-      { status: 400, code: 'bad_request', message: 'this port speaks plain HTTP, not TLS: use an http:// address' },
+      {
+        code: 'HPE_INVALID_METHOD',
+        reason: 'Invalid method encountered',
+        rawPacket: Buffer.from('160301', 'hex'),
+      },
+      {
+        status: 400,
+        code: 'bad_request',
+        message: 'this port speaks plain HTTP, not TLS: use an http:// address',
+      },
     ],
     [
       'any other parse error, by its reason',
-      { code: 'HPE_INVALID_VERSION', reason: 'Expected CRLF after version', rawPacket: Buffer.from('GET / HTTP/1.1\n') },
+      {
+        code: 'HPE_INVALID_VERSION',
+        reason: 'Expected CRLF after version',
+        rawPacket: Buffer.from('GET / HTTP/1.1\n'),
+      },
       {
         status: 400,
         code: 'bad_request',
@@ -48,12 +74,24 @@ describe('clientErrorRefusal', () => {
 
 describe('refusalText', () => {
   it('is a whole answer that closes: reason phrase, date, JSON in OpenAI’s error shape, its length', () => {
-    const text = refusalText({ status: 503, code: 'too_many_connections', message: 'too many', retryAfterS: 1 });
+    const text = refusalText({
+      status: 503,
+      code: 'too_many_connections',
+      message: 'too many',
+      retryAfterS: 1,
+    });
     const [head, body] = text.split('\r\n\r\n') as [string, string];
     const lines = head.split('\r\n');
     expect(lines[0]).toBe('HTTP/1.1 503 Service Unavailable');
     expect(lines[1]).toMatch(/^date: \w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/);
-    expect(lines.slice(2)).toEqual(['content-type: application/json', `content-length: ${Buffer.byteLength(body)}`, 'retry-after: 1', 'connection: close']);
-    expect(JSON.parse(body)).toEqual({ error: { message: 'too many', type: 'service_unavailable', param: null, code: 'too_many_connections' } });
+    expect(lines.slice(2)).toEqual([
+      'content-type: application/json',
+      `content-length: ${Buffer.byteLength(body)}`,
+      'retry-after: 1',
+      'connection: close',
+    ]);
+    expect(JSON.parse(body)).toEqual({
+      error: { message: 'too many', type: 'service_unavailable', param: null, code: 'too_many_connections' },
+    });
   });
 });

@@ -41,7 +41,14 @@ export function refusalText(r: Refusal): string {
 }
 
 export function refusalBody(r: Refusal): string {
-  return JSON.stringify({ error: { message: r.message, type: r.status >= 500 ? 'service_unavailable' : 'invalid_request_error', param: null, code: r.code } });
+  return JSON.stringify({
+    error: {
+      message: r.message,
+      type: r.status >= 500 ? 'service_unavailable' : 'invalid_request_error',
+      param: null,
+      code: r.code,
+    },
+  });
 }
 
 /** The time limits a request's head and the whole request are held to. */
@@ -70,7 +77,8 @@ export function tooSlow(limits: RequestLimits): Refusal {
 export const noHost: Refusal = {
   status: 400,
   code: 'bad_request',
-  message: 'the request has no Host header, which HTTP/1.1 requires (RFC 9112, 3.2): send one, e.g. "Host: 127.0.0.1:8080"',
+  message:
+    'the request has no Host header, which HTTP/1.1 requires (RFC 9112, 3.2): send one, e.g. "Host: 127.0.0.1:8080"',
 };
 
 export function tooManyConnections(address: string, max: number): Refusal {
@@ -90,7 +98,8 @@ export interface ClientError {
 }
 
 /** TLS records start with 0x16 (handshake) and a 3.x version. */
-const looksLikeTls = (bytes: Buffer | undefined): boolean => bytes !== undefined && bytes[0] === 0x16 && bytes[1] === 0x03;
+const looksLikeTls = (bytes: Buffer | undefined): boolean =>
+  bytes !== undefined && bytes[0] === 0x16 && bytes[1] === 0x03;
 
 /**
  * node:http's answer to a request it cannot read, as node:http's own default has it (400,
@@ -106,9 +115,18 @@ export function clientErrorRefusal(e: ClientError, limits: RequestLimits): Refus
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return tooSlow(limits);
     case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
-      return { status: 413, code: 'request_too_large', message: 'the chunk extensions of the request body are too long: send the body without them' };
+      return {
+        status: 413,
+        code: 'request_too_large',
+        message: 'the chunk extensions of the request body are too long: send the body without them',
+      };
     default:
-      if (looksLikeTls(e.rawPacket)) return { status: 400, code: 'bad_request', message: 'this port speaks plain HTTP, not TLS: use an http:// address' };
+      if (looksLikeTls(e.rawPacket))
+        return {
+          status: 400,
+          code: 'bad_request',
+          message: 'this port speaks plain HTTP, not TLS: use an http:// address',
+        };
       return {
         status: 400,
         code: 'bad_request',

@@ -7,13 +7,17 @@ import { ChunkedDecoder } from './chunked-decoder.js';
 /** The chunked framing of `chunks`, with the last (zero) chunk and an optional trailer. */
 function encode(chunks: readonly Buffer[], trailer = ''): Buffer {
   const parts: Buffer[] = [];
-  for (const c of chunks) parts.push(Buffer.from(`${c.length.toString(16)}\r\n`, 'latin1'), c, Buffer.from('\r\n', 'latin1'));
+  for (const c of chunks)
+    parts.push(Buffer.from(`${c.length.toString(16)}\r\n`, 'latin1'), c, Buffer.from('\r\n', 'latin1'));
   parts.push(Buffer.from(`0\r\n${trailer}\r\n`, 'latin1'));
   return Buffer.concat(parts);
 }
 
 /** Feeds `pieces` in order; returns the body, the bytes each push took, and whether the decoder is done. */
-function decode(pieces: readonly Buffer[], decoder = new ChunkedDecoder()): { body: Buffer; used: number[]; done: boolean } {
+function decode(
+  pieces: readonly Buffer[],
+  decoder = new ChunkedDecoder(),
+): { body: Buffer; used: number[]; done: boolean } {
   const out: Buffer[] = [];
   const used = pieces.map((p) => decoder.push(p, (d) => out.push(d)));
   return { body: Buffer.concat(out), used, done: decoder.done };
@@ -60,7 +64,8 @@ describe('ChunkedDecoder', () => {
     for (let a = 0; a <= wire.length; a++) {
       for (let b = a; b <= wire.length; b++) {
         const r = decode([wire.subarray(0, a), wire.subarray(a, b), wire.subarray(b)]);
-        if (!r.body.equals(body) || !r.done) expect.fail(`cut at ${a} and ${b}: ${JSON.stringify(r.body.toString('latin1'))}`);
+        if (!r.body.equals(body) || !r.done)
+          expect.fail(`cut at ${a} and ${b}: ${JSON.stringify(r.body.toString('latin1'))}`);
       }
     }
   });

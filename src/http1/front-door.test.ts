@@ -1,11 +1,32 @@
-import { Agent, createServer as createHttpServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import { connect, createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import {
+  Agent,
+  createServer as createHttpServer,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server as HttpServer,
+  type ServerResponse,
+} from 'node:http';
+import {
+  connect,
+  createServer as createNetServer,
+  type AddressInfo,
+  type Server as NetServer,
+  type Socket,
+} from 'node:net';
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { gate, sleep, untilTrue as until } from '../../test/support/timing.js';
 
-import { BodyTooLargeError, FrontDoor, RequestAbortedError, type FastHandler, type FastRequest, type FastResponse } from './front-door.js';
+import {
+  BodyTooLargeError,
+  FrontDoor,
+  RequestAbortedError,
+  type FastHandler,
+  type FastRequest,
+  type FastResponse,
+} from './front-door.js';
 
 /** One answer as a client reads it off the wire. */
 interface Answer {
@@ -99,11 +120,13 @@ class RawClient {
           return i < 0 ? undefined : i;
         });
         const size = parseInt(this.#buf.toString('latin1', at, lineEnd).split(';')[0] ?? '', 16);
-        if (Number.isNaN(size)) throw new Error(`bad chunk size in ${JSON.stringify(this.#buf.toString('latin1', start))}`);
+        if (Number.isNaN(size))
+          throw new Error(`bad chunk size in ${JSON.stringify(this.#buf.toString('latin1', start))}`);
         at = lineEnd + 2;
         if (size === 0) {
           at = await this.#until(ms, () => {
-            if (this.#buf.length >= at + 2 && this.#buf.toString('latin1', at, at + 2) === '\r\n') return at + 2;
+            if (this.#buf.length >= at + 2 && this.#buf.toString('latin1', at, at + 2) === '\r\n')
+              return at + 2;
             const i = this.#buf.indexOf('\r\n\r\n', at);
             return i < 0 ? undefined : i + 4;
           });
@@ -112,7 +135,8 @@ class RawClient {
         const dataEnd = at + size;
         await this.#until(ms, () => (this.#buf.length >= dataEnd + 2 ? true : undefined));
         parts.push(Buffer.from(this.#buf.subarray(at, dataEnd)));
-        if (this.#buf.toString('latin1', dataEnd, dataEnd + 2) !== '\r\n') throw new Error('no CRLF after chunk data');
+        if (this.#buf.toString('latin1', dataEnd, dataEnd + 2) !== '\r\n')
+          throw new Error('no CRLF after chunk data');
         at = dataEnd + 2;
       }
       end = at;
@@ -136,9 +160,11 @@ class RawClient {
     for (;;) {
       const v = take();
       if (v !== undefined) return v;
-      if (this.ended) throw new Error(`the connection closed; unread: ${JSON.stringify(this.#buf.toString('latin1'))}`);
+      if (this.ended)
+        throw new Error(`the connection closed; unread: ${JSON.stringify(this.#buf.toString('latin1'))}`);
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no whole answer in ${ms} ms; read: ${JSON.stringify(this.#buf.toString('latin1'))}`);
+      if (left <= 0)
+        throw new Error(`no whole answer in ${ms} ms; read: ${JSON.stringify(this.#buf.toString('latin1'))}`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, left);
         this.#wake = () => {
@@ -190,7 +216,12 @@ interface Setup {
 /** The default lane: answers with what it read, as JSON with its length. */
 const echo: FastHandler = (req, res) => {
   void req.body(1 << 20).then((body) => {
-    const text = JSON.stringify({ lane: true, method: req.method, url: req.url, body: body.toString('latin1') });
+    const text = JSON.stringify({
+      lane: true,
+      method: req.method,
+      url: req.url,
+      body: body.toString('latin1'),
+    });
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
     res.end(text);
   });
@@ -222,7 +253,13 @@ async function start(
     req.on('data', (d: Buffer) => parts.push(d));
     req.on('end', () => {
       const body = Buffer.concat(parts).toString('latin1');
-      nodeCalls.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, socket: req.socket });
+      nodeCalls.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body,
+        socket: req.socket,
+      });
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ node: true, method: req.method, url: req.url, body }));
     });
@@ -242,9 +279,18 @@ async function start(
               prefix: '/fast/',
               maxBodyBytes: o.maxBodyBytes ?? 1024,
               handler: (req, res) => {
-                laneCalls.push({ method: req.method, url: req.url, headers: req.headers, body: Buffer.alloc(0) });
+                laneCalls.push({
+                  method: req.method,
+                  url: req.url,
+                  headers: req.headers,
+                  body: Buffer.alloc(0),
+                });
                 const call = laneCalls[laneCalls.length - 1] as LaneCall;
-                if (o.record !== false) req.body(1 << 20).then((b) => (call.body = b), () => undefined);
+                if (o.record !== false)
+                  req.body(1 << 20).then(
+                    (b) => (call.body = b),
+                    () => undefined,
+                  );
                 handler(req, res);
               },
             },
@@ -276,18 +322,41 @@ async function start(
         listener.close(() => resolve());
       }),
   );
-  return { port: (listener.address() as AddressInfo).port, door, node, accepted, laneCalls, nodeCalls, upgrades, handOffs };
+  return {
+    port: (listener.address() as AddressInfo).port,
+    door,
+    node,
+    accepted,
+    laneCalls,
+    nodeCalls,
+    upgrades,
+    handOffs,
+  };
 }
 
 /** A node:http client request; the agent is destroyed after the test. */
-function get(port: number, path: string, o: { method?: string; body?: string; agent?: Agent; headers?: Record<string, string> } = {}): Promise<{ status: number; headers: IncomingHttpHeaders; body: string; socket: Socket }> {
+function get(
+  port: number,
+  path: string,
+  o: { method?: string; body?: string; agent?: Agent; headers?: Record<string, string> } = {},
+): Promise<{ status: number; headers: IncomingHttpHeaders; body: string; socket: Socket }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, path, method: o.method ?? 'GET', agent: o.agent, headers: o.headers }, (res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (d: Buffer) => parts.push(d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(parts).toString(), socket: res.socket }));
-      res.on('error', reject);
-    });
+    const req = httpRequest(
+      { host: '127.0.0.1', port, path, method: o.method ?? 'GET', agent: o.agent, headers: o.headers },
+      (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (d: Buffer) => parts.push(d));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(parts).toString(),
+            socket: res.socket,
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(o.body);
   });
@@ -300,7 +369,13 @@ function keepAliveAgent(): Agent {
 }
 
 const post = (path: string, body: string | Buffer, extra = ''): Buffer =>
-  Buffer.concat([Buffer.from(`POST ${path} HTTP/1.1\r\nHost: t\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`, 'latin1'), Buffer.from(body)]);
+  Buffer.concat([
+    Buffer.from(
+      `POST ${path} HTTP/1.1\r\nHost: t\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
+      'latin1',
+    ),
+    Buffer.from(body),
+  ]);
 
 const json = (a: Answer): Record<string, unknown> => JSON.parse(a.body.toString()) as Record<string, unknown>;
 
@@ -314,21 +389,34 @@ describe('FrontDoor', () => {
         res = r;
         void req.body(1024).then((body) => {
           const text = `got ${body.length} bytes`;
-          r.writeHead(201, { 'Content-Type': 'text/plain', 'Content-Length': text.length, 'X-Multi': ['a', 'b'], Connection: 'keep-alive', 'X-Skip': undefined });
+          r.writeHead(201, {
+            'Content-Type': 'text/plain',
+            'Content-Length': text.length,
+            'X-Multi': ['a', 'b'],
+            Connection: 'keep-alive',
+            'X-Skip': undefined,
+          });
           r.end(text);
         });
       },
     });
     const body = Buffer.from([0x00, 0x01, 0x0d, 0x0a, 0x0d, 0x0a, 0xff, 0x80, 0x7f, 0x41]);
     const c = await RawClient.open(t.port);
-    c.write(post('/fast/echo?x=1', body, 'X-Custom-Header: Value\r\nContent-Type: application/octet-stream\r\n'));
+    c.write(
+      post('/fast/echo?x=1', body, 'X-Custom-Header: Value\r\nContent-Type: application/octet-stream\r\n'),
+    );
     const a = await c.answer();
     expect(t.laneCalls).toHaveLength(1);
     const call = t.laneCalls[0] as LaneCall;
     expect(call.method).toBe('POST');
     expect(call.url).toBe('/fast/echo?x=1');
     expect(call.body.equals(body)).toBe(true);
-    expect(call.headers).toEqual({ host: 't', 'x-custom-header': 'Value', 'content-type': 'application/octet-stream', 'content-length': '10' });
+    expect(call.headers).toEqual({
+      host: 't',
+      'x-custom-header': 'Value',
+      'content-type': 'application/octet-stream',
+      'content-length': '10',
+    });
     expect(a.status).toBe(201);
     expect(a.wire.startsWith('HTTP/1.1 201 Created\r\n')).toBe(true);
     expect(a.headers['content-type']).toBe('text/plain');
@@ -370,7 +458,9 @@ describe('FrontDoor', () => {
     const c = await RawClient.open(t.port);
     c.write('GET /fast/stream HTTP/1.1\r\nHost: t\r\n\r\n');
     const a = await c.answer();
-    expect(a.wire.slice(a.wire.indexOf('\r\n\r\n') + 4)).toBe('a\r\npart one, \r\n8\r\npart two\r\n0\r\n\r\n');
+    expect(a.wire.slice(a.wire.indexOf('\r\n\r\n') + 4)).toBe(
+      'a\r\npart one, \r\n8\r\npart two\r\n0\r\n\r\n',
+    );
     expect(t.nodeCalls).toHaveLength(0);
   });
 
@@ -388,7 +478,9 @@ describe('FrontDoor', () => {
       },
     });
     const c = await RawClient.open(t.port);
-    c.write('GET /fast/write HTTP/1.1\r\nHost: t\r\n\r\nGET /fast/empty HTTP/1.1\r\nHost: t\r\n\r\nGET /fast/text HTTP/1.1\r\nHost: t\r\n\r\n');
+    c.write(
+      'GET /fast/write HTTP/1.1\r\nHost: t\r\n\r\nGET /fast/empty HTTP/1.1\r\nHost: t\r\n\r\nGET /fast/text HTTP/1.1\r\nHost: t\r\n\r\n',
+    );
     const written = await c.answer();
     expect(written.status).toBe(200);
     expect(written.headers['transfer-encoding']).toBe('chunked');
@@ -451,7 +543,12 @@ describe('FrontDoor', () => {
     const agent = keepAliveAgent();
     for (let i = 0; i < 5; i++) {
       const r = await get(t.port, `/fast/${i}`, { method: 'POST', body: `body ${i}`, agent });
-      expect(JSON.parse(r.body)).toEqual({ lane: true, method: 'POST', url: `/fast/${i}`, body: `body ${i}` });
+      expect(JSON.parse(r.body)).toEqual({
+        lane: true,
+        method: 'POST',
+        url: `/fast/${i}`,
+        body: `body ${i}`,
+      });
     }
     expect(t.accepted).toHaveLength(1);
     expect(t.laneCalls.map((c) => c.url)).toEqual(['/fast/0', '/fast/1', '/fast/2', '/fast/3', '/fast/4']);
@@ -487,10 +584,27 @@ describe('FrontDoor', () => {
       },
     });
     const c = await RawClient.open(t.port);
-    c.write(Buffer.concat([post('/fast/1', 'a'), post('/fast/2', 'bb'), Buffer.from('GET /fast/3 HTTP/1.1\r\nHost: t\r\n\r\n')]));
+    c.write(
+      Buffer.concat([
+        post('/fast/1', 'a'),
+        post('/fast/2', 'bb'),
+        Buffer.from('GET /fast/3 HTTP/1.1\r\nHost: t\r\n\r\n'),
+      ]),
+    );
     const answers = [await c.answer(), await c.answer(), await c.answer()];
-    expect(answers.map((a) => a.body.toString())).toEqual(['answer to /fast/1', 'answer to /fast/2', 'answer to /fast/3']);
-    expect(log).toEqual(['call /fast/1', 'answer /fast/1', 'call /fast/2', 'answer /fast/2', 'call /fast/3', 'answer /fast/3']);
+    expect(answers.map((a) => a.body.toString())).toEqual([
+      'answer to /fast/1',
+      'answer to /fast/2',
+      'answer to /fast/3',
+    ]);
+    expect(log).toEqual([
+      'call /fast/1',
+      'answer /fast/1',
+      'call /fast/2',
+      'answer /fast/2',
+      'call /fast/3',
+      'answer /fast/3',
+    ]);
     expect(t.laneCalls.map((l) => l.body.toString())).toEqual(['a', 'bb', '']);
     expect(t.accepted).toHaveLength(1);
   });
@@ -498,7 +612,9 @@ describe('FrontDoor', () => {
   it('answers pipelined requests whose handlers answer at once', async () => {
     const t = await start({ handler: (req, res) => res.end(req.url) });
     const c = await RawClient.open(t.port);
-    const requests = Array.from({ length: 50 }, (_, i) => `GET /fast/${i} HTTP/1.1\r\nHost: t\r\n\r\n`).join('');
+    const requests = Array.from({ length: 50 }, (_, i) => `GET /fast/${i} HTTP/1.1\r\nHost: t\r\n\r\n`).join(
+      '',
+    );
     c.write(requests);
     for (let i = 0; i < 50; i++) expect((await c.answer()).body.toString()).toBe(`/fast/${i}`);
   });
@@ -506,7 +622,12 @@ describe('FrontDoor', () => {
   it('hands a request to another path to node:http', async () => {
     const t = await start();
     const r = await get(t.port, '/other/path?q=1', { method: 'POST', body: 'to node' });
-    expect(JSON.parse(r.body)).toEqual({ node: true, method: 'POST', url: '/other/path?q=1', body: 'to node' });
+    expect(JSON.parse(r.body)).toEqual({
+      node: true,
+      method: 'POST',
+      url: '/other/path?q=1',
+      body: 'to node',
+    });
     expect(t.laneCalls).toHaveLength(0);
     expect(t.nodeCalls).toHaveLength(1);
     expect(t.handOffs).toHaveLength(1);
@@ -542,8 +663,15 @@ describe('FrontDoor', () => {
   it('hands a chunked request body to node:http', async () => {
     const t = await start();
     const c = await RawClient.open(t.port);
-    c.write('POST /fast/chunked HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n');
-    expect(json(await c.answer())).toEqual({ node: true, method: 'POST', url: '/fast/chunked', body: 'hello world' });
+    c.write(
+      'POST /fast/chunked HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n',
+    );
+    expect(json(await c.answer())).toEqual({
+      node: true,
+      method: 'POST',
+      url: '/fast/chunked',
+      body: 'hello world',
+    });
     expect(t.laneCalls).toHaveLength(0);
   });
 
@@ -614,7 +742,9 @@ describe('FrontDoor', () => {
   it('takes no request pipelined after one that asked Connection: close', async () => {
     const t = await start({ handler: (req, res) => res.end(req.url) });
     const c = await RawClient.open(t.port);
-    c.write('GET /fast/1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\nGET /fast/2 HTTP/1.1\r\nHost: t\r\n\r\n');
+    c.write(
+      'GET /fast/1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\nGET /fast/2 HTTP/1.1\r\nHost: t\r\n\r\n',
+    );
     const a = await c.answer();
     expect(a.headers['connection']).toBe('close');
     await c.closed;
@@ -684,39 +814,54 @@ describe('FrontDoor', () => {
     });
     const c = await RawClient.open(t.port);
     const big = 'z'.repeat(40 * 1024);
-    c.write(Buffer.concat([post('/fast/slow', 's'), post('/fast/a', big), post('/fast/b', big), post('/fast/c', big)]));
+    c.write(
+      Buffer.concat([
+        post('/fast/slow', 's'),
+        post('/fast/a', big),
+        post('/fast/b', big),
+        post('/fast/c', big),
+      ]),
+    );
     const server = () => t.accepted[0] as Socket;
     await until('the door to stop reading', () => t.accepted.length === 1 && server().isPaused());
     expect(t.laneCalls.map((l) => l.url)).toEqual(['/fast/slow']);
     release.open();
     const bodies = [];
     for (let i = 0; i < 4; i++) bodies.push((await c.answer()).body.toString());
-    expect(bodies).toEqual(['/fast/slow 1', `/fast/a ${big.length}`, `/fast/b ${big.length}`, `/fast/c ${big.length}`]);
+    expect(bodies).toEqual([
+      '/fast/slow 1',
+      `/fast/a ${big.length}`,
+      `/fast/b ${big.length}`,
+      `/fast/c ${big.length}`,
+    ]);
     expect(server().isPaused()).toBe(false);
   });
 
-  it.each(['reset', 'closed (FIN)'] as const)('tells the handler at once, through res.once("close"), of a client %s before the answer', async (how) => {
-    let res: FastResponse | undefined;
-    const gone = gate();
-    const t = await start({
-      handler: (_req, r) => {
-        res = r;
-        r.once('close', () => gone.open());
-      },
-    });
-    const c = await RawClient.open(t.port);
-    c.write('GET /fast/slow HTTP/1.1\r\nHost: t\r\n\r\n');
-    await until('the handler', () => res !== undefined);
-    expect(res?.writableFinished).toBe(false);
-    if (how === 'reset') c.socket.resetAndDestroy();
-    else c.socket.destroy();
-    await gone.wait;
-    expect(res?.writableFinished).toBe(false);
-    expect(res?.headersSent).toBe(false);
-    // Writing to a gone client takes nothing.
-    expect(res?.write('late')).toBe(false);
-    await until('the door to let go', () => t.door.size === 0);
-  });
+  it.each(['reset', 'closed (FIN)'] as const)(
+    'tells the handler at once, through res.once("close"), of a client %s before the answer',
+    async (how) => {
+      let res: FastResponse | undefined;
+      const gone = gate();
+      const t = await start({
+        handler: (_req, r) => {
+          res = r;
+          r.once('close', () => gone.open());
+        },
+      });
+      const c = await RawClient.open(t.port);
+      c.write('GET /fast/slow HTTP/1.1\r\nHost: t\r\n\r\n');
+      await until('the handler', () => res !== undefined);
+      expect(res?.writableFinished).toBe(false);
+      if (how === 'reset') c.socket.resetAndDestroy();
+      else c.socket.destroy();
+      await gone.wait;
+      expect(res?.writableFinished).toBe(false);
+      expect(res?.headersSent).toBe(false);
+      // Writing to a gone client takes nothing.
+      expect(res?.write('late')).toBe(false);
+      await until('the door to let go', () => t.door.size === 0);
+    },
+  );
 
   it('does not call close listeners of an answer that finished', async () => {
     const listener = vi.fn();
@@ -820,7 +965,8 @@ describe('FrontDoor', () => {
     expect(a.headers['connection']).toBe('close');
     expect(json(a)).toEqual({
       error: {
-        message: 'the request did not come whole in time (its head is awaited 10 s, all of it 0.05 s): send each request without pausing',
+        message:
+          'the request did not come whole in time (its head is awaited 10 s, all of it 0.05 s): send each request without pausing',
         type: 'invalid_request_error',
         param: null,
         code: 'request_timeout',
@@ -908,7 +1054,8 @@ describe('FrontDoor', () => {
   it('reads a body that comes after its head once the handler asks for it, and keeps the connection', async () => {
     const t = await start({
       record: false,
-      handler: (req, res) => void sleep(5).then(() => req.body(1024).then((b) => res.end(`${req.url} ${b.toString()}`))),
+      handler: (req, res) =>
+        void sleep(5).then(() => req.body(1024).then((b) => res.end(`${req.url} ${b.toString()}`))),
     });
     const c = await RawClient.open(t.port);
     c.write('POST /fast/later HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n');
@@ -927,7 +1074,10 @@ describe('FrontDoor', () => {
 
   it('rejects body() with RequestAbortedError when the client goes away before the body came, and lets go', async () => {
     const errors: unknown[] = [];
-    const t = await start({ record: false, handler: (req) => void req.body(1024).catch((e: unknown) => errors.push(e)) });
+    const t = await start({
+      record: false,
+      handler: (req) => void req.body(1024).catch((e: unknown) => errors.push(e)),
+    });
     const c = await RawClient.open(t.port);
     c.write('POST /fast/x HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf');
     await until('the lane', () => t.laneCalls.length === 1);
@@ -951,7 +1101,9 @@ describe('FrontDoor', () => {
       },
     });
     const c = await RawClient.open(t.port);
-    c.write('HEAD /fast/sized HTTP/1.1\r\nHost: t\r\n\r\nHEAD /fast/streamed HTTP/1.1\r\nHost: t\r\n\r\nGET /fast/sized HTTP/1.1\r\nHost: t\r\n\r\n');
+    c.write(
+      'HEAD /fast/sized HTTP/1.1\r\nHost: t\r\n\r\nHEAD /fast/streamed HTTP/1.1\r\nHost: t\r\n\r\nGET /fast/sized HTTP/1.1\r\nHost: t\r\n\r\n',
+    );
     const sized = await c.answer(3000, { head: true });
     expect(sized.status).toBe(404);
     // As node:http answers HEAD: the length the body would have, and no body.
@@ -966,7 +1118,9 @@ describe('FrontDoor', () => {
   });
 
   it('closes the connection after an answer whose handler asked for it with Connection: close', async () => {
-    const t = await start({ handler: (_req, res) => res.writeHead(413, { 'content-length': 0, Connection: 'close' }).end() });
+    const t = await start({
+      handler: (_req, res) => res.writeHead(413, { 'content-length': 0, Connection: 'close' }).end(),
+    });
     const c = await RawClient.open(t.port);
     c.write(post('/fast/x', 'ab'));
     const a = await c.answer();
@@ -976,7 +1130,9 @@ describe('FrontDoor', () => {
   });
 
   it('writes the reason phrase of every status node:http knows', async () => {
-    const t = await start({ handler: (req, res) => res.writeHead(Number(req.url.slice(6)), { 'content-length': 0 }).end() });
+    const t = await start({
+      handler: (req, res) => res.writeHead(Number(req.url.slice(6)), { 'content-length': 0 }).end(),
+    });
     const c = await RawClient.open(t.port);
     c.write('GET /fast/431 HTTP/1.1\r\nHost: t\r\n\r\nGET /fast/599 HTTP/1.1\r\nHost: t\r\n\r\n');
     expect((await c.answer()).wire.startsWith('HTTP/1.1 431 Request Header Fields Too Large\r\n')).toBe(true);
@@ -1015,11 +1171,23 @@ describe('FrontDoor', () => {
   // What the fast path takes is a part of what node:http takes: anything else is node:http's to answer.
   it.each([
     ['a method node:http does not know', 'FOO /fast/x HTTP/1.1\r\nHost: t\r\n\r\n', 400],
-    ['a method node:http knows and the lane does not take', 'PROPFIND /fast/x HTTP/1.1\r\nHost: t\r\n\r\n', 200],
+    [
+      'a method node:http knows and the lane does not take',
+      'PROPFIND /fast/x HTTP/1.1\r\nHost: t\r\n\r\n',
+      200,
+    ],
     ['a request without Host', 'GET /fast/x HTTP/1.1\r\n\r\n', 400],
-    ['the same Content-Length twice', 'POST /fast/x HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\na', 400],
+    [
+      'the same Content-Length twice',
+      'POST /fast/x HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\na',
+      400,
+    ],
     ['a byte past ASCII in the target', 'GET /fast/caf\u00e9 HTTP/1.1\r\nHost: t\r\n\r\n', 400],
-    ['a head over 16 KiB in one write', `GET /fast/x HTTP/1.1\r\nHost: t\r\nX-Big: ${'b'.repeat(20_000)}\r\n\r\n`, 431],
+    [
+      'a head over 16 KiB in one write',
+      `GET /fast/x HTTP/1.1\r\nHost: t\r\nX-Big: ${'b'.repeat(20_000)}\r\n\r\n`,
+      431,
+    ],
   ])('hands %s to node:http', async (_name, text, status) => {
     const t = await start();
     const c = await RawClient.open(t.port);
@@ -1054,7 +1222,8 @@ describe('FrontDoor', () => {
     expect(refused.headers['retry-after']).toBe('1');
     expect(json(refused)).toEqual({
       error: {
-        message: '127.0.0.1 has 2 connections open here, the most one address may (gateway.max_connections_per_client): reuse connections (keep-alive) or close some before opening more',
+        message:
+          '127.0.0.1 has 2 connections open here, the most one address may (gateway.max_connections_per_client): reuse connections (keep-alive) or close some before opening more',
         type: 'service_unavailable',
         param: null,
         code: 'too_many_connections',

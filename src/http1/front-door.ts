@@ -1,6 +1,14 @@
 import type { Socket } from 'node:net';
 
-import { closeAfterAnswer, httpDate, reasonOf, refusalText, tooManyConnections, tooSlow, type RequestLimits } from './answers.js';
+import {
+  closeAfterAnswer,
+  httpDate,
+  reasonOf,
+  refusalText,
+  tooManyConnections,
+  tooSlow,
+  type RequestLimits,
+} from './answers.js';
 import { headEnd, mayBeHead, maxHeadBytes, parseRequestHead, type RequestHead } from './heads.js';
 
 /**
@@ -517,7 +525,8 @@ export class FastResponse {
       const name = k.toLowerCase();
       if (name === 'content-length') length = true;
       if (name === 'connection') close = closeToken.test(String(v));
-      if (name === 'connection' || name === 'transfer-encoding' || name === 'keep-alive' || name === 'date') continue;
+      if (name === 'connection' || name === 'transfer-encoding' || name === 'keep-alive' || name === 'date')
+        continue;
       if (Array.isArray(v)) for (const one of v) head += `${k}: ${String(one)}\r\n`;
       else head += `${k}: ${String(v)}\r\n`;
     }
@@ -550,7 +559,8 @@ export class FastResponse {
     if (!this.#gone) {
       const data = chunk === undefined ? undefined : typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
       if (this.#chunked) {
-        if (data !== undefined && data.length > 0) this.#send(`${data.length.toString(16)}\r\n`, data, '\r\n0\r\n\r\n');
+        if (data !== undefined && data.length > 0)
+          this.#send(`${data.length.toString(16)}\r\n`, data, '\r\n0\r\n\r\n');
         else this.#send('0\r\n\r\n', undefined, '');
       } else {
         this.#send('', data, '');

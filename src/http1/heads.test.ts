@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 
-import { mayBeHead, parseRequestHead, parseResponseHead, type RequestHead, type ResponseHead } from './heads.js';
+import {
+  mayBeHead,
+  parseRequestHead,
+  parseResponseHead,
+  type RequestHead,
+  type ResponseHead,
+} from './heads.js';
 
 /** A head as the front door hands it over: the lines joined by CRLF, without the blank line. */
 const head = (...lines: string[]): string => lines.join('\r\n');
@@ -14,11 +20,22 @@ describe('parseRequestHead', () => {
     ],
     [
       'a POST with its length, header names in lower case',
-      head('POST /v1/chat/completions HTTP/1.1', 'Host: gw:8080', 'Content-Type: application/json', 'CONTENT-LENGTH: 42', 'X-Request-ID: abc'),
+      head(
+        'POST /v1/chat/completions HTTP/1.1',
+        'Host: gw:8080',
+        'Content-Type: application/json',
+        'CONTENT-LENGTH: 42',
+        'X-Request-ID: abc',
+      ),
       {
         method: 'POST',
         url: '/v1/chat/completions',
-        headers: { host: 'gw:8080', 'content-type': 'application/json', 'content-length': '42', 'x-request-id': 'abc' },
+        headers: {
+          host: 'gw:8080',
+          'content-type': 'application/json',
+          'content-length': '42',
+          'x-request-id': 'abc',
+        },
         contentLength: 42,
         close: false,
       },
@@ -26,32 +43,68 @@ describe('parseRequestHead', () => {
     [
       'a target with a query string kept as sent',
       head('GET /v1/models?limit=5&q=%20a HTTP/1.1', 'host: x'),
-      { method: 'GET', url: '/v1/models?limit=5&q=%20a', headers: { host: 'x' }, contentLength: 0, close: false },
+      {
+        method: 'GET',
+        url: '/v1/models?limit=5&q=%20a',
+        headers: { host: 'x' },
+        contentLength: 0,
+        close: false,
+      },
     ],
     [
       'a repeated header joined with ", " whatever its case',
       head('GET / HTTP/1.1', 'Host: h', 'Accept: text/html', 'ACCEPT: application/json', 'accept: */*'),
-      { method: 'GET', url: '/', headers: { host: 'h', accept: 'text/html, application/json, */*' }, contentLength: 0, close: false },
+      {
+        method: 'GET',
+        url: '/',
+        headers: { host: 'h', accept: 'text/html, application/json, */*' },
+        contentLength: 0,
+        close: false,
+      },
     ],
     [
       'Content-Length: 0',
       head('POST /x HTTP/1.1', 'Host: h', 'Content-Length: 0'),
-      { method: 'POST', url: '/x', headers: { host: 'h', 'content-length': '0' }, contentLength: 0, close: false },
+      {
+        method: 'POST',
+        url: '/x',
+        headers: { host: 'h', 'content-length': '0' },
+        contentLength: 0,
+        close: false,
+      },
     ],
     [
       'values trimmed of spaces and tabs around them, kept inside',
       head('GET / HTTP/1.1', 'Host: h', 'X-A:   spaced  out \t', 'X-B:\tx\ty', 'X-Empty:'),
-      { method: 'GET', url: '/', headers: { host: 'h', 'x-a': 'spaced  out', 'x-b': 'x\ty', 'x-empty': '' }, contentLength: 0, close: false },
+      {
+        method: 'GET',
+        url: '/',
+        headers: { host: 'h', 'x-a': 'spaced  out', 'x-b': 'x\ty', 'x-empty': '' },
+        contentLength: 0,
+        close: false,
+      },
     ],
     [
       'every token character in a name',
       head('GET / HTTP/1.1', 'Host: h', "A1!#$%&'*+-.^_`|~z: v"),
-      { method: 'GET', url: '/', headers: { host: 'h', "a1!#$%&'*+-.^_`|~z": 'v' }, contentLength: 0, close: false },
+      {
+        method: 'GET',
+        url: '/',
+        headers: { host: 'h', "a1!#$%&'*+-.^_`|~z": 'v' },
+        contentLength: 0,
+        close: false,
+      },
     ],
     [
       'bytes past ASCII in a value (obs-text)',
       head('GET / HTTP/1.1', 'Host: h', 'X-Name: caf\u00e9'),
-      { method: 'GET', url: '/', headers: { host: 'h', 'x-name': 'caf\u00e9' }, contentLength: 0, close: false },
+      {
+        method: 'GET',
+        url: '/',
+        headers: { host: 'h', 'x-name': 'caf\u00e9' },
+        contentLength: 0,
+        close: false,
+      },
     ],
     [
       'Connection: close',
@@ -66,22 +119,46 @@ describe('parseRequestHead', () => {
     [
       'close inside a Connection list',
       head('GET / HTTP/1.1', 'Host: h', 'Connection: keep-alive, Close'),
-      { method: 'GET', url: '/', headers: { host: 'h', connection: 'keep-alive, Close' }, contentLength: 0, close: true },
+      {
+        method: 'GET',
+        url: '/',
+        headers: { host: 'h', connection: 'keep-alive, Close' },
+        contentLength: 0,
+        close: true,
+      },
     ],
     [
       'close in a second Connection header',
       head('GET / HTTP/1.1', 'Host: h', 'Connection: keep-alive', 'Connection: close'),
-      { method: 'GET', url: '/', headers: { host: 'h', connection: 'keep-alive, close' }, contentLength: 0, close: true },
+      {
+        method: 'GET',
+        url: '/',
+        headers: { host: 'h', connection: 'keep-alive, close' },
+        contentLength: 0,
+        close: true,
+      },
     ],
     [
       'Connection: keep-alive (not close)',
       head('GET / HTTP/1.1', 'Host: h', 'Connection: keep-alive'),
-      { method: 'GET', url: '/', headers: { host: 'h', connection: 'keep-alive' }, contentLength: 0, close: false },
+      {
+        method: 'GET',
+        url: '/',
+        headers: { host: 'h', connection: 'keep-alive' },
+        contentLength: 0,
+        close: false,
+      },
     ],
     [
       'a Connection token that only contains "close" (not close)',
       head('GET / HTTP/1.1', 'Host: h', 'Connection: closed, x-close-later'),
-      { method: 'GET', url: '/', headers: { host: 'h', connection: 'closed, x-close-later' }, contentLength: 0, close: false },
+      {
+        method: 'GET',
+        url: '/',
+        headers: { host: 'h', connection: 'closed, x-close-later' },
+        contentLength: 0,
+        close: false,
+      },
     ],
   ];
 
@@ -105,7 +182,10 @@ describe('parseRequestHead', () => {
     ['a method node:http does not know', head('FOO / HTTP/1.1', 'Host: h')],
     ['a method the fast path leaves to node:http', head('PROPFIND / HTTP/1.1', 'Host: h')],
     ['no Host (HTTP/1.1 requires one)', head('GET / HTTP/1.1', 'Accept: */*')],
-    ['the same Content-Length twice (node:http refuses it)', head('PUT /x HTTP/1.1', 'Host: h', 'Content-Length: 5', 'content-length: 5')],
+    [
+      'the same Content-Length twice (node:http refuses it)',
+      head('PUT /x HTTP/1.1', 'Host: h', 'Content-Length: 5', 'content-length: 5'),
+    ],
     ['a byte past ASCII in the target', head('GET /caf\u00e9 HTTP/1.1', 'Host: h')],
     ['an absolute-form target', 'GET http://example.com/ HTTP/1.1\r\nHost: h'],
     ['an asterisk-form target', 'OPTIONS * HTTP/1.1\r\nHost: h'],
@@ -137,7 +217,10 @@ describe('parseRequestHead', () => {
     ['a slash in a name', head('GET / HTTP/1.1', 'Host: h', 'X/y: a')],
     ['a non-ASCII letter in a name', head('GET / HTTP/1.1', 'Host: h', 'X\u00e9: a')],
     ['an empty line inside the head', head('GET / HTTP/1.1', 'Host: a', '', 'X: b')],
-    ['two different Content-Lengths', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 5', 'Content-Length: 6')],
+    [
+      'two different Content-Lengths',
+      head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 5', 'Content-Length: 6'),
+    ],
     ['two Content-Lengths in one header', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 5, 5')],
     ['a non-digit Content-Length', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: abc')],
     ['a negative Content-Length', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: -1')],
@@ -147,7 +230,10 @@ describe('parseRequestHead', () => {
     ['an empty Content-Length', head('POST / HTTP/1.1', 'Host: h', 'Content-Length:')],
     ['a Content-Length of 16 digits', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 1234567890123456')],
     ['Transfer-Encoding: chunked', head('POST / HTTP/1.1', 'Host: h', 'Transfer-Encoding: chunked')],
-    ['Transfer-Encoding with a Content-Length', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 5', 'transfer-encoding: identity')],
+    [
+      'Transfer-Encoding with a Content-Length',
+      head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 5', 'transfer-encoding: identity'),
+    ],
     ['Expect: 100-continue', head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 5', 'Expect: 100-continue')],
     ['Upgrade', head('GET /ws HTTP/1.1', 'Host: h', 'Connection: Upgrade', 'Upgrade: websocket')],
   ];
@@ -157,7 +243,9 @@ describe('parseRequestHead', () => {
   });
 
   it('accepts a 15-digit Content-Length, the longest it reads', () => {
-    expect(parseRequestHead(head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 123456789012345'))?.contentLength).toBe(123456789012345);
+    expect(
+      parseRequestHead(head('POST / HTTP/1.1', 'Host: h', 'Content-Length: 123456789012345'))?.contentLength,
+    ).toBe(123456789012345);
   });
 });
 
@@ -181,12 +269,22 @@ describe('mayBeHead', () => {
 });
 
 describe('parseResponseHead', () => {
-  const cases: [string, string, string, Omit<ResponseHead, 'headers'> & { headers?: Record<string, string> }][] = [
+  const cases: [
+    string,
+    string,
+    string,
+    Omit<ResponseHead, 'headers'> & { headers?: Record<string, string> },
+  ][] = [
     [
       'a Content-Length answer',
       head('HTTP/1.1 200 OK', 'Content-Type: application/json', 'Content-Length: 17'),
       'POST',
-      { status: 200, headers: { 'content-type': 'application/json', 'content-length': '17' }, framing: { kind: 'length', length: 17 }, reusable: true },
+      {
+        status: 200,
+        headers: { 'content-type': 'application/json', 'content-length': '17' },
+        framing: { kind: 'length', length: 17 },
+        reusable: true,
+      },
     ],
     [
       'a Content-Length of 0',
@@ -204,7 +302,12 @@ describe('parseResponseHead', () => {
       'a chunked answer',
       head('HTTP/1.1 200 OK', 'Transfer-Encoding: chunked'),
       'POST',
-      { status: 200, headers: { 'transfer-encoding': 'chunked' }, framing: { kind: 'chunked' }, reusable: true },
+      {
+        status: 200,
+        headers: { 'transfer-encoding': 'chunked' },
+        framing: { kind: 'chunked' },
+        reusable: true,
+      },
     ],
     [
       'chunked as the last of several codings',
@@ -216,7 +319,12 @@ describe('parseResponseHead', () => {
       'chunked in a second Transfer-Encoding header',
       head('HTTP/1.1 200 OK', 'Transfer-Encoding: gzip', 'Transfer-Encoding: chunked'),
       'POST',
-      { status: 200, headers: { 'transfer-encoding': 'gzip, chunked' }, framing: { kind: 'chunked' }, reusable: true },
+      {
+        status: 200,
+        headers: { 'transfer-encoding': 'gzip, chunked' },
+        framing: { kind: 'chunked' },
+        reusable: true,
+      },
     ],
     [
       'chunked with a Content-Length (chunked wins)',
@@ -298,9 +406,19 @@ describe('parseResponseHead', () => {
     ],
     [
       'HTTP/1.1 with Connection: keep-alive',
-      head('HTTP/1.1 500 Internal Server Error', 'Content-Length: 2', 'Connection: keep-alive', 'Keep-Alive: timeout=5'),
+      head(
+        'HTTP/1.1 500 Internal Server Error',
+        'Content-Length: 2',
+        'Connection: keep-alive',
+        'Keep-Alive: timeout=5',
+      ),
       'POST',
-      { status: 500, headers: { 'content-length': '2', connection: 'keep-alive', 'keep-alive': 'timeout=5' }, framing: { kind: 'length', length: 2 }, reusable: true },
+      {
+        status: 500,
+        headers: { 'content-length': '2', connection: 'keep-alive', 'keep-alive': 'timeout=5' },
+        framing: { kind: 'length', length: 2 },
+        reusable: true,
+      },
     ],
   ];
 

@@ -34,7 +34,8 @@ export interface ResponseHead {
 
 /** Characters of a header name (RFC 9110 token), by char code. */
 const tokenChar = new Uint8Array(128);
-for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") tokenChar[c.charCodeAt(0)] = 1;
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+  tokenChar[c.charCodeAt(0)] = 1;
 const statusLine = /^HTTP\/1\.([01]) (\d{3})(?: [^\r\n]*)?$/;
 const digits = /^\d{1,15}$/;
 /** Methods the fast path takes; node:http reads the others (it refuses those it does not know). */
@@ -57,12 +58,22 @@ export function parseRequestHead(head: string): RequestHead | undefined {
   if (sp1 <= 0 || sp2 < 0 || sp2 >= lineEnd) return undefined;
   if (lineEnd - sp2 !== 9 || !head.startsWith('HTTP/1.1', sp2 + 1)) return undefined;
   const method = head.slice(0, sp1);
-  if (!fastMethods.has(method) || head.charCodeAt(sp1 + 1) !== 47 /* / */ || !visibleAscii(head, sp1 + 1, sp2)) return undefined;
+  if (
+    !fastMethods.has(method) ||
+    head.charCodeAt(sp1 + 1) !== 47 /* / */ ||
+    !visibleAscii(head, sp1 + 1, sp2)
+  )
+    return undefined;
   const headers = headerLines(head, lineEnd, true);
   if (headers === undefined) return undefined;
   // HTTP/1.1 requires a Host (RFC 9112, 3.2): node:http refuses a request without one.
   if (headers['host'] === undefined) return undefined;
-  if (headers['transfer-encoding'] !== undefined || headers['expect'] !== undefined || headers['upgrade'] !== undefined) return undefined;
+  if (
+    headers['transfer-encoding'] !== undefined ||
+    headers['expect'] !== undefined ||
+    headers['upgrade'] !== undefined
+  )
+    return undefined;
   const length = headers['content-length'];
   if (length !== undefined && !digits.test(length)) return undefined;
   return {
@@ -81,15 +92,21 @@ export function parseRequestHead(head: string): RequestHead | undefined {
  * past 0xFF. Such a line would end early (a second request smuggled in after it) or not be
  * sent as given; it is never written.
  */
-export function requestHeadProblem(method: string, path: string, headers: Readonly<Record<string, string>>): string | undefined {
+export function requestHeadProblem(
+  method: string,
+  path: string,
+  headers: Readonly<Record<string, string>>,
+): string | undefined {
   if (!isToken(method)) return `the method ${JSON.stringify(method)} is not an HTTP token`;
-  if (path.charCodeAt(0) !== 47 /* / */ || !visibleAscii(path, 0, path.length)) return `the target ${JSON.stringify(path)} is not a path of visible ASCII`;
+  if (path.charCodeAt(0) !== 47 /* / */ || !visibleAscii(path, 0, path.length))
+    return `the target ${JSON.stringify(path)} is not a path of visible ASCII`;
   for (const name in headers) {
     if (!isToken(name)) return `the header name ${JSON.stringify(name)} is not an HTTP token`;
     const value = headers[name] as string;
     for (let i = 0; i < value.length; i++) {
       const c = value.charCodeAt(i);
-      if ((c < 32 && c !== 9) || c === 127 || c > 255) return `the value of header ${name} holds a character HTTP does not allow there (U+${c.toString(16).padStart(4, '0').toUpperCase()})`;
+      if ((c < 32 && c !== 9) || c === 127 || c > 255)
+        return `the value of header ${name} holds a character HTTP does not allow there (U+${c.toString(16).padStart(4, '0').toUpperCase()})`;
     }
   }
   return undefined;

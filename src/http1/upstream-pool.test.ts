@@ -1,11 +1,26 @@
-import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server as HttpServer,
+  type ServerResponse,
+} from 'node:http';
+import {
+  createServer as createNetServer,
+  type AddressInfo,
+  type Server as NetServer,
+  type Socket,
+} from 'node:net';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { gate, sleep, untilTrue as until } from '../../test/support/timing.js';
 
-import { UpstreamPool, type UpstreamCall, type UpstreamPoolOptions, type UpstreamRequest } from './upstream-pool.js';
+import {
+  UpstreamPool,
+  type UpstreamCall,
+  type UpstreamPoolOptions,
+  type UpstreamRequest,
+} from './upstream-pool.js';
 
 /** What a handler saw of one exchange, in order. */
 interface Seen {
@@ -33,7 +48,9 @@ afterEach(async () => {
 });
 
 function listen(server: NetServer | HttpServer): Promise<number> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)),
+  );
 }
 
 interface Upstream {
@@ -42,11 +59,20 @@ interface Upstream {
   /** The server side of every connection, in the order they came. */
   sockets: Socket[];
   /** Requests as the server read them. */
-  requests: { method: string; url: string; headers: IncomingMessage['headers']; body: string; socket: number }[];
+  requests: {
+    method: string;
+    url: string;
+    headers: IncomingMessage['headers'];
+    body: string;
+    socket: number;
+  }[];
 }
 
 /** A real node:http server; `handle` answers after the request's body was read. */
-async function httpUpstream(handle: (req: IncomingMessage, res: ServerResponse, body: string) => void, keepAliveTimeout = 5000): Promise<Upstream> {
+async function httpUpstream(
+  handle: (req: IncomingMessage, res: ServerResponse, body: string) => void,
+  keepAliveTimeout = 5000,
+): Promise<Upstream> {
   const sockets: Socket[] = [];
   const requests: Upstream['requests'] = [];
   const server = createHttpServer({ keepAliveTimeout }, (req, res) => {
@@ -54,7 +80,13 @@ async function httpUpstream(handle: (req: IncomingMessage, res: ServerResponse, 
     req.on('data', (d: Buffer) => parts.push(d));
     req.on('end', () => {
       const body = Buffer.concat(parts).toString();
-      requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, socket: sockets.indexOf(req.socket) });
+      requests.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body,
+        socket: sockets.indexOf(req.socket),
+      });
       handle(req, res, body);
     });
   });
@@ -71,7 +103,9 @@ async function httpUpstream(handle: (req: IncomingMessage, res: ServerResponse, 
 }
 
 /** A raw TCP server, for answers node:http would not write: `onRequest` gets each chunk a connection sends. */
-async function rawUpstream(onRequest: (socket: Socket, index: number, data: Buffer) => void): Promise<{ url: string; sockets: Socket[]; received: string[] }> {
+async function rawUpstream(
+  onRequest: (socket: Socket, index: number, data: Buffer) => void,
+): Promise<{ url: string; sockets: Socket[]; received: string[] }> {
   const sockets: Socket[] = [];
   const received: string[] = [];
   const server = createNetServer((s) => {
@@ -101,12 +135,28 @@ function newPool(url: string, options?: UpstreamPoolOptions): UpstreamPool {
 }
 
 /** Sends a request; `done` settles at the handler's onEnd or onError. */
-function send(pool: UpstreamPool, req: Partial<UpstreamRequest> = {}, hooks: Hooks = {}): { call: UpstreamCall; seen: Seen; done: Promise<Seen> } {
-  const seen: Seen = { events: [], status: undefined, headers: undefined, pieces: [], error: undefined, answered: undefined };
+function send(
+  pool: UpstreamPool,
+  req: Partial<UpstreamRequest> = {},
+  hooks: Hooks = {},
+): { call: UpstreamCall; seen: Seen; done: Promise<Seen> } {
+  const seen: Seen = {
+    events: [],
+    status: undefined,
+    headers: undefined,
+    pieces: [],
+    error: undefined,
+    answered: undefined,
+  };
   let settle: (s: Seen) => void = () => undefined;
   const done = new Promise<Seen>((resolve) => (settle = resolve));
   const call: UpstreamCall = pool.request(
-    { method: req.method ?? 'POST', path: req.path ?? '/v1/test', headers: req.headers ?? {}, body: req.body ?? '' },
+    {
+      method: req.method ?? 'POST',
+      path: req.path ?? '/v1/test',
+      headers: req.headers ?? {},
+      body: req.body ?? '',
+    },
     {
       onHead: (status, headers) => {
         seen.events.push(`head ${status}`);
@@ -135,7 +185,8 @@ function send(pool: UpstreamPool, req: Partial<UpstreamRequest> = {}, hooks: Hoo
 }
 
 const bodyOf = (seen: Seen): string => Buffer.concat(seen.pieces).toString();
-const closed = (s: Socket): Promise<void> => (s.destroyed ? Promise.resolve() : new Promise((resolve) => s.once('close', () => resolve())));
+const closed = (s: Socket): Promise<void> =>
+  s.destroyed ? Promise.resolve() : new Promise((resolve) => s.once('close', () => resolve()));
 
 describe('UpstreamPool', () => {
   it('refuses an endpoint that is not plain http', () => {
@@ -149,7 +200,12 @@ describe('UpstreamPool', () => {
     });
     const pool = newPool(up.url);
     const body = '{"prompt":"caf\u00e9 \u2603"}';
-    const seen = await send(pool, { method: 'POST', path: '/v1/completions?x=1', headers: { 'content-type': 'application/json', authorization: 'Bearer k' }, body }).done;
+    const seen = await send(pool, {
+      method: 'POST',
+      path: '/v1/completions?x=1',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer k' },
+      body,
+    }).done;
     expect(seen.events).toEqual(['head 201', 'data {"ok":true}', 'end']);
     expect(seen.headers?.['content-type']).toBe('application/json');
     expect(seen.headers?.['x-engine']).toBe('test');
@@ -166,23 +222,46 @@ describe('UpstreamPool', () => {
   });
 
   it.each([
-    ['a CR LF in a value', { headers: { 'x-request-id': 'a\r\nInjected: b' } }, 'the value of header x-request-id holds a character HTTP does not allow there (U+000D)'],
-    ['a lone LF in a value', { headers: { accept: 'a\nb' } }, 'the value of header accept holds a character HTTP does not allow there (U+000A)'],
-    ['a NUL in a value', { headers: { authorization: 'Bearer a\u0000b' } }, 'the value of header authorization holds a character HTTP does not allow there (U+0000)'],
-    ['a DEL in a value', { headers: { accept: 'a\u007f' } }, 'the value of header accept holds a character HTTP does not allow there (U+007F)'],
-    ['a character past U+00FF in a value', { headers: { accept: 'snow \u2603' } }, 'the value of header accept holds a character HTTP does not allow there (U+2603)'],
+    [
+      'a CR LF in a value',
+      { headers: { 'x-request-id': 'a\r\nInjected: b' } },
+      'the value of header x-request-id holds a character HTTP does not allow there (U+000D)',
+    ],
+    [
+      'a lone LF in a value',
+      { headers: { accept: 'a\nb' } },
+      'the value of header accept holds a character HTTP does not allow there (U+000A)',
+    ],
+    [
+      'a NUL in a value',
+      { headers: { authorization: 'Bearer a\u0000b' } },
+      'the value of header authorization holds a character HTTP does not allow there (U+0000)',
+    ],
+    [
+      'a DEL in a value',
+      { headers: { accept: 'a\u007f' } },
+      'the value of header accept holds a character HTTP does not allow there (U+007F)',
+    ],
+    [
+      'a character past U+00FF in a value',
+      { headers: { accept: 'snow \u2603' } },
+      'the value of header accept holds a character HTTP does not allow there (U+2603)',
+    ],
     ['a space in a name', { headers: { 'x a': 'b' } }, 'the header name "x a" is not an HTTP token'],
     ['a space in the target', { path: '/v1/a b' }, 'the target "/v1/a b" is not a path of visible ASCII'],
     ['a method that is not a token', { method: 'PO ST' }, 'the method "PO ST" is not an HTTP token'],
-  ] as const)('never writes a head with %s: the request fails before any byte is sent', async (_name, req, problem) => {
-    const up = await rawUpstream(() => undefined);
-    const pool = newPool(up.url);
-    const seen = await send(pool, req).done;
-    expect(seen.events).toEqual(['error false']);
-    expect(seen.error?.message).toBe(`not sent to ${new URL(up.url).host}: ${problem}`);
-    expect(up.sockets).toHaveLength(0);
-    expect(pool.connections).toEqual({ busy: 0, idle: 0 });
-  });
+  ] as const)(
+    'never writes a head with %s: the request fails before any byte is sent',
+    async (_name, req, problem) => {
+      const up = await rawUpstream(() => undefined);
+      const pool = newPool(up.url);
+      const seen = await send(pool, req).done;
+      expect(seen.events).toEqual(['error false']);
+      expect(seen.error?.message).toBe(`not sent to ${new URL(up.url).host}: ${problem}`);
+      expect(up.sockets).toHaveLength(0);
+      expect(pool.connections).toEqual({ busy: 0, idle: 0 });
+    },
+  );
 
   it('sends values past 0x7F (obs-text) as the Latin-1 bytes they were read as, with a UTF-8 body', async () => {
     const up = await rawUpstream((s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n'));
@@ -334,7 +413,10 @@ describe('UpstreamPool', () => {
     const seen = await send(pool).done;
     expect(seen.events).toEqual(['error false']);
     expect(seen.error?.message).toMatch(/not well-formed/);
-    await until('the connection to close', () => up.sockets[0]?.destroyed === true || up.sockets[0]?.readableEnded === true);
+    await until(
+      'the connection to close',
+      () => up.sockets[0]?.destroyed === true || up.sockets[0]?.readableEnded === true,
+    );
     expect(pool.connections).toEqual({ busy: 0, idle: 0 });
   });
 
@@ -346,7 +428,9 @@ describe('UpstreamPool', () => {
   });
 
   it('reports broken chunked framing as an error after the answer began, and drops the connection', async () => {
-    const up = await rawUpstream((s) => s.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n'));
+    const up = await rawUpstream((s) =>
+      s.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n'),
+    );
     const pool = newPool(up.url);
     const seen = await send(pool).done;
     expect(seen.events).toEqual(['head 200', 'data abc', 'error true']);
@@ -380,12 +464,16 @@ describe('UpstreamPool', () => {
     });
     const pool = newPool(up.url);
     const aborted = gate();
-    const { seen } = send(pool, {}, {
-      onData: (call) => {
-        call.abort();
-        aborted.open();
+    const { seen } = send(
+      pool,
+      {},
+      {
+        onData: (call) => {
+          call.abort();
+          aborted.open();
+        },
       },
-    });
+    );
     await aborted.wait;
     await serverSocketClosed;
     answering.open();
@@ -398,7 +486,10 @@ describe('UpstreamPool', () => {
     const up = await rawUpstream((s) => s.write('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello'));
     const pool = newPool(up.url);
     const { seen } = send(pool, {}, { onHead: (call) => call.abort() });
-    await until('the server side to close', () => up.sockets[0]?.readableEnded === true || up.sockets[0]?.destroyed === true);
+    await until(
+      'the server side to close',
+      () => up.sockets[0]?.readableEnded === true || up.sockets[0]?.destroyed === true,
+    );
     await sleep(30);
     expect(seen.events).toEqual(['head 200']);
     expect(pool.connections).toEqual({ busy: 0, idle: 0 });
@@ -491,7 +582,10 @@ describe('UpstreamPool', () => {
     const pool = newPool(up.url, { idleMs: 10 });
     await send(pool).done;
     expect(pool.connections.idle).toBe(1);
-    await Promise.race([closed(up.sockets[0] as Socket), sleep(2500).then(() => Promise.reject(new Error('still open')))]);
+    await Promise.race([
+      closed(up.sockets[0] as Socket),
+      sleep(2500).then(() => Promise.reject(new Error('still open'))),
+    ]);
     expect(pool.connections).toEqual({ busy: 0, idle: 0 });
   });
 
@@ -507,7 +601,9 @@ describe('UpstreamPool', () => {
   });
 
   it('skips a 100 Continue read together with the answer', async () => {
-    const up = await rawUpstream((s) => s.write('HTTP/1.1 100 Continue\r\nx-a: 1\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\ndone'));
+    const up = await rawUpstream((s) =>
+      s.write('HTTP/1.1 100 Continue\r\nx-a: 1\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\ndone'),
+    );
     const seen = await send(newPool(up.url)).done;
     expect(seen.events).toEqual(['head 200', 'data done', 'end']);
   });
@@ -533,14 +629,18 @@ describe('UpstreamPool', () => {
     });
     const pool = newPool(up.url);
     const first = gate();
-    const { call, seen, done } = send(pool, {}, {
-      onData: (c, piece) => {
-        if (piece.toString() === 'one.') {
-          c.pause();
-          first.open();
-        }
+    const { call, seen, done } = send(
+      pool,
+      {},
+      {
+        onData: (c, piece) => {
+          if (piece.toString() === 'one.') {
+            c.pause();
+            first.open();
+          }
+        },
       },
-    });
+    );
     await first.wait;
     second.open();
     // 'two.' reaches the socket but not the handler.
@@ -588,12 +688,16 @@ describe('UpstreamPool', () => {
     const first = send(pool, { path: '/first' }, { onData: (c) => c.pause() });
     await first.done;
     const headSeen = gate();
-    const second = send(pool, { path: '/second' }, {
-      onHead: (c) => {
-        c.pause();
-        headSeen.open();
+    const second = send(
+      pool,
+      { path: '/second' },
+      {
+        onHead: (c) => {
+          c.pause();
+          headSeen.open();
+        },
       },
-    });
+    );
     await headSeen.wait;
     // The first call's late 'drain'.
     first.call.resume();

@@ -57,7 +57,8 @@ export class UpstreamPool {
 
   constructor(endpoint: string, options: UpstreamPoolOptions = {}) {
     const url = new URL(endpoint);
-    if (url.protocol !== 'http:') throw new Error(`${endpoint}: only http:// upstreams are spoken to directly`);
+    if (url.protocol !== 'http:')
+      throw new Error(`${endpoint}: only http:// upstreams are spoken to directly`);
     this.#host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     this.#port = url.port === '' ? 80 : Number(url.port);
     this.#hostHeader = url.host;
@@ -80,7 +81,11 @@ export class UpstreamPool {
     // Nothing the engine would read otherwise than as meant is written (RFC 9110, 5.5).
     const problem = requestHeadProblem(req.method, req.path, req.headers);
     if (problem !== undefined || this.#closed) {
-      const error = new Error(problem === undefined ? 'the connection pool is closed' : `not sent to ${this.#hostHeader}: ${problem}`);
+      const error = new Error(
+        problem === undefined
+          ? 'the connection pool is closed'
+          : `not sent to ${this.#hostHeader}: ${problem}`,
+      );
       queueMicrotask(() => x.fail(error, false));
       return x;
     }
@@ -122,7 +127,9 @@ export class UpstreamPool {
     const c = new Conn(socket, this);
     socket.setTimeout(this.#connectTimeoutMs);
     socket.once('connect', () => socket.setTimeout(0));
-    socket.on('timeout', () => socket.destroy(new Error(`no connection to ${this.#hostHeader} within ${this.#connectTimeoutMs} ms`)));
+    socket.on('timeout', () =>
+      socket.destroy(new Error(`no connection to ${this.#hostHeader} within ${this.#connectTimeoutMs} ms`)),
+    );
     this.#busy.add(c);
     return c;
   }
@@ -135,7 +142,10 @@ export class UpstreamPool {
       return;
     }
     c.idleSince = performance.now();
-    c.idleLimitMs = keepAliveHintMs === undefined ? this.#idleMs : Math.min(this.#idleMs, Math.max(0, keepAliveHintMs - 1000));
+    c.idleLimitMs =
+      keepAliveHintMs === undefined
+        ? this.#idleMs
+        : Math.min(this.#idleMs, Math.max(0, keepAliveHintMs - 1000));
     this.#idle.push(c);
   }
 
@@ -207,7 +217,11 @@ class Exchange implements UpstreamCall {
   #retried = false;
   #paused = false;
 
-  constructor(pool: UpstreamPool, request: { method: string; head: string; body: Buffer | string }, handler: UpstreamHandler) {
+  constructor(
+    pool: UpstreamPool,
+    request: { method: string; head: string; body: Buffer | string },
+    handler: UpstreamHandler,
+  ) {
     this.#pool = pool;
     this.#method = request.method;
     this.#head = request.head;
@@ -269,7 +283,7 @@ class Exchange implements UpstreamCall {
       const bytes = this.#headBytes === undefined ? d : Buffer.concat([this.#headBytes, d]);
       const end = bytes.indexOf(headEnd);
       if (end < 0) {
-        if (bytes.length > maxHeadBytes) this.#broken('the answer\'s head is over 16 KiB');
+        if (bytes.length > maxHeadBytes) this.#broken("the answer's head is over 16 KiB");
         else this.#headBytes = bytes;
         return;
       }
@@ -364,7 +378,10 @@ class Exchange implements UpstreamCall {
       this.start(this.#pool.take(true));
       return;
     }
-    this.fail(failure ?? new Error('the connection closed before the answer ended'), this.#response !== undefined);
+    this.fail(
+      failure ?? new Error('the connection closed before the answer ended'),
+      this.#response !== undefined,
+    );
   }
 
   /** @internal */

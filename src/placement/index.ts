@@ -1,2 +1,9 @@
 export { place } from './place.js';
-export type { PendingReplica, PlacementInput, PlacementNode, PlacementResult, PortRange, Shard } from './types.js';
+export type {
+  PendingReplica,
+  PlacementInput,
+  PlacementNode,
+  PlacementResult,
+  PortRange,
+  Shard,
+} from './types.js';

@@ -32,7 +32,6 @@ export interface NodeState {
   readonly slots: Slot[];
 }
 
-
 /**
  * Node states in name order, with what existing shards use already subtracted: those being
  * removed too, as a scheduler counts a terminating pod until it is gone, since their engines

@@ -217,7 +217,9 @@ function refState(inp: PlacementInput, shards: readonly Shard[]): Map<string, Re
       freeIds,
       ports: new Set([
         ...mine.flatMap((s) => [s.port, ...(s.dist_port === undefined ? [] : [s.dist_port])]),
-        ...(n.ports_taken ?? []).flatMap((t) => Array.from({ length: t.last - t.first + 1 }, (_, i) => t.first + i)),
+        ...(n.ports_taken ?? []).flatMap((t) =>
+          Array.from({ length: t.last - t.first + 1 }, (_, i) => t.first + i),
+        ),
       ]),
       threads: n.cpus - mine.reduce((t, s) => t + (s.threads ?? 0), 0),
       memory: n.memory_mib - mine.reduce((t, s) => t + (s.memory_mib ?? 0), 0),

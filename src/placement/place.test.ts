@@ -62,7 +62,9 @@ function node(
     cpus: o.cpus ?? 32,
     memory_mib: o.memory_mib ?? 262144,
     address: `10.0.0.${name.length}`,
-    ...(o.portsTaken === undefined ? {} : { ports_taken: o.portsTaken.map(([first, last]) => ({ first, last })) }),
+    ...(o.portsTaken === undefined
+      ? {}
+      : { ports_taken: o.portsTaken.map(([first, last]) => ({ first, last })) }),
   };
 }
 
@@ -615,28 +617,56 @@ const cases: [string, PlacementInput, Expected][] = [
   [
     'ports: those other programs listen on are never handed out',
     input({
-      nodes: [node('node-a', { devices: cards(4), portsTaken: [[20000, 20000], [20002, 20003]] })],
+      nodes: [
+        node('node-a', {
+          devices: cards(4),
+          portsTaken: [
+            [20000, 20000],
+            [20002, 20003],
+          ],
+        }),
+      ],
       models: [model('m', 3, gpu(A100))],
     }),
-    { added: ['m-1@main node-a 0/1 [0] :20001', 'm-2@main node-a 0/1 [1] :20004', 'm-3@main node-a 0/1 [2] :20005'] },
+    {
+      added: [
+        'm-1@main node-a 0/1 [0] :20001',
+        'm-2@main node-a 0/1 [1] :20004',
+        'm-3@main node-a 0/1 [2] :20005',
+      ],
+    },
   ],
   [
-    'ports: taken ones count only within the range, and with kept shards\' ports once',
+    "ports: taken ones count only within the range, and with kept shards' ports once",
     input({
-      nodes: [node('node-a', { devices: cards(4), portsTaken: [[19990, 20000], [20002, 20002], [20010, 20020]] })],
+      nodes: [
+        node('node-a', {
+          devices: cards(4),
+          portsTaken: [
+            [19990, 20000],
+            [20002, 20002],
+            [20010, 20020],
+          ],
+        }),
+      ],
       models: [model('x', 1, gpu(A100)), model('m', 3, gpu(A100))],
       shards: [shard({ replica: 'x-1', model: 'x', node: 'node-a', devices: [0], port: 20002 })],
       ports: { first: 20000, last: 20003 },
     }),
     {
       added: ['m-1@main node-a 0/1 [1] :20001', 'm-2@main node-a 0/1 [2] :20003'],
-      pending: [pending('m', 1, 'no ready node has a free a100-80g card (node-a: no free port in 20000-20003)')],
+      pending: [
+        pending('m', 1, 'no ready node has a free a100-80g card (node-a: no free port in 20000-20003)'),
+      ],
     },
   ],
   [
     'ports: a port taken on one node is free on another',
     input({
-      nodes: [node('node-a', { devices: cards(1), portsTaken: [[20000, 20000]] }), node('node-b', { devices: cards(1) })],
+      nodes: [
+        node('node-a', { devices: cards(1), portsTaken: [[20000, 20000]] }),
+        node('node-b', { devices: cards(1) }),
+      ],
       models: [model('m', 2, gpu(A100))],
     }),
     { added: ['m-1@main node-a 0/1 [0] :20001', 'm-2@main node-b 0/1 [0] :20000'] },
@@ -653,7 +683,16 @@ const cases: [string, PlacementInput, Expected][] = [
   [
     'ports: the head of a multi-node replica takes two ports other programs do not hold',
     input({
-      nodes: [node('node-a', { devices: cards(1), portsTaken: [[20000, 20000], [20002, 20002]] }), node('node-b', { devices: cards(1), portsTaken: [[20000, 20001]] })],
+      nodes: [
+        node('node-a', {
+          devices: cards(1),
+          portsTaken: [
+            [20000, 20000],
+            [20002, 20002],
+          ],
+        }),
+        node('node-b', { devices: cards(1), portsTaken: [[20000, 20001]] }),
+      ],
       models: [model('m', 1, gpu(A100, 1, 2))],
     }),
     { added: ['m-1@main node-a 0/2 [0] :20001 dist 20003', 'm-1@main node-b 1/2 [0] :20002'] },

@@ -32,7 +32,11 @@ export function place(input: PlacementInput): PlacementResult {
   for (const n of input.nodes) if (!readiness.has(n.name)) readiness.set(n.name, n.ready);
 
   const kept = keepShards(input.shards, models, (node) => readiness.get(node) === true);
-  const { states, byName } = buildNodes(input.nodes, [...input.shards, ...(input.stopping ?? [])], input.ports);
+  const { states, byName } = buildNodes(
+    input.nodes,
+    [...input.shards, ...(input.stopping ?? [])],
+    input.ports,
+  );
   const hosts = hostCounts(kept.replicas, byName);
   const placer = new Placer(input, states, hosts);
 
@@ -56,7 +60,12 @@ export function place(input: PlacementInput): PlacementResult {
         : reasons.map((r) => `profile ${r.name}: ${r.text}`).join('; ');
   }
 
-  return { shards: [...kept.shards, ...added], added, remove: kept.remove, pending: failed.map((f) => f.pending) };
+  return {
+    shards: [...kept.shards, ...added],
+    added,
+    remove: kept.remove,
+    pending: failed.map((f) => f.pending),
+  };
 }
 
 /** Replicas of each model per node (by rank), counting a replica once per node it spans. */

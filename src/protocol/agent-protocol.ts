@@ -89,7 +89,9 @@ export const telemetrySchema = z.object({
       power_w: z.number().optional(),
       utilization_pct: z.number().optional(),
       processes: z.array(processSchema),
-      instances: z.array(z.object({ index: z.int(), memory_used_mib: z.number(), processes: z.array(processSchema) })),
+      instances: z.array(
+        z.object({ index: z.int(), memory_used_mib: z.number(), processes: z.array(processSchema) }),
+      ),
     }),
   ),
   memory_free_mib: z.number(),
@@ -109,7 +111,12 @@ export const shardStatusSchema = z.object({
   restarts: z.int(),
   ready_since: z.string().optional(),
   last_exit: z
-    .object({ code: z.int().nullable(), signal: z.string().nullable(), at: z.string(), log_tail: z.array(z.string()) })
+    .object({
+      code: z.int().nullable(),
+      signal: z.string().nullable(),
+      at: z.string(),
+      log_tail: z.array(z.string()),
+    })
     .optional(),
   /** Another program listens on the shard's port, so its engine cannot: the control plane places it again. */
   port_taken: z.object({ port: z.int(), pid: z.int().optional(), name: z.string().optional() }).optional(),
@@ -149,7 +156,13 @@ export const agentMessageSchema = z.discriminatedUnion('type', [
      */
     ports_taken: z.array(z.tuple([z.int(), z.int()])).optional(),
   }),
-  z.object({ type: z.literal('log_lines'), request: z.string(), lines: z.array(z.string()), done: z.boolean(), error: z.string().optional() }),
+  z.object({
+    type: z.literal('log_lines'),
+    request: z.string(),
+    lines: z.array(z.string()),
+    done: z.boolean(),
+    error: z.string().optional(),
+  }),
 ]);
 export type AgentMessage = z.output<typeof agentMessageSchema>;
 
@@ -209,7 +222,13 @@ export const serverMessageSchema = z.discriminatedUnion('type', [
     ports: z.object({ first: z.int(), last: z.int() }).optional(),
   }),
   /** Recent log lines of a shard, and (follow) each new one until cancelled. */
-  z.object({ type: z.literal('logs'), request: z.string(), key: z.string(), tail: z.int().min(0), follow: z.boolean() }),
+  z.object({
+    type: z.literal('logs'),
+    request: z.string(),
+    key: z.string(),
+    tail: z.int().min(0),
+    follow: z.boolean(),
+  }),
   z.object({ type: z.literal('logs_cancel'), request: z.string() }),
 ]);
 export type ServerMessage = z.output<typeof serverMessageSchema>;
@@ -224,7 +243,11 @@ export function telemetryOf(inventory: NodeInventory): Telemetry {
       ...(c.power_w === undefined ? {} : { power_w: c.power_w }),
       ...(c.utilization_pct === undefined ? {} : { utilization_pct: c.utilization_pct }),
       processes: c.processes,
-      instances: c.instances.map((i) => ({ index: i.index, memory_used_mib: i.memory_used_mib, processes: i.processes })),
+      instances: c.instances.map((i) => ({
+        index: i.index,
+        memory_used_mib: i.memory_used_mib,
+        processes: i.processes,
+      })),
     })),
     memory_free_mib: inventory.host.memory.free_mib,
     disk_free_mib: inventory.host.disk.free_mib,
@@ -236,7 +259,11 @@ export function withTelemetry(inventory: NodeInventory, t: Telemetry): NodeInven
   const byIndex = new Map(t.cards.map((c) => [c.index, c]));
   return {
     ...inventory,
-    host: { ...inventory.host, memory: { ...inventory.host.memory, free_mib: t.memory_free_mib }, disk: { ...inventory.host.disk, free_mib: t.disk_free_mib } },
+    host: {
+      ...inventory.host,
+      memory: { ...inventory.host.memory, free_mib: t.memory_free_mib },
+      disk: { ...inventory.host.disk, free_mib: t.disk_free_mib },
+    },
     gpu: {
       ...inventory.gpu,
       cards: inventory.gpu.cards.map((card) => {
@@ -273,7 +300,16 @@ export function structureOf(inventory: NodeInventory): string {
       reasons: gpu.reasons,
       driver: gpu.driver_version,
       cuda: gpu.cuda_version,
-      cards: gpu.cards.map((c) => ({ i: c.index, u: c.uuid, n: c.name, c: c.class, m: c.mig, t: c.memory_total_mib, w: c.wear, s: c.instances.map((x) => [x.index, x.uuid, x.profile]) })),
+      cards: gpu.cards.map((c) => ({
+        i: c.index,
+        u: c.uuid,
+        n: c.name,
+        c: c.class,
+        m: c.mig,
+        t: c.memory_total_mib,
+        w: c.wear,
+        s: c.instances.map((x) => [x.index, x.uuid, x.profile]),
+      })),
     },
   });
 }

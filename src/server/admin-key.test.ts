@@ -12,7 +12,8 @@ import { ensureAdminKey } from './admin-key.js';
 
 describe('the admin key at start', () => {
   let store: Store;
-  const open = async () => (store = await openSqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'llmgw-admin-')), 'db') }));
+  const open = async () =>
+    (store = await openSqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'llmgw-admin-')), 'db') }));
   afterEach(async () => store.close());
 
   it('generates one on the first start only, and keeps only its hash', async () => {
@@ -37,7 +38,9 @@ describe('the admin key at start', () => {
 
   it('refuses a short LLMGW_ADMIN_KEY, saying how to make a good one', async () => {
     await open();
-    await expect(ensureAdminKey(store, 'secret')).rejects.toThrow('LLMGW_ADMIN_KEY must be at least 24 characters without spaces: generate one with "openssl rand -hex 24"');
+    await expect(ensureAdminKey(store, 'secret')).rejects.toThrow(
+      'LLMGW_ADMIN_KEY must be at least 24 characters without spaces: generate one with "openssl rand -hex 24"',
+    );
     expect(await store.keys.list()).toEqual([]);
   });
 });

@@ -73,16 +73,24 @@ export class Catalog {
     this.#refuseDeclared(name);
     const spec = validated(input);
     if (spec.name !== name) {
-      throw new LlmgwError('invalid_argument', `the body names model "${spec.name}" but the URL names "${name}": a model cannot be renamed; add it under the new name and remove the old one`);
+      throw new LlmgwError(
+        'invalid_argument',
+        `the body names model "${spec.name}" but the URL names "${name}": a model cannot be renamed; add it under the new name and remove the old one`,
+      );
     }
-    return this.#changed(storedView(await this.#o.store.models.update(name, () => spec, { actor, expectVersion })));
+    return this.#changed(
+      storedView(await this.#o.store.models.update(name, () => spec, { actor, expectVersion })),
+    );
   }
 
   /** Applies a JSON merge patch (RFC 7386) under the row lock, validating the result. */
   async patch(name: string, patch: unknown, actor: string, expectVersion?: number): Promise<ModelView> {
     this.#refuseDeclared(name);
     if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) {
-      throw new LlmgwError('invalid_argument', 'a patch is a JSON object of the keys to change, e.g. {"replicas": 2}');
+      throw new LlmgwError(
+        'invalid_argument',
+        'a patch is a JSON object of the keys to change, e.g. {"replicas": 2}',
+      );
     }
     const updated = await this.#o.store.models.update(
       name,
@@ -117,7 +125,10 @@ export class Catalog {
   async #notFound(name: string): Promise<LlmgwError> {
     const names = (await this.list()).map((m) => m.name);
     const near = didYouMean(name, names);
-    return new LlmgwError('not_found', `model "${clientText(name)}" does not exist${near === undefined ? '' : `; did you mean "${near}"?`} (llmgw ctl models lists them)`);
+    return new LlmgwError(
+      'not_found',
+      `model "${clientText(name)}" does not exist${near === undefined ? '' : `; did you mean "${near}"?`} (llmgw ctl models lists them)`,
+    );
   }
 }
 
@@ -128,7 +139,9 @@ function validated(input: unknown): ModelSpec {
 }
 
 export function invalidModel(issues: readonly Issue[]): LlmgwError {
-  return new LlmgwError('invalid_argument', `invalid model, nothing was changed:\n${formatIssues(issues)}`, { issues });
+  return new LlmgwError('invalid_argument', `invalid model, nothing was changed:\n${formatIssues(issues)}`, {
+    issues,
+  });
 }
 
 function declaredView(spec: ModelSpec): ModelView {
@@ -152,7 +165,10 @@ function storedView(m: StoredModel): ModelView {
 /** RFC 7386: objects merge key by key, null removes a key, anything else replaces. */
 export function mergePatch(target: unknown, patch: unknown): unknown {
   if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
-  const base = typeof target === 'object' && target !== null && !Array.isArray(target) ? (target as Record<string, unknown>) : {};
+  const base =
+    typeof target === 'object' && target !== null && !Array.isArray(target)
+      ? (target as Record<string, unknown>)
+      : {};
   const changes = patch as Record<string, unknown>;
   const kept = Object.entries(base).filter(([k]) => !(k in changes));
   const changed = Object.entries(changes)

@@ -81,10 +81,21 @@ export class ControlPlane {
   static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
     const { store, logger } = options;
     const { generated } = await ensureAdminKey(store, options.adminKey);
-    const keys = loadEngineKeys({ dataDir: options.settings.settings.data_dir, fromEnv: options.engineKeySecret });
+    const keys = loadEngineKeys({
+      dataDir: options.settings.settings.data_dir,
+      fromEnv: options.engineKeySecret,
+    });
     await prepareEngineKeys(store, keys);
-    const settings = new SettingsHolder({ initial: options.settings, store, loadOptions: options.loadOptions });
-    const catalog = new Catalog({ store, declared: () => settings.current.settings.models, settingsPath: () => settings.current.source.path });
+    const settings = new SettingsHolder({
+      initial: options.settings,
+      store,
+      loadOptions: options.loadOptions,
+    });
+    const catalog = new Catalog({
+      store,
+      declared: () => settings.current.settings.models,
+      settingsPath: () => settings.current.source.path,
+    });
     const auth = new Authenticator({ store });
     const heartbeatMs = options.heartbeatMs ?? options.settings.settings.agent.heartbeat_ms;
     const registry = new NodeRegistry({ store, logger, heartbeatMs });
@@ -93,9 +104,21 @@ export class ControlPlane {
     const fleet = new Fleet({ store, catalog, registry, hub, settings, logger, keys });
     catalog.onChange(() => fleet.poke());
     await fleet.start();
-    const api = createApi({ store, catalog, settings, auth, logger, version: options.version, registry, hub, fleet });
+    const api = createApi({
+      store,
+      catalog,
+      settings,
+      auth,
+      logger,
+      version: options.version,
+      registry,
+      hub,
+      fleet,
+    });
 
-    const http = new HttpServer({ maxConnectionsPerClient: options.settings.settings.gateway.max_connections_per_client });
+    const http = new HttpServer({
+      maxConnectionsPerClient: options.settings.settings.gateway.max_connections_per_client,
+    });
     http.onUpgrade(agentChannelPath, (req, socket, head) => {
       hub.handleUpgrade(req, socket, head);
     });
@@ -109,8 +132,28 @@ export class ControlPlane {
       const restart = diffSettings(previous.settings, next.settings).restartRequired;
       if (restart.length > 0) logger.warn({ keys: restart }, 'these settings take effect at the next start');
     });
-    logger.info({ url, store: store.dialect, settings: options.settings.source.path, declaredModels: options.settings.settings.models.length }, 'control plane listening');
-    return new ControlPlane({ url, generatedAdminKey: generated, settings, catalog, store, http, logger, registry, hub, fleet, auth });
+    logger.info(
+      {
+        url,
+        store: store.dialect,
+        settings: options.settings.source.path,
+        declaredModels: options.settings.settings.models.length,
+      },
+      'control plane listening',
+    );
+    return new ControlPlane({
+      url,
+      generatedAdminKey: generated,
+      settings,
+      catalog,
+      store,
+      http,
+      logger,
+      registry,
+      hub,
+      fleet,
+      auth,
+    });
   }
 
   /** Serves another part (the gateway) on this address, under a path prefix. */

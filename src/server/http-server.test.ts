@@ -33,7 +33,11 @@ describe('HttpServer', () => {
 
   beforeAll(async () => {
     http = new HttpServer({ headMs: 300, requestMs: 600, maxConnectionsPerClient: 100 });
-    http.fastLane('/v1/', { maxBodyBytes: 2 << 20, handler: lane, fallback: (req, res) => lane(nodeRequest(req), res) });
+    http.fastLane('/v1/', {
+      maxBodyBytes: 2 << 20,
+      handler: lane,
+      fallback: (req, res) => lane(nodeRequest(req), res),
+    });
     http.mount('/api/', (req: IncomingMessage, res) => {
       req.resume();
       req.on('end', () => {
@@ -52,12 +56,15 @@ describe('HttpServer', () => {
   // The probe's cases: one answer, and one close behaviour, whether the front door reads the
   // request (first on its connection) or node:http does (after an /api request handed the
   // connection to it).
-  it.each(probeCases({ path: '/v1/models', key: 'good' }).map((c) => [c.name, c] as const))('%s: the same answer first on a connection and after an /api request', async (_name, c) => {
-    const o = { host: '127.0.0.1', port, c, closeWithinMs: 5000, next: api };
-    const [first, after] = await Promise.all([probe(o), probe({ ...o, first: api })]);
-    expect(first).toEqual({ status: c.status ?? first.status, code: c.code, closes: c.closes });
-    expect(after).toEqual(first);
-  });
+  it.each(probeCases({ path: '/v1/models', key: 'good' }).map((c) => [c.name, c] as const))(
+    '%s: the same answer first on a connection and after an /api request',
+    async (_name, c) => {
+      const o = { host: '127.0.0.1', port, c, closeWithinMs: 5000, next: api };
+      const [first, after] = await Promise.all([probe(o), probe({ ...o, first: api })]);
+      expect(first).toEqual({ status: c.status ?? first.status, code: c.code, closes: c.closes });
+      expect(after).toEqual(first);
+    },
+  );
 
   it('refuses a request without Host with a message, whichever reads it', async () => {
     for (const first of [undefined, api]) {
@@ -71,15 +78,33 @@ describe('HttpServer', () => {
       expect(a.status).toBe(400);
       expect(a.headers['connection']).toBe('close');
       expect(JSON.parse(a.body)).toEqual({
-        error: { message: 'the request has no Host header, which HTTP/1.1 requires (RFC 9112, 3.2): send one, e.g. "Host: 127.0.0.1:8080"', type: 'invalid_request_error', param: null, code: 'bad_request' },
+        error: {
+          message:
+            'the request has no Host header, which HTTP/1.1 requires (RFC 9112, 3.2): send one, e.g. "Host: 127.0.0.1:8080"',
+          type: 'invalid_request_error',
+          param: null,
+          code: 'bad_request',
+        },
       });
       await conn.closed;
     }
   });
 
   it.each([
-    ['a head over 16 KiB', `GET /v1/models HTTP/1.1\r\nHost: t\r\nAccept: ${'b'.repeat(20_000)}\r\n\r\n`, 431, 'Request Header Fields Too Large', 'the request head is over 16 KiB: send fewer or shorter headers (a long value belongs in the body)'],
-    ['TLS bytes', Buffer.from('16030100f5010000f1030312345678', 'hex'), 400, 'Bad Request', 'this port speaks plain HTTP, not TLS: use an http:// address'],
+    [
+      'a head over 16 KiB',
+      `GET /v1/models HTTP/1.1\r\nHost: t\r\nAccept: ${'b'.repeat(20_000)}\r\n\r\n`,
+      431,
+      'Request Header Fields Too Large',
+      'the request head is over 16 KiB: send fewer or shorter headers (a long value belongs in the body)',
+    ],
+    [
+      'TLS bytes',
+      Buffer.from('16030100f5010000f1030312345678', 'hex'),
+      400,
+      'Bad Request',
+      'this port speaks plain HTTP, not TLS: use an http:// address',
+    ],
     [
       'a bare LF',
       'GET /v1/models HTTP/1.1\nHost: t\n\n',
@@ -87,29 +112,36 @@ describe('HttpServer', () => {
       'Bad Request',
       'the request is not HTTP/1.1 as this server reads it (Expected CRLF after version): send "METHOD /path HTTP/1.1", header lines ended by CRLF, a Host header and one framing of the body (Content-Length or chunked)',
     ],
-  ] as const)('answers %s after an /api request with a reason phrase and a message', async (_name, bytes, status, reason, message) => {
-    const conn = await RawConnection.open('127.0.0.1', port);
-    await conn.write([api]);
-    await conn.answer();
-    await conn.write([bytes]);
-    const a = await conn.answer();
-    expect(a.status).toBe(status);
-    expect(a.headers['connection']).toBe('close');
-    expect(JSON.parse(a.body)).toMatchObject({ error: { message } });
-    await conn.closed;
-    // The reason phrase, as node:http writes it.
-    const raw = await RawConnection.open('127.0.0.1', port);
-    const line = new Promise<string>((resolve) => raw.socket.once('data', (d: Buffer) => resolve(d.toString('latin1').split('\r\n')[0] ?? '')));
-    await raw.write([bytes]);
-    expect(await line).toBe(`HTTP/1.1 ${status} ${reason}`);
-  });
+  ] as const)(
+    'answers %s after an /api request with a reason phrase and a message',
+    async (_name, bytes, status, reason, message) => {
+      const conn = await RawConnection.open('127.0.0.1', port);
+      await conn.write([api]);
+      await conn.answer();
+      await conn.write([bytes]);
+      const a = await conn.answer();
+      expect(a.status).toBe(status);
+      expect(a.headers['connection']).toBe('close');
+      expect(JSON.parse(a.body)).toMatchObject({ error: { message } });
+      await conn.closed;
+      // The reason phrase, as node:http writes it.
+      const raw = await RawConnection.open('127.0.0.1', port);
+      const line = new Promise<string>((resolve) =>
+        raw.socket.once('data', (d: Buffer) => resolve(d.toString('latin1').split('\r\n')[0] ?? '')),
+      );
+      await raw.write([bytes]);
+      expect(await line).toBe(`HTTP/1.1 ${status} ${reason}`);
+    },
+  );
 
   it('answers node:http requests whose body it did not read with Connection: close, and closes', async () => {
     const conn = await RawConnection.open('127.0.0.1', port);
     await conn.write([api]);
     await conn.answer();
     // A chunked body is node:http's to read; the lane refuses it from its head.
-    await conn.write([`POST /v1/models HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n${'x'.repeat(0x8000)}`]);
+    await conn.write([
+      `POST /v1/models HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n${'x'.repeat(0x8000)}`,
+    ]);
     const a = await conn.answer();
     expect(a.status).toBe(401);
     expect(a.headers['connection']).toBe('close');

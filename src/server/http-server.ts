@@ -1,9 +1,24 @@
-import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders, type Server } from 'node:http';
+import {
+  createServer,
+  ServerResponse,
+  type IncomingMessage,
+  type OutgoingHttpHeader,
+  type OutgoingHttpHeaders,
+  type Server,
+} from 'node:http';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
 import type { Duplex } from 'node:stream';
 
 import { LlmgwError, messageOf } from '../core/errors.js';
-import { clientErrorRefusal, closeAfterAnswer, noHost, refusalBody, refusalText, type ClientError, type RequestLimits } from '../http1/answers.js';
+import {
+  clientErrorRefusal,
+  closeAfterAnswer,
+  noHost,
+  refusalBody,
+  refusalText,
+  type ClientError,
+  type RequestLimits,
+} from '../http1/answers.js';
 import { FrontDoor, type FastHandler, type FastLane } from '../http1/front-door.js';
 import { maxHeadBytes } from '../http1/heads.js';
 
@@ -34,7 +49,11 @@ export interface HttpServerOptions {
  * (Connection: close) rather than promise keep-alive. The front door's answers do the same.
  */
 class Response extends ServerResponse {
-  override writeHead(status: number, reason?: string | OutgoingHttpHeaders | OutgoingHttpHeader[], headers?: OutgoingHttpHeaders | OutgoingHttpHeader[]): this {
+  override writeHead(
+    status: number,
+    reason?: string | OutgoingHttpHeaders | OutgoingHttpHeader[],
+    headers?: OutgoingHttpHeaders | OutgoingHttpHeader[],
+  ): this {
     if (this.shouldKeepAlive && bodyUnread(this.req)) this.shouldKeepAlive = false;
     return super.writeHead(status, reason as string | undefined, headers);
   }
@@ -61,11 +80,21 @@ export class HttpServer {
   readonly #upgrades = new Map<string, UpgradeHandler>();
   #fallback: RequestHandler = (_req, res) => {
     res.writeHead(404, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ error: { code: 'not_found', message: 'nothing here: the API is under /api/v1, the OpenAI-compatible gateway under /v1' } }));
+    res.end(
+      JSON.stringify({
+        error: {
+          code: 'not_found',
+          message: 'nothing here: the API is under /api/v1, the OpenAI-compatible gateway under /v1',
+        },
+      }),
+    );
   };
 
   constructor(options: HttpServerOptions = {}) {
-    const limits: RequestLimits = { headMs: options.headMs ?? 10_000, requestMs: options.requestMs ?? 300_000 };
+    const limits: RequestLimits = {
+      headMs: options.headMs ?? 10_000,
+      requestMs: options.requestMs ?? 300_000,
+    };
     this.#server = createServer(
       {
         keepAliveTimeout: 65_000,
@@ -110,7 +139,9 @@ export class HttpServer {
       lanes: this.#lanes,
       keepAliveMs: this.#server.keepAliveTimeout,
       ...limits,
-      ...(options.maxConnectionsPerClient === undefined ? {} : { maxConnectionsPerClient: options.maxConnectionsPerClient }),
+      ...(options.maxConnectionsPerClient === undefined
+        ? {}
+        : { maxConnectionsPerClient: options.maxConnectionsPerClient }),
       handOff: (socket, read) => {
         this.#server.emit('connection', socket);
         // node:http reads what comes next from the socket itself; what was read already it is given.
@@ -125,7 +156,11 @@ export class HttpServer {
     // HTTP/1.1 requires a Host (RFC 9112, 3.2); the front door leaves a request without one here.
     if (req.headers.host === undefined && req.httpVersion === '1.1') {
       const body = refusalBody(noHost);
-      res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' });
+      res.writeHead(400, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(body),
+        connection: 'close',
+      });
       res.end(body);
       return;
     }
@@ -138,7 +173,10 @@ export class HttpServer {
    * Serves a path prefix on the front door's fast path; requests it cannot take there
    * (chunked or larger bodies, odd heads) reach `fallback`, a node:http handler.
    */
-  fastLane(prefix: string, o: { maxBodyBytes: number; handler: FastHandler; fallback: RequestHandler }): void {
+  fastLane(
+    prefix: string,
+    o: { maxBodyBytes: number; handler: FastHandler; fallback: RequestHandler },
+  ): void {
     this.#lanes.push({ prefix, maxBodyBytes: o.maxBodyBytes, handler: o.handler });
     this.#lanes.sort((a, b) => b.prefix.length - a.prefix.length);
     this.mount(prefix, o.fallback);
@@ -163,8 +201,13 @@ export class HttpServer {
     const { host, port } = parseListen(listen);
     return new Promise((resolve, reject) => {
       const onError = (e: NodeJS.ErrnoException) => {
-        const hint = e.code === 'EADDRINUSE' ? `: another process listens there; stop it, or set listen: to another port` : '';
-        reject(new LlmgwError('unavailable', `cannot listen on ${listen}: ${messageOf(e)}${hint}`, { cause: e }));
+        const hint =
+          e.code === 'EADDRINUSE'
+            ? `: another process listens there; stop it, or set listen: to another port`
+            : '';
+        reject(
+          new LlmgwError('unavailable', `cannot listen on ${listen}: ${messageOf(e)}${hint}`, { cause: e }),
+        );
       };
       this.#listener.once('error', onError);
       this.#listener.listen({ host, port }, () => {
@@ -185,7 +228,11 @@ export class HttpServer {
   async close(graceMs = 10_000): Promise<void> {
     if (!this.#listener.listening) return;
     // Resolves when every connection it accepted is gone, node:http's included.
-    const closed = new Promise<void>((resolve) => this.#listener.close(() => { resolve(); }));
+    const closed = new Promise<void>((resolve) =>
+      this.#listener.close(() => {
+        resolve();
+      }),
+    );
     this.#door.closeIdle();
     this.#server.closeIdleConnections();
     // node:http closes a kept connection after its answer only once it knows it is closing.

@@ -5,7 +5,10 @@ export function parseListen(listen: string): { host: string | undefined; port: n
   const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9.-]*)):(\d{1,5})$/.exec(listen);
   const port = Number(m?.[3]);
   if (m === null || !(port >= 0 && port <= 65535)) {
-    throw new LlmgwError('invalid_argument', `listen "${listen}" is not HOST:PORT: write e.g. 127.0.0.1:8080`);
+    throw new LlmgwError(
+      'invalid_argument',
+      `listen "${listen}" is not HOST:PORT: write e.g. 127.0.0.1:8080`,
+    );
   }
   const host = m[1] ?? m[2];
   return { host: host === '' ? undefined : host, port };

@@ -1,4 +1,10 @@
-import { diffSettings, parseSettings, writeFileAtomic, type LoadedSettings, type LoadOptions } from '../config/index.js';
+import {
+  diffSettings,
+  parseSettings,
+  writeFileAtomic,
+  type LoadedSettings,
+  type LoadOptions,
+} from '../config/index.js';
 import { diffJson } from '../core/diff.js';
 import { LlmgwError } from '../core/errors.js';
 import type { ConfigChangeView } from '../core/api-types.js';
@@ -55,11 +61,15 @@ export class SettingsHolder {
   async #replace(text: string, actor: string, ifMatch?: string): Promise<ConfigChangeView> {
     const before = this.#current;
     if (ifMatch !== undefined && ifMatch !== '*' && ifMatch !== this.etag) {
-      throw new LlmgwError('precondition_failed', 'the settings file changed since you read it: read it again (llmgw ctl config edit) and redo your change');
+      throw new LlmgwError(
+        'precondition_failed',
+        'the settings file changed since you read it: read it again (llmgw ctl config edit) and redo your change',
+      );
     }
     const next = parseSettings(text, { ...this.#loadOptions, path: before.source.path, exists: true });
     const envKeys = [...next.source.fromEnv];
-    if (text === before.source.text) return { changed: false, applied: [], restart_required: [], overridden_by_env: envKeys };
+    if (text === before.source.text)
+      return { changed: false, applied: [], restart_required: [], overridden_by_env: envKeys };
 
     const stored = new Set((await this.#store.models.list()).map((m) => m.spec.name));
     const clash = next.settings.models.filter((m) => stored.has(m.name)).map((m) => m.name);
@@ -76,14 +86,22 @@ export class SettingsHolder {
         actor,
         action: 'config.update',
         target: `config/${before.source.path}`,
-        detail: { changes: diffJson(before.settings, next.settings), restart_required: change.restartRequired },
+        detail: {
+          changes: diffJson(before.settings, next.settings),
+          restart_required: change.restartRequired,
+        },
       });
       // Written inside the transaction: a failed write rolls the audit entry back with it.
       writeFileAtomic(before.source.path, text);
     });
     this.#current = next;
     for (const listener of this.#listeners) listener(next, before);
-    return { changed: true, applied: change.applied, restart_required: change.restartRequired, overridden_by_env: envKeys };
+    return {
+      changed: true,
+      applied: change.applied,
+      restart_required: change.restartRequired,
+      overridden_by_env: envKeys,
+    };
   }
 }
 

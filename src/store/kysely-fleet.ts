@@ -51,11 +51,15 @@ export class Fleet implements FleetRepository {
   }
 
   async replicas(): Promise<ReplicaRecord[]> {
-    return (await this.#c.db.selectFrom('replicas').selectAll().orderBy('model').orderBy('created_at').execute()).map(toReplica);
+    return (
+      await this.#c.db.selectFrom('replicas').selectAll().orderBy('model').orderBy('created_at').execute()
+    ).map(toReplica);
   }
 
   async shards(): Promise<Shard[]> {
-    return (await this.#c.db.selectFrom('shards').selectAll().orderBy('replica').orderBy('rank').execute()).map(toShard);
+    return (
+      await this.#c.db.selectFrom('shards').selectAll().orderBy('replica').orderBy('rank').execute()
+    ).map(toShard);
   }
 
   apply(change: FleetChange, actor: Actor): Promise<void> {
@@ -89,15 +93,29 @@ export class Fleet implements FleetRepository {
           actor,
           action: 'replica.create',
           target: `replica/${replica.id}`,
-          detail: { model: replica.model, profile: replica.profile, placement: shards.map((s) => ({ rank: s.rank, node: s.node, devices: s.devices, port: s.port })) },
+          detail: {
+            model: replica.model,
+            profile: replica.profile,
+            placement: shards.map((s) => ({ rank: s.rank, node: s.node, devices: s.devices, port: s.port })),
+          },
         });
       }
       for (const r of change.remove) {
-        const gone = await db.selectFrom('replicas').select(['model']).where('id', '=', r.id).executeTakeFirst();
+        const gone = await db
+          .selectFrom('replicas')
+          .select(['model'])
+          .where('id', '=', r.id)
+          .executeTakeFirst();
         if (gone === undefined) continue;
         await db.deleteFrom('shards').where('replica', '=', r.id).execute();
         await db.deleteFrom('replicas').where('id', '=', r.id).execute();
-        await writeAudit(db, { at, actor, action: 'replica.remove', target: `replica/${r.id}`, detail: { model: gone.model, reason: r.reason } });
+        await writeAudit(db, {
+          at,
+          actor,
+          action: 'replica.remove',
+          target: `replica/${r.id}`,
+          detail: { model: gone.model, reason: r.reason },
+        });
       }
     });
   }
@@ -106,11 +124,16 @@ export class Fleet implements FleetRepository {
     return this.#c.tx(async (db) => {
       const row = await db
         .updateTable('replicas')
-        .set({ retiring: reason === null ? 0 : 1, retire_reason: reason, retiring_since: reason === null ? null : this.#c.now() })
+        .set({
+          retiring: reason === null ? 0 : 1,
+          retire_reason: reason,
+          retiring_since: reason === null ? null : this.#c.now(),
+        })
         .where('id', '=', id)
         .returning(['model'])
         .executeTakeFirst();
-      if (row === undefined) throw new LlmgwError('not_found', `no replica is named "${id}" (llmgw ctl replicas lists them)`);
+      if (row === undefined)
+        throw new LlmgwError('not_found', `no replica is named "${id}" (llmgw ctl replicas lists them)`);
       await writeAudit(db, {
         at: this.#c.now(),
         actor,
@@ -123,7 +146,8 @@ export class Fleet implements FleetRepository {
 
   reseal(keys: readonly { id: string; sealed_key: string }[]): Promise<void> {
     return this.#c.tx(async (db) => {
-      for (const k of keys) await db.updateTable('replicas').set({ sealed_key: k.sealed_key }).where('id', '=', k.id).execute();
+      for (const k of keys)
+        await db.updateTable('replicas').set({ sealed_key: k.sealed_key }).where('id', '=', k.id).execute();
     });
   }
 
@@ -134,7 +158,11 @@ export class Fleet implements FleetRepository {
         .values({ key: engineKeyCheck, value })
         .onConflict((oc) => oc.column('key').doNothing())
         .execute();
-      const row = await db.selectFrom('meta').select('value').where('key', '=', engineKeyCheck).executeTakeFirstOrThrow();
+      const row = await db
+        .selectFrom('meta')
+        .select('value')
+        .where('key', '=', engineKeyCheck)
+        .executeTakeFirstOrThrow();
       return row.value;
     });
   }
@@ -145,8 +173,17 @@ export class Fleet implements FleetRepository {
       const row = await db.selectFrom('meta').select('value').where('key', '=', key).executeTakeFirst();
       const last = row === undefined ? 0 : Number(row.value);
       const next = last + count;
-      if (row === undefined) await db.insertInto('meta').values({ key, value: String(next) }).execute();
-      else await db.updateTable('meta').set({ value: String(next) }).where('key', '=', key).execute();
+      if (row === undefined)
+        await db
+          .insertInto('meta')
+          .values({ key, value: String(next) })
+          .execute();
+      else
+        await db
+          .updateTable('meta')
+          .set({ value: String(next) })
+          .where('key', '=', key)
+          .execute();
       return Array.from({ length: count }, (_, i) => last + i + 1);
     });
   }
@@ -154,7 +191,8 @@ export class Fleet implements FleetRepository {
   locked<T>(work: (tx: Store) => Promise<T>): Promise<T> {
     return this.#c.tx(async (db) => {
       // SQLite's immediate transaction already holds the database's one write lock.
-      if (this.#c.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${placementLockKey})`.execute(db);
+      if (this.#c.dialect === 'postgres')
+        await sql`select pg_advisory_xact_lock(${placementLockKey})`.execute(db);
       return work(this.#c.storeOn(db));
     });
   }

@@ -30,7 +30,10 @@ export class JoinTokens implements JoinTokenRepository {
     this.#c = c;
   }
 
-  create(token: { name: string; prefix: string; secretHash: string; expiresAt: string | null }, actor: Actor): Promise<JoinTokenRecord> {
+  create(
+    token: { name: string; prefix: string; secretHash: string; expiresAt: string | null },
+    actor: Actor,
+  ): Promise<JoinTokenRecord> {
     return this.#c.tx(async (db) => {
       const at = this.#c.now();
       const row = {
@@ -49,16 +52,30 @@ export class JoinTokens implements JoinTokenRepository {
       try {
         await db.insertInto('join_tokens').values(row).execute();
       } catch (e) {
-        if (isUniqueViolation(e)) throw new LlmgwError('conflict', `a join token named "${token.name}" already exists: revoke it first, or pick another name`);
+        if (isUniqueViolation(e))
+          throw new LlmgwError(
+            'conflict',
+            `a join token named "${token.name}" already exists: revoke it first, or pick another name`,
+          );
         throw e;
       }
-      await writeAudit(db, { at, actor, action: 'token.create', target: `token/${token.name}`, detail: { prefix: token.prefix, expires_at: token.expiresAt } });
+      await writeAudit(db, {
+        at,
+        actor,
+        action: 'token.create',
+        target: `token/${token.name}`,
+        detail: { prefix: token.prefix, expires_at: token.expiresAt },
+      });
       return toToken(row);
     });
   }
 
   async findByHash(secretHash: string): Promise<JoinTokenRecord | undefined> {
-    const row = await this.#c.db.selectFrom('join_tokens').selectAll().where('secret_hash', '=', secretHash).executeTakeFirst();
+    const row = await this.#c.db
+      .selectFrom('join_tokens')
+      .selectAll()
+      .where('secret_hash', '=', secretHash)
+      .executeTakeFirst();
     return row === undefined ? undefined : toToken(row);
   }
 
@@ -78,8 +95,18 @@ export class JoinTokens implements JoinTokenRepository {
         .where('revoked_at', 'is', null)
         .returningAll()
         .executeTakeFirst();
-      if (row === undefined) throw new LlmgwError('not_found', `no live join token is named "${name}" (llmgw ctl node tokens lists them)`);
-      await writeAudit(db, { at, actor, action: 'token.revoke', target: `token/${name}`, detail: { prefix: row.prefix } });
+      if (row === undefined)
+        throw new LlmgwError(
+          'not_found',
+          `no live join token is named "${name}" (llmgw ctl node tokens lists them)`,
+        );
+      await writeAudit(db, {
+        at,
+        actor,
+        action: 'token.revoke',
+        target: `token/${name}`,
+        detail: { prefix: row.prefix },
+      });
       return toToken(row);
     });
   }
@@ -107,7 +134,17 @@ function toNode(row: Omit<Selectable<Database['nodes']>, 'secret_hash'>): NodeRe
   };
 }
 
-const nodeColumns = ['id', 'name', 'joined_at', 'joined_with', 'address', 'agent_version', 'inventory', 'inventory_at', 'last_seen_at'] as const;
+const nodeColumns = [
+  'id',
+  'name',
+  'joined_at',
+  'joined_with',
+  'address',
+  'agent_version',
+  'inventory',
+  'inventory_at',
+  'last_seen_at',
+] as const;
 
 export class Nodes implements NodeRepository {
   readonly #c: Context;
@@ -120,27 +157,57 @@ export class Nodes implements NodeRepository {
   }
 
   async get(id: string): Promise<NodeRecord | undefined> {
-    const row = await this.#c.db.selectFrom('nodes').select(nodeColumns).where('id', '=', id).executeTakeFirst();
+    const row = await this.#c.db
+      .selectFrom('nodes')
+      .select(nodeColumns)
+      .where('id', '=', id)
+      .executeTakeFirst();
     return row === undefined ? undefined : toNode(row);
   }
 
   async getByName(name: string): Promise<NodeRecord | undefined> {
-    const row = await this.#c.db.selectFrom('nodes').select(nodeColumns).where('name', '=', name).executeTakeFirst();
+    const row = await this.#c.db
+      .selectFrom('nodes')
+      .select(nodeColumns)
+      .where('name', '=', name)
+      .executeTakeFirst();
     return row === undefined ? undefined : toNode(row);
   }
 
   async findCredential(id: string): Promise<{ secretHash: string } | undefined> {
-    const row = await this.#c.db.selectFrom('nodes').select('secret_hash').where('id', '=', id).executeTakeFirst();
+    const row = await this.#c.db
+      .selectFrom('nodes')
+      .select('secret_hash')
+      .where('id', '=', id)
+      .executeTakeFirst();
     return row === undefined ? undefined : { secretHash: row.secret_hash };
   }
 
-  join(node: Omit<NodeRecord, 'joined_at' | 'inventory_at' | 'last_seen_at'> & { secretHash: string; tokenId: string }, at: string): Promise<NodeRecord> {
+  join(
+    node: Omit<NodeRecord, 'joined_at' | 'inventory_at' | 'last_seen_at'> & {
+      secretHash: string;
+      tokenId: string;
+    },
+    at: string,
+  ): Promise<NodeRecord> {
     return this.#c.tx(async (db) => {
       // The token is checked again inside the transaction: a revocation that landed
       // after the caller looked must still win.
-      const token = await db.selectFrom('join_tokens').selectAll().where('id', '=', node.tokenId).executeTakeFirst();
-      if (token === undefined || token.revoked_at !== null) throw new LlmgwError('unauthenticated', 'the join token was revoked: make a new one with llmgw ctl node token');
-      const byName = await db.selectFrom('nodes').select(['id']).where('name', '=', node.name).executeTakeFirst();
+      const token = await db
+        .selectFrom('join_tokens')
+        .selectAll()
+        .where('id', '=', node.tokenId)
+        .executeTakeFirst();
+      if (token === undefined || token.revoked_at !== null)
+        throw new LlmgwError(
+          'unauthenticated',
+          'the join token was revoked: make a new one with llmgw ctl node token',
+        );
+      const byName = await db
+        .selectFrom('nodes')
+        .select(['id'])
+        .where('name', '=', node.name)
+        .executeTakeFirst();
       if (byName !== undefined && byName.id !== node.id) {
         throw new LlmgwError(
           'conflict',
@@ -164,7 +231,11 @@ export class Nodes implements NodeRepository {
         if (existing === undefined) await db.insertInto('nodes').values(row).execute();
         else await db.updateTable('nodes').set(row).where('id', '=', node.id).execute();
       } catch (e) {
-        if (isUniqueViolation(e)) throw new LlmgwError('conflict', `a node named "${node.name}" joined at the same moment: start this agent with --name OTHER`);
+        if (isUniqueViolation(e))
+          throw new LlmgwError(
+            'conflict',
+            `a node named "${node.name}" joined at the same moment: start this agent with --name OTHER`,
+          );
         throw e;
       }
       await db
@@ -184,7 +255,11 @@ export class Nodes implements NodeRepository {
   }
 
   async updateInventory(id: string, inventory: NodeInventory, at: string): Promise<void> {
-    await this.#c.db.updateTable('nodes').set({ inventory: JSON.stringify(inventory), inventory_at: at, last_seen_at: at }).where('id', '=', id).execute();
+    await this.#c.db
+      .updateTable('nodes')
+      .set({ inventory: JSON.stringify(inventory), inventory_at: at, last_seen_at: at })
+      .where('id', '=', id)
+      .execute();
   }
 
   async touch(seen: readonly { id: string; at: string; address?: string }[]): Promise<void> {
@@ -202,9 +277,20 @@ export class Nodes implements NodeRepository {
 
   remove(name: string, actor: Actor): Promise<NodeRecord> {
     return this.#c.tx(async (db) => {
-      const row = await db.deleteFrom('nodes').where('name', '=', name).returning(nodeColumns).executeTakeFirst();
-      if (row === undefined) throw new LlmgwError('not_found', `no node is named "${name}" (llmgw ctl nodes lists them)`);
-      await writeAudit(db, { at: this.#c.now(), actor, action: 'node.remove', target: `node/${name}`, detail: { id: row.id } });
+      const row = await db
+        .deleteFrom('nodes')
+        .where('name', '=', name)
+        .returning(nodeColumns)
+        .executeTakeFirst();
+      if (row === undefined)
+        throw new LlmgwError('not_found', `no node is named "${name}" (llmgw ctl nodes lists them)`);
+      await writeAudit(db, {
+        at: this.#c.now(),
+        actor,
+        action: 'node.remove',
+        target: `node/${name}`,
+        detail: { id: row.id },
+      });
       return toNode(row);
     });
   }

@@ -24,6 +24,12 @@ export function isUniqueViolation(e: unknown): boolean {
 export async function writeAudit(db: Kysely<Database>, entry: Omit<AuditEntry, 'id'>): Promise<void> {
   await db
     .insertInto('audit_log')
-    .values({ at: entry.at, actor: entry.actor, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail) })
+    .values({
+      at: entry.at,
+      actor: entry.actor,
+      action: entry.action,
+      target: entry.target,
+      detail: JSON.stringify(entry.detail),
+    })
     .execute();
 }

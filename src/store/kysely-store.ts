@@ -93,9 +93,6 @@ export class KyselyStore implements Store {
   }
 }
 
-
-
-
 function toModel(row: Selectable<Database['models']>): StoredModel {
   return {
     spec: JSON.parse(row.spec) as ModelSpec,
@@ -126,26 +123,49 @@ class Models implements ModelRepository {
   create(spec: ModelSpec, actor: Actor): Promise<StoredModel> {
     return this.#c.tx(async (db) => {
       const at = this.#c.now();
-      const row = { name: spec.name, spec: JSON.stringify(spec), version: 1, created_at: at, created_by: actor, updated_at: at, updated_by: actor };
+      const row = {
+        name: spec.name,
+        spec: JSON.stringify(spec),
+        version: 1,
+        created_at: at,
+        created_by: actor,
+        updated_at: at,
+        updated_by: actor,
+      };
       try {
         await db.insertInto('models').values(row).execute();
       } catch (e) {
-        if (isUniqueViolation(e)) throw new LlmgwError('conflict', `model "${spec.name}" already exists: change it with llmgw ctl model apply -f FILE, or pick another name`);
+        if (isUniqueViolation(e))
+          throw new LlmgwError(
+            'conflict',
+            `model "${spec.name}" already exists: change it with llmgw ctl model apply -f FILE, or pick another name`,
+          );
         throw e;
       }
-      await writeAudit(db, { at, actor, action: 'model.create', target: `model/${spec.name}`, detail: { spec } });
+      await writeAudit(db, {
+        at,
+        actor,
+        action: 'model.create',
+        target: `model/${spec.name}`,
+        detail: { spec },
+      });
       return toModel(row);
     });
   }
 
-  update(name: string, change: (current: StoredModel) => ModelSpec, options: UpdateOptions): Promise<StoredModel> {
+  update(
+    name: string,
+    change: (current: StoredModel) => ModelSpec,
+    options: UpdateOptions,
+  ): Promise<StoredModel> {
     return this.#c.tx(async (db) => {
       let query = db.selectFrom('models').selectAll().where('name', '=', name);
       // PostgreSQL: the row lock makes concurrent read-change-write cycles queue up.
       // SQLite has one writer at a time already.
       if (this.#c.dialect === 'postgres') query = query.forUpdate();
       const row = await query.executeTakeFirst();
-      if (row === undefined) throw new LlmgwError('not_found', `model "${name}" does not exist (llmgw ctl models lists them)`);
+      if (row === undefined)
+        throw new LlmgwError('not_found', `model "${name}" does not exist (llmgw ctl models lists them)`);
       const current = toModel(row);
       if (options.expectVersion !== undefined && options.expectVersion !== current.version) {
         throw new LlmgwError(
@@ -154,7 +174,11 @@ class Models implements ModelRepository {
         );
       }
       const next = change(current);
-      if (next.name !== name) throw new LlmgwError('invalid_argument', `a model cannot be renamed (from "${name}" to "${next.name}"): add it under the new name and remove the old one`);
+      if (next.name !== name)
+        throw new LlmgwError(
+          'invalid_argument',
+          `a model cannot be renamed (from "${name}" to "${next.name}"): add it under the new name and remove the old one`,
+        );
       const at = this.#c.now();
       const version = current.version + 1;
       await db
@@ -176,9 +200,16 @@ class Models implements ModelRepository {
   delete(name: string, actor: Actor): Promise<StoredModel> {
     return this.#c.tx(async (db) => {
       const row = await db.deleteFrom('models').where('name', '=', name).returningAll().executeTakeFirst();
-      if (row === undefined) throw new LlmgwError('not_found', `model "${name}" does not exist (llmgw ctl models lists them)`);
+      if (row === undefined)
+        throw new LlmgwError('not_found', `model "${name}" does not exist (llmgw ctl models lists them)`);
       const model = toModel(row);
-      await writeAudit(db, { at: this.#c.now(), actor, action: 'model.delete', target: `model/${name}`, detail: { spec: model.spec } });
+      await writeAudit(db, {
+        at: this.#c.now(),
+        actor,
+        action: 'model.delete',
+        target: `model/${name}`,
+        detail: { spec: model.spec },
+      });
       return model;
     });
   }
@@ -229,14 +260,21 @@ class Keys implements KeyRepository {
         revoked_at: null,
         revoked_by: null,
         last_used_at: null,
-        allowed_models: key.allowed_models === undefined || key.allowed_models === null ? null : JSON.stringify(key.allowed_models),
+        allowed_models:
+          key.allowed_models === undefined || key.allowed_models === null
+            ? null
+            : JSON.stringify(key.allowed_models),
         rpm: key.rpm ?? null,
         tpm: key.tpm ?? null,
       };
       try {
         await db.insertInto('api_keys').values(row).execute();
       } catch (e) {
-        if (isUniqueViolation(e)) throw new LlmgwError('conflict', `a key named "${key.name}" already exists: revoke it first, or pick another name`);
+        if (isUniqueViolation(e))
+          throw new LlmgwError(
+            'conflict',
+            `a key named "${key.name}" already exists: revoke it first, or pick another name`,
+          );
         throw e;
       }
       await writeAudit(db, {
@@ -261,7 +299,12 @@ class Keys implements KeyRepository {
   }
 
   async findActiveByName(name: string): Promise<ApiKeyRecord | undefined> {
-    const row = await this.#c.db.selectFrom('api_keys').selectAll().where('name', '=', name).where('revoked_at', 'is', null).executeTakeFirst();
+    const row = await this.#c.db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('name', '=', name)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
     return row === undefined ? undefined : toKey(row);
   }
 
@@ -281,8 +324,15 @@ class Keys implements KeyRepository {
         .where('revoked_at', 'is', null)
         .returningAll()
         .executeTakeFirst();
-      if (row === undefined) throw new LlmgwError('not_found', `no live key is named "${name}" (llmgw ctl keys lists them)`);
-      await writeAudit(db, { at, actor, action: 'key.revoke', target: `key/${name}`, detail: { prefix: row.prefix } });
+      if (row === undefined)
+        throw new LlmgwError('not_found', `no live key is named "${name}" (llmgw ctl keys lists them)`);
+      await writeAudit(db, {
+        at,
+        actor,
+        action: 'key.revoke',
+        target: `key/${name}`,
+        detail: { prefix: row.prefix },
+      });
       return toKey(row);
     });
   }
@@ -298,7 +348,13 @@ class Keys implements KeyRepository {
         .returningAll()
         .executeTakeFirst();
       if (row === undefined) throw new LlmgwError('not_found', `no live key is named "${name}"`);
-      await writeAudit(db, { at, actor, action: 'key.rotate', target: `key/${name}`, detail: { prefix: secret.prefix } });
+      await writeAudit(db, {
+        at,
+        actor,
+        action: 'key.rotate',
+        target: `key/${name}`,
+        detail: { prefix: secret.prefix },
+      });
       return toKey(row);
     });
   }
@@ -310,12 +366,26 @@ class Keys implements KeyRepository {
   setLimits(name: string, limits: KeyLimits, actor: Actor): Promise<ApiKeyRecord> {
     return this.#c.tx(async (db) => {
       const set: { allowed_models?: string | null; rpm?: number | null; tpm?: number | null } = {};
-      if (limits.allowed_models !== undefined) set.allowed_models = limits.allowed_models === null ? null : JSON.stringify(limits.allowed_models);
+      if (limits.allowed_models !== undefined)
+        set.allowed_models = limits.allowed_models === null ? null : JSON.stringify(limits.allowed_models);
       if (limits.rpm !== undefined) set.rpm = limits.rpm;
       if (limits.tpm !== undefined) set.tpm = limits.tpm;
-      const row = await db.updateTable('api_keys').set(set).where('name', '=', name).where('revoked_at', 'is', null).returningAll().executeTakeFirst();
-      if (row === undefined) throw new LlmgwError('not_found', `no live key is named "${name}" (llmgw ctl keys lists them)`);
-      await writeAudit(db, { at: this.#c.now(), actor, action: 'key.update', target: `key/${name}`, detail: limitsDetail(limits) });
+      const row = await db
+        .updateTable('api_keys')
+        .set(set)
+        .where('name', '=', name)
+        .where('revoked_at', 'is', null)
+        .returningAll()
+        .executeTakeFirst();
+      if (row === undefined)
+        throw new LlmgwError('not_found', `no live key is named "${name}" (llmgw ctl keys lists them)`);
+      await writeAudit(db, {
+        at: this.#c.now(),
+        actor,
+        action: 'key.update',
+        target: `key/${name}`,
+        detail: limitsDetail(limits),
+      });
       return toKey(row);
     });
   }
@@ -332,7 +402,11 @@ class Audit implements AuditRepository {
   }
 
   async list(filter: AuditFilter = {}): Promise<AuditEntry[]> {
-    let q = this.#c.db.selectFrom('audit_log').selectAll().orderBy('id', 'desc').limit(Math.min(filter.limit ?? 100, 1000));
+    let q = this.#c.db
+      .selectFrom('audit_log')
+      .selectAll()
+      .orderBy('id', 'desc')
+      .limit(Math.min(filter.limit ?? 100, 1000));
     if (filter.actor !== undefined) q = q.where('actor', '=', filter.actor);
     if (filter.target !== undefined) q = q.where('target', '=', filter.target);
     if (filter.action !== undefined) q = q.where('action', '=', filter.action);

@@ -27,7 +27,13 @@ export class Usage implements UsageRepository {
   }
 
   async list(filter: UsageFilter = {}): Promise<UsageDelta[]> {
-    let q = this.#c.db.selectFrom('usage').selectAll().orderBy('hour', 'desc').orderBy('key_name').orderBy('model').limit(10_000);
+    let q = this.#c.db
+      .selectFrom('usage')
+      .selectAll()
+      .orderBy('hour', 'desc')
+      .orderBy('key_name')
+      .orderBy('model')
+      .limit(10_000);
     if (filter.key !== undefined) q = q.where('key_name', '=', filter.key);
     if (filter.model !== undefined) q = q.where('model', '=', filter.model);
     if (filter.since !== undefined) q = q.where('hour', '>=', hourOf(filter.since));

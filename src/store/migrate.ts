@@ -12,7 +12,11 @@ const lockTable = 'llmgw_migration_lock';
  * build does not know was written by a newer llmgw: it is refused, untouched, rather
  * than run against a schema the code does not understand.
  */
-export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect, where: string): Promise<string[]> {
+export async function migrateToLatest(
+  db: Kysely<unknown>,
+  dialect: Dialect,
+  where: string,
+): Promise<string[]> {
   const known = migrations(dialect);
   const applied = await appliedMigrations(db);
   const unknown = applied.filter((name) => !(name in known));
@@ -25,11 +29,20 @@ export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect, whe
     );
   }
   const provider: MigrationProvider = { getMigrations: () => Promise.resolve(known) };
-  const migrator = new Migrator({ db, provider, migrationTableName: migrationTable, migrationLockTableName: lockTable });
+  const migrator = new Migrator({
+    db,
+    provider,
+    migrationTableName: migrationTable,
+    migrationLockTableName: lockTable,
+  });
   const { error, results } = await migrator.migrateToLatest();
   if (error !== undefined) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'a migration';
-    throw new LlmgwError('unavailable', `could not migrate the database ${where} (${failed}): ${messageOf(error)}`, { cause: error });
+    throw new LlmgwError(
+      'unavailable',
+      `could not migrate the database ${where} (${failed}): ${messageOf(error)}`,
+      { cause: error },
+    );
   }
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }

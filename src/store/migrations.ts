@@ -9,7 +9,9 @@ export type Dialect = 'sqlite' | 'postgres';
 export function migrations(dialect: Dialect): Record<string, Migration> {
   const autoId = (db: Kysely<unknown>, table: string) =>
     dialect === 'postgres'
-      ? db.schema.createTable(table).addColumn('id', 'bigint', (c) => c.primaryKey().generatedByDefaultAsIdentity())
+      ? db.schema
+          .createTable(table)
+          .addColumn('id', 'bigint', (c) => c.primaryKey().generatedByDefaultAsIdentity())
       : db.schema.createTable(table).addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement());
 
   return {

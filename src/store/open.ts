@@ -8,5 +8,7 @@ import type { Store } from './store.js';
 export function openStore(database: string): Promise<Store> {
   if (database.startsWith('sqlite:')) return openSqliteStore({ path: database.slice('sqlite:'.length) });
   if (/^postgres(ql)?:\/\//.test(database)) return openPostgresStore({ url: database });
-  return Promise.reject(new LlmgwError('invalid_argument', 'database must be sqlite:PATH or a postgres:// URL'));
+  return Promise.reject(
+    new LlmgwError('invalid_argument', 'database must be sqlite:PATH or a postgres:// URL'),
+  );
 }

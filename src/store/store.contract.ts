@@ -35,7 +35,20 @@ const spec = (name: string, extra: Partial<ModelSpec> = {}): ModelSpec => ({
   name,
   source: '/models/tiny.gguf',
   replicas: 1,
-  profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true, tp: 1, pp: 1, gpus_per_node: 0, nodes: 1, args: [], env: {}, adapters: [] }],
+  profiles: [
+    {
+      name: 'cpu',
+      engine: 'llamacpp',
+      cpu: true,
+      tp: 1,
+      pp: 1,
+      gpus_per_node: 0,
+      nodes: 1,
+      args: [],
+      env: {},
+      adapters: [],
+    },
+  ],
   ...extra,
 });
 
@@ -87,7 +100,9 @@ export function storeContract(name: string, options: ContractOptions, harness: (
 
     it('updates a model under its version and records what changed', async () => {
       await store.models.create(spec('beta'), 'alice');
-      const updated = await store.models.update('beta', (m) => ({ ...m.spec, replicas: 3 }), { actor: 'bob' });
+      const updated = await store.models.update('beta', (m) => ({ ...m.spec, replicas: 3 }), {
+        actor: 'bob',
+      });
       expect(updated.version).toBe(2);
       expect(updated.updated_by).toBe('bob');
       expect((await store.models.get('beta'))?.spec.replicas).toBe(3);
@@ -98,7 +113,9 @@ export function storeContract(name: string, options: ContractOptions, harness: (
 
     it('refuses an update against a stale version', async () => {
       await store.models.create(spec('gamma'), 'alice');
-      const e = await refusal(store.models.update('gamma', (m) => ({ ...m.spec, replicas: 2 }), { actor: 'bob', expectVersion: 7 }));
+      const e = await refusal(
+        store.models.update('gamma', (m) => ({ ...m.spec, replicas: 2 }), { actor: 'bob', expectVersion: 7 }),
+      );
       expect(e.code).toBe('conflict');
       expect(e.message).toContain('changed since you read it (version 7, now 1)');
       expect((await store.models.get('gamma'))?.version).toBe(1);
@@ -165,21 +182,30 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       );
       const final = await store.models.get('busy');
       expect(final?.version).toBe(n + 1);
-      expect(new Set(final?.spec.profiles[0]?.args)).toEqual(new Set(Array.from({ length: n }, (_, i) => `--flag-${i}`)));
+      expect(new Set(final?.spec.profiles[0]?.args)).toEqual(
+        new Set(Array.from({ length: n }, (_, i) => `--flag-${i}`)),
+      );
     });
 
     it('stores keys by hash only, finds them, and revokes them', async () => {
-      const created = await store.keys.create({ name: 'ci', role: 'user', prefix: 'llmgw_key_ab', secretHash: hash('s1') }, 'admin');
+      const created = await store.keys.create(
+        { name: 'ci', role: 'user', prefix: 'llmgw_key_ab', secretHash: hash('s1') },
+        'admin',
+      );
       expect(created).toMatchObject({ name: 'ci', role: 'user', revoked_at: null });
       expect((await store.keys.findActiveByHash(hash('s1')))?.name).toBe('ci');
       expect(await store.keys.findActiveByHash(hash('s2'))).toBeUndefined();
-      const dup = await refusal(store.keys.create({ name: 'ci', role: 'admin', prefix: 'x', secretHash: hash('s3') }, 'admin'));
+      const dup = await refusal(
+        store.keys.create({ name: 'ci', role: 'admin', prefix: 'x', secretHash: hash('s3') }, 'admin'),
+      );
       expect(dup.code).toBe('conflict');
       expect(dup.message).toBe('a key named "ci" already exists: revoke it first, or pick another name');
       await store.keys.revoke('ci', 'admin');
       expect(await store.keys.findActiveByHash(hash('s1'))).toBeUndefined();
       expect((await store.keys.list()).map((k) => k.name)).not.toContain('ci');
-      expect((await store.keys.list({ includeRevoked: true })).find((k) => k.name === 'ci')?.revoked_by).toBe('admin');
+      expect((await store.keys.list({ includeRevoked: true })).find((k) => k.name === 'ci')?.revoked_by).toBe(
+        'admin',
+      );
       // The name is free again once its key is revoked.
       await store.keys.create({ name: 'ci', role: 'user', prefix: 'p', secretHash: hash('s4') }, 'admin');
       const again = await refusal(store.keys.revoke('nobody', 'admin'));
@@ -196,7 +222,8 @@ export function storeContract(name: string, options: ContractOptions, harness: (
     });
 
     it('pages the audit log newest first and filters it', async () => {
-      for (let i = 0; i < 5; i++) await store.audit.record({ actor: 'pager', action: 'test.page', target: `t/${i}`, detail: { i } });
+      for (let i = 0; i < 5; i++)
+        await store.audit.record({ actor: 'pager', action: 'test.page', target: `t/${i}`, detail: { i } });
       const page1 = await store.audit.list({ actor: 'pager', limit: 2 });
       expect(page1.map((e) => e.detail['i'])).toEqual([4, 3]);
       const page2 = await store.audit.list({ actor: 'pager', limit: 2, before: page1[1]!.id });
@@ -206,10 +233,30 @@ export function storeContract(name: string, options: ContractOptions, harness: (
     });
 
     it('makes join tokens, finds them by hash (revoked too), and revokes them', async () => {
-      const t = await store.joinTokens.create({ name: 'rack-1', prefix: 'llmgw_join_ab...', secretHash: hash('j1'), expiresAt: '2999-01-01T00:00:00.000Z' }, 'admin');
-      expect(t).toMatchObject({ name: 'rack-1', uses: 0, revoked_at: null, expires_at: '2999-01-01T00:00:00.000Z' });
-      const dup = await refusal(store.joinTokens.create({ name: 'rack-1', prefix: 'x', secretHash: hash('j2'), expiresAt: null }, 'admin'));
-      expect(dup.message).toBe('a join token named "rack-1" already exists: revoke it first, or pick another name');
+      const t = await store.joinTokens.create(
+        {
+          name: 'rack-1',
+          prefix: 'llmgw_join_ab...',
+          secretHash: hash('j1'),
+          expiresAt: '2999-01-01T00:00:00.000Z',
+        },
+        'admin',
+      );
+      expect(t).toMatchObject({
+        name: 'rack-1',
+        uses: 0,
+        revoked_at: null,
+        expires_at: '2999-01-01T00:00:00.000Z',
+      });
+      const dup = await refusal(
+        store.joinTokens.create(
+          { name: 'rack-1', prefix: 'x', secretHash: hash('j2'), expiresAt: null },
+          'admin',
+        ),
+      );
+      expect(dup.message).toBe(
+        'a join token named "rack-1" already exists: revoke it first, or pick another name',
+      );
       await store.joinTokens.noteUse(t.id, '2026-01-01T00:00:00.000Z');
       expect((await store.joinTokens.findByHash(hash('j1')))?.uses).toBe(1);
       await store.joinTokens.revoke('rack-1', 'admin');
@@ -220,28 +267,55 @@ export function storeContract(name: string, options: ContractOptions, harness: (
     });
 
     it('joins nodes with a live token, refuses a taken name, and removes them', async () => {
-      const token = await store.joinTokens.create({ name: 'join-nodes', prefix: 'p', secretHash: hash('jn'), expiresAt: null }, 'admin');
-      const inventory = { host: { hostname: 'gpu-1' }, gpu: { method: 'none', reasons: [], cards: [] }, agent_version: '1' } as unknown as NodeInventory;
-      const node = { id: 'id-1', name: 'gpu-1', joined_with: 'join-nodes', address: '10.0.0.1', agent_version: '1', inventory, secretHash: hash('n1'), tokenId: token.id };
+      const token = await store.joinTokens.create(
+        { name: 'join-nodes', prefix: 'p', secretHash: hash('jn'), expiresAt: null },
+        'admin',
+      );
+      const inventory = {
+        host: { hostname: 'gpu-1' },
+        gpu: { method: 'none', reasons: [], cards: [] },
+        agent_version: '1',
+      } as unknown as NodeInventory;
+      const node = {
+        id: 'id-1',
+        name: 'gpu-1',
+        joined_with: 'join-nodes',
+        address: '10.0.0.1',
+        agent_version: '1',
+        inventory,
+        secretHash: hash('n1'),
+        tokenId: token.id,
+      };
       const joined = await store.nodes.join(node, '2026-01-01T00:00:00.000Z');
       expect(joined).toMatchObject({ id: 'id-1', name: 'gpu-1', last_seen_at: '2026-01-01T00:00:00.000Z' });
       expect((await store.nodes.findCredential('id-1'))?.secretHash).toBe(hash('n1'));
       const taken = await refusal(store.nodes.join({ ...node, id: 'id-2' }, '2026-01-01T00:00:01.000Z'));
       expect(taken.code).toBe('conflict');
-      expect(taken.message).toContain('a node named "gpu-1" has already joined with another identity: remove it first (llmgw ctl node rm gpu-1)');
+      expect(taken.message).toContain(
+        'a node named "gpu-1" has already joined with another identity: remove it first (llmgw ctl node rm gpu-1)',
+      );
       // The same node joining again gets a new credential.
       await store.nodes.join({ ...node, secretHash: hash('n2') }, '2026-01-01T00:00:02.000Z');
       expect((await store.nodes.findCredential('id-1'))?.secretHash).toBe(hash('n2'));
       expect((await store.joinTokens.findByHash(hash('jn')))?.uses).toBe(2);
       await store.nodes.touch([{ id: 'id-1', at: '2026-01-02T00:00:00.000Z', address: '10.0.0.9' }]);
-      expect(await store.nodes.get('id-1')).toMatchObject({ last_seen_at: '2026-01-02T00:00:00.000Z', address: '10.0.0.9' });
+      expect(await store.nodes.get('id-1')).toMatchObject({
+        last_seen_at: '2026-01-02T00:00:00.000Z',
+        address: '10.0.0.9',
+      });
       await store.joinTokens.revoke('join-nodes', 'admin');
-      const revoked = await refusal(store.nodes.join({ ...node, id: 'id-3', name: 'gpu-3' }, '2026-01-03T00:00:00.000Z'));
+      const revoked = await refusal(
+        store.nodes.join({ ...node, id: 'id-3', name: 'gpu-3' }, '2026-01-03T00:00:00.000Z'),
+      );
       expect(revoked.code).toBe('unauthenticated');
       expect(await store.nodes.getByName('gpu-3')).toBeUndefined();
       await store.nodes.remove('gpu-1', 'admin');
       expect(await store.nodes.list()).toEqual([]);
-      expect((await store.audit.list({ target: 'node/gpu-1' })).map((e) => e.action)).toEqual(['node.remove', 'node.rejoin', 'node.join']);
+      expect((await store.audit.list({ target: 'node/gpu-1' })).map((e) => e.action)).toEqual([
+        'node.remove',
+        'node.rejoin',
+        'node.join',
+      ]);
     });
 
     it('keeps replicas and their shards, numbers replicas without reuse, and retires them', async () => {
@@ -249,27 +323,74 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       expect([n1, n2]).toEqual([1, 2]);
       expect(await store.fleet.nextReplicaNumbers('fleet-model', 1)).toEqual([3]);
       expect(await store.fleet.nextReplicaNumbers('other-model', 1)).toEqual([1]);
-      const replica = { id: 'fleet-model-1', model: 'fleet-model', profile: 'gpu', created_at: '2026-01-01T00:00:00.000Z', sealed_key: 'v1:sealed', spec: spec('fleet-model'), retiring: false, retire_reason: null, retiring_since: null };
-      const shards = [0, 1].map((rank) => ({ replica: replica.id, model: 'fleet-model', profile: 'gpu', rank, ranks: 2, node: `n${rank}`, devices: [rank, 1000 + rank], port: 20000 + rank, ...(rank === 0 ? { dist_port: 20100 } : {}) }));
+      const replica = {
+        id: 'fleet-model-1',
+        model: 'fleet-model',
+        profile: 'gpu',
+        created_at: '2026-01-01T00:00:00.000Z',
+        sealed_key: 'v1:sealed',
+        spec: spec('fleet-model'),
+        retiring: false,
+        retire_reason: null,
+        retiring_since: null,
+      };
+      const shards = [0, 1].map((rank) => ({
+        replica: replica.id,
+        model: 'fleet-model',
+        profile: 'gpu',
+        rank,
+        ranks: 2,
+        node: `n${rank}`,
+        devices: [rank, 1000 + rank],
+        port: 20000 + rank,
+        ...(rank === 0 ? { dist_port: 20100 } : {}),
+      }));
       await store.fleet.apply({ add: [{ replica, shards }], remove: [] }, 'system');
       expect(await store.fleet.replicas()).toContainEqual(replica);
       expect((await store.fleet.shards()).filter((s) => s.replica === replica.id)).toEqual(shards);
       await store.fleet.retire(replica.id, 'restart', 'admin');
-      expect((await store.fleet.replicas()).find((r) => r.id === replica.id)).toMatchObject({ retiring: true, retire_reason: 'restart', retiring_since: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
+      expect((await store.fleet.replicas()).find((r) => r.id === replica.id)).toMatchObject({
+        retiring: true,
+        retire_reason: 'restart',
+        retiring_since: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      });
       const missing = await refusal(store.fleet.retire('nope-1', 'x', 'admin'));
       expect(missing.message).toBe('no replica is named "nope-1" (llmgw ctl replicas lists them)');
       await store.fleet.retire(replica.id, null, 'admin');
-      expect((await store.fleet.replicas()).find((r) => r.id === replica.id)).toMatchObject({ retiring: false, retire_reason: null, retiring_since: null });
-      await store.fleet.locked(async (tx) => tx.fleet.apply({ add: [], remove: [{ id: replica.id, reason: 'scaled down' }] }, 'system'));
+      expect((await store.fleet.replicas()).find((r) => r.id === replica.id)).toMatchObject({
+        retiring: false,
+        retire_reason: null,
+        retiring_since: null,
+      });
+      await store.fleet.locked(async (tx) =>
+        tx.fleet.apply({ add: [], remove: [{ id: replica.id, reason: 'scaled down' }] }, 'system'),
+      );
       expect((await store.fleet.shards()).filter((s) => s.replica === replica.id)).toEqual([]);
-      expect((await store.audit.list({ target: `replica/${replica.id}` })).map((e) => e.action)).toEqual(['replica.remove', 'replica.keep', 'replica.retire', 'replica.create']);
+      expect((await store.audit.list({ target: `replica/${replica.id}` })).map((e) => e.action)).toEqual([
+        'replica.remove',
+        'replica.keep',
+        'replica.retire',
+        'replica.create',
+      ]);
     });
 
     it('replaces sealed engine keys, and keeps the first check value of their secret', async () => {
-      const replica = { id: 'sealed-model-1', model: 'sealed-model', profile: 'cpu', created_at: '2026-01-01T00:00:00.000Z', sealed_key: 'llmgw_engine_plain', spec: spec('sealed-model'), retiring: false, retire_reason: null, retiring_since: null };
+      const replica = {
+        id: 'sealed-model-1',
+        model: 'sealed-model',
+        profile: 'cpu',
+        created_at: '2026-01-01T00:00:00.000Z',
+        sealed_key: 'llmgw_engine_plain',
+        spec: spec('sealed-model'),
+        retiring: false,
+        retire_reason: null,
+        retiring_since: null,
+      };
       await store.fleet.apply({ add: [{ replica, shards: [] }], remove: [] }, 'system');
       await store.fleet.locked((tx) => tx.fleet.reseal([{ id: replica.id, sealed_key: 'v1:now-sealed' }]));
-      expect((await store.fleet.replicas()).find((r) => r.id === replica.id)?.sealed_key).toBe('v1:now-sealed');
+      expect((await store.fleet.replicas()).find((r) => r.id === replica.id)?.sealed_key).toBe(
+        'v1:now-sealed',
+      );
       expect(await store.fleet.keyCheck('first')).toBe('first');
       expect(await store.fleet.locked((tx) => tx.fleet.keyCheck('second'))).toBe('first');
       await store.fleet.apply({ add: [], remove: [{ id: replica.id, reason: 'test' }] }, 'system');
@@ -285,35 +406,42 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       }
     });
 
-    it.runIf(options.shared)('lets two control planes on one database update one model without losing a write', async () => {
-      await store.models.create(spec('shared'), 'alice');
-      const other = await h.reopen();
-      try {
-        const n = 20;
-        await Promise.all(
-          Array.from({ length: n }, (_, i) =>
-            (i % 2 === 0 ? store : other).models.update(
-              'shared',
-              (m) => ({ ...m.spec, replicas: m.spec.replicas + 1 }),
-              { actor: `cp-${i % 2}` },
+    it.runIf(options.shared)(
+      'lets two control planes on one database update one model without losing a write',
+      async () => {
+        await store.models.create(spec('shared'), 'alice');
+        const other = await h.reopen();
+        try {
+          const n = 20;
+          await Promise.all(
+            Array.from({ length: n }, (_, i) =>
+              (i % 2 === 0 ? store : other).models.update(
+                'shared',
+                (m) => ({ ...m.spec, replicas: m.spec.replicas + 1 }),
+                { actor: `cp-${i % 2}` },
+              ),
             ),
-          ),
-        );
-        const final = await store.models.get('shared');
-        expect(final?.spec.replicas).toBe(1 + n);
-        expect(final?.version).toBe(1 + n);
-        expect(await store.audit.list({ target: 'model/shared', action: 'model.update', limit: 100 })).toHaveLength(n);
-      } finally {
-        await other.close();
-      }
-    });
+          );
+          const final = await store.models.get('shared');
+          expect(final?.spec.replicas).toBe(1 + n);
+          expect(final?.version).toBe(1 + n);
+          expect(
+            await store.audit.list({ target: 'model/shared', action: 'model.update', limit: 100 }),
+          ).toHaveLength(n);
+        } finally {
+          await other.close();
+        }
+      },
+    );
 
     it('refuses a database written by a newer llmgw, naming the migration', async () => {
       await h.addUnknownMigration('9999_from_the_future');
       const e = await refusal(h.reopen());
       expect(e.code).toBe('unavailable');
       const latest = Object.keys(migrations('sqlite')).sort().at(-1)!;
-      expect(e.message).toContain(`is newer than this llmgw: it has schema migration 9999_from_the_future, and this build knows up to ${latest}.`);
+      expect(e.message).toContain(
+        `is newer than this llmgw: it has schema migration 9999_from_the_future, and this build knows up to ${latest}.`,
+      );
       expect(e.message).toContain('Upgrade llmgw');
     });
   });

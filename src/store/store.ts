@@ -48,7 +48,11 @@ export interface ModelRepository {
    * next one (it may throw to refuse). Concurrent updates from any number of control
    * planes apply one after the other, none lost.
    */
-  update(name: string, change: (current: StoredModel) => ModelSpec, options: UpdateOptions): Promise<StoredModel>;
+  update(
+    name: string,
+    change: (current: StoredModel) => ModelSpec,
+    options: UpdateOptions,
+  ): Promise<StoredModel>;
   delete(name: string, actor: Actor): Promise<StoredModel>;
 }
 
@@ -131,7 +135,10 @@ export interface JoinTokenRecord extends JoinTokenView {
 
 export interface JoinTokenRepository {
   /** Refused with `conflict` when an unrevoked token has the name. */
-  create(token: { name: string; prefix: string; secretHash: string; expiresAt: string | null }, actor: Actor): Promise<JoinTokenRecord>;
+  create(
+    token: { name: string; prefix: string; secretHash: string; expiresAt: string | null },
+    actor: Actor,
+  ): Promise<JoinTokenRecord>;
   /** The token with this hash, revoked or not (a refusal says which). */
   findByHash(secretHash: string): Promise<JoinTokenRecord | undefined>;
   list(options?: { includeRevoked?: boolean }): Promise<JoinTokenRecord[]>;
@@ -162,7 +169,13 @@ export interface NodeRepository {
    * Joins a node (or joins it again with a new credential): one transaction that
    * checks the token is still live, counts its use, and audits the join.
    */
-  join(node: Omit<NodeRecord, 'joined_at' | 'inventory_at' | 'last_seen_at'> & { secretHash: string; tokenId: string }, at: string): Promise<NodeRecord>;
+  join(
+    node: Omit<NodeRecord, 'joined_at' | 'inventory_at' | 'last_seen_at'> & {
+      secretHash: string;
+      tokenId: string;
+    },
+    at: string,
+  ): Promise<NodeRecord>;
   updateInventory(id: string, inventory: NodeInventory, at: string): Promise<void>;
   /** Records when nodes were last heard from, many at once. */
   touch(seen: readonly { id: string; at: string; address?: string }[]): Promise<void>;

@@ -16,7 +16,9 @@ export const llmgwBin = fileURLToPath(new URL('../../bin/llmgw.js', import.meta.
  */
 export const childHome = mkdtempSync(join(tmpdir(), 'llmgw-test-home-'));
 // Registered on the suite of the test file that imports this module (each file gets its own).
-afterAll(() => { rmSync(childHome, { recursive: true, force: true }); });
+afterAll(() => {
+  rmSync(childHome, { recursive: true, force: true });
+});
 
 export interface RunResult {
   code: number | null;
@@ -25,7 +27,11 @@ export interface RunResult {
 }
 
 /** Runs the built `llmgw` as a user would, with only the environment given (plus PATH and HOME), in childHome. */
-export function llmgw(args: readonly string[], env: Record<string, string> = {}, input?: string): Promise<RunResult> {
+export function llmgw(
+  args: readonly string[],
+  env: Record<string, string> = {},
+  input?: string,
+): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [llmgwBin, ...args], {
       env: { PATH: process.env['PATH'] ?? '', HOME: childHome, ...env },
@@ -37,7 +43,9 @@ export function llmgw(args: readonly string[], env: Record<string, string> = {},
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.on('error', reject);
-    child.on('close', (code) => { resolve({ code, stdout, stderr }); });
+    child.on('close', (code) => {
+      resolve({ code, stdout, stderr });
+    });
     child.stdin.end(input ?? '');
   });
 }
@@ -52,7 +60,11 @@ export interface Daemon {
 }
 
 /** Starts a long-running llmgw command (server, up, agent), in childHome unless given a cwd. */
-export function startDaemon(args: readonly string[], env: Record<string, string>, cwd: string = childHome): Daemon {
+export function startDaemon(
+  args: readonly string[],
+  env: Record<string, string>,
+  cwd: string = childHome,
+): Daemon {
   const child = spawn(process.execPath, [llmgwBin, ...args], {
     env: { PATH: process.env['PATH'] ?? '', HOME: childHome, ...env },
     cwd,
@@ -72,7 +84,11 @@ export function startDaemon(args: readonly string[], env: Record<string, string>
   };
   child.stdout.on('data', onData);
   child.stderr.on('data', onData);
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => { resolve(code); }));
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code) => {
+      resolve(code);
+    }),
+  );
   return {
     child,
     output: () => out,
@@ -83,7 +99,9 @@ export function startDaemon(args: readonly string[], env: Record<string, string>
           resolve(m);
           return;
         }
-        const timer = setTimeout(() => { reject(new Error(`timed out waiting for ${pattern}; output so far:\n${out}`)); }, timeoutMs);
+        const timer = setTimeout(() => {
+          reject(new Error(`timed out waiting for ${pattern}; output so far:\n${out}`));
+        }, timeoutMs);
         waiters.push({
           pattern,
           resolve: (x) => {
@@ -91,7 +109,9 @@ export function startDaemon(args: readonly string[], env: Record<string, string>
             resolve(x);
           },
         });
-        void exited.then((code) => { reject(new Error(`exited (${code}) before ${pattern}; output:\n${out}`)); });
+        void exited.then((code) => {
+          reject(new Error(`exited (${code}) before ${pattern}; output:\n${out}`));
+        });
       }),
     stop: async (signal = 'SIGTERM') => {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);

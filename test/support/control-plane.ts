@@ -35,7 +35,12 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-cp-'));
   const configPath = join(dir, 'config.yaml');
   if (options.config !== undefined) writeFileSync(configPath, options.config);
-  const env = { LLMGW_DATA_DIR: dir, ...(options.config === undefined ? {} : { LLMGW_CONFIG: configPath }), ...(options.database === undefined ? {} : { LLMGW_DATABASE: options.database }), ...options.env };
+  const env = {
+    LLMGW_DATA_DIR: dir,
+    ...(options.config === undefined ? {} : { LLMGW_CONFIG: configPath }),
+    ...(options.database === undefined ? {} : { LLMGW_DATABASE: options.database }),
+    ...options.env,
+  };
   const loadOptions = { env, cwd: dir };
   const settings = loadSettings(loadOptions);
   let text = '';

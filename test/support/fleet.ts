@@ -15,7 +15,10 @@ import { llmgw } from './cli.js';
  * A llama-server that records how it was started (arguments and environment) in a
  * directory, then runs the fake: how a test sees what the agent launched.
  */
-export function recordingLlamaServer(dir: string): { bin: string; launches: () => { args: string[]; env: Record<string, string> }[] } {
+export function recordingLlamaServer(dir: string): {
+  bin: string;
+  launches: () => { args: string[]; env: Record<string, string> }[];
+} {
   const bin = join(dir, 'llama-server');
   writeFileSync(
     bin,
@@ -47,18 +50,26 @@ export function recordingLlamaServer(dir: string): { bin: string; launches: () =
 }
 
 /** A release site serving a llama.cpp tarball whose llama-server is the fake. */
-export async function serveLlamaRelease(build = 'b10587'): Promise<{ url: string; downloads: () => string[]; close: () => Promise<void> }> {
+export async function serveLlamaRelease(
+  build = 'b10587',
+): Promise<{ url: string; downloads: () => string[]; close: () => Promise<void> }> {
   const stage = mkdtempSync(join(tmpdir(), 'llmgw-release-'));
   const top = `llama-${build}`;
   await mkdir(join(stage, top));
-  await writeFile(join(stage, top, 'llama-server'), `#!/bin/sh\nexec "${process.execPath}" "${fakeLlamaServer}" "$@"\n`, { mode: 0o755 });
+  await writeFile(
+    join(stage, top, 'llama-server'),
+    `#!/bin/sh\nexec "${process.execPath}" "${fakeLlamaServer}" "$@"\n`,
+    { mode: 0o755 },
+  );
   await writeFile(join(stage, top, 'libggml.so'), 'ELF');
   const archive = join(stage, 'release.tar.gz');
   await c({ gzip: true, file: archive, cwd: stage, portable: true }, [top]);
   const body = await readFile(archive);
   const downloads: string[] = [];
   const server: Server = createServer((req, res) => {
-    const asset = new RegExp(`^/releases/${build}/(llama-${build}-bin-ubuntu-(?:vulkan-)?x64\\.tar\\.gz)$`).exec(req.url ?? '')?.[1];
+    const asset = new RegExp(
+      `^/releases/${build}/(llama-${build}-bin-ubuntu-(?:vulkan-)?x64\\.tar\\.gz)$`,
+    ).exec(req.url ?? '')?.[1];
     if (asset !== undefined) {
       downloads.push(asset);
       res.writeHead(200, { 'content-type': 'application/gzip', 'content-length': body.length });
@@ -86,7 +97,15 @@ export interface ReplicaJson {
   endpoint?: string;
   restarts: number;
   retiring?: boolean;
-  shards: { pid?: number; port?: number; devices: string[]; node: string; state: string; reason?: string; last_exit?: { code: number | null; signal: string | null; log_tail: string[] } }[];
+  shards: {
+    pid?: number;
+    port?: number;
+    devices: string[];
+    node: string;
+    state: string;
+    reason?: string;
+    last_exit?: { code: number | null; signal: string | null; log_tail: string[] };
+  }[];
 }
 
 /** The replicas the last `replicas()` call saw, one line each: what `until` names when it times out. */
@@ -97,7 +116,12 @@ export async function replicas(env: Record<string, string>, model?: string): Pro
   const r = await llmgw(['ctl', 'replicas', ...(model === undefined ? [] : [model]), '--json'], env);
   if (r.code !== 0) throw new Error(`ctl replicas failed: ${r.stderr}`);
   const items = (JSON.parse(r.stdout) as { items: ReplicaJson[] }).items;
-  replicasSeen = items.map((x) => `  ${x.id} (${x.model}) ${x.state}${typeof x.reason === 'string' ? `: ${x.reason}` : ''}; ports ${x.shards.map((s) => s.port ?? '-').join(', ')}`).join('\n');
+  replicasSeen = items
+    .map(
+      (x) =>
+        `  ${x.id} (${x.model}) ${x.state}${typeof x.reason === 'string' ? `: ${x.reason}` : ''}; ports ${x.shards.map((s) => s.port ?? '-').join(', ')}`,
+    )
+    .join('\n');
   return items;
 }
 
@@ -106,7 +130,11 @@ function seenSince(): string {
 }
 
 /** Polls until `probe` gives something, or fails naming what it waited for and what it last saw. */
-export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 30_000,
+): Promise<T> {
   const end = Date.now() + timeoutMs;
   let last: unknown;
   replicasSeen = undefined;
@@ -118,7 +146,9 @@ export async function until<T>(what: string, probe: () => Promise<T | undefined>
       last = e;
     }
     if (Date.now() > end) {
-      throw new Error(`timed out waiting for ${what}${last === undefined ? '' : `: ${last instanceof Error ? last.message : JSON.stringify(last)}`}${seenSince()}`);
+      throw new Error(
+        `timed out waiting for ${what}${last === undefined ? '' : `: ${last instanceof Error ? last.message : JSON.stringify(last)}`}${seenSince()}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 200));
   }

@@ -11,7 +11,13 @@ export function inventoryWith(cards: Card[], hostname = 'test-node'): NodeInvent
       memory: { total_mib: 65536, free_mib: 60000 },
       disk: { path: '/var/lib/llmgw', total_mib: 1_000_000, free_mib: 500_000 },
     },
-    gpu: { method: cards.length === 0 ? 'none' : 'nvidia-smi', reasons: cards.length === 0 ? [] : ['nvml: libnvidia-ml.so.1 not found'], driver_version: '590.48.01', cuda_version: '13.1', cards },
+    gpu: {
+      method: cards.length === 0 ? 'none' : 'nvidia-smi',
+      reasons: cards.length === 0 ? [] : ['nvml: libnvidia-ml.so.1 not found'],
+      driver_version: '590.48.01',
+      cuda_version: '13.1',
+      cards,
+    },
     agent_version: '0.0.0-test',
   };
 }

@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 
 /** The PostgreSQL server tests use: the local one, trust auth, unless told otherwise. */
-export const postgresAdminUrl = process.env['LLMGW_TEST_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const postgresAdminUrl =
+  process.env['LLMGW_TEST_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 export interface TempDatabase {
   url: string;

@@ -98,9 +98,15 @@ export class RawConnection {
     for (;;) {
       const v = take();
       if (v !== undefined) return v;
-      if (this.isClosed) throw new Error(`the connection closed; unread: ${JSON.stringify(this.#buf.toString('latin1').slice(0, 300))}`);
+      if (this.isClosed)
+        throw new Error(
+          `the connection closed; unread: ${JSON.stringify(this.#buf.toString('latin1').slice(0, 300))}`,
+        );
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no whole answer in ${ms} ms; read: ${JSON.stringify(this.#buf.toString('latin1').slice(0, 300))}`);
+      if (left <= 0)
+        throw new Error(
+          `no whole answer in ${ms} ms; read: ${JSON.stringify(this.#buf.toString('latin1').slice(0, 300))}`,
+        );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(left, 50));
         this.#wake = () => {
@@ -140,42 +146,149 @@ export interface ProbeResult {
  */
 export function probeCases(o: { path: string; key: string }): ProbeCase[] {
   const auth = `Authorization: Bearer ${o.key}\r\n`;
-  const post = (extra: string, body: string) => `POST ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}${extra}\r\n${body}`;
+  const post = (extra: string, body: string) =>
+    `POST ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}${extra}\r\n${body}`;
   const big = 'b'.repeat(20_000);
   return [
-    { name: 'Content-Length and Transfer-Encoding', pieces: [post('Content-Length: 5\r\nTransfer-Encoding: chunked\r\n', '0\r\n\r\n')], status: 400, code: 'bad_request', closes: true },
-    { name: 'two different Content-Lengths', pieces: [post('Content-Length: 2\r\nContent-Length: 3\r\n', '{}x')], status: 400, code: 'bad_request', closes: true },
-    { name: 'the same Content-Length twice', pieces: [post('Content-Length: 2\r\nContent-Length: 2\r\n', '{}')], status: 400, code: 'bad_request', closes: true },
-    { name: 'a bad chunk size', pieces: [post('Transfer-Encoding: chunked\r\n', 'zz\r\n{}\r\n0\r\n\r\n')], status: 400, code: 'bad_request', closes: true },
-    { name: 'HEAD with a key', pieces: [`HEAD ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}\r\n`], head: true, closes: false },
-    { name: 'HEAD without a key', pieces: [`HEAD ${o.path} HTTP/1.1\r\nHost: t\r\n\r\n`], head: true, status: 401, closes: false },
-    { name: 'an unknown method', pieces: [`FOO ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}\r\n`], status: 400, code: 'bad_request', closes: true },
-    { name: 'no Host', pieces: [`GET ${o.path} HTTP/1.1\r\n${auth}\r\n`], status: 400, code: 'bad_request', closes: true },
-    { name: 'a head over 16 KiB in one write', pieces: [`GET ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}Accept: ${big}\r\n\r\n`], status: 431, code: 'request_header_fields_too_large', closes: true },
+    {
+      name: 'Content-Length and Transfer-Encoding',
+      pieces: [post('Content-Length: 5\r\nTransfer-Encoding: chunked\r\n', '0\r\n\r\n')],
+      status: 400,
+      code: 'bad_request',
+      closes: true,
+    },
+    {
+      name: 'two different Content-Lengths',
+      pieces: [post('Content-Length: 2\r\nContent-Length: 3\r\n', '{}x')],
+      status: 400,
+      code: 'bad_request',
+      closes: true,
+    },
+    {
+      name: 'the same Content-Length twice',
+      pieces: [post('Content-Length: 2\r\nContent-Length: 2\r\n', '{}')],
+      status: 400,
+      code: 'bad_request',
+      closes: true,
+    },
+    {
+      name: 'a bad chunk size',
+      pieces: [post('Transfer-Encoding: chunked\r\n', 'zz\r\n{}\r\n0\r\n\r\n')],
+      status: 400,
+      code: 'bad_request',
+      closes: true,
+    },
+    {
+      name: 'HEAD with a key',
+      pieces: [`HEAD ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}\r\n`],
+      head: true,
+      closes: false,
+    },
+    {
+      name: 'HEAD without a key',
+      pieces: [`HEAD ${o.path} HTTP/1.1\r\nHost: t\r\n\r\n`],
+      head: true,
+      status: 401,
+      closes: false,
+    },
+    {
+      name: 'an unknown method',
+      pieces: [`FOO ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}\r\n`],
+      status: 400,
+      code: 'bad_request',
+      closes: true,
+    },
+    {
+      name: 'no Host',
+      pieces: [`GET ${o.path} HTTP/1.1\r\n${auth}\r\n`],
+      status: 400,
+      code: 'bad_request',
+      closes: true,
+    },
+    {
+      name: 'a head over 16 KiB in one write',
+      pieces: [`GET ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}Accept: ${big}\r\n\r\n`],
+      status: 431,
+      code: 'request_header_fields_too_large',
+      closes: true,
+    },
     {
       name: 'a head over 16 KiB in pieces',
-      pieces: [`GET ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}Accept: `, ...Array.from({ length: 20 }, () => 'b'.repeat(1000))],
+      pieces: [
+        `GET ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}Accept: `,
+        ...Array.from({ length: 20 }, () => 'b'.repeat(1000)),
+      ],
       pauseMs: 5,
       status: 431,
       code: 'request_header_fields_too_large',
       closes: true,
     },
-    { name: 'a bare LF', pieces: [`GET ${o.path} HTTP/1.1\nHost: t\n${auth.replace('\r', '')}\n`], status: 400, code: 'bad_request', closes: true },
-    { name: 'TLS (a ClientHello)', pieces: [Buffer.from('16030100f5010000f1030312345678', 'hex')], status: 400, code: 'bad_request', closes: true },
-    { name: 'a CR inside X-Request-Id', pieces: [`GET ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}X-Request-Id: a\rInjected: b\r\n\r\n`], status: 400, code: 'bad_request', closes: true },
-    { name: 'a NUL inside a header value', pieces: [`GET ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}Accept: a\u0000b\r\n\r\n`], status: 400, code: 'bad_request', closes: true },
-    { name: 'a slow head', pieces: [`GET ${o.path} HTTP/1.1\r\nHost: t\r\n`], status: 408, code: 'request_timeout', closes: true },
-    { name: 'a slow body', pieces: [post('Content-Length: 10\r\n', '{"a":')], status: 408, code: 'request_timeout', closes: true },
+    {
+      name: 'a bare LF',
+      pieces: [`GET ${o.path} HTTP/1.1\nHost: t\n${auth.replace('\r', '')}\n`],
+      status: 400,
+      code: 'bad_request',
+      closes: true,
+    },
+    {
+      name: 'TLS (a ClientHello)',
+      pieces: [Buffer.from('16030100f5010000f1030312345678', 'hex')],
+      status: 400,
+      code: 'bad_request',
+      closes: true,
+    },
+    {
+      name: 'a CR inside X-Request-Id',
+      pieces: [`GET ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}X-Request-Id: a\rInjected: b\r\n\r\n`],
+      status: 400,
+      code: 'bad_request',
+      closes: true,
+    },
+    {
+      name: 'a NUL inside a header value',
+      pieces: [`GET ${o.path} HTTP/1.1\r\nHost: t\r\n${auth}Accept: a\u0000b\r\n\r\n`],
+      status: 400,
+      code: 'bad_request',
+      closes: true,
+    },
+    {
+      name: 'a slow head',
+      pieces: [`GET ${o.path} HTTP/1.1\r\nHost: t\r\n`],
+      status: 408,
+      code: 'request_timeout',
+      closes: true,
+    },
+    {
+      name: 'a slow body',
+      pieces: [post('Content-Length: 10\r\n', '{"a":')],
+      status: 408,
+      code: 'request_timeout',
+      closes: true,
+    },
     {
       name: 'a body left unread by a refusal (no key)',
-      pieces: [`POST ${o.path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n${'x'.repeat(64 * 1024)}`],
+      pieces: [
+        `POST ${o.path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n${'x'.repeat(64 * 1024)}`,
+      ],
       status: 401,
       code: 'invalid_api_key',
       closes: true,
     },
     // Refused from its head, the body not read: the connection closes, however much of the body came.
-    { name: 'a whole small body without a key', pieces: [`POST ${o.path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`], status: 401, code: 'invalid_api_key', closes: true },
-    { name: 'a small body with a key, read', pieces: [post('Content-Type: application/json\r\nContent-Length: 2\r\n', '{}')], closes: false },
+    {
+      name: 'a whole small body without a key',
+      pieces: [
+        `POST ${o.path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+      ],
+      status: 401,
+      code: 'invalid_api_key',
+      closes: true,
+    },
+    {
+      name: 'a small body with a key, read',
+      pieces: [post('Content-Type: application/json\r\nContent-Length: 2\r\n', '{}')],
+      closes: false,
+    },
   ];
 }
 
@@ -183,7 +296,14 @@ export function probeCases(o: { path: string; key: string }): ProbeCase[] {
  * Sends a probe on a new connection, first on it or after `first` (a request node:http
  * answers: the connection is then node:http's), and says what came back.
  */
-export async function probe(o: { host: string; port: number; c: ProbeCase; first?: string; closeWithinMs: number; next: string }): Promise<ProbeResult> {
+export async function probe(o: {
+  host: string;
+  port: number;
+  c: ProbeCase;
+  first?: string;
+  closeWithinMs: number;
+  next: string;
+}): Promise<ProbeResult> {
   const conn = await RawConnection.open(o.host, o.port);
   try {
     if (o.first !== undefined) {
@@ -195,7 +315,8 @@ export async function probe(o: { host: string; port: number; c: ProbeCase; first
     const a = await conn.answer({ head: o.c.head === true, ms: 30_000 });
     let code: string | undefined;
     if (a.body !== '') code = (JSON.parse(a.body) as { error?: { code?: string } }).error?.code;
-    if (await conn.closesWithin(o.c.closes ? o.closeWithinMs : 100)) return { status: a.status, code, closes: true };
+    if (await conn.closesWithin(o.c.closes ? o.closeWithinMs : 100))
+      return { status: a.status, code, closes: true };
     // Still open: it must carry another request, with nothing left over from this one.
     if (conn.pending > 0) throw new Error('bytes after the answer');
     await conn.write([o.next]);

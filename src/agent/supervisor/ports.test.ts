@@ -51,8 +51,22 @@ function llama(key: string, port: number, delayMs = 0): ShardRun {
   const processes =
     delayMs === 0
       ? [{ name: 'llama-server', bin: fakeLlamaServer, args, env: { FAKE_LLAMA_LOAD_MS: '50' } }]
-      : [{ name: 'llama-server', bin: '/bin/sh', args: ['-c', `sleep ${delayMs / 1000}; exec "$0" "$@"`, fakeLlamaServer, ...args], env: { FAKE_LLAMA_LOAD_MS: '50' } }];
-  return { key, replica, rank: Number(rank), processes, health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' }, stopGraceMs: 2000 };
+      : [
+          {
+            name: 'llama-server',
+            bin: '/bin/sh',
+            args: ['-c', `sleep ${delayMs / 1000}; exec "$0" "$@"`, fakeLlamaServer, ...args],
+            env: { FAKE_LLAMA_LOAD_MS: '50' },
+          },
+        ];
+  return {
+    key,
+    replica,
+    rank: Number(rank),
+    processes,
+    health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' },
+    stopGraceMs: 2000,
+  };
 }
 
 async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 8000): Promise<T> {
@@ -65,7 +79,8 @@ async function until<T>(what: string, probe: () => T | undefined | false, timeou
   }
 }
 
-const statusOf = (sup: Supervisor, key: string): ShardStatus | undefined => sup.statuses().find((s) => s.key === key);
+const statusOf = (sup: Supervisor, key: string): ShardStatus | undefined =>
+  sup.statuses().find((s) => s.key === key);
 
 describe('a port another program holds', () => {
   it("never counts the other program's answer as the engine's, and says who holds the port", async () => {
@@ -85,11 +100,21 @@ describe('a port another program holds', () => {
         const st = statusOf(sup, 'r/0');
         return st?.state === 'failed' && st.restarts >= 1 ? st : undefined;
       });
-      expect(s.reason).toBe(`llama-server exited with code 1: port ${port} is taken by another program (pid ${other.pid}, node); restarting in 50 ms`);
+      expect(s.reason).toBe(
+        `llama-server exited with code 1: port ${port} is taken by another program (pid ${other.pid}, node); restarting in 50 ms`,
+      );
       expect(s.port_taken).toEqual({ port, pid: other.pid, name: 'node' });
-      expect(s.last_exit?.log_tail.join('\n')).toContain(`couldn't bind HTTP server socket, hostname: 127.0.0.1, port: ${port}`);
+      expect(s.last_exit?.log_tail.join('\n')).toContain(
+        `couldn't bind HTTP server socket, hostname: 127.0.0.1, port: ${port}`,
+      );
       // While it was starting, the other program's 200 was named, and never made it ready.
-      expect(seen.some((x) => x.reason === `port ${port} answers, but from another program (pid ${other.pid}, node), not from llama-server: its answers do not count`)).toBe(true);
+      expect(
+        seen.some(
+          (x) =>
+            x.reason ===
+            `port ${port} answers, but from another program (pid ${other.pid}, node), not from llama-server: its answers do not count`,
+        ),
+      ).toBe(true);
       expect(seen.some((x) => x.state === 'ready')).toBe(false);
     } finally {
       clearInterval(watch);
@@ -135,10 +160,24 @@ describe('a port another program holds', () => {
     // An engine that takes 400 ms to let go of its port once told to stop.
     const slow = `const s = require('node:http').createServer((q, r) => r.end('ok')).listen(${port}, '127.0.0.1');
       process.on('SIGTERM', () => setTimeout(() => process.exit(0), 400));`;
-    sup.apply([{ key: 'old/0', replica: 'old', rank: 0, processes: [{ name: 'slow', bin: process.execPath, args: ['-e', slow], env: {} }], health: { url: `http://127.0.0.1:${port}/`, loading: 'refuses-connections' }, stopGraceMs: 5000 }]);
+    sup.apply([
+      {
+        key: 'old/0',
+        replica: 'old',
+        rank: 0,
+        processes: [{ name: 'slow', bin: process.execPath, args: ['-e', slow], env: {} }],
+        health: { url: `http://127.0.0.1:${port}/`, loading: 'refuses-connections' },
+        stopGraceMs: 5000,
+      },
+    ]);
     await until('the old one ready', () => statusOf(sup, 'old/0')?.state === 'ready');
     sup.apply([llama('new/0', port)]);
-    await until('the wait for the port', () => statusOf(sup, 'new/0')?.reason === `waiting for port ${port}: an engine of this node that is stopping still holds it`);
+    await until(
+      'the wait for the port',
+      () =>
+        statusOf(sup, 'new/0')?.reason ===
+        `waiting for port ${port}: an engine of this node that is stopping still holds it`,
+    );
     const ready = await until('the new one ready', () => {
       const st = statusOf(sup, 'new/0');
       return st?.state === 'ready' ? st : undefined;

@@ -5,7 +5,14 @@ import { readBootId, runTokenVariable, type ProcessRecord, type RecordedProcess 
 import type { LogBuffer } from './log-buffer.js';
 import { ProcessGroup, SpawnError, type Exit, type StopOutcome } from './process-group.js';
 import { groupMembers, listProcesses, processTree, readStat, type ProcStat } from './process-tree.js';
-import { describeProbe, formatMs, healthPort, probeHealth, startingReason, type Health } from './readiness.js';
+import {
+  describeProbe,
+  formatMs,
+  healthPort,
+  probeHealth,
+  startingReason,
+  type Health,
+} from './readiness.js';
 import { describeHolder, findHolder, portUse, type Holder, type Listener } from './sockets.js';
 import type { ExitReport, GpuProcessReader, PortTaken, ShardRun, ShardState, ShardStatus } from './types.js';
 import { aborted, never, wait } from './wait.js';
@@ -130,7 +137,9 @@ export class Shard {
 
   /** The live processes of this shard's engines: each leader, its descendants and its group. */
   pids(processes: readonly ProcStat[]): number[] {
-    return this.#groups.flatMap((g) => (g.gone() ? [] : [...processTree(g.pid, processes), ...groupMembers(g.pid, processes)]));
+    return this.#groups.flatMap((g) =>
+      g.gone() ? [] : [...processTree(g.pid, processes), ...groupMembers(g.pid, processes)],
+    );
   }
 
   async #loop(after: Promise<void> | undefined): Promise<void> {
@@ -250,11 +259,18 @@ export class Shard {
     if (outcome.kind === 'exit') {
       const lines = log.tail(EXIT_TAIL, logStart);
       // An engine that exits before it was ready while another program holds its port could not bind it.
-      const taken = port !== undefined && this.#readySince === undefined ? this.#takenBy(port, this.#ctx.ownPids()) : undefined;
+      const taken =
+        port !== undefined && this.#readySince === undefined
+          ? this.#takenBy(port, this.#ctx.ownPids())
+          : undefined;
       ending =
         taken === undefined
           ? { reason: exitReason(outcome.group.name, outcome.exit, lines), exit: outcome.exit }
-          : { reason: `${outcome.group.name} ${describeExit(outcome.exit)}: ${taken.reason}`, exit: outcome.exit, portTaken: taken.taken };
+          : {
+              reason: `${outcome.group.name} ${describeExit(outcome.exit)}: ${taken.reason}`,
+              exit: outcome.exit,
+              portTaken: taken.taken,
+            };
       log.note(`${outcome.group.name} ${describeExit(outcome.exit)}`);
     } else if (outcome.kind === 'stop') {
       log.note('stopped');
@@ -301,7 +317,10 @@ export class Shard {
         if (reason !== this.#reason) this.#ctx.log.note(taken.reason);
         this.#set('failed', reason, taken.taken);
       } else if (portUse(port, own)?.ours === true) {
-        this.#set('starting', `waiting for port ${port}: an engine of this node that is stopping still holds it`);
+        this.#set(
+          'starting',
+          `waiting for port ${port}: an engine of this node that is stopping still holds it`,
+        );
       } else {
         return true;
       }
@@ -321,8 +340,12 @@ export class Shard {
   }
 
   #holderOf(listeners: readonly Listener[], skip: ReadonlySet<number>): Holder | undefined {
-    const inodes = listeners.map((l) => l.inode).sort((a, b) => a - b).join(',');
-    if (this.#holder?.inodes !== inodes) this.#holder = { inodes, holder: findHolder(new Set(listeners.map((l) => l.inode)), skip) };
+    const inodes = listeners
+      .map((l) => l.inode)
+      .sort((a, b) => a - b)
+      .join(',');
+    if (this.#holder?.inodes !== inodes)
+      this.#holder = { inodes, holder: findHolder(new Set(listeners.map((l) => l.inode)), skip) };
     return this.#holder.holder;
   }
 
@@ -337,7 +360,8 @@ export class Shard {
     const use = portUse(port, pids);
     if (use === undefined || use.ours) return undefined;
     const name = groups[0]?.name ?? 'the engine';
-    if (use.others.length === 0) return { reason: `port ${port} answered, but ${name} does not listen on it (yet)` };
+    if (use.others.length === 0)
+      return { reason: `port ${port} answered, but ${name} does not listen on it (yet)` };
     const taken = this.#takenBy(port, this.#ctx.ownPids());
     return {
       reason: `port ${port} answers, but from ${describeHolder(this.#holderOf(use.others, new Set(pids)), use.others)}, not from ${name}: its answers do not count`,

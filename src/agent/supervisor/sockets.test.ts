@@ -3,7 +3,15 @@ import { createServer } from 'node:net';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { describeHolder, findHolder, parseProcNetTcp, portUse, readListeners, socketInode, toRanges } from './sockets.js';
+import {
+  describeHolder,
+  findHolder,
+  parseProcNetTcp,
+  portUse,
+  readListeners,
+  socketInode,
+  toRanges,
+} from './sockets.js';
 
 // As Linux 6.x writes them: a header, then one socket a line; 0A is LISTEN, 01 ESTABLISHED.
 const tcp = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
@@ -42,7 +50,13 @@ describe('toRanges', () => {
   it.each([
     [[], []],
     [[20000], [[20000, 20000]]],
-    [[20005, 20000, 20001, 20001, 20002], [[20000, 20002], [20005, 20005]]],
+    [
+      [20005, 20000, 20001, 20001, 20002],
+      [
+        [20000, 20002],
+        [20005, 20005],
+      ],
+    ],
   ])('%j', (ports, ranges) => {
     expect(toRanges(ports)).toEqual(ranges);
   });
@@ -51,7 +65,11 @@ describe('toRanges', () => {
 describe('describeHolder', () => {
   it.each([
     [{ pid: 4242, name: 'python3' }, [], 'another program (pid 4242, python3)'],
-    [undefined, [{ port: 1, inode: 2, uid: 1001 }], 'another program (of uid 1001; this agent cannot see which)'],
+    [
+      undefined,
+      [{ port: 1, inode: 2, uid: 1001 }],
+      'another program (of uid 1001; this agent cannot see which)',
+    ],
     [undefined, [], 'another program'],
   ])('%j', (holder, listeners, text) => {
     expect(describeHolder(holder, listeners)).toBe(text);
@@ -67,13 +85,28 @@ describe('on this machine', () => {
   it('tells a port this process listens on from one a child does, and names the holder', async () => {
     const mine = createServer();
     servers.push(mine);
-    const port = await new Promise<number>((resolve) => mine.listen(0, '127.0.0.1', () => { resolve((mine.address() as { port: number }).port); }));
+    const port = await new Promise<number>((resolve) =>
+      mine.listen(0, '127.0.0.1', () => {
+        resolve((mine.address() as { port: number }).port);
+      }),
+    );
     expect(readListeners()?.some((l) => l.port === port)).toBe(true);
     expect(portUse(port, [process.pid])).toEqual({ ours: true, others: [] });
 
-    const child = spawn(process.execPath, ['-e', "require('node:net').createServer().listen(0, '127.0.0.1', function () { console.log(this.address().port); })"], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const child = spawn(
+      process.execPath,
+      [
+        '-e',
+        "require('node:net').createServer().listen(0, '127.0.0.1', function () { console.log(this.address().port); })",
+      ],
+      { stdio: ['ignore', 'pipe', 'ignore'] },
+    );
     servers.push({ close: () => child.kill('SIGKILL') });
-    const theirs = await new Promise<number>((resolve) => child.stdout.once('data', (d: Buffer) => { resolve(Number(String(d).trim())); }));
+    const theirs = await new Promise<number>((resolve) =>
+      child.stdout.once('data', (d: Buffer) => {
+        resolve(Number(String(d).trim()));
+      }),
+    );
     const use = portUse(theirs, [process.pid]);
     expect(use?.ours).toBe(false);
     expect(use?.others).toHaveLength(1);

@@ -99,7 +99,10 @@ export interface Holder {
  * Undefined when none that this agent may read holds it (another user's process, or one in
  * another PID namespace).
  */
-export function findHolder(inodes: ReadonlySet<number>, skip: ReadonlySet<number> = new Set()): Holder | undefined {
+export function findHolder(
+  inodes: ReadonlySet<number>,
+  skip: ReadonlySet<number> = new Set(),
+): Holder | undefined {
   if (inodes.size === 0) return undefined;
   let names: string[];
   try {
@@ -127,7 +130,9 @@ export function findHolder(inodes: ReadonlySet<number>, skip: ReadonlySet<number
 export function describeHolder(holder: Holder | undefined, listeners: readonly Listener[]): string {
   if (holder !== undefined) return `another program (pid ${holder.pid}, ${holder.name})`;
   const uids = [...new Set(listeners.map((l) => l.uid).filter((u) => u >= 0))];
-  return uids.length === 0 ? 'another program' : `another program (of uid ${uids.join(', ')}; this agent cannot see which)`;
+  return uids.length === 0
+    ? 'another program'
+    : `another program (of uid ${uids.join(', ')}; this agent cannot see which)`;
 }
 
 /** Sorted ports as inclusive ranges: [20000, 20001, 20005] gives [[20000, 20001], [20005, 20005]]. */

@@ -61,7 +61,14 @@ function shard(key: string, processes: ProcessSpec[], extra: Partial<ShardRun> =
 function llamaShard(key: string, port: number, loadMs: number, args: string[] = []): ShardRun {
   return shard(
     key,
-    [{ name: 'llama-server', bin: fakeLlamaServer, args: ['--model', fakeGguf(), ...args, '--port', String(port)], env: { FAKE_LLAMA_LOAD_MS: String(loadMs) } }],
+    [
+      {
+        name: 'llama-server',
+        bin: fakeLlamaServer,
+        args: ['--model', fakeGguf(), ...args, '--port', String(port)],
+        env: { FAKE_LLAMA_LOAD_MS: String(loadMs) },
+      },
+    ],
     { health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' } },
   );
 }
@@ -115,9 +122,7 @@ describe('readiness', () => {
   it('waits through the llama-server 503 while loading, then is ready; logs go to the buffer and the file', async () => {
     const { sup, events, dir } = harness();
     const port = await freePort();
-    sup.apply([
-      llamaShard('llama-1/0', port, 500, ['--host', '127.0.0.1']),
-    ]);
+    sup.apply([llamaShard('llama-1/0', port, 500, ['--host', '127.0.0.1'])]);
     expect(statusOf(sup, 'llama-1/0')?.state).toBe('starting');
     const ready = await inState(sup, 'llama-1/0', 'ready');
     expect(ready.ready_since).toMatch(/^\d{4}-/);
@@ -192,9 +197,7 @@ describe('readiness', () => {
   it('restarts a shard that is not ready in time', async () => {
     const { sup } = harness({ readyTimeoutMs: 300, backoff: { initialMs: 5000, maxMs: 5000 } });
     const port = await freePort();
-    sup.apply([
-      llamaShard('slow/0', port, 60000),
-    ]);
+    sup.apply([llamaShard('slow/0', port, 60000)]);
     const failed = await until('the restart', () => {
       const st = statusOf(sup, 'slow/0');
       return st?.reason?.includes('restarting') === true ? st : undefined;
@@ -327,7 +330,11 @@ describe('stopping', () => {
     expect(isRunning(pid ?? 0)).toBe(false);
     expect(sup.statuses()).toEqual([]);
     // The log file is appended asynchronously: wait for the line rather than race it.
-    await until('the kill in the log file', () => /still ran 400 ms after SIGTERM: killed/.test(readFileSync(join(dir, 'logs', 'stubborn-r0.log'), 'utf8')));
+    await until('the kill in the log file', () =>
+      /still ran 400 ms after SIGTERM: killed/.test(
+        readFileSync(join(dir, 'logs', 'stubborn-r0.log'), 'utf8'),
+      ),
+    );
   });
 
   it('stops only the removed shard, with its whole process group', async () => {
@@ -510,9 +517,7 @@ describe('leftovers', () => {
   it('records what runs, so a later agent can kill it', async () => {
     const { sup, dir } = harness();
     const port = await freePort();
-    sup.apply([
-      llamaShard('llama-1/0', port, 0),
-    ]);
+    sup.apply([llamaShard('llama-1/0', port, 0)]);
     const { pid } = await inState(sup, 'llama-1/0', 'ready');
     const stateFile = join(dir, 'processes.json');
     const recorded = JSON.parse(readFileSync(stateFile, 'utf8'));

@@ -204,7 +204,8 @@ export class Supervisor {
   #ownPids(): Set<number> {
     const processes = listProcesses();
     const out = new Set<number>();
-    for (const shard of new Set([...this.#shards.values(), ...this.#stopping.keys()])) for (const pid of shard.pids(processes)) out.add(pid);
+    for (const shard of new Set([...this.#shards.values(), ...this.#stopping.keys()]))
+      for (const pid of shard.pids(processes)) out.add(pid);
     return out;
   }
 }

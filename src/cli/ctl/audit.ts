@@ -19,7 +19,8 @@ export function registerAudit(ctl: Command, run: Runner): void {
     .action(
       run.action(async ({ opts, o, conn }) => {
         const limit = Number(stringOpt(opts, 'limit'));
-        if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit is a whole number from 1 to 1000');
+        if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+          throw new UsageError('--limit is a whole number from 1 to 1000');
         const since = parseSince(stringOpt(opts, 'since'));
         const items = await connect(conn).audit({
           limit,
@@ -28,7 +29,12 @@ export function registerAudit(ctl: Command, run: Runner): void {
           ...(stringOpt(opts, 'target') === undefined ? {} : { target: stringOpt(opts, 'target') }),
           ...(stringOpt(opts, 'action') === undefined ? {} : { action: stringOpt(opts, 'action') }),
         });
-        emit(o, { items }, (d) => table(['TIME', 'ACTOR', 'ACTION', 'TARGET', 'DETAIL'], d.items.map((e) => [e.at, e.actor, e.action, e.target, summarise(e.detail)])));
+        emit(o, { items }, (d) =>
+          table(
+            ['TIME', 'ACTOR', 'ACTION', 'TARGET', 'DETAIL'],
+            d.items.map((e) => [e.at, e.actor, e.action, e.target, summarise(e.detail)]),
+          ),
+        );
       }),
     );
 }
@@ -38,7 +44,10 @@ export function parseSince(value: string | undefined, now = Date.now()): string 
   if (value === undefined) return undefined;
   if (/^\d+[smhd]$/.test(value)) return new Date(now - parseDuration(value, '--since') * 1000).toISOString();
   const t = Date.parse(value);
-  if (Number.isNaN(t)) throw new UsageError(`--since ${value} is neither a time (2026-12-01T09:00:00Z) nor a duration (30m, 2h, 7d)`);
+  if (Number.isNaN(t))
+    throw new UsageError(
+      `--since ${value} is neither a time (2026-12-01T09:00:00Z) nor a duration (30m, 2h, 7d)`,
+    );
   return new Date(t).toISOString();
 }
 

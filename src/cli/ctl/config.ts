@@ -21,13 +21,20 @@ export function registerConfig(ctl: Command, run: Runner): void {
     .action(
       run.action(async ({ o, conn }) => {
         const c = await connect(conn).getConfig();
-        emit(o, { path: c.path, text: c.text, overridden_by_env: c.overriddenByEnv }, (d) => d.text || `# ${d.path} is empty: every setting has its default`);
-        if (!o.json && c.overriddenByEnv.length > 0) o.err(`note: set from the environment, winning over the file: ${c.overriddenByEnv.join(', ')}`);
+        emit(
+          o,
+          { path: c.path, text: c.text, overridden_by_env: c.overriddenByEnv },
+          (d) => d.text || `# ${d.path} is empty: every setting has its default`,
+        );
+        if (!o.json && c.overriddenByEnv.length > 0)
+          o.err(`note: set from the environment, winning over the file: ${c.overriddenByEnv.join(', ')}`);
       }),
     );
   config
     .command('edit')
-    .description('edit the settings file in $EDITOR; it is validated before it is written, and reopened on an error')
+    .description(
+      'edit the settings file in $EDITOR; it is validated before it is written, and reopened on an error',
+    )
     .action(
       run.action(async ({ o, conn }) => {
         await editSettings(connect(conn), o, process.env);
@@ -51,11 +58,18 @@ export async function editSettings(client: ApiClient, o: Output, env: NodeJS.Pro
     const edited = stripHeader(readFileSync(file, 'utf8'));
     if (edited === current.text) {
       rmSync(dir, { recursive: true, force: true });
-      emit<ConfigChangeView>(o, { changed: false, applied: [], restart_required: [], overridden_by_env: current.overriddenByEnv }, () => 'Edit cancelled: no changes made.');
+      emit<ConfigChangeView>(
+        o,
+        { changed: false, applied: [], restart_required: [], overridden_by_env: current.overriddenByEnv },
+        () => 'Edit cancelled: no changes made.',
+      );
       return;
     }
     if (edited === lastRefused) {
-      throw new LlmgwError('invalid_argument', `edit cancelled: the settings still have the error shown; your changes are kept in ${file}\n${error ?? ''}`);
+      throw new LlmgwError(
+        'invalid_argument',
+        `edit cancelled: the settings still have the error shown; your changes are kept in ${file}\n${error ?? ''}`,
+      );
     }
     try {
       const change = await client.putConfig(edited, current.etag);
@@ -64,7 +78,8 @@ export async function editSettings(client: ApiClient, o: Output, env: NodeJS.Pro
       return;
     } catch (e) {
       if (!(e instanceof ApiError) || (e.code !== 'invalid_argument' && e.code !== 'conflict')) {
-        if (e instanceof LlmgwError) throw new LlmgwError(e.code, `${e.message}\nyour changes are kept in ${file}`);
+        if (e instanceof LlmgwError)
+          throw new LlmgwError(e.code, `${e.message}\nyour changes are kept in ${file}`);
         throw e;
       }
       error = e.message;
@@ -78,8 +93,10 @@ export async function editSettings(client: ApiClient, o: Output, env: NodeJS.Pro
 function describeChange(c: ConfigChangeView): string {
   const lines = ['settings saved.'];
   if (c.applied.length > 0) lines.push(`applied now: ${c.applied.join(', ')}`);
-  if (c.restart_required.length > 0) lines.push(`take effect at the next restart: ${c.restart_required.join(', ')}`);
-  if (c.overridden_by_env.length > 0) lines.push(`still set from the environment, over the file: ${c.overridden_by_env.join(', ')}`);
+  if (c.restart_required.length > 0)
+    lines.push(`take effect at the next restart: ${c.restart_required.join(', ')}`);
+  if (c.overridden_by_env.length > 0)
+    lines.push(`still set from the environment, over the file: ${c.overridden_by_env.join(', ')}`);
   return lines.join('\n');
 }
 
@@ -103,6 +120,11 @@ function runEditor(env: NodeJS.ProcessEnv, file: string): void {
   const editor = env['VISUAL'] ?? env['EDITOR'] ?? 'vi';
   // Through a shell, as git and kubectl do, so EDITOR may carry arguments ("code --wait").
   const r = spawnSync(`${editor} '${file.replace(/'/g, `'\\''`)}'`, { shell: true, stdio: 'inherit', env });
-  if (r.error !== undefined) throw new LlmgwError('unavailable', `cannot run the editor "${editor}": ${r.error.message}; set EDITOR`);
-  if (r.status !== 0) throw new LlmgwError('unavailable', `the editor "${editor}" exited with status ${r.status ?? 'unknown'}: nothing was changed`);
+  if (r.error !== undefined)
+    throw new LlmgwError('unavailable', `cannot run the editor "${editor}": ${r.error.message}; set EDITOR`);
+  if (r.status !== 0)
+    throw new LlmgwError(
+      'unavailable',
+      `the editor "${editor}" exited with status ${r.status ?? 'unknown'}: nothing was changed`,
+    );
 }

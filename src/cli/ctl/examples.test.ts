@@ -13,9 +13,20 @@ const examples = readdirSync(join(root, 'examples')).filter((f) => f.endsWith('.
 
 describe('the example models under examples/', () => {
   it('are there: a llama.cpp GGUF model on GPU and CPU profiles, a vLLM model with tp, a MIG profile', () => {
-    const specs = examples.map((f) => readDefinition(join(root, 'examples', f)) as { profiles: { engine: string; cpu?: boolean; gpu_class?: string; tp?: number }[] });
+    const specs = examples.map(
+      (f) =>
+        readDefinition(join(root, 'examples', f)) as {
+          profiles: { engine: string; cpu?: boolean; gpu_class?: string; tp?: number }[];
+        },
+    );
     const profiles = specs.flatMap((s) => s.profiles);
-    expect(specs.some((s) => s.profiles.some((p) => p.engine === 'llamacpp' && p.cpu === true) && s.profiles.some((p) => p.engine === 'llamacpp' && p.gpu_class !== undefined))).toBe(true);
+    expect(
+      specs.some(
+        (s) =>
+          s.profiles.some((p) => p.engine === 'llamacpp' && p.cpu === true) &&
+          s.profiles.some((p) => p.engine === 'llamacpp' && p.gpu_class !== undefined),
+      ),
+    ).toBe(true);
     expect(profiles.some((p) => p.engine === 'vllm' && (p.tp ?? 1) > 1)).toBe(true);
     expect(profiles.some((p) => p.gpu_class?.includes('-mig-') === true)).toBe(true);
   });
@@ -26,7 +37,9 @@ describe('the example models under examples/', () => {
   });
 
   it('are the files the README and docs name', () => {
-    const named = ['README.md', ...readdirSync(join(root, 'docs')).map((f) => join('docs', f))].flatMap((f) => [...readFileSync(join(root, f), 'utf8').matchAll(/examples\/([\w.-]+\.yaml)/g)].map((m) => m[1]));
+    const named = ['README.md', ...readdirSync(join(root, 'docs')).map((f) => join('docs', f))].flatMap((f) =>
+      [...readFileSync(join(root, f), 'utf8').matchAll(/examples\/([\w.-]+\.yaml)/g)].map((m) => m[1]),
+    );
     expect(named.length).toBeGreaterThan(0);
     for (const f of named) expect(examples).toContain(f);
   });

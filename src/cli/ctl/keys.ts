@@ -41,7 +41,14 @@ export function registerKeys(ctl: Command, run: Runner): void {
   key
     .command('create')
     .argument('<name>', 'a name for the key: who or what uses it')
-    .addOption(new Option('--role <role>', 'admin: everything; user: reads and the gateway; gateway: for llmgw gateway; metrics: reads /metrics only').choices(roles).default('user'))
+    .addOption(
+      new Option(
+        '--role <role>',
+        'admin: everything; user: reads and the gateway; gateway: for llmgw gateway; metrics: reads /metrics only',
+      )
+        .choices(roles)
+        .default('user'),
+    )
     .option('--models <names>', 'models it may use through the gateway, comma-separated (default: all)')
     .option('--rpm <n>', 'requests per minute through the gateway (default: no limit)')
     .option('--tpm <n>', 'tokens per minute through the gateway (default: no limit)')
@@ -50,7 +57,12 @@ export function registerKeys(ctl: Command, run: Runner): void {
       run.action(async ({ opts, o, conn }, name: string) => {
         const role = roles.find((r) => r === opts['role']) ?? 'user';
         const created = await connect(conn).createKey(name, role, limitsOf(opts));
-        emit(o, created, (c) => `key "${c.key.name}" (${c.key.role}) created. Its secret, shown only this once:\n\n  ${c.secret}\n`);
+        emit(
+          o,
+          created,
+          (c) =>
+            `key "${c.key.name}" (${c.key.role}) created. Its secret, shown only this once:\n\n  ${c.secret}\n`,
+        );
       }),
     );
   key
@@ -59,13 +71,19 @@ export function registerKeys(ctl: Command, run: Runner): void {
     .option('--models <names>', 'models it may use, comma-separated; "all" lifts the restriction')
     .option('--rpm <n>', 'requests per minute; "none" lifts the limit')
     .option('--tpm <n>', 'tokens per minute; "none" lifts the limit')
-    .description("change what a key may use through the gateway")
+    .description('change what a key may use through the gateway')
     .action(
       run.action(async ({ opts, o, conn }, name: string) => {
         const limits = limitsOf(opts);
-        if (Object.keys(limits).length === 0) throw new UsageError('say what to change: --models, --rpm or --tpm');
+        if (Object.keys(limits).length === 0)
+          throw new UsageError('say what to change: --models, --rpm or --tpm');
         const k = await connect(conn).updateKey(name, limits);
-        emit(o, k, (v) => `key "${v.name}" may now use ${v.allowed_models === null ? 'every model' : v.allowed_models.join(', ')}; rpm ${v.rpm ?? 'unlimited'}, tpm ${v.tpm ?? 'unlimited'}`);
+        emit(
+          o,
+          k,
+          (v) =>
+            `key "${v.name}" may now use ${v.allowed_models === null ? 'every model' : v.allowed_models.join(', ')}; rpm ${v.rpm ?? 'unlimited'}, tpm ${v.tpm ?? 'unlimited'}`,
+        );
       }),
     );
   key
@@ -83,7 +101,14 @@ export function registerKeys(ctl: Command, run: Runner): void {
 function limitsOf(opts: Record<string, unknown>): KeyLimitsBody {
   const out: KeyLimitsBody = {};
   const models = stringOpt(opts, 'models');
-  if (models !== undefined) out.models = models === 'all' ? null : models.split(',').map((m) => m.trim()).filter((m) => m !== '');
+  if (models !== undefined)
+    out.models =
+      models === 'all'
+        ? null
+        : models
+            .split(',')
+            .map((m) => m.trim())
+            .filter((m) => m !== '');
   for (const k of ['rpm', 'tpm'] as const) {
     const v = stringOpt(opts, k);
     if (v === undefined) continue;
@@ -92,7 +117,8 @@ function limitsOf(opts: Record<string, unknown>): KeyLimitsBody {
       continue;
     }
     const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${k} is a whole number of 1 or more (or none), not "${v}"`);
+    if (!Number.isInteger(n) || n < 1)
+      throw new UsageError(`--${k} is a whole number of 1 or more (or none), not "${v}"`);
     out[k] = n;
   }
   return out;

@@ -20,7 +20,10 @@ const loginSchema = z.object({ server: z.string(), key: z.string().optional() })
 export type SavedLogin = z.output<typeof loginSchema>;
 
 /** The saved login; one left readable by others (copied, or saved by hand) is made 0600 first, saying so. */
-export function readLogin(env: NodeJS.ProcessEnv = process.env, onFixed: OnFixed = noteOnStderr): SavedLogin | undefined {
+export function readLogin(
+  env: NodeJS.ProcessEnv = process.env,
+  onFixed: OnFixed = noteOnStderr,
+): SavedLogin | undefined {
   const path = loginFilePath(env);
   if (!existsSync(path)) return undefined;
   restrict(path, 0o600, onFixed);

@@ -24,7 +24,14 @@ export function registerModels(ctl: Command, run: Runner): void {
             ? 'No models yet: declare them in the settings (llmgw ctl config edit) or add one with llmgw ctl model add -f FILE.'
             : table(
                 ['NAME', 'ORIGIN', 'REPLICAS', 'PROFILES', 'SOURCE', 'AGE'],
-                items.map((m) => [m.name, m.metadata.origin, String(m.replicas), profilesSummary(m), m.source, age(m.metadata.created_at)]),
+                items.map((m) => [
+                  m.name,
+                  m.metadata.origin,
+                  String(m.replicas),
+                  profilesSummary(m),
+                  m.source,
+                  age(m.metadata.created_at),
+                ]),
               ),
         );
       }),
@@ -45,13 +52,20 @@ export function registerModels(ctl: Command, run: Runner): void {
 
   model
     .command('add')
-    .description('add a model from a YAML or JSON file: the same shape as one entry of models: in the settings')
+    .description(
+      'add a model from a YAML or JSON file: the same shape as one entry of models: in the settings',
+    )
     .requiredOption('-f, --file <file>', 'the model definition; - reads standard input')
     .action(
       run.action(async ({ opts, o, conn }) => {
         const spec = readDefinition(stringOpt(opts, 'file') ?? '-');
         const m = await connect(conn).addModel(spec);
-        emit(o, m, (v) => `model "${v.name}" added (${v.replicas} replica${v.replicas === 1 ? '' : 's'}, profiles: ${profilesSummary(v)})`);
+        emit(
+          o,
+          m,
+          (v) =>
+            `model "${v.name}" added (${v.replicas} replica${v.replicas === 1 ? '' : 's'}, profiles: ${profilesSummary(v)})`,
+        );
       }),
     );
 
@@ -86,7 +100,8 @@ export function registerModels(ctl: Command, run: Runner): void {
     .action(
       run.action(async ({ o, conn }, name: string, count: string) => {
         const n = Number(count);
-        if (!Number.isInteger(n) || n < 0) throw new UsageError(`replicas is a whole number of 0 or more, not "${count}"`);
+        if (!Number.isInteger(n) || n < 0)
+          throw new UsageError(`replicas is a whole number of 0 or more, not "${count}"`);
         const m = await connect(conn).scaleModel(name, n);
         emit(o, m, (v) => `model "${v.name}" scaled to ${v.replicas} replica${v.replicas === 1 ? '' : 's'}`);
       }),
@@ -106,7 +121,9 @@ export function registerModels(ctl: Command, run: Runner): void {
 }
 
 export function profilesSummary(m: ModelView): string {
-  return m.profiles.map((p) => `${p.name}:${p.engine}@${p.cpu === true ? 'cpu' : (p.gpu_class ?? '?')}`).join(',');
+  return m.profiles
+    .map((p) => `${p.name}:${p.engine}@${p.cpu === true ? 'cpu' : (p.gpu_class ?? '?')}`)
+    .join(',');
 }
 
 /** A model definition from a file or standard input, YAML or JSON (JSON is YAML). */
@@ -124,11 +141,15 @@ export function readDefinition(file: string): unknown {
       .split('\n')
       .map((l) => `  ${l}`)
       .join('\n');
-    throw new UsageError(`${file} is not valid YAML or JSON: line ${first.line}, column ${first.column}: ${first.message}\n${frame}`);
+    throw new UsageError(
+      `${file} is not valid YAML or JSON: line ${first.line}, column ${first.column}: ${first.message}\n${frame}`,
+    );
   }
   const value: unknown = doc.toJS();
   if (typeof value === 'object' && value !== null && !Array.isArray(value) && 'models' in value) {
-    throw new UsageError(`${file} looks like a settings file (it has models:): give one model, the contents of one entry of models:`);
+    throw new UsageError(
+      `${file} looks like a settings file (it has models:): give one model, the contents of one entry of models:`,
+    );
   }
   if (Array.isArray(value)) throw new UsageError(`${file} holds a list: give one model per file`);
   return value;

@@ -20,7 +20,14 @@ export function registerNodes(ctl: Command, run: Runner): void {
             ? 'No nodes yet: make a join token with llmgw ctl node token, then run llmgw agent --server URL --token TOKEN on each machine.'
             : table(
                 ['NAME', 'STATE', 'LAST SEEN', 'DEVICES', 'CPUS', 'RAM'],
-                items.map((n) => [n.name, stateText(n), age(n.last_seen), devicesText(n), String(n.host.cpus.count), gib(n.host.memory.total_mib)]),
+                items.map((n) => [
+                  n.name,
+                  stateText(n),
+                  age(n.last_seen),
+                  devicesText(n),
+                  String(n.host.cpus.count),
+                  gib(n.host.memory.total_mib),
+                ]),
               ),
         );
       }),
@@ -30,7 +37,9 @@ export function registerNodes(ctl: Command, run: Runner): void {
   node
     .command('show')
     .argument('<name>', 'the node')
-    .description("a node's devices (id as card or card/migN, class, memory, temperature, power, utilisation, processes) and the cards it leaves out")
+    .description(
+      "a node's devices (id as card or card/migN, class, memory, temperature, power, utilisation, processes) and the cards it leaves out",
+    )
     .action(
       run.action(async ({ o, conn }, name: string) => {
         const n = await connect(conn).getNode(name);
@@ -60,24 +69,29 @@ export function registerNodes(ctl: Command, run: Runner): void {
         const expiresIn = expires === undefined ? undefined : parseDuration(expires, '--expires');
         const client = connect(conn);
         const created = await client.createJoinToken({ name: stringOpt(opts, 'name'), expiresIn });
-        emit(o, { ...created, join: `llmgw agent --server ${client.server} --token ${created.secret}` }, (c) =>
-          [
-            `join token "${c.token.name}" created${c.token.expires_at === null ? '' : `, valid until ${c.token.expires_at}`}. It is shown only this once:`,
-            '',
-            `  ${c.secret}`,
-            '',
-            'On each machine to join, run:',
-            '',
-            `  ${c.join}`,
-            '',
-          ].join('\n'),
+        emit(
+          o,
+          { ...created, join: `llmgw agent --server ${client.server} --token ${created.secret}` },
+          (c) =>
+            [
+              `join token "${c.token.name}" created${c.token.expires_at === null ? '' : `, valid until ${c.token.expires_at}`}. It is shown only this once:`,
+              '',
+              `  ${c.secret}`,
+              '',
+              'On each machine to join, run:',
+              '',
+              `  ${c.join}`,
+              '',
+            ].join('\n'),
         );
       }),
     );
   token
     .command('revoke')
     .argument('<name>', 'the token')
-    .description('revoke a join token: no new node joins with it (nodes that joined keep their own credentials)')
+    .description(
+      'revoke a join token: no new node joins with it (nodes that joined keep their own credentials)',
+    )
     .action(
       run.action(async ({ o, conn }, name: string) => {
         const t = await connect(conn).revokeJoinToken(name);
@@ -94,7 +108,15 @@ export function registerNodes(ctl: Command, run: Runner): void {
         emit(o, { items: tokens }, ({ items }) =>
           table(
             ['NAME', 'PREFIX', 'CREATED', 'EXPIRES', 'USES', 'LAST USED', 'REVOKED'],
-            items.map((t) => [t.name, t.prefix, age(t.created_at), t.expires_at ?? 'never', String(t.uses), age(t.last_used_at), t.revoked_at === null ? '-' : age(t.revoked_at)]),
+            items.map((t) => [
+              t.name,
+              t.prefix,
+              age(t.created_at),
+              t.expires_at ?? 'never',
+              String(t.uses),
+              age(t.last_used_at),
+              t.revoked_at === null ? '-' : age(t.revoked_at),
+            ]),
           ),
         );
       }),
@@ -125,7 +147,8 @@ function devicesText(n: NodeView): string {
     const used = n.devices_in_use_by_class[cls] ?? 0;
     return `${count}×${cls}${used > 0 ? ` (${used} in use)` : ''}`;
   });
-  if (n.excluded.length > 0) parts.push(`${n.excluded.length} card${n.excluded.length === 1 ? '' : 's'} left out`);
+  if (n.excluded.length > 0)
+    parts.push(`${n.excluded.length} card${n.excluded.length === 1 ? '' : 's'} left out`);
   return parts.length === 0 ? 'cpu' : parts.join(', ');
 }
 
@@ -162,7 +185,9 @@ function nodeDetail(n: NodeView): string {
             d.temperature_c === undefined ? '-' : `${d.temperature_c}C`,
             d.power_w === undefined ? '-' : `${Math.round(d.power_w)}W`,
             d.utilization_pct === undefined ? '-' : `${d.utilization_pct}%`,
-            d.processes.length === 0 ? '-' : d.processes.map((p) => `${p.pid} ${p.name || '?'} (${p.memory_mib} MiB)`).join(', '),
+            d.processes.length === 0
+              ? '-'
+              : d.processes.map((p) => `${p.pid} ${p.name || '?'} (${p.memory_mib} MiB)`).join(', '),
           ]),
         ),
       ),
@@ -189,7 +214,13 @@ function statusText(s: ClusterStatus): string {
       indent(
         table(
           ['CLASS', 'TOTAL', 'USED', 'FREE', 'OTHER PROCESSES'],
-          s.devices.map((d) => [d.class, String(d.total), String(d.used), String(d.free), d.other_processes === 0 ? '-' : `${d.other_processes} (busy, not llmgw's)`]),
+          s.devices.map((d) => [
+            d.class,
+            String(d.total),
+            String(d.used),
+            String(d.free),
+            d.other_processes === 0 ? '-' : `${d.other_processes} (busy, not llmgw's)`,
+          ]),
         ),
       ),
     );

@@ -18,7 +18,16 @@ describe('replica views in llmgw ctl', () => {
 
   it('shows the whole reason in replica show, apart from the state', () => {
     const reason = `the engine exited with code 1: ${'x'.repeat(380)}`;
-    const r: ReplicaView = { id: 'tiny-1', model: 'tiny', profile: 'cpu', engine: 'llamacpp', state: 'failed', reason, restarts: 3, shards: [] };
+    const r: ReplicaView = {
+      id: 'tiny-1',
+      model: 'tiny',
+      profile: 'cpu',
+      engine: 'llamacpp',
+      state: 'failed',
+      reason,
+      restarts: 3,
+      shards: [],
+    };
     const lines = replicaDetail(r).split('\n');
     expect(lines).toContain('State:      failed');
     expect(lines).toContain(`Reason:     ${reason}`);

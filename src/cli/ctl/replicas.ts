@@ -11,7 +11,9 @@ export function registerReplicas(ctl: Command, run: Runner): void {
   ctl
     .command('replicas')
     .argument('[model]', "only this model's replicas")
-    .description('list replicas: model, profile, node, devices, state, ready since, restarts, endpoint, and why (cut short: llmgw ctl replica show ID has all of it)')
+    .description(
+      'list replicas: model, profile, node, devices, state, ready since, restarts, endpoint, and why (cut short: llmgw ctl replica show ID has all of it)',
+    )
     .action(
       run.action(async ({ o, conn }, model?: string) => {
         const client = connect(conn);
@@ -24,7 +26,18 @@ export function registerReplicas(ctl: Command, run: Runner): void {
               ? 'No replicas: add a model (llmgw ctl model add -f FILE) with replicas of 1 or more.'
               : `No replicas of ${model}.`
             : table(
-                ['REPLICA', 'MODEL', 'PROFILE', 'NODE', 'DEVICES', 'STATE', 'READY', 'RESTARTS', 'ENDPOINT', 'REASON'],
+                [
+                  'REPLICA',
+                  'MODEL',
+                  'PROFILE',
+                  'NODE',
+                  'DEVICES',
+                  'STATE',
+                  'READY',
+                  'RESTARTS',
+                  'ENDPOINT',
+                  'REASON',
+                ],
                 d.items.map((r) => [
                   r.id ?? '-',
                   r.model,
@@ -46,7 +59,9 @@ export function registerReplicas(ctl: Command, run: Runner): void {
   replica
     .command('show')
     .argument('<id>', 'the replica')
-    .description("a replica's shards: node, devices, port, state, restarts and the last exit with its log lines")
+    .description(
+      "a replica's shards: node, devices, port, state, restarts and the last exit with its log lines",
+    )
     .action(
       run.action(async ({ o, conn }, id: string) => {
         const r = await connect(conn).getReplica(id);
@@ -83,7 +98,13 @@ export function registerReplicas(ctl: Command, run: Runner): void {
         process.once('SIGINT', onSignal);
         process.once('SIGTERM', onSignal);
         try {
-          await connect(conn).logs(id, { tail, rank, follow: opts['follow'] === true, signal: abort.signal, onText: (t) => process.stdout.write(t) });
+          await connect(conn).logs(id, {
+            tail,
+            rank,
+            follow: opts['follow'] === true,
+            signal: abort.signal,
+            onText: (t) => process.stdout.write(t),
+          });
         } finally {
           process.off('SIGINT', onSignal);
           process.off('SIGTERM', onSignal);
@@ -94,7 +115,8 @@ export function registerReplicas(ctl: Command, run: Runner): void {
 
 function devicesText(r: ReplicaView): string {
   const parts = r.shards.map((s) => (s.devices.length === 0 ? cpuText(s.threads) : s.devices.join(',')));
-  const text = r.shards.length > 1 ? r.shards.map((s, i) => `${s.node}:${parts[i] ?? ''}`).join(' ') : (parts[0] ?? '-');
+  const text =
+    r.shards.length > 1 ? r.shards.map((s, i) => `${s.node}:${parts[i] ?? ''}`).join(' ') : (parts[0] ?? '-');
   return text === '' ? '-' : text;
 }
 
@@ -129,9 +151,13 @@ export function replicaDetail(r: ReplicaView): string {
     'Shards:',
   ];
   for (const s of r.shards) {
-    lines.push(`  rank ${s.rank}: node ${s.node}, devices ${s.devices.length === 0 ? 'cpu' : s.devices.join(',')}, port ${s.port}, ${s.state}${s.reason === undefined ? '' : ` (${s.reason})`}${s.pid === undefined ? '' : `, pid ${s.pid}`}, ${s.restarts} restarts`);
+    lines.push(
+      `  rank ${s.rank}: node ${s.node}, devices ${s.devices.length === 0 ? 'cpu' : s.devices.join(',')}, port ${s.port}, ${s.state}${s.reason === undefined ? '' : ` (${s.reason})`}${s.pid === undefined ? '' : `, pid ${s.pid}`}, ${s.restarts} restarts`,
+    );
     if (s.last_exit !== undefined) {
-      lines.push(`    last exit: ${s.last_exit.signal ?? `code ${s.last_exit.code ?? '?'}`} at ${s.last_exit.at}`);
+      lines.push(
+        `    last exit: ${s.last_exit.signal ?? `code ${s.last_exit.code ?? '?'}`} at ${s.last_exit.at}`,
+      );
       for (const l of s.last_exit.log_tail.slice(-10)) lines.push(`      | ${l}`);
     }
   }

@@ -20,22 +20,46 @@ export function registerUsage(ctl: Command, run: Runner): void {
       run.action(async ({ opts, o, conn, cmd }) => {
         let items: UsageRow[];
         try {
-          items = await connect(conn).usage({ key: stringOpt(opts, 'keyName'), model: stringOpt(opts, 'model'), since: parseSince(stringOpt(opts, 'since')) });
+          items = await connect(conn).usage({
+            key: stringOpt(opts, 'keyName'),
+            model: stringOpt(opts, 'model'),
+            since: parseSince(stringOpt(opts, 'since')),
+          });
         } catch (e) {
           // `ctl usage --key NAME` once filtered by key name: say what to write now. The value is
           // not repeated: it may be a secret.
-          if (e instanceof ApiError && e.code === 'unauthenticated' && stringOpt(cmd.opts(), 'key') !== undefined) {
-            throw new LlmgwError(e.code, e.message, { hint: "--key is the API key; to show one key's usage, write llmgw ctl usage --key-name NAME" });
+          if (
+            e instanceof ApiError &&
+            e.code === 'unauthenticated' &&
+            stringOpt(cmd.opts(), 'key') !== undefined
+          ) {
+            throw new LlmgwError(e.code, e.message, {
+              hint: "--key is the API key; to show one key's usage, write llmgw ctl usage --key-name NAME",
+            });
           }
           throw e;
         }
         emit(o, { items }, (d) => {
           if (d.items.length === 0) return 'No usage recorded for that.';
-          const total = d.items.reduce((t, r) => ({ requests: t.requests + r.requests, prompt: t.prompt + r.prompt_tokens, completion: t.completion + r.completion_tokens }), { requests: 0, prompt: 0, completion: 0 });
+          const total = d.items.reduce(
+            (t, r) => ({
+              requests: t.requests + r.requests,
+              prompt: t.prompt + r.prompt_tokens,
+              completion: t.completion + r.completion_tokens,
+            }),
+            { requests: 0, prompt: 0, completion: 0 },
+          );
           return [
             table(
               ['HOUR', 'KEY', 'MODEL', 'REQUESTS', 'PROMPT TOKENS', 'COMPLETION TOKENS'],
-              d.items.map((r) => [r.hour.slice(0, 13).replace('T', ' ') + ':00Z', r.key_name, r.model, String(r.requests), String(r.prompt_tokens), String(r.completion_tokens)]),
+              d.items.map((r) => [
+                r.hour.slice(0, 13).replace('T', ' ') + ':00Z',
+                r.key_name,
+                r.model,
+                String(r.requests),
+                String(r.prompt_tokens),
+                String(r.completion_tokens),
+              ]),
             ),
             '',
             `total: ${total.requests} requests, ${total.prompt} prompt and ${total.completion} completion tokens`,

@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
 
 import { isLlmgwError } from '../../core/errors.js';
-import { apiKey, cards, engineContract, launch as launchOf, migInstance, model, profile as profileOf, settings } from '../engine.contract.js';
+import {
+  apiKey,
+  cards,
+  engineContract,
+  launch as launchOf,
+  migInstance,
+  model,
+  profile as profileOf,
+  settings,
+} from '../engine.contract.js';
 import type { ShardLaunch } from '../types.js';
 
 import { ggufIn, llamacppEngine, parseListDevices, parseVersion } from './llamacpp-engine.js';
@@ -29,19 +38,58 @@ const cases: [string, Partial<ShardLaunch>, string[], Record<string, string | un
   [
     'one card: all layers on it, four slots, each with the whole context',
     {},
-    [...head, '--jinja', '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999'],
+    [
+      ...head,
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+    ],
     gpuEnv,
   ],
   [
     'two cards: split by layer, both named to CUDA and Vulkan',
     { devices: cards.slice(1, 3), profile: profile({ gpus_per_node: 2 }) },
-    [...head, '--jinja', '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999', '--split-mode', 'layer'],
-    { CUDA_VISIBLE_DEVICES: `${cards[1]?.uuid},${cards[2]?.uuid}`, GGML_VK_VISIBLE_DEVICES: '1,2', LLAMA_API_KEY: apiKey },
+    [
+      ...head,
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+      '--split-mode',
+      'layer',
+    ],
+    {
+      CUDA_VISIBLE_DEVICES: `${cards[1]?.uuid},${cards[2]?.uuid}`,
+      GGML_VK_VISIBLE_DEVICES: '1,2',
+      LLAMA_API_KEY: apiKey,
+    },
   ],
   [
     'a MIG instance: CUDA by MIG UUID, no Vulkan list',
     { devices: [migInstance], profile: profile({ gpu_class: migInstance.class }) },
-    [...head, '--jinja', '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999'],
+    [
+      ...head,
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+    ],
     { CUDA_VISIBLE_DEVICES: migInstance.uuid, LLAMA_API_KEY: apiKey },
   ],
   [
@@ -52,7 +100,12 @@ const cases: [string, Partial<ShardLaunch>, string[], Record<string, string | un
   ],
   [
     'CPU: the threads placement reserved come first',
-    { devices: [], profile: cpu, threads: 3, settings: { ...settings, llamacpp: { ...settings.llamacpp, threads: 6 } } },
+    {
+      devices: [],
+      profile: cpu,
+      threads: 3,
+      settings: { ...settings, llamacpp: { ...settings.llamacpp, threads: 6 } },
+    },
     [...head, '--jinja', '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--threads', '3'],
     cpuEnv,
   ],
@@ -77,19 +130,52 @@ const cases: [string, Partial<ShardLaunch>, string[], Record<string, string | un
   [
     '--no-jinja in the profile: no --jinja',
     { profile: profile({ args: ['--no-jinja'] }) },
-    [...head, '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999', '--no-jinja'],
+    [
+      ...head,
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+      '--no-jinja',
+    ],
     gpuEnv,
   ],
   [
     '--jinja in the profile: not twice',
     { profile: profile({ args: ['--jinja'] }) },
-    [...head, '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999', '--jinja'],
+    [
+      ...head,
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+      '--jinja',
+    ],
     gpuEnv,
   ],
   [
     'served_model_name is the alias',
     { profile: profile({ served_model_name: 'qwen' }) },
-    [...head, '--jinja', '--alias', 'qwen', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999'],
+    [
+      ...head,
+      '--jinja',
+      '--alias',
+      'qwen',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+    ],
     gpuEnv,
   ],
   [
@@ -101,13 +187,35 @@ const cases: [string, Partial<ShardLaunch>, string[], Record<string, string | un
   [
     'the parallel setting, and the context for that many slots',
     { settings: { ...settings, llamacpp: { ...settings.llamacpp, parallel: 2 } } },
-    [...head, '--jinja', '--alias', 'qwen-7b', '--parallel', '2', '--ctx-size', '16384', '--n-gpu-layers', '999'],
+    [
+      ...head,
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '2',
+      '--ctx-size',
+      '16384',
+      '--n-gpu-layers',
+      '999',
+    ],
     gpuEnv,
   ],
   [
     'an unset parallel setting is 4',
     { settings: { ...settings, llamacpp: { ...settings.llamacpp, parallel: 0 } } },
-    [...head, '--jinja', '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999'],
+    [
+      ...head,
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+    ],
     gpuEnv,
   ],
   [
@@ -119,7 +227,17 @@ const cases: [string, Partial<ShardLaunch>, string[], Record<string, string | un
   [
     'slots in the --flag=value spelling',
     { profile: profile({ args: ['--parallel=2'] }) },
-    [...head, '--jinja', '--alias', 'qwen-7b', '--ctx-size', '16384', '--n-gpu-layers', '999', '--parallel=2'],
+    [
+      ...head,
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--ctx-size',
+      '16384',
+      '--n-gpu-layers',
+      '999',
+      '--parallel=2',
+    ],
     gpuEnv,
   ],
   [
@@ -161,43 +279,167 @@ const cases: [string, Partial<ShardLaunch>, string[], Record<string, string | un
   [
     'a split mode the profile sets wins',
     { devices: cards.slice(0, 2), profile: profile({ gpus_per_node: 2, args: ['-sm', 'row'] }) },
-    [...head, '--jinja', '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999', '-sm', 'row'],
-    { CUDA_VISIBLE_DEVICES: `${cards[0]?.uuid},${cards[1]?.uuid}`, GGML_VK_VISIBLE_DEVICES: '0,1', LLAMA_API_KEY: apiKey },
+    [
+      ...head,
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+      '-sm',
+      'row',
+    ],
+    {
+      CUDA_VISIBLE_DEVICES: `${cards[0]?.uuid},${cards[1]?.uuid}`,
+      GGML_VK_VISIBLE_DEVICES: '0,1',
+      LLAMA_API_KEY: apiKey,
+    },
   ],
   [
     'adapters: each loaded at scale 0, in order, so adapter i is id i',
-    { profile: profile({ adapters: [{ name: 'sql', path: '/adapters/sql.gguf' }, { name: 'chat', path: '/adapters/chat.gguf' }] }) },
-    [...head, '--jinja', '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999', '--lora-scaled', '/adapters/sql.gguf:0', '--lora-scaled', '/adapters/chat.gguf:0'],
+    {
+      profile: profile({
+        adapters: [
+          { name: 'sql', path: '/adapters/sql.gguf' },
+          { name: 'chat', path: '/adapters/chat.gguf' },
+        ],
+      }),
+    },
+    [
+      ...head,
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+      '--lora-scaled',
+      '/adapters/sql.gguf:0',
+      '--lora-scaled',
+      '/adapters/chat.gguf:0',
+    ],
     gpuEnv,
   ],
   [
     'a split model in a directory: its first part, whatever order the files were read in',
-    { weights: { path: '/models/big', files: ['big-00003-of-00003.gguf', 'README.md', 'big-00001-of-00003.gguf', 'big-00002-of-00003.gguf'] } },
-    ['--model', '/models/big/big-00001-of-00003.gguf', '--host', '127.0.0.1', '--port', '18080', '--metrics', '--jinja', '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999'],
+    {
+      weights: {
+        path: '/models/big',
+        files: ['big-00003-of-00003.gguf', 'README.md', 'big-00001-of-00003.gguf', 'big-00002-of-00003.gguf'],
+      },
+    },
+    [
+      '--model',
+      '/models/big/big-00001-of-00003.gguf',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '18080',
+      '--metrics',
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+    ],
     gpuEnv,
   ],
   [
     'a vision model: its projector beside it',
     { weights: { path: '/models/vl', files: ['mmproj-model-f16.gguf', 'Qwen2-VL-Q4_K_M.gguf'] } },
-    ['--model', '/models/vl/Qwen2-VL-Q4_K_M.gguf', '--host', '127.0.0.1', '--port', '18080', '--metrics', '--jinja', '--alias', 'qwen-7b', '--mmproj', '/models/vl/mmproj-model-f16.gguf', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999'],
+    [
+      '--model',
+      '/models/vl/Qwen2-VL-Q4_K_M.gguf',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '18080',
+      '--metrics',
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--mmproj',
+      '/models/vl/mmproj-model-f16.gguf',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+    ],
     gpuEnv,
   ],
   [
     'a projector the profile sets wins (-mm)',
-    { weights: { path: '/models/vl', files: ['mmproj-model-f16.gguf', 'Qwen2-VL-Q4_K_M.gguf'] }, profile: profile({ args: ['-mm', '/other/mmproj.gguf'] }) },
-    ['--model', '/models/vl/Qwen2-VL-Q4_K_M.gguf', '--host', '127.0.0.1', '--port', '18080', '--metrics', '--jinja', '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999', '-mm', '/other/mmproj.gguf'],
+    {
+      weights: { path: '/models/vl', files: ['mmproj-model-f16.gguf', 'Qwen2-VL-Q4_K_M.gguf'] },
+      profile: profile({ args: ['-mm', '/other/mmproj.gguf'] }),
+    },
+    [
+      '--model',
+      '/models/vl/Qwen2-VL-Q4_K_M.gguf',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '18080',
+      '--metrics',
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+      '-mm',
+      '/other/mmproj.gguf',
+    ],
     gpuEnv,
   ],
   [
     'no key: no LLAMA_API_KEY',
     { apiKey: '' },
-    [...head, '--jinja', '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999'],
+    [
+      ...head,
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+    ],
     { CUDA_VISIBLE_DEVICES: cards[0]?.uuid, GGML_VK_VISIBLE_DEVICES: '0' },
   ],
   [
     "the profile's environment, under llmgw's own",
     { profile: profile({ env: { LLAMA_ARG_FLASH_ATTN: 'on' } }) },
-    [...head, '--jinja', '--alias', 'qwen-7b', '--parallel', '4', '--ctx-size', '32768', '--n-gpu-layers', '999'],
+    [
+      ...head,
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+    ],
     { LLAMA_ARG_FLASH_ATTN: 'on', ...gpuEnv },
   ],
 ];
@@ -221,9 +463,21 @@ describe('llama.cpp commands', () => {
   });
 
   const refused: [string, ShardLaunch['weights'] | ShardLaunch['profile'], RegExp][] = [
-    ['a directory with no .gguf', { path: '/models/hf', files: ['config.json', 'model.safetensors'] }, /^\/models\/hf holds no \.gguf file: llamacpp serves GGUF weights, and it has config\.json, model\.safetensors; .*use engine: vllm or sglang/],
-    ['an empty directory', { path: '/models/none', files: [] }, /^\/models\/none holds no \.gguf file: llamacpp serves GGUF weights, and it is empty;/],
-    ['a directory with only a projector', { path: '/models/vl', files: ['mmproj-model-f16.gguf'] }, /^\/models\/vl holds a vision projector \(mmproj-model-f16\.gguf\) and no model: /],
+    [
+      'a directory with no .gguf',
+      { path: '/models/hf', files: ['config.json', 'model.safetensors'] },
+      /^\/models\/hf holds no \.gguf file: llamacpp serves GGUF weights, and it has config\.json, model\.safetensors; .*use engine: vllm or sglang/,
+    ],
+    [
+      'an empty directory',
+      { path: '/models/none', files: [] },
+      /^\/models\/none holds no \.gguf file: llamacpp serves GGUF weights, and it is empty;/,
+    ],
+    [
+      'a directory with only a projector',
+      { path: '/models/vl', files: ['mmproj-model-f16.gguf'] },
+      /^\/models\/vl holds a vision projector \(mmproj-model-f16\.gguf\) and no model: /,
+    ],
   ];
   it.each(refused)('refuses %s with a message that says what to do', (_what, weights, message) => {
     let thrown: unknown;
@@ -237,9 +491,11 @@ describe('llama.cpp commands', () => {
   });
 
   it('refuses an adapter path that --lora-scaled FILE:SCALE cannot carry', () => {
-    expect(() => llamacppEngine.commands(launch({ profile: profile({ adapters: [{ name: 'x', path: '/a:b/x.gguf' }] }) }))).toThrow(
-      /adapter "x" is at \/a:b\/x\.gguf.*keep adapters at a path without them/,
-    );
+    expect(() =>
+      llamacppEngine.commands(
+        launch({ profile: profile({ adapters: [{ name: 'x', path: '/a:b/x.gguf' }] }) }),
+      ),
+    ).toThrow(/adapter "x" is at \/a:b\/x\.gguf.*keep adapters at a path without them/);
   });
 
   it('uses a file as it is', () => {
@@ -249,33 +505,65 @@ describe('llama.cpp commands', () => {
 
 describe('llama.cpp validate', () => {
   const refusals: [string, Parameters<typeof profileOf>[1], typeof cards, string][] = [
-    ['several nodes', { nodes: 2 }, cards.slice(0, 1), 'llamacpp does not span nodes: use engine: vllm or sglang for a 2-node replica'],
-    ['tp', { tp: 2, gpus_per_node: 2 }, cards.slice(0, 2), "llamacpp splits a model across a node's GPUs by layer, not by tp or pp: write gpus_per_node: 2 instead"],
+    [
+      'several nodes',
+      { nodes: 2 },
+      cards.slice(0, 1),
+      'llamacpp does not span nodes: use engine: vllm or sglang for a 2-node replica',
+    ],
+    [
+      'tp',
+      { tp: 2, gpus_per_node: 2 },
+      cards.slice(0, 2),
+      "llamacpp splits a model across a node's GPUs by layer, not by tp or pp: write gpus_per_node: 2 instead",
+    ],
     ['pp', { pp: 3, gpus_per_node: 3 }, cards.slice(0, 3), 'write gpus_per_node: 3 instead'],
-    ['fewer cards than gpus_per_node', { gpus_per_node: 2 }, cards.slice(0, 1), 'profile "main" takes 2 GPU(s) per node (gpus_per_node: 2) but was given 1 (0): place it on 2 a100-80g device(s), or write gpus_per_node: 1'],
-    ['GPUs for a CPU profile', { cpu: true, gpu_class: undefined, gpus_per_node: 0 }, cards.slice(0, 1), 'profile "main" runs on CPUs (cpu: true) but was given GPU 0: place it on no GPU'],
-    ['a card twice', { gpus_per_node: 2 }, [cards[0], cards[0]].filter((c) => c !== undefined), 'device 0 was given twice'],
+    [
+      'fewer cards than gpus_per_node',
+      { gpus_per_node: 2 },
+      cards.slice(0, 1),
+      'profile "main" takes 2 GPU(s) per node (gpus_per_node: 2) but was given 1 (0): place it on 2 a100-80g device(s), or write gpus_per_node: 1',
+    ],
+    [
+      'GPUs for a CPU profile',
+      { cpu: true, gpu_class: undefined, gpus_per_node: 0 },
+      cards.slice(0, 1),
+      'profile "main" runs on CPUs (cpu: true) but was given GPU 0: place it on no GPU',
+    ],
+    [
+      'a card twice',
+      { gpus_per_node: 2 },
+      [cards[0], cards[0]].filter((c) => c !== undefined),
+      'device 0 was given twice',
+    ],
   ];
   it.each(refusals)('refuses %s', (_what, over, devices, message) => {
     expect(llamacppEngine.validate(profile(over), devices).join('\n')).toContain(message);
   });
 
   it('accepts a CPU profile on no device, and one card per gpus_per_node', () => {
-    expect(llamacppEngine.validate(profile({ cpu: true, gpu_class: undefined, gpus_per_node: 0 }), [])).toEqual([]);
+    expect(
+      llamacppEngine.validate(profile({ cpu: true, gpu_class: undefined, gpus_per_node: 0 }), []),
+    ).toEqual([]);
     expect(llamacppEngine.validate(profile({ gpus_per_node: 4 }), cards)).toEqual([]);
   });
 });
 
 describe('llama-server output', () => {
   it('reads --list-devices, skipping the log lines before it', () => {
-    const out = 'ggml_cuda_init: found 1 CUDA devices:\nAvailable devices:\n  CUDA0: NVIDIA L4 (22994 MiB, 22713 MiB free)\n';
+    const out =
+      'ggml_cuda_init: found 1 CUDA devices:\nAvailable devices:\n  CUDA0: NVIDIA L4 (22994 MiB, 22713 MiB free)\n';
     expect(parseListDevices(out)).toEqual(['CUDA0: NVIDIA L4 (22994 MiB, 22713 MiB free)']);
     expect(parseListDevices('Available devices:\n  (none)\n')).toEqual([]);
     expect(parseListDevices('')).toEqual([]);
   });
 
   it('reads --version', () => {
-    expect(parseVersion('version: 0.2.0-dev (build 10587, commit 3f545becc)\nbuilt with GNU 12.2.0 for Linux x86_64\n')).toEqual({ build: 10587, commit: '3f545becc' });
+    expect(
+      parseVersion(
+        'version: 0.2.0-dev (build 10587, commit 3f545becc)\nbuilt with GNU 12.2.0 for Linux x86_64\n',
+      ),
+    ).toEqual({ build: 10587, commit: '3f545becc' });
     expect(parseVersion('nothing')).toBeUndefined();
   });
 });

@@ -32,7 +32,9 @@ export const llamacppEngine: Engine = {
     // It has no tensor parallelism and no group spanning machines: accepting either would
     // run a replica on fewer cards, or one machine, while the catalog believes otherwise.
     if (profile.nodes > 1) {
-      problems.push(`llamacpp does not span nodes: use engine: vllm or sglang for a ${profile.nodes}-node replica`);
+      problems.push(
+        `llamacpp does not span nodes: use engine: vllm or sglang for a ${profile.nodes}-node replica`,
+      );
     }
     if (profile.tp > 1 || profile.pp > 1) {
       problems.push(
@@ -55,8 +57,10 @@ function llamaServer(launch: ShardLaunch): ProcessSpec {
 
   const args = [
     ...modelArgs(launch.weights, weights),
-    '--host', launch.host,
-    '--port', String(launch.port),
+    '--host',
+    launch.host,
+    '--port',
+    String(launch.port),
     // Without it there is no /metrics, and the router would route to this replica blind.
     '--metrics',
   ];
@@ -71,7 +75,12 @@ function llamaServer(launch: ShardLaunch): ProcessSpec {
   // llama.cpp's own default is one slot (or "auto" in recent builds): one request at a
   // time would make every other wait, whatever the router decided.
   const parallelSet = flagValue(own, '--parallel', '-np');
-  const parallel = parallelSet === undefined ? (settings.llamacpp.parallel > 0 ? settings.llamacpp.parallel : 4) : Number(parallelSet);
+  const parallel =
+    parallelSet === undefined
+      ? settings.llamacpp.parallel > 0
+        ? settings.llamacpp.parallel
+        : 4
+      : Number(parallelSet);
   if (parallelSet === undefined) args.push('--parallel', String(parallel));
 
   // llama-server divides -c among its slots (--ctx-size 4096 --parallel 4 gives each slot
@@ -128,7 +137,8 @@ function llamaServer(launch: ShardLaunch): ProcessSpec {
  */
 function modelArgs(weights: ShardLaunch['weights'], local: { model: string } | undefined): string[] {
   if (local !== undefined) return ['--model', local.model];
-  if ('hf' in weights) return ['--hf-repo', weights.hf, ...(weights.file === undefined ? [] : ['--hf-file', weights.file])];
+  if ('hf' in weights)
+    return ['--hf-repo', weights.hf, ...(weights.file === undefined ? [] : ['--hf-file', weights.file])];
   if ('url' in weights) return ['--model-url', weights.url];
   return [];
 }
@@ -150,7 +160,10 @@ function cpuThreads(launch: ShardLaunch): number {
  * which for a split model is part -00001-of-0000N (llama.cpp finds the others beside it),
  * and its mmproj file, which is the projector and not the model.
  */
-export function ggufIn(weights: { path: string; files?: readonly string[] | undefined }): { model: string; projector?: string } {
+export function ggufIn(weights: { path: string; files?: readonly string[] | undefined }): {
+  model: string;
+  projector?: string;
+} {
   if (weights.files === undefined) return { model: weights.path };
   const ggufs = weights.files.filter((f) => f.toLowerCase().endsWith('.gguf')).sort();
   const projectors = ggufs.filter((f) => f.toLowerCase().includes('mmproj'));
@@ -163,14 +176,20 @@ export function ggufIn(weights: { path: string; files?: readonly string[] | unde
         `${weights.path} holds a vision projector (${projectors.join(', ')}) and no model: point source at the model's .gguf, or put it beside the projector`,
       );
     }
-    const found = weights.files.length === 0 ? 'it is empty' : `it has ${weights.files.slice(0, 5).join(', ')}${weights.files.length > 5 ? ', …' : ''}`;
+    const found =
+      weights.files.length === 0
+        ? 'it is empty'
+        : `it has ${weights.files.slice(0, 5).join(', ')}${weights.files.length > 5 ? ', …' : ''}`;
     throw new LlmgwError(
       'invalid_argument',
       `${weights.path} holds no .gguf file: llamacpp serves GGUF weights, and ${found}; point source at a .gguf file, or use engine: vllm or sglang for these`,
     );
   }
   const projector = projectors[0];
-  return { model: join(weights.path, first), ...(projector === undefined ? {} : { projector: join(weights.path, projector) }) };
+  return {
+    model: join(weights.path, first),
+    ...(projector === undefined ? {} : { projector: join(weights.path, projector) }),
+  };
 }
 
 /**
@@ -191,4 +210,3 @@ export function parseVersion(output: string): { build: number; commit: string } 
   if (m?.[1] === undefined || m[2] === undefined) return undefined;
   return { build: Number(m[1]), commit: m[2] };
 }
-

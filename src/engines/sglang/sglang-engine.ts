@@ -50,16 +50,19 @@ function launchServer(launch: ShardLaunch): ProcessSpec {
     if (launch.apiKey !== '') args.push('--api-key', launch.apiKey);
   }
   args.push(...unlessSet(own, ['--served-model-name'], profile.served_model_name ?? model.name));
-  if (profile.tp > 1) args.push(...unlessSet(own, ['--tp-size', '--tp', '--tensor-parallel-size'], profile.tp));
+  if (profile.tp > 1)
+    args.push(...unlessSet(own, ['--tp-size', '--tp', '--tensor-parallel-size'], profile.tp));
   if (profile.pp > 1) args.push(...unlessSet(own, ['--pp-size', '--pipeline-parallel-size'], profile.pp));
   if (launch.ranks > 1) args.push(...multiNode(launch));
-  if (model.context_length !== undefined) args.push(...unlessSet(own, ['--context-length'], model.context_length));
+  if (model.context_length !== undefined)
+    args.push(...unlessSet(own, ['--context-length'], model.context_length));
   // SGLang has no /metrics without it, and the router would route blind.
   if (!hasFlag(own, '--enable-metrics')) args.push('--enable-metrics');
 
   if (profile.adapters.length > 0) {
     if (!hasFlag(own, '--enable-lora')) args.push('--enable-lora');
-    if (!hasFlag(own, '--lora-paths')) args.push('--lora-paths', ...profile.adapters.map((a) => `${a.name}=${a.path}`));
+    if (!hasFlag(own, '--lora-paths'))
+      args.push('--lora-paths', ...profile.adapters.map((a) => `${a.name}=${a.path}`));
   }
   args.push(...own);
 
@@ -69,12 +72,18 @@ function launchServer(launch: ShardLaunch): ProcessSpec {
 /** Every rank names the head's rendezvous address (torch.distributed) and its own rank. */
 function multiNode(launch: ShardLaunch): string[] {
   if (launch.head === undefined) {
-    throw new LlmgwError('internal', `replica ${launch.replica} spans ${launch.ranks} nodes but its launch names no head address: placement must give one`);
+    throw new LlmgwError(
+      'internal',
+      `replica ${launch.replica} spans ${launch.ranks} nodes but its launch names no head address: placement must give one`,
+    );
   }
   return [
-    '--nnodes', String(launch.ranks),
-    '--node-rank', String(launch.rank),
-    '--dist-init-addr', `${hostPort(launch.head.address)}:${launch.head.port}`,
+    '--nnodes',
+    String(launch.ranks),
+    '--node-rank',
+    String(launch.rank),
+    '--dist-init-addr',
+    `${hostPort(launch.head.address)}:${launch.head.port}`,
   ];
 }
 

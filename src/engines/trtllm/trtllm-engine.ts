@@ -47,7 +47,10 @@ export const trtllmEngine: Engine = {
 
   commands(launch) {
     if (launch.ranks > 1) {
-      throw new LlmgwError('invalid_argument', `replica ${launch.replica} spans ${launch.ranks} nodes, which trtllm does not under llmgw: use engine: vllm or sglang`);
+      throw new LlmgwError(
+        'invalid_argument',
+        `replica ${launch.replica} spans ${launch.ranks} nodes, which trtllm does not under llmgw: use engine: vllm or sglang`,
+      );
     }
     return [trtllmServe(launch)];
   },
@@ -56,10 +59,17 @@ export const trtllmEngine: Engine = {
 function trtllmServe(launch: ShardLaunch): ProcessSpec {
   const { profile, model, settings } = launch;
   const own = profile.args;
-  const args = [repositoryOrPath('trtllm', launch.weights), '--host', launch.host, '--port', String(launch.port)];
+  const args = [
+    repositoryOrPath('trtllm', launch.weights),
+    '--host',
+    launch.host,
+    '--port',
+    String(launch.port),
+  ];
   if (profile.tp > 1) args.push(...unlessSet(own, ['--tp_size', '--tensor_parallel_size'], profile.tp));
   if (profile.pp > 1) args.push(...unlessSet(own, ['--pp_size', '--pipeline_parallel_size'], profile.pp));
-  if (model.context_length !== undefined) args.push(...unlessSet(own, ['--max_seq_len'], model.context_length));
+  if (model.context_length !== undefined)
+    args.push(...unlessSet(own, ['--max_seq_len'], model.context_length));
   args.push(...own);
   return { name: 'trtllm-serve', bin: settings.trtllm.bin, args, env: shardEnv(launch) };
 }

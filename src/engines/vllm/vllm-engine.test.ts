@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 
-import { apiKey, cards, engineContract, launch as launchOf, migInstance, model, profile as profileOf, settings } from '../engine.contract.js';
+import {
+  apiKey,
+  cards,
+  engineContract,
+  launch as launchOf,
+  migInstance,
+  model,
+  profile as profileOf,
+  settings,
+} from '../engine.contract.js';
 import type { ShardLaunch } from '../types.js';
 
 import { vllmEngine } from './vllm-engine.js';
@@ -26,13 +35,33 @@ const cases: [string, Partial<ShardLaunch>, string[], Record<string, string | un
   [
     'tensor parallel over two cards',
     { devices: cards.slice(0, 2), profile: profile({ tp: 2, gpus_per_node: 2 }) },
-    [...serve, ...api, '--served-model-name', 'qwen-7b', '--tensor-parallel-size', '2', '--max-model-len', '8192'],
+    [
+      ...serve,
+      ...api,
+      '--served-model-name',
+      'qwen-7b',
+      '--tensor-parallel-size',
+      '2',
+      '--max-model-len',
+      '8192',
+    ],
     { CUDA_VISIBLE_DEVICES: `${cards[0]?.uuid},${cards[1]?.uuid}`, VLLM_API_KEY: apiKey },
   ],
   [
     'tensor and pipeline parallel over four cards',
     { devices: cards, profile: profile({ tp: 2, pp: 2, gpus_per_node: 4 }) },
-    [...serve, ...api, '--served-model-name', 'qwen-7b', '--tensor-parallel-size', '2', '--pipeline-parallel-size', '2', '--max-model-len', '8192'],
+    [
+      ...serve,
+      ...api,
+      '--served-model-name',
+      'qwen-7b',
+      '--tensor-parallel-size',
+      '2',
+      '--pipeline-parallel-size',
+      '2',
+      '--max-model-len',
+      '8192',
+    ],
     { CUDA_VISIBLE_DEVICES: cards.map((c) => c.uuid).join(','), VLLM_API_KEY: apiKey },
   ],
   [
@@ -45,9 +74,26 @@ const cases: [string, Partial<ShardLaunch>, string[], Record<string, string | un
     'the head of two nodes: the API, the rendezvous, rank 0',
     { devices: cards, profile: twoNodes, ranks: 2, rank: 0, head },
     [
-      ...serve, ...api, '--served-model-name', 'qwen-7b', '--tensor-parallel-size', '4', '--pipeline-parallel-size', '2',
-      '--nnodes', '2', '--node-rank', '0', '--master-addr', '10.0.0.1', '--master-port', '29500', '--distributed-executor-backend', 'mp',
-      '--max-model-len', '8192',
+      ...serve,
+      ...api,
+      '--served-model-name',
+      'qwen-7b',
+      '--tensor-parallel-size',
+      '4',
+      '--pipeline-parallel-size',
+      '2',
+      '--nnodes',
+      '2',
+      '--node-rank',
+      '0',
+      '--master-addr',
+      '10.0.0.1',
+      '--master-port',
+      '29500',
+      '--distributed-executor-backend',
+      'mp',
+      '--max-model-len',
+      '8192',
     ],
     { CUDA_VISIBLE_DEVICES: cards.map((c) => c.uuid).join(','), VLLM_API_KEY: apiKey },
   ],
@@ -55,40 +101,128 @@ const cases: [string, Partial<ShardLaunch>, string[], Record<string, string | un
     'a worker of two nodes: headless, no API, no key',
     { devices: cards, profile: twoNodes, ranks: 2, rank: 1, head },
     [
-      ...serve, '--served-model-name', 'qwen-7b', '--tensor-parallel-size', '4', '--pipeline-parallel-size', '2',
-      '--nnodes', '2', '--node-rank', '1', '--master-addr', '10.0.0.1', '--master-port', '29500', '--distributed-executor-backend', 'mp', '--headless',
-      '--max-model-len', '8192',
+      ...serve,
+      '--served-model-name',
+      'qwen-7b',
+      '--tensor-parallel-size',
+      '4',
+      '--pipeline-parallel-size',
+      '2',
+      '--nnodes',
+      '2',
+      '--node-rank',
+      '1',
+      '--master-addr',
+      '10.0.0.1',
+      '--master-port',
+      '29500',
+      '--distributed-executor-backend',
+      'mp',
+      '--headless',
+      '--max-model-len',
+      '8192',
     ],
     { CUDA_VISIBLE_DEVICES: cards.map((c) => c.uuid).join(',') },
   ],
   [
     'an executor backend the profile sets wins',
-    { devices: cards, profile: { ...twoNodes, args: ['--distributed-executor-backend', 'ray'] }, ranks: 2, rank: 0, head },
+    {
+      devices: cards,
+      profile: { ...twoNodes, args: ['--distributed-executor-backend', 'ray'] },
+      ranks: 2,
+      rank: 0,
+      head,
+    },
     [
-      ...serve, ...api, '--served-model-name', 'qwen-7b', '--tensor-parallel-size', '4', '--pipeline-parallel-size', '2',
-      '--nnodes', '2', '--node-rank', '0', '--master-addr', '10.0.0.1', '--master-port', '29500',
-      '--max-model-len', '8192', '--distributed-executor-backend', 'ray',
+      ...serve,
+      ...api,
+      '--served-model-name',
+      'qwen-7b',
+      '--tensor-parallel-size',
+      '4',
+      '--pipeline-parallel-size',
+      '2',
+      '--nnodes',
+      '2',
+      '--node-rank',
+      '0',
+      '--master-addr',
+      '10.0.0.1',
+      '--master-port',
+      '29500',
+      '--max-model-len',
+      '8192',
+      '--distributed-executor-backend',
+      'ray',
     ],
     { CUDA_VISIBLE_DEVICES: cards.map((c) => c.uuid).join(','), VLLM_API_KEY: apiKey },
   ],
-  ['served_model_name', { profile: profile({ served_model_name: 'qwen' }) }, [...serve, ...api, '--served-model-name', 'qwen', '--max-model-len', '8192'], env1],
+  [
+    'served_model_name',
+    { profile: profile({ served_model_name: 'qwen' }) },
+    [...serve, ...api, '--served-model-name', 'qwen', '--max-model-len', '8192'],
+    env1,
+  ],
   [
     'a served name the profile sets wins',
     { profile: profile({ args: ['--served-model-name', 'a', 'b'] }) },
     [...serve, ...api, '--max-model-len', '8192', '--served-model-name', 'a', 'b'],
     env1,
   ],
-  ['no context_length: the model config says', { model: { ...model, context_length: undefined } }, [...serve, ...api, '--served-model-name', 'qwen-7b'], env1],
+  [
+    'no context_length: the model config says',
+    { model: { ...model, context_length: undefined } },
+    [...serve, ...api, '--served-model-name', 'qwen-7b'],
+    env1,
+  ],
   [
     'adapters: each under its name, all in one batch',
-    { profile: profile({ adapters: [{ name: 'sql', path: '/adapters/sql' }, { name: 'chat', path: '/adapters/chat' }] }) },
-    [...serve, ...api, '--served-model-name', 'qwen-7b', '--max-model-len', '8192', '--enable-lora', '--lora-modules', 'sql=/adapters/sql', 'chat=/adapters/chat', '--max-loras', '2'],
+    {
+      profile: profile({
+        adapters: [
+          { name: 'sql', path: '/adapters/sql' },
+          { name: 'chat', path: '/adapters/chat' },
+        ],
+      }),
+    },
+    [
+      ...serve,
+      ...api,
+      '--served-model-name',
+      'qwen-7b',
+      '--max-model-len',
+      '8192',
+      '--enable-lora',
+      '--lora-modules',
+      'sql=/adapters/sql',
+      'chat=/adapters/chat',
+      '--max-loras',
+      '2',
+    ],
     env1,
   ],
   [
     'adapter settings the profile sets win',
-    { profile: profile({ adapters: [{ name: 'sql', path: '/adapters/sql' }], args: ['--max-loras=4', '--max-lora-rank', '64'] }) },
-    [...serve, ...api, '--served-model-name', 'qwen-7b', '--max-model-len', '8192', '--enable-lora', '--lora-modules', 'sql=/adapters/sql', '--max-loras=4', '--max-lora-rank', '64'],
+    {
+      profile: profile({
+        adapters: [{ name: 'sql', path: '/adapters/sql' }],
+        args: ['--max-loras=4', '--max-lora-rank', '64'],
+      }),
+    },
+    [
+      ...serve,
+      ...api,
+      '--served-model-name',
+      'qwen-7b',
+      '--max-model-len',
+      '8192',
+      '--enable-lora',
+      '--lora-modules',
+      'sql=/adapters/sql',
+      '--max-loras=4',
+      '--max-lora-rank',
+      '64',
+    ],
     env1,
   ],
   [
@@ -97,7 +231,12 @@ const cases: [string, Partial<ShardLaunch>, string[], Record<string, string | un
     [...serve, ...api, '--served-model-name', 'qwen-7b', '--max-model-len', '8192'],
     { CUDA_VISIBLE_DEVICES: migInstance.uuid, VLLM_API_KEY: apiKey },
   ],
-  ['no key: no VLLM_API_KEY', { apiKey: '' }, [...serve, ...api, '--served-model-name', 'qwen-7b', '--max-model-len', '8192'], { CUDA_VISIBLE_DEVICES: cards[0]?.uuid }],
+  [
+    'no key: no VLLM_API_KEY',
+    { apiKey: '' },
+    [...serve, ...api, '--served-model-name', 'qwen-7b', '--max-model-len', '8192'],
+    { CUDA_VISIBLE_DEVICES: cards[0]?.uuid },
+  ],
 ];
 
 describe('vLLM commands', () => {
@@ -108,7 +247,9 @@ describe('vLLM commands', () => {
   });
 
   it('needs the head address to span nodes', () => {
-    expect(() => vllmEngine.commands(launch({ devices: cards, profile: twoNodes, ranks: 2, rank: 1 }))).toThrow(/names no head address/);
+    expect(() =>
+      vllmEngine.commands(launch({ devices: cards, profile: twoNodes, ranks: 2, rank: 1 })),
+    ).toThrow(/names no head address/);
   });
 });
 

@@ -44,13 +44,15 @@ function vllmServe(launch: ShardLaunch): ProcessSpec {
   if (profile.tp > 1) args.push(...unlessSet(own, ['--tensor-parallel-size', '-tp'], profile.tp));
   if (profile.pp > 1) args.push(...unlessSet(own, ['--pipeline-parallel-size', '-pp'], profile.pp));
   if (launch.ranks > 1) args.push(...multiNode(launch));
-  if (model.context_length !== undefined) args.push(...unlessSet(own, ['--max-model-len'], model.context_length));
+  if (model.context_length !== undefined)
+    args.push(...unlessSet(own, ['--max-model-len'], model.context_length));
 
   // Every adapter is served under its own name (a request picks one by `model`), each
   // batch able to hold all of them.
   if (profile.adapters.length > 0) {
     if (!hasFlag(own, '--enable-lora')) args.push('--enable-lora');
-    if (!hasFlag(own, '--lora-modules')) args.push('--lora-modules', ...profile.adapters.map((a) => `${a.name}=${a.path}`));
+    if (!hasFlag(own, '--lora-modules'))
+      args.push('--lora-modules', ...profile.adapters.map((a) => `${a.name}=${a.path}`));
     args.push(...unlessSet(own, ['--max-loras'], profile.adapters.length));
   }
   args.push(...own);
@@ -69,13 +71,20 @@ function vllmServe(launch: ShardLaunch): ProcessSpec {
 function multiNode(launch: ShardLaunch): string[] {
   const own = launch.profile.args;
   if (launch.head === undefined) {
-    throw new LlmgwError('internal', `replica ${launch.replica} spans ${launch.ranks} nodes but its launch names no head address: placement must give one`);
+    throw new LlmgwError(
+      'internal',
+      `replica ${launch.replica} spans ${launch.ranks} nodes but its launch names no head address: placement must give one`,
+    );
   }
   const args = [
-    '--nnodes', String(launch.ranks),
-    '--node-rank', String(launch.rank),
-    '--master-addr', launch.head.address,
-    '--master-port', String(launch.head.port),
+    '--nnodes',
+    String(launch.ranks),
+    '--node-rank',
+    String(launch.rank),
+    '--master-addr',
+    launch.head.address,
+    '--master-port',
+    String(launch.head.port),
     ...unlessSet(own, ['--distributed-executor-backend'], 'mp'),
   ];
   if (launch.rank > 0) args.push('--headless');

@@ -1,4 +1,3 @@
-
 /** What the router knows of one ready replica: the wire type the route table carries. */
 export type { RouteReplica } from '../../protocol/routes.js';
 import type { RouteReplica } from '../../protocol/routes.js';

@@ -44,23 +44,47 @@ export function createApi(deps: ApiDeps) {
   });
   app.onError((err, c) => errorResponse(c, err, deps.logger));
   app.notFound((c) =>
-    errorResponse(c, new LlmgwError('not_found', `no API route ${c.req.method} ${clientText(c.req.path)} (llmgw ctl --help lists what the API offers)`), deps.logger),
+    errorResponse(
+      c,
+      new LlmgwError(
+        'not_found',
+        `no API route ${c.req.method} ${clientText(c.req.path)} (llmgw ctl --help lists what the API offers)`,
+      ),
+      deps.logger,
+    ),
   );
-  app.use('*', bodyLimit({ maxSize: 1024 * 1024, onError: () => { throw new LlmgwError('payload_too_large', 'the request body is too large: the API takes up to 1 MiB'); } }));
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: 1024 * 1024,
+      onError: () => {
+        throw new LlmgwError('payload_too_large', 'the request body is too large: the API takes up to 1 MiB');
+      },
+    }),
+  );
 
   app.get('/health', async (c) => {
     try {
       await deps.store.ping();
       return c.json<HealthView>({ status: 'ok', version: deps.version, store: deps.store.dialect });
     } catch (e) {
-      return c.json<HealthView>({ status: 'unavailable', version: deps.version, store: deps.store.dialect, error: `the store does not answer: ${messageOf(e)}` }, 503);
+      return c.json<HealthView>(
+        {
+          status: 'unavailable',
+          version: deps.version,
+          store: deps.store.dialect,
+          error: `the store does not answer: ${messageOf(e)}`,
+        },
+        503,
+      );
     }
   });
 
   // For llmgw doctor: is this join token good, before an agent tries it?
   app.get('/agent/token', async (c) => {
     const secret = bearerToken(c.req.header('authorization'));
-    if (secret === undefined) throw new LlmgwError('unauthenticated', 'send the join token as "Authorization: Bearer TOKEN"');
+    if (secret === undefined)
+      throw new LlmgwError('unauthenticated', 'send the join token as "Authorization: Bearer TOKEN"');
     const token = await checkJoinToken(deps.store, secret, Date.now());
     return c.json({ name: token.name, expires_at: token.expires_at });
   });
@@ -70,7 +94,10 @@ export function createApi(deps: ApiDeps) {
     c.set('principal', principal);
     // A scraper's key reads /metrics; of the API it may only ask who it is.
     if (principal.role === 'metrics' && c.req.path !== `${apiPrefix}/whoami`) {
-      throw new LlmgwError('permission_denied', `key "${principal.name}" has the metrics role, which reads /metrics only: use a user or admin key for the API`);
+      throw new LlmgwError(
+        'permission_denied',
+        `key "${principal.name}" has the metrics role, which reads /metrics only: use a user or admin key for the API`,
+      );
     }
     await next();
   });

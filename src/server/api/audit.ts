@@ -12,7 +12,9 @@ const querySchema = z.strictObject({
   actor: z.string().min(1).optional(),
   target: z.string().min(1).optional(),
   action: z.string().min(1).optional(),
-  since: z.iso.datetime({ offset: true, error: 'expected an ISO time such as 2026-12-01T09:00:00Z' }).optional(),
+  since: z.iso
+    .datetime({ offset: true, error: 'expected an ISO time such as 2026-12-01T09:00:00Z' })
+    .optional(),
 });
 
 export function auditRoutes(deps: ApiDeps): Hono<ApiEnv> {

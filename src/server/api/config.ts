@@ -19,7 +19,10 @@ export function configRoutes(deps: ApiDeps): Hono<ApiEnv> {
   app.put('/', async (c) => {
     const type = c.req.header('content-type') ?? '';
     if (!/^(application\/(x-)?yaml|text\/(x-)?yaml|text\/plain)\b/i.test(type)) {
-      throw new LlmgwError('unsupported_media_type', `send the settings file as text with "Content-Type: application/yaml" (got "${type || 'none'}")`);
+      throw new LlmgwError(
+        'unsupported_media_type',
+        `send the settings file as text with "Content-Type: application/yaml" (got "${type || 'none'}")`,
+      );
     }
     const text = await c.req.text();
     const change = await deps.settings.replace(text, principalOf(c).name, c.req.header('if-match'));

@@ -57,7 +57,10 @@ export async function jsonBody<T extends z.ZodType>(c: ApiContext, schema: T): P
 export async function rawJson(c: ApiContext): Promise<unknown> {
   const type = c.req.header('content-type') ?? '';
   if (!/^application\/(?:[\w.+-]+\+)?json\b/i.test(type)) {
-    throw new LlmgwError('unsupported_media_type', `send the body as JSON with "Content-Type: application/json" (got "${type || 'none'}")`);
+    throw new LlmgwError(
+      'unsupported_media_type',
+      `send the body as JSON with "Content-Type: application/json" (got "${type || 'none'}")`,
+    );
   }
   const text = await c.req.text();
   try {
@@ -72,6 +75,7 @@ export function ifMatchVersion(c: ApiContext): number | undefined {
   const header = c.req.header('if-match');
   if (header === undefined) return undefined;
   const m = /^(?:W\/)?"?(\d+)"?$/.exec(header.trim());
-  if (m?.[1] === undefined) throw new LlmgwError('invalid_argument', `If-Match must be a model version such as "3" (got ${header})`);
+  if (m?.[1] === undefined)
+    throw new LlmgwError('invalid_argument', `If-Match must be a model version such as "3" (got ${header})`);
   return Number(m[1]);
 }

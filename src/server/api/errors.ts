@@ -14,11 +14,24 @@ export function errorResponse(c: Context, error: unknown, logger: Logger): Respo
   const e = normalise(error);
   if (e.code === 'internal') {
     const requestId = (c.get('requestId') as string | undefined) ?? 'unknown';
-    logger.error({ err: { message: redact(messageWithCause(error)), stack: error instanceof Error ? redact(error.stack ?? '') : undefined }, requestId }, 'internal error');
+    logger.error(
+      {
+        err: {
+          message: redact(messageWithCause(error)),
+          stack: error instanceof Error ? redact(error.stack ?? '') : undefined,
+        },
+        requestId,
+      },
+      'internal error',
+    );
   }
   const body: ErrorBody = { error: { code: e.code, message: redact(e.message) } };
   if (e.issues.length > 0) {
-    body.error.issues = e.issues.map((i) => ({ path: formatPath(i.path), message: i.message, ...(i.line === undefined ? {} : { line: i.line }) }));
+    body.error.issues = e.issues.map((i) => ({
+      path: formatPath(i.path),
+      message: i.message,
+      ...(i.line === undefined ? {} : { line: i.line }),
+    }));
   }
   // The rest of an oversized body is never read: the connection cannot carry another request.
   if (e.code === 'payload_too_large') c.header('Connection', 'close');
@@ -29,9 +42,13 @@ function normalise(error: unknown): LlmgwError {
   if (isLlmgwError(error)) return error;
   // Hono's body limit and malformed requests arrive as HTTPException with a status.
   const status = (error as { status?: unknown } | null)?.status;
-  if (status === 413) return new LlmgwError('payload_too_large', 'the request body is too large (the API takes up to 1 MiB)');
+  if (status === 413)
+    return new LlmgwError('payload_too_large', 'the request body is too large (the API takes up to 1 MiB)');
   const requestId = 'see the control plane log';
-  return new LlmgwError('internal', `internal error (${requestId}); nothing was changed unless the response said so`);
+  return new LlmgwError(
+    'internal',
+    `internal error (${requestId}); nothing was changed unless the response said so`,
+  );
 }
 
 function messageWithCause(e: unknown): string {

@@ -12,12 +12,17 @@ import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './c
 const gatewayOnly: MiddlewareHandler<ApiEnv> = async (c, next) => {
   const p = principalOf(c);
   if (p.role !== 'gateway' && p.role !== 'admin') {
-    throw new LlmgwError('permission_denied', `this is for gateways: key "${p.name}" has the ${p.role} role (make one with llmgw ctl key create NAME --role gateway)`);
+    throw new LlmgwError(
+      'permission_denied',
+      `this is for gateways: key "${p.name}" has the ${p.role} role (make one with llmgw ctl key create NAME --role gateway)`,
+    );
   }
   await next();
 };
 
-const keySchema = z.strictObject({ secret_hash: z.string().regex(/^[0-9a-f]{64}$/, 'the SHA-256 of the key, 64 hex digits') });
+const keySchema = z.strictObject({
+  secret_hash: z.string().regex(/^[0-9a-f]{64}$/, 'the SHA-256 of the key, 64 hex digits'),
+});
 const usageSchema = z.strictObject({
   rows: z
     .array(
@@ -35,7 +40,9 @@ const usageSchema = z.strictObject({
 const usageQuery = z.strictObject({
   key: z.string().min(1).optional(),
   model: z.string().min(1).optional(),
-  since: z.iso.datetime({ offset: true, error: 'expected an ISO time such as 2026-12-01T09:00:00Z' }).optional(),
+  since: z.iso
+    .datetime({ offset: true, error: 'expected an ISO time such as 2026-12-01T09:00:00Z' })
+    .optional(),
 });
 
 export function gatewayRoutes(deps: ApiDeps): Hono<ApiEnv> {
@@ -45,7 +52,13 @@ export function gatewayRoutes(deps: ApiDeps): Hono<ApiEnv> {
   app.post('/keys', async (c) => {
     const { secret_hash } = await jsonBody(c, keySchema);
     const p = await deps.auth.byHash(secret_hash);
-    return c.json<KeyInfo>({ name: p.name, role: p.role, allowed_models: p.allowedModels, rpm: p.rpm, tpm: p.tpm });
+    return c.json<KeyInfo>({
+      name: p.name,
+      role: p.role,
+      allowed_models: p.allowedModels,
+      rpm: p.rpm,
+      tpm: p.tpm,
+    });
   });
   app.post('/usage', async (c) => {
     const { rows } = await jsonBody(c, usageSchema);
@@ -65,7 +78,11 @@ export function usageRoutes(deps: ApiDeps): Hono<ApiEnv> {
       throw new LlmgwError('invalid_argument', `invalid query:\n${formatIssues(issues)}`, { issues });
     }
     const { key, model, since } = parsed.data;
-    const items: UsageDelta[] = await deps.store.usage.list({ key, model, since: since === undefined ? undefined : new Date(since).toISOString() });
+    const items: UsageDelta[] = await deps.store.usage.list({
+      key,
+      model,
+      since: since === undefined ? undefined : new Date(since).toISOString(),
+    });
     return c.json({ items });
   });
   return app;

@@ -10,8 +10,14 @@ import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './c
 
 const keyName = z
   .string()
-  .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'a key name is lower-case letters, digits, ".", "_" and "-", starting with a letter or digit (e.g. "ci-bot")')
-  .refine((n) => n !== systemActor, `"${systemActor}" is reserved for changes llmgw makes itself: pick another name`);
+  .regex(
+    /^[a-z0-9][a-z0-9._-]{0,62}$/,
+    'a key name is lower-case letters, digits, ".", "_" and "-", starting with a letter or digit (e.g. "ci-bot")',
+  )
+  .refine(
+    (n) => n !== systemActor,
+    `"${systemActor}" is reserved for changes llmgw makes itself: pick another name`,
+  );
 
 const limits = {
   /** Models the key may use through the gateway (catalog names; `MODEL:ADAPTER` is covered by MODEL). */
@@ -74,7 +80,10 @@ export function keyRoutes(deps: ApiDeps): Hono<ApiEnv> {
   app.delete('/:name', async (c) => {
     const name = c.req.param('name');
     if (name === principalOf(c).name) {
-      throw new LlmgwError('conflict', `key "${name}" is the one making this request: revoke it with another admin key, so that one stays usable`);
+      throw new LlmgwError(
+        'conflict',
+        `key "${name}" is the one making this request: revoke it with another admin key, so that one stays usable`,
+      );
     }
     const key = await deps.store.keys.revoke(name, principalOf(c).name);
     deps.auth.forget();

@@ -23,17 +23,29 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
 
   app.put('/:name', adminOnly, async (c) => {
     const body = await rawJson(c);
-    const model = await deps.catalog.replace(c.req.param('name'), stripMetadata(body), principalOf(c).name, expectedVersion(c, body));
+    const model = await deps.catalog.replace(
+      c.req.param('name'),
+      stripMetadata(body),
+      principalOf(c).name,
+      expectedVersion(c, body),
+    );
     return c.json(model);
   });
 
   app.patch('/:name', adminOnly, async (c) => {
     const body = await rawJson(c);
-    const model = await deps.catalog.patch(c.req.param('name'), stripMetadata(body), principalOf(c).name, expectedVersion(c, body));
+    const model = await deps.catalog.patch(
+      c.req.param('name'),
+      stripMetadata(body),
+      principalOf(c).name,
+      expectedVersion(c, body),
+    );
     return c.json(model);
   });
 
-  app.delete('/:name', adminOnly, async (c) => c.json(await deps.catalog.remove(c.req.param('name'), principalOf(c).name)));
+  app.delete('/:name', adminOnly, async (c) =>
+    c.json(await deps.catalog.remove(c.req.param('name'), principalOf(c).name)),
+  );
 
   return app;
 }

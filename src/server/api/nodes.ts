@@ -15,10 +15,17 @@ export type NodeDeps = ApiDeps;
 const tokenSchema = z.strictObject({
   name: z
     .string()
-    .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'a token name is lower-case letters, digits, ".", "_" and "-" (e.g. "rack-3")')
+    .regex(
+      /^[a-z0-9][a-z0-9._-]{0,62}$/,
+      'a token name is lower-case letters, digits, ".", "_" and "-" (e.g. "rack-3")',
+    )
     .optional(),
   /** Seconds from now; absent: it never expires. */
-  expires_in: z.int().min(60).max(10 * 365 * 86400).optional(),
+  expires_in: z
+    .int()
+    .min(60)
+    .max(10 * 365 * 86400)
+    .optional(),
 });
 
 export function nodeRoutes(deps: NodeDeps): Hono<ApiEnv> {
@@ -30,8 +37,14 @@ export function nodeRoutes(deps: NodeDeps): Hono<ApiEnv> {
     const name = c.req.param('name');
     const view = deps.registry.view(name);
     if (view === undefined) {
-      const near = didYouMean(name, deps.registry.views().map((v) => v.name));
-      throw new LlmgwError('not_found', `no node is named "${clientText(name)}"${near === undefined ? '' : `; did you mean "${near}"?`} (llmgw ctl nodes lists them)`);
+      const near = didYouMean(
+        name,
+        deps.registry.views().map((v) => v.name),
+      );
+      throw new LlmgwError(
+        'not_found',
+        `no node is named "${clientText(name)}"${near === undefined ? '' : `; did you mean "${near}"?`} (llmgw ctl nodes lists them)`,
+      );
     }
     return c.json(view);
   });
@@ -59,12 +72,18 @@ export function tokenRoutes(deps: NodeDeps): Hono<ApiEnv> {
     const body = await jsonBody(c, tokenSchema);
     const secret = generateSecret('join');
     const name = body.name ?? `token-${secret.slice(-6).toLowerCase()}`;
-    const expiresAt = body.expires_in === undefined ? null : new Date(Date.now() + body.expires_in * 1000).toISOString();
-    const token = await deps.store.joinTokens.create({ name, prefix: secretPrefix(secret), secretHash: hashSecret(secret), expiresAt }, principalOf(c).name);
+    const expiresAt =
+      body.expires_in === undefined ? null : new Date(Date.now() + body.expires_in * 1000).toISOString();
+    const token = await deps.store.joinTokens.create(
+      { name, prefix: secretPrefix(secret), secretHash: hashSecret(secret), expiresAt },
+      principalOf(c).name,
+    );
     return c.json<CreatedJoinToken>({ token: tokenView(token), secret }, 201);
   });
 
-  app.delete('/:name', async (c) => c.json(tokenView(await deps.store.joinTokens.revoke(c.req.param('name'), principalOf(c).name))));
+  app.delete('/:name', async (c) =>
+    c.json(tokenView(await deps.store.joinTokens.revoke(c.req.param('name'), principalOf(c).name))),
+  );
   return app;
 }
 

@@ -20,14 +20,23 @@ export function replicaRoutes(deps: ApiDeps): Hono<ApiEnv> {
   app.get('/:id', (c) => c.json(deps.fleet.replica(c.req.param('id'))));
 
   app.post('/:id/restart', adminOnly, async (c) => {
-    const body = c.req.header('content-length') === '0' || c.req.header('content-type') === undefined ? { in_place: false } : await jsonBody(c, restartSchema);
-    return c.json<RestartResult>(await deps.fleet.restart(c.req.param('id'), body.in_place, principalOf(c).name));
+    const body =
+      c.req.header('content-length') === '0' || c.req.header('content-type') === undefined
+        ? { in_place: false }
+        : await jsonBody(c, restartSchema);
+    return c.json<RestartResult>(
+      await deps.fleet.restart(c.req.param('id'), body.in_place, principalOf(c).name),
+    );
   });
 
   // Logs can hold prompts and answers: admins only.
   app.get('/:id/logs', adminOnly, (c) => {
     const parsed = logsQuery.safeParse(c.req.query());
-    if (!parsed.success) throw new LlmgwError('invalid_argument', 'logs take rank (0 or more), tail (lines, up to 100000) and follow (true or false)');
+    if (!parsed.success)
+      throw new LlmgwError(
+        'invalid_argument',
+        'logs take rank (0 or more), tail (lines, up to 100000) and follow (true or false)',
+      );
     const { rank, tail } = parsed.data;
     const follow = parsed.data.follow === 'true' || parsed.data.follow === '1';
     const id = c.req.param('id');
@@ -76,7 +85,13 @@ export function replicaRoutes(deps: ApiDeps): Hono<ApiEnv> {
     });
     return first.then((error) => {
       if (error !== undefined) throw error;
-      return new Response(stream, { headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' } });
+      return new Response(stream, {
+        headers: {
+          'content-type': 'text/plain; charset=utf-8',
+          'cache-control': 'no-cache',
+          'x-content-type-options': 'nosniff',
+        },
+      });
     });
   });
 

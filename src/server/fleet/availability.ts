@@ -35,9 +35,13 @@ export function unavailableReason(m: ModelReplicas): string | undefined {
     reasons.push(`replica ${first.id} failed${first.reason === undefined ? '' : `: ${first.reason}`}${more}`);
   }
   if (m.pending !== undefined && m.pending.count > 0) {
-    reasons.push(`${m.pending.count === 1 ? '1 replica waits' : `${m.pending.count} replicas wait`} for room: ${m.pending.reason}`);
+    reasons.push(
+      `${m.pending.count === 1 ? '1 replica waits' : `${m.pending.count} replicas wait`} for room: ${m.pending.reason}`,
+    );
   }
   if (reasons.length > 0) return reasons.join('; ');
   // Nothing placed and nothing waiting: placement has not run yet, unless none is wanted.
-  return m.wanted === 0 && m.replicas.length === 0 ? `it is scaled to 0 replicas (llmgw ctl model scale ${m.model} 1)` : undefined;
+  return m.wanted === 0 && m.replicas.length === 0
+    ? `it is scaled to 0 replicas (llmgw ctl model scale ${m.model} 1)`
+    : undefined;
 }

@@ -36,8 +36,12 @@ describe('EngineKeys', () => {
 
   it('refuses to open with another secret, or under another replica id, naming the replica and what to do', async () => {
     const sealed = new EngineKeys(secret, 'test').seal('tiny-1', key);
-    const other = await refusal(() => new EngineKeys('b'.repeat(64), '/data/engine-key.secret').open('tiny-1', sealed));
-    expect(other.message).toMatch(/^the engine key of replica tiny-1 cannot be opened with the secret from \/data\/engine-key\.secret \(.+\)$/);
+    const other = await refusal(() =>
+      new EngineKeys('b'.repeat(64), '/data/engine-key.secret').open('tiny-1', sealed),
+    );
+    expect(other.message).toMatch(
+      /^the engine key of replica tiny-1 cannot be opened with the secret from \/data\/engine-key\.secret \(.+\)$/,
+    );
     const moved = await refusal(() => new EngineKeys(secret, 'test').open('tiny-2', sealed));
     expect(moved.message).toContain('the engine key of replica tiny-2 cannot be opened');
   });
@@ -89,7 +93,25 @@ describe('loadEngineKeys', () => {
 });
 
 describe('prepareEngineKeys', () => {
-  const spec: ModelSpec = { name: 'tiny', source: '/m.gguf', replicas: 1, profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true, tp: 1, pp: 1, gpus_per_node: 0, nodes: 1, args: [], env: {}, adapters: [] }] };
+  const spec: ModelSpec = {
+    name: 'tiny',
+    source: '/m.gguf',
+    replicas: 1,
+    profiles: [
+      {
+        name: 'cpu',
+        engine: 'llamacpp',
+        cpu: true,
+        tp: 1,
+        pp: 1,
+        gpus_per_node: 0,
+        nodes: 1,
+        args: [],
+        env: {},
+        adapters: [],
+      },
+    ],
+  };
   let dir: string;
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-engine-keys-'));
@@ -101,7 +123,17 @@ describe('prepareEngineKeys', () => {
   it('seals keys stored before they were sealed, as the same keys, and leaves none in the file', async () => {
     const path = join(dir, 'llmgw.db');
     const store = await openSqliteStore({ path });
-    const replica = { id: 'tiny-1', model: 'tiny', profile: 'cpu', created_at: '2026-01-01T00:00:00.000Z', sealed_key: key, spec, retiring: false, retire_reason: null, retiring_since: null };
+    const replica = {
+      id: 'tiny-1',
+      model: 'tiny',
+      profile: 'cpu',
+      created_at: '2026-01-01T00:00:00.000Z',
+      sealed_key: key,
+      spec,
+      retiring: false,
+      retire_reason: null,
+      retiring_since: null,
+    };
     await store.fleet.apply({ add: [{ replica, shards: [] }], remove: [] }, 'system');
     const keys = new EngineKeys(secret, 'test');
     await prepareEngineKeys(store, keys);
@@ -119,7 +151,9 @@ describe('prepareEngineKeys', () => {
     const store = await openSqliteStore({ path: join(dir, 'llmgw.db') });
     try {
       await prepareEngineKeys(store, new EngineKeys(secret, 'test'));
-      const e = await refusal(() => prepareEngineKeys(store, new EngineKeys('b'.repeat(64), '/srv/b/engine-key.secret')));
+      const e = await refusal(() =>
+        prepareEngineKeys(store, new EngineKeys('b'.repeat(64), '/srv/b/engine-key.secret')),
+      );
       expect(e.message).toBe(
         "the database's engine keys were sealed with another secret than this control plane's (from /srv/b/engine-key.secret): " +
           'give every control plane on one database the same secret: set LLMGW_ENGINE_KEY_SECRET to the contents of engine-key.secret in the data dir of the control plane that first used it ' +

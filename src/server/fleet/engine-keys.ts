@@ -43,11 +43,19 @@ export class EngineKeys {
     try {
       if (!isSealed(sealed)) throw new Error('not sealed');
       const raw = Buffer.from(sealed.slice(sealedPrefix.length), 'base64url');
-      const decipher = createDecipheriv('aes-256-gcm', this.#key, raw.subarray(0, ivBytes)).setAAD(Buffer.from(replica, 'utf8'));
+      const decipher = createDecipheriv('aes-256-gcm', this.#key, raw.subarray(0, ivBytes)).setAAD(
+        Buffer.from(replica, 'utf8'),
+      );
       decipher.setAuthTag(raw.subarray(ivBytes, ivBytes + tagBytes));
-      return Buffer.concat([decipher.update(raw.subarray(ivBytes + tagBytes)), decipher.final()]).toString('utf8');
+      return Buffer.concat([decipher.update(raw.subarray(ivBytes + tagBytes)), decipher.final()]).toString(
+        'utf8',
+      );
     } catch (e) {
-      throw new LlmgwError('unavailable', `the engine key of replica ${replica} cannot be opened with the secret from ${this.source} (${messageOf(e)})`, { cause: e });
+      throw new LlmgwError(
+        'unavailable',
+        `the engine key of replica ${replica} cannot be opened with the secret from ${this.source} (${messageOf(e)})`,
+        { cause: e },
+      );
     }
   }
 }
@@ -65,7 +73,10 @@ export function isSealed(stored: string): boolean {
 export function loadEngineKeys(o: { dataDir: string; fromEnv?: string | undefined }): EngineKeys {
   if (o.fromEnv !== undefined && o.fromEnv !== '') {
     if (!strongEnough(o.fromEnv)) {
-      throw new LlmgwError('invalid_argument', `${engineKeySecretVariable} must be at least 32 characters without spaces: generate one with "openssl rand -hex 32"`);
+      throw new LlmgwError(
+        'invalid_argument',
+        `${engineKeySecretVariable} must be at least 32 characters without spaces: generate one with "openssl rand -hex 32"`,
+      );
     }
     return new EngineKeys(o.fromEnv, engineKeySecretVariable);
   }
@@ -73,11 +84,17 @@ export function loadEngineKeys(o: { dataDir: string; fromEnv?: string | undefine
   createOnce(path);
   const mode = statSync(path).mode & 0o777;
   if ((mode & 0o077) !== 0) {
-    throw new LlmgwError('invalid_argument', `${path} holds the secret engine keys are sealed with, and others may read it (mode ${mode.toString(8).padStart(4, '0')}): chmod 600 ${path}`);
+    throw new LlmgwError(
+      'invalid_argument',
+      `${path} holds the secret engine keys are sealed with, and others may read it (mode ${mode.toString(8).padStart(4, '0')}): chmod 600 ${path}`,
+    );
   }
   const secret = readFileSync(path, 'utf8').trim();
   if (!strongEnough(secret)) {
-    throw new LlmgwError('invalid_argument', `${path} must hold a secret of at least 32 characters without spaces: write one with "openssl rand -hex 32 > ${path}"`);
+    throw new LlmgwError(
+      'invalid_argument',
+      `${path} must hold a secret of at least 32 characters without spaces: write one with "openssl rand -hex 32 > ${path}"`,
+    );
   }
   return new EngineKeys(secret, path);
 }
@@ -119,6 +136,7 @@ export async function prepareEngineKeys(store: Store, keys: EngineKeys): Promise
       );
     }
     const plain = (await tx.fleet.replicas()).filter((r) => !isSealed(r.sealed_key));
-    if (plain.length > 0) await tx.fleet.reseal(plain.map((r) => ({ id: r.id, sealed_key: keys.seal(r.id, r.sealed_key) })));
+    if (plain.length > 0)
+      await tx.fleet.reseal(plain.map((r) => ({ id: r.id, sealed_key: keys.seal(r.id, r.sealed_key) })));
   });
 }

@@ -4,25 +4,62 @@ import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
 import type { Device } from '../../gpu/types.js';
 import type { Shard } from '../../placement/types.js';
 
-import { planFleet, runsAsSpecified, type FleetPlan, type FleetPlanInput, type PlanNode, type PlanReplica } from './fleet-plan.js';
+import {
+  planFleet,
+  runsAsSpecified,
+  type FleetPlan,
+  type FleetPlanInput,
+  type PlanNode,
+  type PlanReplica,
+} from './fleet-plan.js';
 
 const A100 = 'a100-80g';
 const now = Date.parse('2026-03-01T12:00:00.000Z');
 const minute = 60_000;
 
 function cards(n: number): Device[] {
-  return Array.from({ length: n }, (_, id) => ({ id, label: `${id}`, class: A100, card: id, uuid: `GPU-${id}`, memory_total_mib: 81920, memory_used_mib: 0, wear: {}, processes: [] }));
+  return Array.from({ length: n }, (_, id) => ({
+    id,
+    label: `${id}`,
+    class: A100,
+    card: id,
+    uuid: `GPU-${id}`,
+    memory_total_mib: 81920,
+    memory_used_mib: 0,
+    wear: {},
+    processes: [],
+  }));
 }
 
 function node(name: string, o: { cards?: number; ready?: boolean; lastSeen?: number } = {}): PlanNode {
   return {
-    node: { name, ready: o.ready ?? true, devices: cards(o.cards ?? 2), excluded: [], cpus: 32, memory_mib: 262144, address: '10.0.0.1' },
+    node: {
+      name,
+      ready: o.ready ?? true,
+      devices: cards(o.cards ?? 2),
+      excluded: [],
+      cpus: 32,
+      memory_mib: 262144,
+      address: '10.0.0.1',
+    },
     lastSeen: o.lastSeen ?? now,
   };
 }
 
 function gpu(p: Partial<ProfileSpec> = {}): ProfileSpec {
-  return { name: 'main', engine: 'vllm', gpu_class: A100, tp: 1, pp: 1, gpus_per_node: 1, nodes: 1, args: [], env: {}, adapters: [], ...p };
+  return {
+    name: 'main',
+    engine: 'vllm',
+    gpu_class: A100,
+    tp: 1,
+    pp: 1,
+    gpus_per_node: 1,
+    nodes: 1,
+    args: [],
+    env: {},
+    adapters: [],
+    ...p,
+  };
 }
 
 function model(name: string, replicas: number, o: Partial<ModelSpec> = {}): ModelSpec {
@@ -35,7 +72,11 @@ interface Running {
 }
 
 /** A replica placed before, on one card: `minutesAgo` orders replicas by age. */
-function running(id: string, spec: ModelSpec, o: { node?: string; card: number; port: number; minutesAgo?: number; retiring?: string; profile?: string }): Running {
+function running(
+  id: string,
+  spec: ModelSpec,
+  o: { node?: string; card: number; port: number; minutesAgo?: number; retiring?: string; profile?: string },
+): Running {
   const profile = o.profile ?? 'main';
   return {
     replica: {
@@ -49,11 +90,27 @@ function running(id: string, spec: ModelSpec, o: { node?: string; card: number; 
       // Marked two minutes ago: replicas made since stand in for it.
       retiring_since: o.retiring === undefined ? null : new Date(now - 2 * minute).toISOString(),
     },
-    shard: { replica: id, model: spec.name, profile, rank: 0, ranks: 1, node: o.node ?? 'node-a', devices: [o.card], port: o.port },
+    shard: {
+      replica: id,
+      model: spec.name,
+      profile,
+      rank: 0,
+      ranks: 1,
+      node: o.node ?? 'node-a',
+      devices: [o.card],
+      port: o.port,
+    },
   };
 }
 
-function input(o: { specs: ModelSpec[]; running?: Running[]; nodes?: PlanNode[]; ready?: string[]; upSince?: number; lostAfterS?: number }): FleetPlanInput {
+function input(o: {
+  specs: ModelSpec[];
+  running?: Running[];
+  nodes?: PlanNode[];
+  ready?: string[];
+  upSince?: number;
+  lostAfterS?: number;
+}): FleetPlanInput {
   const list = o.running ?? [];
   return {
     specs: o.specs,
@@ -82,7 +139,11 @@ function brief(plan: FleetPlan): Expected {
   const out: Expected = {};
   if (plan.retire.length > 0) out.retire = plan.retire.map((c) => `${c.id}: ${c.reason}`);
   if (plan.remove.length > 0) out.remove = plan.remove.map((c) => `${c.id}: ${c.reason}`);
-  if (plan.add.length > 0) out.add = plan.add.map((a) => `${a.model}@${a.profile} ${a.shards.map((s) => `${s.node} [${s.devices.join(',')}] :${s.port}`).join(' ')}`);
+  if (plan.add.length > 0)
+    out.add = plan.add.map(
+      (a) =>
+        `${a.model}@${a.profile} ${a.shards.map((s) => `${s.node} [${s.devices.join(',')}] :${s.port}`).join(' ')}`,
+    );
   if (plan.pending.length > 0) out.pending = plan.pending.map((p) => `${p.model} ×${p.count}: ${p.reason}`);
   return out;
 }
@@ -92,7 +153,11 @@ const m2 = model('m', 2);
 const changed = (spec: ModelSpec) => ({ ...spec, profiles: [gpu({ args: ['--max-num-seqs', '8'] })] });
 
 const cases: [string, FleetPlanInput, Expected][] = [
-  ['nothing to do: what runs is what the catalog wants', input({ specs: [m1], running: [running('m-1', m1, { card: 0, port: 20000 })] }), {}],
+  [
+    'nothing to do: what runs is what the catalog wants',
+    input({ specs: [m1], running: [running('m-1', m1, { card: 0, port: 20000 })] }),
+    {},
+  ],
   [
     'scaled up 1 → 2: the running replica stays, one is added beside it',
     input({ specs: [m2], running: [running('m-1', m1, { card: 0, port: 20000 })] }),
@@ -100,19 +165,32 @@ const cases: [string, FleetPlanInput, Expected][] = [
   ],
   [
     'scaled down 2 → 1: the newest goes, the other is untouched',
-    input({ specs: [m1], running: [running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }), running('m-2', m2, { card: 1, port: 20001 })] }),
+    input({
+      specs: [m1],
+      running: [
+        running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }),
+        running('m-2', m2, { card: 1, port: 20001 }),
+      ],
+    }),
     { remove: ['m-2: scaled down'] },
   ],
   [
     'scaled down: one that is not ready goes before a ready one',
-    input({ specs: [m1], running: [running('m-1', m2, { card: 0, port: 20000 }), running('m-2', m2, { card: 1, port: 20001 })], ready: ['m-2'] }),
+    input({
+      specs: [m1],
+      running: [running('m-1', m2, { card: 0, port: 20000 }), running('m-2', m2, { card: 1, port: 20001 })],
+      ready: ['m-2'],
+    }),
     { remove: ['m-1: scaled down'] },
   ],
   [
     'scaled down: one on a node that is not ready goes first',
     input({
       specs: [m1],
-      running: [running('m-1', m2, { card: 0, port: 20000 }), running('m-2', m2, { node: 'node-b', card: 0, port: 20000 })],
+      running: [
+        running('m-1', m2, { card: 0, port: 20000 }),
+        running('m-2', m2, { node: 'node-b', card: 0, port: 20000 }),
+      ],
       nodes: [node('node-a', { ready: false }), node('node-b')],
       ready: [],
     }),
@@ -120,22 +198,42 @@ const cases: [string, FleetPlanInput, Expected][] = [
   ],
   [
     'scaled down: one of an older spec goes before one of the current spec',
-    input({ specs: [changed(m1)], running: [running('m-1', changed(m2), { card: 0, port: 20000, minutesAgo: 20 }), running('m-2', m2, { card: 1, port: 20001 })] }),
+    input({
+      specs: [changed(m1)],
+      running: [
+        running('m-1', changed(m2), { card: 0, port: 20000, minutesAgo: 20 }),
+        running('m-2', m2, { card: 1, port: 20001 }),
+      ],
+    }),
     { remove: ['m-2: scaled down'] },
   ],
   [
     'scaled to 0: every replica goes',
-    input({ specs: [model('m', 0)], running: [running('m-1', m2, { card: 0, port: 20000 }), running('m-2', m2, { card: 1, port: 20001 })] }),
+    input({
+      specs: [model('m', 0)],
+      running: [running('m-1', m2, { card: 0, port: 20000 }), running('m-2', m2, { card: 1, port: 20001 })],
+    }),
     { remove: ['m-2: scaled down', 'm-1: scaled down'] },
   ],
   [
     'scaled up with no room: the running replica is untouched, one waits with the reason',
-    input({ specs: [m2], running: [running('m-1', m1, { card: 0, port: 20000 })], nodes: [node('node-a', { cards: 1 })] }),
+    input({
+      specs: [m2],
+      running: [running('m-1', m1, { card: 0, port: 20000 })],
+      nodes: [node('node-a', { cards: 1 })],
+    }),
     { pending: ['m ×1: no ready node has a free a100-80g card (node-a: 1 of 1 in use)'] },
   ],
   [
     'a model whose engine would start differently rolls: one replica is replaced, its successor placed beside it',
-    input({ specs: [changed(m2)], running: [running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }), running('m-2', m2, { card: 1, port: 20001 })], nodes: [node('node-a', { cards: 3 })] }),
+    input({
+      specs: [changed(m2)],
+      running: [
+        running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }),
+        running('m-2', m2, { card: 1, port: 20001 }),
+      ],
+      nodes: [node('node-a', { cards: 3 })],
+    }),
     { retire: ['m-1: the model changed'], add: ['m@main node-a [2] :20002'] },
   ],
   [
@@ -164,36 +262,66 @@ const cases: [string, FleetPlanInput, Expected][] = [
       nodes: [node('node-a', { cards: 4 })],
     }),
     // m-1's card and port are still held while its engine stops.
-    { remove: ['m-1: the model changed'], retire: ['m-2: the model changed'], add: ['m@main node-a [3] :20003'] },
+    {
+      remove: ['m-1: the model changed'],
+      retire: ['m-2: the model changed'],
+      add: ['m@main node-a [3] :20003'],
+    },
   ],
   [
     'a change to the replica count or to another profile replaces nothing',
     input({
-      specs: [model('m', 1, { profiles: [gpu({ name: 'big', gpus_per_node: 2, tp: 2, args: ['--new'] }), gpu()] })],
-      running: [running('m-1', model('m', 3, { profiles: [gpu({ name: 'big', gpus_per_node: 2, tp: 2 }), gpu()] }), { card: 0, port: 20000 })],
+      specs: [
+        model('m', 1, { profiles: [gpu({ name: 'big', gpus_per_node: 2, tp: 2, args: ['--new'] }), gpu()] }),
+      ],
+      running: [
+        running('m-1', model('m', 3, { profiles: [gpu({ name: 'big', gpus_per_node: 2, tp: 2 }), gpu()] }), {
+          card: 0,
+          port: 20000,
+        }),
+      ],
     }),
     {},
   ],
   [
     'a restarted replica gets a successor beside it, and waits for it',
-    input({ specs: [m1], running: [running('m-1', m1, { card: 0, port: 20000, retiring: 'restarted by admin' })] }),
+    input({
+      specs: [m1],
+      running: [running('m-1', m1, { card: 0, port: 20000, retiring: 'restarted by admin' })],
+    }),
     { add: ['m@main node-a [1] :20001'] },
   ],
   [
     'a restarted replica stops once its successor is ready',
-    input({ specs: [m1], running: [running('m-1', m1, { card: 0, port: 20000, minutesAgo: 5, retiring: 'restarted by admin' }), running('m-2', m1, { card: 1, port: 20001, minutesAgo: 1 })] }),
+    input({
+      specs: [m1],
+      running: [
+        running('m-1', m1, { card: 0, port: 20000, minutesAgo: 5, retiring: 'restarted by admin' }),
+        running('m-2', m1, { card: 1, port: 20001, minutesAgo: 1 }),
+      ],
+    }),
     { remove: ['m-1: restarted by admin'] },
   ],
   [
     'a restarted replica is not stood in for by a ready one that ran beside it before',
-    input({ specs: [m2], running: [running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20, retiring: 'restarted by admin' }), running('m-2', m2, { card: 1, port: 20001, minutesAgo: 15 })], nodes: [node('node-a', { cards: 3 })] }),
+    input({
+      specs: [m2],
+      running: [
+        running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20, retiring: 'restarted by admin' }),
+        running('m-2', m2, { card: 1, port: 20001, minutesAgo: 15 }),
+      ],
+      nodes: [node('node-a', { cards: 3 })],
+    }),
     { add: ['m@main node-a [2] :20002'] },
   ],
   [
     'a restarted replica whose successor is not ready yet keeps serving',
     input({
       specs: [m1],
-      running: [running('m-1', m1, { card: 0, port: 20000, minutesAgo: 5, retiring: 'restarted by admin' }), running('m-2', m1, { card: 1, port: 20001, minutesAgo: 1 })],
+      running: [
+        running('m-1', m1, { card: 0, port: 20000, minutesAgo: 5, retiring: 'restarted by admin' }),
+        running('m-2', m1, { card: 1, port: 20001, minutesAgo: 1 }),
+      ],
       ready: ['m-1'],
     }),
     {},
@@ -214,7 +342,11 @@ const cases: [string, FleetPlanInput, Expected][] = [
   ],
   [
     'a model named with -new- in it gets its second replica on a port of its own',
-    input({ specs: [model('my-new-model', 3)], running: [running('my-new-model-1', model('my-new-model', 1), { card: 0, port: 20000 })], nodes: [node('node-a', { cards: 3 })] }),
+    input({
+      specs: [model('my-new-model', 3)],
+      running: [running('my-new-model-1', model('my-new-model', 1), { card: 0, port: 20000 })],
+      nodes: [node('node-a', { cards: 3 })],
+    }),
     { add: ['my-new-model@main node-a [1] :20001', 'my-new-model@main node-a [2] :20002'] },
   ],
   [
@@ -224,16 +356,31 @@ const cases: [string, FleetPlanInput, Expected][] = [
   ],
   [
     'a replica whose engine key cannot be opened is replaced',
-    { ...input({ specs: [m1], running: [running('m-1', m1, { card: 0, port: 20000 })] }), unkeyed: new Set(['m-1']) },
-    { remove: ["m-1: its engine key cannot be opened with this control plane's secret"], add: ['m@main node-a [1] :20001'] },
+    {
+      ...input({ specs: [m1], running: [running('m-1', m1, { card: 0, port: 20000 })] }),
+      unkeyed: new Set(['m-1']),
+    },
+    {
+      remove: ["m-1: its engine key cannot be opened with this control plane's secret"],
+      add: ['m@main node-a [1] :20001'],
+    },
   ],
   [
     'a replica whose port another program holds is placed again on a free port; the others stay',
     {
-      ...input({ specs: [model('m', 2)], running: [running('m-1', m1, { card: 0, port: 20000 }), running('m-2', m1, { card: 1, port: 20001 })], nodes: [node('node-a', { cards: 3 })] }),
-      portTaken: new Map([['m-1', 'port 20000 on node node-a is taken by another program: placed again on a free port']]),
+      ...input({
+        specs: [model('m', 2)],
+        running: [running('m-1', m1, { card: 0, port: 20000 }), running('m-2', m1, { card: 1, port: 20001 })],
+        nodes: [node('node-a', { cards: 3 })],
+      }),
+      portTaken: new Map([
+        ['m-1', 'port 20000 on node node-a is taken by another program: placed again on a free port'],
+      ]),
     },
-    { remove: ['m-1: port 20000 on node node-a is taken by another program: placed again on a free port'], add: ['m@main node-a [2] :20002'] },
+    {
+      remove: ['m-1: port 20000 on node node-a is taken by another program: placed again on a free port'],
+      add: ['m@main node-a [2] :20002'],
+    },
   ],
   [
     'a node removed: its replicas go, and are placed again elsewhere',
@@ -320,7 +467,14 @@ const cases: [string, FleetPlanInput, Expected][] = [
   ],
   [
     'replicas going still hold their cards and ports in this pass',
-    input({ specs: [m1, model('n', 1)], running: [running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }), running('m-2', m2, { card: 1, port: 20001 })], nodes: [node('node-a', { cards: 3 })] }),
+    input({
+      specs: [m1, model('n', 1)],
+      running: [
+        running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }),
+        running('m-2', m2, { card: 1, port: 20001 }),
+      ],
+      nodes: [node('node-a', { cards: 3 })],
+    }),
     { remove: ['m-2: scaled down'], add: ['n@main node-a [2] :20002'] },
   ],
 ];
@@ -338,17 +492,40 @@ describe('planFleet', () => {
 });
 
 describe('runsAsSpecified', () => {
-  const base = model('m', 1, { context_length: 4096, profiles: [gpu({ env: { A: '1', B: '2' } }), gpu({ name: 'other' })] });
+  const base = model('m', 1, {
+    context_length: 4096,
+    profiles: [gpu({ env: { A: '1', B: '2' } }), gpu({ name: 'other' })],
+  });
   const replica = { spec: base, profile: 'main' };
   it.each<[string, ModelSpec, boolean]>([
     ['the same model', base, true],
     ['another replica count', { ...base, replicas: 5 }, true],
-    ['another profile changed', { ...base, profiles: [base.profiles[0]!, gpu({ name: 'other', args: ['--x'] })] }, true],
+    [
+      'another profile changed',
+      { ...base, profiles: [base.profiles[0]!, gpu({ name: 'other', args: ['--x'] })] },
+      true,
+    ],
     ['profiles in another order', { ...base, profiles: [...base.profiles].reverse() }, true],
-    ['the environment written in another order', { ...base, profiles: [gpu({ env: { B: '2', A: '1' } }), gpu({ name: 'other' })] }, true],
-    ['its args changed', { ...base, profiles: [gpu({ env: { A: '1', B: '2' }, args: ['--x'] }), gpu({ name: 'other' })] }, false],
-    ['its environment changed', { ...base, profiles: [gpu({ env: { A: '1' } }), gpu({ name: 'other' })] }, false],
-    ['its engine changed', { ...base, profiles: [gpu({ env: { A: '1', B: '2' }, engine: 'sglang' }), gpu({ name: 'other' })] }, false],
+    [
+      'the environment written in another order',
+      { ...base, profiles: [gpu({ env: { B: '2', A: '1' } }), gpu({ name: 'other' })] },
+      true,
+    ],
+    [
+      'its args changed',
+      { ...base, profiles: [gpu({ env: { A: '1', B: '2' }, args: ['--x'] }), gpu({ name: 'other' })] },
+      false,
+    ],
+    [
+      'its environment changed',
+      { ...base, profiles: [gpu({ env: { A: '1' } }), gpu({ name: 'other' })] },
+      false,
+    ],
+    [
+      'its engine changed',
+      { ...base, profiles: [gpu({ env: { A: '1', B: '2' }, engine: 'sglang' }), gpu({ name: 'other' })] },
+      false,
+    ],
     ['the weights changed', { ...base, source: '/models/other' }, false],
     ['the context changed', { ...base, context_length: 8192 }, false],
     ['its profile left the model', { ...base, profiles: [gpu({ name: 'other' })] }, false],

@@ -9,7 +9,10 @@ import type { ReplicaRecord } from '../../store/store.js';
 import { retirable } from './retirement.js';
 
 /** A stored replica, as planning reads it. */
-export type PlanReplica = Pick<ReplicaRecord, 'id' | 'model' | 'profile' | 'created_at' | 'spec' | 'retiring' | 'retire_reason' | 'retiring_since'>;
+export type PlanReplica = Pick<
+  ReplicaRecord,
+  'id' | 'model' | 'profile' | 'created_at' | 'spec' | 'retiring' | 'retire_reason' | 'retiring_since'
+>;
 
 export interface PlanNode {
   node: PlacementNode;
@@ -113,18 +116,23 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
     const gone = where.find((n) => !nodes.has(n));
     const silent = where.find((n) => lostAfter(n) !== undefined);
     if (gone !== undefined) drop(r.id, `node ${gone} was removed`);
-    else if (silent !== undefined) drop(r.id, `node ${silent} was not ready for ${lostAfter(silent) ?? input.lostAfterS} s`);
+    else if (silent !== undefined)
+      drop(r.id, `node ${silent} was not ready for ${lostAfter(silent) ?? input.lostAfterS} s`);
     else if (!specs.has(r.model)) drop(r.id, 'model removed');
-    else if (input.unkeyed?.has(r.id) === true) drop(r.id, "its engine key cannot be opened with this control plane's secret");
-    else if (input.portTaken?.has(r.id) === true) drop(r.id, input.portTaken.get(r.id) ?? 'its port is taken');
+    else if (input.unkeyed?.has(r.id) === true)
+      drop(r.id, "its engine key cannot be opened with this control plane's secret");
+    else if (input.portTaken?.has(r.id) === true)
+      drop(r.id, input.portTaken.get(r.id) ?? 'its port is taken');
   }
 
-  const onReadyNodes = (r: PlanReplica) => (shardsOf.get(r.id) ?? []).every((s) => nodes.get(s.node)?.node.ready === true);
+  const onReadyNodes = (r: PlanReplica) =>
+    (shardsOf.get(r.id) ?? []).every((s) => nodes.get(s.node)?.node.ready === true);
   for (const spec of specs.values()) {
     const active = live(spec.name).filter((r) => !r.retiring);
     const excess = active.length - spec.replicas;
     if (excess <= 0) continue;
-    const rank = (r: PlanReplica) => [onReadyNodes(r), input.ready.has(r.id), runsAsSpecified(r, spec)].map(Number);
+    const rank = (r: PlanReplica) =>
+      [onReadyNodes(r), input.ready.has(r.id), runsAsSpecified(r, spec)].map(Number);
     const order = active
       .map((r) => ({ r, rank: rank(r) }))
       .sort((a, b) => compareRanks(a.rank, b.rank) || naturalCompare(b.r.id, a.r.id));
@@ -132,7 +140,12 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
   }
 
   for (const spec of specs.values()) {
-    for (const r of retirable(live(spec.name), (id) => input.ready.has(id), () => spec.replicas)) drop(r.id, r.retire_reason ?? 'replaced');
+    for (const r of retirable(
+      live(spec.name),
+      (id) => input.ready.has(id),
+      () => spec.replicas,
+    ))
+      drop(r.id, r.retire_reason ?? 'replaced');
   }
 
   const retire: Change[] = [];
@@ -166,7 +179,12 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
   for (const list of groupBy(placed.added, (s) => s.replica).values()) {
     const spec = specs.get(list[0]?.model ?? '');
     if (spec === undefined || list[0] === undefined) continue;
-    add.push({ model: spec.name, profile: list[0].profile, spec, shards: list.map(({ replica: _placeholder, ...s }) => s) });
+    add.push({
+      model: spec.name,
+      profile: list[0].profile,
+      spec,
+      shards: list.map(({ replica: _placeholder, ...s }) => s),
+    });
   }
   return { retire, remove, add, pending: placed.pending };
 }
@@ -183,7 +201,9 @@ export function runsAsSpecified(r: Pick<PlanReplica, 'spec' | 'profile'>, spec: 
 function runOf(spec: ModelSpec, profile: string): unknown {
   const { replicas: _count, profiles, ...model } = spec;
   // Through JSON: an absent key and one set to undefined are the same, key order is not a change.
-  return JSON.parse(JSON.stringify({ ...model, profile: profiles.find((p) => p.name === profile) ?? null })) as unknown;
+  return JSON.parse(
+    JSON.stringify({ ...model, profile: profiles.find((p) => p.name === profile) ?? null }),
+  ) as unknown;
 }
 
 function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {

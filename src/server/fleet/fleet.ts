@@ -149,10 +149,15 @@ export class Fleet implements HubListener {
         replicas,
         shards,
         nodes: views.map((v) => ({
-          node: placementNode(v, { portsTaken: this.#portsTaken.get(v.id) ?? [], heard: this.#reported.has(v.id) || !this.#o.registry.isConnected(v.id) }),
+          node: placementNode(v, {
+            portsTaken: this.#portsTaken.get(v.id) ?? [],
+            heard: this.#reported.has(v.id) || !this.#o.registry.isConnected(v.id),
+          }),
           lastSeen: Date.parse(v.last_seen),
         })),
-        ready: new Set(replicas.filter((r) => this.#replicaState(r.id, shards, views) === 'ready').map((r) => r.id)),
+        ready: new Set(
+          replicas.filter((r) => this.#replicaState(r.id, shards, views) === 'ready').map((r) => r.id),
+        ),
         unkeyed: new Set(replicas.filter((r) => this.#engineKey(r) === undefined).map((r) => r.id)),
         portTaken: this.#portsTakenOf(replicas, shards),
         now,
@@ -164,10 +169,14 @@ export class Fleet implements HubListener {
       });
       for (const r of plan.retire) await tx.fleet.retire(r.id, r.reason, systemActor);
       const add = await this.#named(tx, plan.add);
-      if (add.length > 0 || plan.remove.length > 0) await tx.fleet.apply({ add, remove: plan.remove }, systemActor);
-      for (const r of plan.retire) this.#o.logger.info({ replica: r.id, reason: r.reason }, 'replica to be replaced');
-      for (const r of plan.remove) this.#o.logger.info({ replica: r.id, reason: r.reason }, 'replica removed');
-      for (const a of add) this.#o.logger.info({ replica: a.replica.id, nodes: a.shards.map((s) => s.node) }, 'replica placed');
+      if (add.length > 0 || plan.remove.length > 0)
+        await tx.fleet.apply({ add, remove: plan.remove }, systemActor);
+      for (const r of plan.retire)
+        this.#o.logger.info({ replica: r.id, reason: r.reason }, 'replica to be replaced');
+      for (const r of plan.remove)
+        this.#o.logger.info({ replica: r.id, reason: r.reason }, 'replica removed');
+      for (const a of add)
+        this.#o.logger.info({ replica: a.replica.id, nodes: a.shards.map((s) => s.node) }, 'replica placed');
       return { pending: plan.pending, replicas: await tx.fleet.replicas(), shards: await tx.fleet.shards() };
     });
     this.#pending = result.pending;
@@ -196,7 +205,17 @@ export class Fleet implements HubListener {
         const key = generateSecret('engine');
         this.#keys.set(id, key);
         out.push({
-          replica: { id, model, profile: a.profile, created_at: createdAt, sealed_key: this.#o.keys.seal(id, key), spec: a.spec, retiring: false, retire_reason: null, retiring_since: null },
+          replica: {
+            id,
+            model,
+            profile: a.profile,
+            created_at: createdAt,
+            sealed_key: this.#o.keys.seal(id, key),
+            spec: a.spec,
+            retiring: false,
+            retire_reason: null,
+            retiring_since: null,
+          },
           shards: a.shards.map((s) => ({ ...s, replica: id })),
         });
       });
@@ -211,7 +230,11 @@ export class Fleet implements HubListener {
       try {
         key = this.#o.keys.open(r.id, r.sealed_key);
       } catch (e) {
-        if (!this.#unkeyed.has(r.id)) this.#o.logger.error({ replica: r.id, err: messageOf(e) }, 'engine key unreadable: the replica is replaced');
+        if (!this.#unkeyed.has(r.id))
+          this.#o.logger.error(
+            { replica: r.id, err: messageOf(e) },
+            'engine key unreadable: the replica is replaced',
+          );
         this.#unkeyed.add(r.id);
         return undefined;
       }
@@ -252,7 +275,11 @@ export class Fleet implements HubListener {
       this.#reported.add(nodeId);
       for (const s of m.statuses) this.#statuses.set(s.key, { nodeId, status: s });
       if (m.engines !== undefined) this.#engines.set(nodeId, m.engines);
-      if (m.ports_taken !== undefined) this.#portsTaken.set(nodeId, m.ports_taken.slice(0, maxPortRanges).map(([first, last]) => ({ first, last })));
+      if (m.ports_taken !== undefined)
+        this.#portsTaken.set(
+          nodeId,
+          m.ports_taken.slice(0, maxPortRanges).map(([first, last]) => ({ first, last })),
+        );
       // A replica that became ready may let a replaced one stop.
       if (this.#readyReplicas() !== before && this.#replicas.some((r) => r.retiring)) this.poke();
       // A node heard from for the first time takes new shards; a shard whose port another program took is placed again.
@@ -272,12 +299,23 @@ export class Fleet implements HubListener {
 
   replicas(model?: string): ReplicaView[] {
     const views = this.#o.registry.views();
-    const out = this.#replicas.filter((r) => model === undefined || r.model === model).map((r) => this.#view(r, views));
+    const out = this.#replicas
+      .filter((r) => model === undefined || r.model === model)
+      .map((r) => this.#view(r, views));
     for (const p of this.#pending) {
       if (model !== undefined && p.model !== model) continue;
       for (let i = 0; i < p.count; i++) {
         const spec = this.#specOf(p.model);
-        out.push({ id: null, model: p.model, profile: null, engine: spec?.profiles[0]?.engine ?? null, state: 'pending', reason: p.reason, restarts: 0, shards: [] });
+        out.push({
+          id: null,
+          model: p.model,
+          profile: null,
+          engine: spec?.profiles[0]?.engine ?? null,
+          state: 'pending',
+          reason: p.reason,
+          restarts: 0,
+          shards: [],
+        });
       }
     }
     return out;
@@ -285,18 +323,27 @@ export class Fleet implements HubListener {
 
   replica(id: string): ReplicaView {
     const r = this.#replicas.find((x) => x.id === id);
-    if (r === undefined) throw new LlmgwError('not_found', `no replica is named "${id}" (llmgw ctl replicas lists them)`);
+    if (r === undefined)
+      throw new LlmgwError('not_found', `no replica is named "${id}" (llmgw ctl replicas lists them)`);
     return this.#view(r, this.#o.registry.views());
   }
 
   /** Restarts a replica: a new one beside it first, or (in place) it stops first. */
   async restart(id: string, inPlace: boolean, actor: string): Promise<RestartResult> {
     const r = this.#replicas.find((x) => x.id === id);
-    if (r === undefined) throw new LlmgwError('not_found', `no replica is named "${id}" (llmgw ctl replicas lists them)`);
+    if (r === undefined)
+      throw new LlmgwError('not_found', `no replica is named "${id}" (llmgw ctl replicas lists them)`);
     if (inPlace) {
-      await this.#o.store.fleet.apply({ add: [], remove: [{ id, reason: `restarted in place by ${actor}` }] }, actor);
+      await this.#o.store.fleet.apply(
+        { add: [], remove: [{ id, reason: `restarted in place by ${actor}` }] },
+        actor,
+      );
       await this.reconcile();
-      return { replica: id, mode: 'in-place', message: `replica ${id} stopped; a new replica of ${r.model} takes its place` };
+      return {
+        replica: id,
+        mode: 'in-place',
+        message: `replica ${id} stopped; a new replica of ${r.model} takes its place`,
+      };
     }
     await this.#o.store.fleet.retire(id, `restarted by ${actor}`, actor);
     await this.reconcile();
@@ -305,9 +352,16 @@ export class Fleet implements HubListener {
       // No room beside it: keep it running rather than leave a restart hanging.
       await this.#o.store.fleet.retire(id, null, actor);
       await this.reconcile();
-      throw new LlmgwError('conflict', `no room beside replica ${id} for the new one (${pending.reason}): restart it in place with --in-place, which stops it first`);
+      throw new LlmgwError(
+        'conflict',
+        `no room beside replica ${id} for the new one (${pending.reason}): restart it in place with --in-place, which stops it first`,
+      );
     }
-    return { replica: id, mode: 'surge', message: `a new replica of ${r.model} is starting beside ${id}, which stops once the new one is ready` };
+    return {
+      replica: id,
+      mode: 'surge',
+      message: `a new replica of ${r.model} is starting beside ${id}, which stops once the new one is ready`,
+    };
   }
 
   /** Device ids in use by replicas, by node name. */
@@ -351,7 +405,12 @@ export class Fleet implements HubListener {
     }
     const pending = new Map(this.#pending.map((p) => [p.model, p]));
     const models = (await this.#o.catalog.specs()).map((m) => {
-      const unavailable = unavailableReason({ model: m.name, wanted: m.replicas, replicas: states.get(m.name) ?? [], pending: pending.get(m.name) });
+      const unavailable = unavailableReason({
+        model: m.name,
+        wanted: m.replicas,
+        replicas: states.get(m.name) ?? [],
+        pending: pending.get(m.name),
+      });
       return {
         name: m.name,
         adapters: [...new Set(m.profiles.flatMap((p) => p.adapters.map((a) => a.name)))],
@@ -364,18 +423,38 @@ export class Fleet implements HubListener {
   }
 
   /** A shard's log: the last `tail` lines, then (follow) each new one until `signal` aborts. */
-  logs(id: string, options: { rank: number; tail: number; follow: boolean; signal: AbortSignal; onLines: (lines: string[]) => void }): Promise<void> {
+  logs(
+    id: string,
+    options: {
+      rank: number;
+      tail: number;
+      follow: boolean;
+      signal: AbortSignal;
+      onLines: (lines: string[]) => void;
+    },
+  ): Promise<void> {
     const shard = this.#shards.find((s) => s.replica === id && s.rank === options.rank);
     if (shard === undefined) {
       const exists = this.#replicas.some((r) => r.id === id);
       return Promise.reject(
-        new LlmgwError('not_found', exists ? `replica ${id} has no rank ${options.rank}` : `no replica is named "${id}" (llmgw ctl replicas lists them)`),
+        new LlmgwError(
+          'not_found',
+          exists
+            ? `replica ${id} has no rank ${options.rank}`
+            : `no replica is named "${id}" (llmgw ctl replicas lists them)`,
+        ),
       );
     }
     // The engine's log lives on its node: a node that cannot answer now is a conflict with
     // the replica's state (409), not a store that does not answer (503).
     const node = this.#o.registry.views().find((v) => v.name === shard.node);
-    if (node === undefined) return Promise.reject(new LlmgwError('conflict', `node ${shard.node}, where replica ${id} runs, is not known to this control plane: its logs cannot be read (llmgw ctl nodes lists the nodes)`));
+    if (node === undefined)
+      return Promise.reject(
+        new LlmgwError(
+          'conflict',
+          `node ${shard.node}, where replica ${id} runs, is not known to this control plane: its logs cannot be read (llmgw ctl nodes lists the nodes)`,
+        ),
+      );
     const request = randomUUID();
     return new Promise((resolve, reject) => {
       this.#logRequests.set(request, {
@@ -383,10 +462,21 @@ export class Fleet implements HubListener {
         onLines: options.onLines,
         onDone: (error) => (error === undefined ? resolve() : reject(new LlmgwError('conflict', error))),
       });
-      const sent = this.#o.hub.send(node.id, { type: 'logs', request, key: `${id}/${options.rank}`, tail: options.tail, follow: options.follow });
+      const sent = this.#o.hub.send(node.id, {
+        type: 'logs',
+        request,
+        key: `${id}/${options.rank}`,
+        tail: options.tail,
+        follow: options.follow,
+      });
       if (!sent) {
         this.#logRequests.delete(request);
-        reject(new LlmgwError('conflict', `node ${shard.node} is not connected to this control plane, so the logs of replica ${id} cannot be read now: start its agent (llmgw ctl nodes says when it was last seen)`));
+        reject(
+          new LlmgwError(
+            'conflict',
+            `node ${shard.node} is not connected to this control plane, so the logs of replica ${id} cannot be read now: start its agent (llmgw ctl nodes says when it was last seen)`,
+          ),
+        );
         return;
       }
       options.signal.addEventListener('abort', () => {
@@ -405,7 +495,8 @@ export class Fleet implements HubListener {
   /** The shards reported unable to listen on their ports, as one string to tell a change. */
   #portsTakenSeen(): string {
     const keys: string[] = [];
-    for (const [key, r] of this.#statuses) if (r.status.port_taken !== undefined) keys.push(`${key}:${r.status.port_taken.port}`);
+    for (const [key, r] of this.#statuses)
+      if (r.status.port_taken !== undefined) keys.push(`${key}:${r.status.port_taken.port}`);
     return keys.sort().join(',');
   }
 
@@ -426,7 +517,10 @@ export class Fleet implements HubListener {
       const taken = this.#statuses.get(`${s.replica}/${s.rank}`)?.status.port_taken;
       // Only a report about the port the shard has now: an older one may still arrive after it moved.
       if (taken === undefined || taken.port !== s.port) continue;
-      const who = taken.pid === undefined ? 'another program' : `another program (pid ${taken.pid}, ${taken.name ?? 'unknown'})`;
+      const who =
+        taken.pid === undefined
+          ? 'another program'
+          : `another program (pid ${taken.pid}, ${taken.name ?? 'unknown'})`;
       return `port ${s.port} on node ${s.node} is taken by ${who}: placed again on a free port`;
     }
     return undefined;
@@ -446,11 +540,23 @@ export class Fleet implements HubListener {
   #shardView(s: Shard, views: readonly NodeView[]): ShardView {
     const node = views.find((v) => v.name === s.node);
     const reported = this.#statuses.get(`${s.replica}/${s.rank}`)?.status;
-    const base = { rank: s.rank, node: s.node, devices: s.devices.map(deviceLabel), port: s.port, ...(s.threads === undefined ? {} : { threads: s.threads }) };
+    const base = {
+      rank: s.rank,
+      node: s.node,
+      devices: s.devices.map(deviceLabel),
+      port: s.port,
+      ...(s.threads === undefined ? {} : { threads: s.threads }),
+    };
     if (node?.state !== 'ready') {
-      return { ...base, state: 'unknown', reason: `node ${s.node} is not ready${node?.reason === undefined ? '' : ` (${node.reason})`}`, restarts: reported?.restarts ?? 0 };
+      return {
+        ...base,
+        state: 'unknown',
+        reason: `node ${s.node} is not ready${node?.reason === undefined ? '' : ` (${node.reason})`}`,
+        restarts: reported?.restarts ?? 0,
+      };
     }
-    if (reported === undefined) return { ...base, state: 'starting', reason: `waiting for node ${s.node} to start it`, restarts: 0 };
+    if (reported === undefined)
+      return { ...base, state: 'starting', reason: `waiting for node ${s.node} to start it`, restarts: 0 };
     return {
       ...base,
       state: reported.state,
@@ -468,8 +574,15 @@ export class Fleet implements HubListener {
     const head = this.#shards.find((s) => s.replica === r.id && s.rank === 0);
     const headNode = views.find((v) => v.name === head?.node);
     const profile = r.spec.profiles.find((p) => p.name === r.profile);
-    const readySince = shards.map((s) => s.ready_since).filter((x): x is string => x !== undefined).sort().at(-1);
-    const endpoint = head !== undefined && headNode !== undefined && (state === 'ready' || state === 'degraded') ? `http://${hostOf(headNode.address)}:${head.port}` : undefined;
+    const readySince = shards
+      .map((s) => s.ready_since)
+      .filter((x): x is string => x !== undefined)
+      .sort()
+      .at(-1);
+    const endpoint =
+      head !== undefined && headNode !== undefined && (state === 'ready' || state === 'degraded')
+        ? `http://${hostOf(headNode.address)}:${head.port}`
+        : undefined;
     return {
       id: r.id,
       model: r.model,
@@ -477,7 +590,9 @@ export class Fleet implements HubListener {
       engine: profile?.engine ?? null,
       state,
       ...(reason === undefined ? {} : { reason: r.retiring ? `${reason}; being replaced` : reason }),
-      ...(r.retiring && reason === undefined ? { reason: `being replaced (${r.retire_reason ?? 'restart'}): it stops once its successor is ready` } : {}),
+      ...(r.retiring && reason === undefined
+        ? { reason: `being replaced (${r.retire_reason ?? 'restart'}): it stops once its successor is ready` }
+        : {}),
       ...(head === undefined ? {} : { node: head.node }),
       ...(readySince === undefined || state !== 'ready' ? {} : { ready_since: readySince }),
       restarts: shards.reduce((n, s) => n + s.restarts, 0),
@@ -502,7 +617,8 @@ export class Fleet implements HubListener {
       const r = this.#replicas.find((x) => x.id === s.replica);
       const apiKey = r === undefined ? undefined : this.#engineKey(r);
       if (r === undefined || apiKey === undefined) continue;
-      const head = s.ranks > 1 ? this.#shards.find((x) => x.replica === s.replica && x.rank === 0) : undefined;
+      const head =
+        s.ranks > 1 ? this.#shards.find((x) => x.replica === s.replica && x.rank === 0) : undefined;
       const headNode = head === undefined ? undefined : views.find((v) => v.name === head.node);
       shards.push({
         replica: s.replica,
@@ -512,15 +628,25 @@ export class Fleet implements HubListener {
         ranks: s.ranks,
         port: s.port,
         ...(s.dist_port === undefined ? {} : { dist_port: s.dist_port }),
-        ...(head?.dist_port !== undefined && headNode !== undefined ? { head: { address: hostOf(headNode.address), port: head.dist_port } } : {}),
+        ...(head?.dist_port !== undefined && headNode !== undefined
+          ? { head: { address: hostOf(headNode.address), port: head.dist_port } }
+          : {}),
         devices: s.devices,
         ...(s.threads === undefined ? {} : { threads: s.threads }),
         ...(s.memory_mib === undefined ? {} : { memory_mib: s.memory_mib }),
         api_key: apiKey,
       });
     }
-    const [first, last] = this.#o.settings.current.settings.placement.ports.split('-').map(Number) as [number, number];
-    const message = { type: 'assign' as const, shards, engines: this.#engineSettings(), ports: { first, last } };
+    const [first, last] = this.#o.settings.current.settings.placement.ports.split('-').map(Number) as [
+      number,
+      number,
+    ];
+    const message = {
+      type: 'assign' as const,
+      shards,
+      engines: this.#engineSettings(),
+      ports: { first, last },
+    };
     const text = JSON.stringify(message);
     if (this.#assigned.get(nodeId) === text) return;
     if (this.#o.hub.send(nodeId, message)) this.#assigned.set(nodeId, text);
@@ -541,13 +667,17 @@ function aggregate(shards: readonly ShardView[]): { state: ReplicaState; reason?
   if (shards.length === 0) return { state: 'pending', reason: 'not placed' };
   const worst = (states: readonly string[]) => shards.find((s) => states.includes(s.state));
   const failed = worst(['failed']);
-  if (failed !== undefined) return { state: 'failed', ...(failed.reason === undefined ? {} : { reason: failed.reason }) };
+  if (failed !== undefined)
+    return { state: 'failed', ...(failed.reason === undefined ? {} : { reason: failed.reason }) };
   const unknown = worst(['unknown']);
-  if (unknown !== undefined) return { state: 'unknown', ...(unknown.reason === undefined ? {} : { reason: unknown.reason }) };
+  if (unknown !== undefined)
+    return { state: 'unknown', ...(unknown.reason === undefined ? {} : { reason: unknown.reason }) };
   const starting = worst(['starting', 'stopping']);
-  if (starting !== undefined) return { state: 'starting', ...(starting.reason === undefined ? {} : { reason: starting.reason }) };
+  if (starting !== undefined)
+    return { state: 'starting', ...(starting.reason === undefined ? {} : { reason: starting.reason }) };
   const degraded = worst(['degraded']);
-  if (degraded !== undefined) return { state: 'degraded', ...(degraded.reason === undefined ? {} : { reason: degraded.reason }) };
+  if (degraded !== undefined)
+    return { state: 'degraded', ...(degraded.reason === undefined ? {} : { reason: degraded.reason }) };
   return { state: 'ready' };
 }
 

@@ -9,7 +9,11 @@ type Retiring = Pick<ReplicaRecord, 'id' | 'model' | 'created_at' | 'retiring' |
  * in for one old one; replicas that ran beside it before do not). Until then it keeps
  * serving: a restart or a roll never lowers the ready capacity.
  */
-export function retirable<R extends Retiring>(replicas: readonly R[], isReady: (id: string) => boolean, wanted: (model: string) => number): R[] {
+export function retirable<R extends Retiring>(
+  replicas: readonly R[],
+  isReady: (id: string) => boolean,
+  wanted: (model: string) => number,
+): R[] {
   const out: R[] = [];
   const byModel = new Map<string, R[]>();
   for (const r of replicas) byModel.set(r.model, [...(byModel.get(r.model) ?? []), r]);

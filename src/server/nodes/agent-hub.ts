@@ -62,17 +62,20 @@ export class AgentHub {
   constructor(options: AgentHubOptions) {
     this.#o = options;
     // Pings find connections that died without a close (a node that lost power, a NAT that forgot).
-    this.#pinger = setInterval(() => {
-      for (const ws of this.#sessions.values()) {
-        const alive = (ws as WebSocket & { alive?: boolean }).alive;
-        if (alive === false) {
-          ws.terminate();
-          continue;
+    this.#pinger = setInterval(
+      () => {
+        for (const ws of this.#sessions.values()) {
+          const alive = (ws as WebSocket & { alive?: boolean }).alive;
+          if (alive === false) {
+            ws.terminate();
+            continue;
+          }
+          (ws as WebSocket & { alive?: boolean }).alive = false;
+          ws.ping();
         }
-        (ws as WebSocket & { alive?: boolean }).alive = false;
-        ws.ping();
-      }
-    }, Math.max(this.#o.heartbeatMs * 2, 1000));
+      },
+      Math.max(this.#o.heartbeatMs * 2, 1000),
+    );
     this.#pinger.unref();
   }
 
@@ -102,9 +105,16 @@ export class AgentHub {
         });
       },
       (e: unknown) => {
-        const err = e instanceof LlmgwError ? e : new LlmgwError('internal', 'the control plane could not check this agent');
-        if (!(e instanceof LlmgwError)) this.#o.logger.error({ err: messageOf(e) }, 'agent authentication failed');
-        this.#o.logger.warn({ address: req.socket.remoteAddress, node: req.headers[nodeNameHeader], reason: err.message }, 'agent refused');
+        const err =
+          e instanceof LlmgwError
+            ? e
+            : new LlmgwError('internal', 'the control plane could not check this agent');
+        if (!(e instanceof LlmgwError))
+          this.#o.logger.error({ err: messageOf(e) }, 'agent authentication failed');
+        this.#o.logger.warn(
+          { address: req.socket.remoteAddress, node: req.headers[nodeNameHeader], reason: err.message },
+          'agent refused',
+        );
         const body = JSON.stringify({ error: { code: err.code, message: err.message } });
         socket.end(
           `HTTP/1.1 ${err.status} ${statusText(err.status)}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
@@ -129,23 +139,45 @@ export class AgentHub {
     const id = header(req, nodeIdHeader);
     const name = header(req, nodeNameHeader);
     const version = header(req, agentVersionHeader) ?? 'unknown';
-    if (secret === undefined) throw new LlmgwError('unauthenticated', 'the agent sent no token: start it with --token (make one with llmgw ctl node token)');
-    if (id === undefined || !/^[A-Za-z0-9-]{8,64}$/.test(id)) throw new LlmgwError('invalid_argument', `the agent sent no valid ${nodeIdHeader} header: upgrade the agent`);
+    if (secret === undefined)
+      throw new LlmgwError(
+        'unauthenticated',
+        'the agent sent no token: start it with --token (make one with llmgw ctl node token)',
+      );
+    if (id === undefined || !/^[A-Za-z0-9-]{8,64}$/.test(id))
+      throw new LlmgwError(
+        'invalid_argument',
+        `the agent sent no valid ${nodeIdHeader} header: upgrade the agent`,
+      );
     if (secret.startsWith('llmgw_node_')) {
       const cred = await this.#o.store.nodes.findCredential(id);
-      const node = cred !== undefined && cred.secretHash === hashSecret(secret) ? await this.#o.store.nodes.get(id) : undefined;
+      const node =
+        cred !== undefined && cred.secretHash === hashSecret(secret)
+          ? await this.#o.store.nodes.get(id)
+          : undefined;
       if (node === undefined) {
-        throw new LlmgwError('unauthenticated', "this node's credential is not valid here (was the node removed, or the database replaced?): join it again with a token (llmgw ctl node token)");
+        throw new LlmgwError(
+          'unauthenticated',
+          "this node's credential is not valid here (was the node removed, or the database replaced?): join it again with a token (llmgw ctl node token)",
+        );
       }
       return { kind: 'node', node };
     }
-    if (name === undefined) throw new LlmgwError('invalid_argument', `the agent sent no ${nodeNameHeader} header: upgrade the agent`);
+    if (name === undefined)
+      throw new LlmgwError(
+        'invalid_argument',
+        `the agent sent no ${nodeNameHeader} header: upgrade the agent`,
+      );
     const nameProblem = dnsLabelProblem('node name', name);
-    if (nameProblem !== undefined) throw new LlmgwError('invalid_argument', `${nameProblem} (start the agent with --name)`);
+    if (nameProblem !== undefined)
+      throw new LlmgwError('invalid_argument', `${nameProblem} (start the agent with --name)`);
     const token = await checkJoinToken(this.#o.store, secret, this.#o.now?.() ?? Date.now());
     const byName = await this.#o.store.nodes.getByName(name);
     if (byName !== undefined && byName.id !== id) {
-      throw new LlmgwError('conflict', `a node named "${name}" has already joined with another identity: remove it first (llmgw ctl node rm ${name}) or start this agent with --name OTHER`);
+      throw new LlmgwError(
+        'conflict',
+        `a node named "${name}" has already joined with another identity: remove it first (llmgw ctl node rm ${name}) or start this agent with --name OTHER`,
+      );
     }
     return { kind: 'join', token, id, name, version };
   }
@@ -181,15 +213,27 @@ export class AgentHub {
         log.info({ address, token: caller.token.name }, 'node joined');
       } else {
         record = { ...caller.node, address, inventory };
-        await this.#o.store.nodes.updateInventory(record.id, inventory, new Date(this.#o.now?.() ?? Date.now()).toISOString());
-        await this.#o.store.nodes.touch([{ id: record.id, at: new Date(this.#o.now?.() ?? Date.now()).toISOString(), address }]);
+        await this.#o.store.nodes.updateInventory(
+          record.id,
+          inventory,
+          new Date(this.#o.now?.() ?? Date.now()).toISOString(),
+        );
+        await this.#o.store.nodes.touch([
+          { id: record.id, at: new Date(this.#o.now?.() ?? Date.now()).toISOString(), address },
+        ]);
       }
       nodeId = record.id;
       const previous = this.#sessions.get(record.id);
-      if (previous !== undefined && previous !== ws) previous.close(4000, 'replaced by a newer connection of the same node');
+      if (previous !== undefined && previous !== ws)
+        previous.close(4000, 'replaced by a newer connection of the same node');
       this.#sessions.set(record.id, ws);
       this.#o.registry.connected(record);
-      send({ type: 'welcome', node: { id: record.id, name: record.name }, ...(credential === undefined ? {} : { credential }), heartbeat_ms: this.#o.heartbeatMs });
+      send({
+        type: 'welcome',
+        node: { id: record.id, name: record.name },
+        ...(credential === undefined ? {} : { credential }),
+        heartbeat_ms: this.#o.heartbeatMs,
+      });
       this.#listener?.connected(record.id);
     };
 
@@ -197,38 +241,43 @@ export class AgentHub {
     ws.on('message', (data, isBinary) => {
       if (isBinary) return;
       // Frames are handled in order: the inventory must be stored before heartbeats apply to it.
-      queue = queue.then(async () => {
-        let raw: unknown;
-        try {
-          raw = JSON.parse(frameText(data));
-        } catch {
-          ws.close(4003, 'frames must be JSON');
-          return;
-        }
-        const parsed = agentMessageSchema.safeParse(raw);
-        if (!parsed.success) {
-          log.warn({ issue: parsed.error.issues[0]?.message }, 'agent sent a frame this control plane does not understand');
-          return;
-        }
-        const m = parsed.data;
-        if (nodeId === undefined) {
-          if (m.type !== 'inventory') return;
-          clearTimeout(firstFrame);
+      queue = queue
+        .then(async () => {
+          let raw: unknown;
           try {
-            await start(m.inventory);
-          } catch (e) {
-            const err = e instanceof LlmgwError ? e : new LlmgwError('internal', messageOf(e));
-            log.warn({ reason: err.message }, 'agent refused');
-            ws.close(4401, err.message.slice(0, 120));
+            raw = JSON.parse(frameText(data));
+          } catch {
+            ws.close(4003, 'frames must be JSON');
+            return;
           }
-          return;
-        }
-        if (m.type === 'inventory') {
-          await this.#o.registry.inventory(nodeId, m.inventory);
-          this.#listener?.inventory?.(nodeId);
-        } else if (m.type === 'heartbeat') this.#o.registry.heartbeat(nodeId, m.telemetry);
-        else this.#listener?.message(nodeId, m);
-      }).catch((e: unknown) => log.error({ err: messageOf(e) }, 'agent frame failed'));
+          const parsed = agentMessageSchema.safeParse(raw);
+          if (!parsed.success) {
+            log.warn(
+              { issue: parsed.error.issues[0]?.message },
+              'agent sent a frame this control plane does not understand',
+            );
+            return;
+          }
+          const m = parsed.data;
+          if (nodeId === undefined) {
+            if (m.type !== 'inventory') return;
+            clearTimeout(firstFrame);
+            try {
+              await start(m.inventory);
+            } catch (e) {
+              const err = e instanceof LlmgwError ? e : new LlmgwError('internal', messageOf(e));
+              log.warn({ reason: err.message }, 'agent refused');
+              ws.close(4401, err.message.slice(0, 120));
+            }
+            return;
+          }
+          if (m.type === 'inventory') {
+            await this.#o.registry.inventory(nodeId, m.inventory);
+            this.#listener?.inventory?.(nodeId);
+          } else if (m.type === 'heartbeat') this.#o.registry.heartbeat(nodeId, m.telemetry);
+          else this.#listener?.message(nodeId, m);
+        })
+        .catch((e: unknown) => log.error({ err: messageOf(e) }, 'agent frame failed'));
     });
 
     ws.on('close', (code, reason) => {
@@ -236,7 +285,10 @@ export class AgentHub {
       if (nodeId === undefined) return;
       if (this.#sessions.get(nodeId) === ws) {
         this.#sessions.delete(nodeId);
-        this.#o.registry.disconnected(nodeId, `its agent disconnected (${code}${reason.length > 0 ? `: ${reason.toString()}` : ''})`);
+        this.#o.registry.disconnected(
+          nodeId,
+          `its agent disconnected (${code}${reason.length > 0 ? `: ${reason.toString()}` : ''})`,
+        );
         this.#listener?.disconnected(nodeId);
       }
       log.info({ code }, 'agent disconnected');
@@ -251,5 +303,13 @@ function header(req: IncomingMessage, name: string): string | undefined {
 }
 
 function statusText(status: number): string {
-  return { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 409: 'Conflict', 500: 'Internal Server Error' }[status] ?? 'Error';
+  return (
+    {
+      400: 'Bad Request',
+      401: 'Unauthorized',
+      403: 'Forbidden',
+      409: 'Conflict',
+      500: 'Internal Server Error',
+    }[status] ?? 'Error'
+  );
 }

@@ -5,10 +5,21 @@ import type { JoinTokenRecord, Store } from '../../store/store.js';
 /** A join token, checked: live, not expired; else a refusal that says what to do. */
 export async function checkJoinToken(store: Store, secret: string, now: number): Promise<JoinTokenRecord> {
   const token = await store.joinTokens.findByHash(hashSecret(secret));
-  if (token === undefined) throw new LlmgwError('unauthenticated', 'the join token is not valid: check it was copied whole, or make a new one with llmgw ctl node token');
-  if (token.revoked_at !== null) throw new LlmgwError('unauthenticated', `the join token "${token.name}" was revoked at ${token.revoked_at}: make a new one with llmgw ctl node token`);
+  if (token === undefined)
+    throw new LlmgwError(
+      'unauthenticated',
+      'the join token is not valid: check it was copied whole, or make a new one with llmgw ctl node token',
+    );
+  if (token.revoked_at !== null)
+    throw new LlmgwError(
+      'unauthenticated',
+      `the join token "${token.name}" was revoked at ${token.revoked_at}: make a new one with llmgw ctl node token`,
+    );
   if (token.expires_at !== null && Date.parse(token.expires_at) <= now) {
-    throw new LlmgwError('unauthenticated', `the join token "${token.name}" expired at ${token.expires_at}: make a new one with llmgw ctl node token`);
+    throw new LlmgwError(
+      'unauthenticated',
+      `the join token "${token.name}" expired at ${token.expires_at}: make a new one with llmgw ctl node token`,
+    );
   }
   return token;
 }

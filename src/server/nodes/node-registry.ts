@@ -131,7 +131,10 @@ export class NodeRegistry {
       if (state !== e.state) this.#transition(id, state);
     }
     if (now - this.#lastFlush >= this.graceMs / 2) void this.flush();
-    if (now - this.#lastReload >= this.graceMs) void this.#reload().catch((err: unknown) => this.#o.logger.warn({ err }, 'could not reload nodes from the store'));
+    if (now - this.#lastReload >= this.graceMs)
+      void this.#reload().catch((err: unknown) =>
+        this.#o.logger.warn({ err }, 'could not reload nodes from the store'),
+      );
   }
 
   /** Writes when each node was last seen; one transaction for all of them. */
@@ -181,11 +184,23 @@ export class NodeRegistry {
       }
     }
     return {
-      nodes: { total: views.length, ready: views.filter((v) => v.state === 'ready').length, not_ready: views.filter((v) => v.state !== 'ready').length },
+      nodes: {
+        total: views.length,
+        ready: views.filter((v) => v.state === 'ready').length,
+        not_ready: views.filter((v) => v.state !== 'ready').length,
+      },
       devices: [...classes.entries()]
         .sort(([a], [b]) => a.localeCompare(b))
-        .map(([cls, c]) => ({ class: cls, total: c.total, used: c.used, free: c.total - c.used, other_processes: c.other })),
-      excluded: views.flatMap((v) => v.excluded.map((x) => ({ node: v.name, card: x.card, reason: x.reason }))),
+        .map(([cls, c]) => ({
+          class: cls,
+          total: c.total,
+          used: c.used,
+          free: c.total - c.used,
+          other_processes: c.other,
+        })),
+      excluded: views.flatMap((v) =>
+        v.excluded.map((x) => ({ node: v.name, card: x.card, reason: x.reason })),
+      ),
       cpus,
       memory_mib: { total, free },
     };
@@ -203,13 +218,19 @@ export class NodeRegistry {
     e.state = state;
     const name = e.record.name;
     if (state === 'ready') this.#o.logger.info({ node: name }, 'node ready');
-    else this.#o.logger.warn({ node: name, lastSeen: new Date(e.lastSeen).toISOString(), reason: this.#reason(e) }, 'node not ready');
+    else
+      this.#o.logger.warn(
+        { node: name, lastSeen: new Date(e.lastSeen).toISOString(), reason: this.#reason(e) },
+        'node not ready',
+      );
     for (const l of this.#listeners) l(name, state);
   }
 
   #reason(e: Entry): string {
     const since = new Date(e.lastSeen).toISOString();
-    const why = e.connected ? 'its agent stopped sending heartbeats' : (e.disconnectReason ?? 'its agent is not connected');
+    const why = e.connected
+      ? 'its agent stopped sending heartbeats'
+      : (e.disconnectReason ?? 'its agent is not connected');
     return `no heartbeat since ${since}: ${why}`;
   }
 
@@ -254,7 +275,14 @@ export class NodeRegistry {
       const lastSeen = Date.parse(r.last_seen_at);
       if (e === undefined) {
         const state: NodeState = this.#o.now() - lastSeen <= this.graceMs ? 'ready' : 'not_ready';
-        this.#nodes.set(r.id, { record: r, inventory: r.inventory, lastSeen, connected: false, state, dirty: false });
+        this.#nodes.set(r.id, {
+          record: r,
+          inventory: r.inventory,
+          lastSeen,
+          connected: false,
+          state,
+          dirty: false,
+        });
       } else {
         e.record = r;
         if (lastSeen > e.lastSeen) {

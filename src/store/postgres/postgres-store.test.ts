@@ -17,7 +17,10 @@ storeContract('postgres', { shared: true }, () => {
     addUnknownMigration: async (name) => {
       const c = new pg.Client({ connectionString: await url() });
       await c.connect();
-      await c.query('insert into llmgw_migration (name, timestamp) values ($1, $2)', [name, new Date().toISOString()]);
+      await c.query('insert into llmgw_migration (name, timestamp) values ($1, $2)', [
+        name,
+        new Date().toISOString(),
+      ]);
       await c.end();
     },
     cleanup: async () => {

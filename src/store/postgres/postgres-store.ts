@@ -18,13 +18,20 @@ export interface PostgresStoreOptions {
 const int8 = 20;
 const types = {
   getTypeParser: (oid: number, format?: 'text' | 'binary'): unknown =>
-    oid === int8 ? (v: string) => Number(v) : (pg.types.getTypeParser as (o: number, f?: string) => unknown)(oid, format),
+    oid === int8
+      ? (v: string) => Number(v)
+      : (pg.types.getTypeParser as (o: number, f?: string) => unknown)(oid, format),
 };
 
 /** The shared store: several control planes on one PostgreSQL database. */
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<KyselyStore> {
   const where = redactUrl(options.url);
-  const pool = new pg.Pool({ connectionString: options.url, max: options.poolSize ?? 10, types, connectionTimeoutMillis: 10_000 });
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolSize ?? 10,
+    types,
+    connectionTimeoutMillis: 10_000,
+  });
   // An idle connection that drops (a database restart) must not crash the control plane;
   // the pool replaces it and the next query reports any lasting problem.
   pool.on('error', () => undefined);

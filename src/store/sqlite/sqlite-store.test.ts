@@ -19,7 +19,10 @@ storeContract('sqlite', { shared: false }, () => {
     reopen: () => openSqliteStore({ path }),
     addUnknownMigration: (name) => {
       const db = new SqliteDatabase(path);
-      db.prepare('insert into llmgw_migration (name, timestamp) values (?, ?)').run(name, new Date().toISOString());
+      db.prepare('insert into llmgw_migration (name, timestamp) values (?, ?)').run(
+        name,
+        new Date().toISOString(),
+      );
       db.close();
       return Promise.resolve();
     },
@@ -39,15 +42,28 @@ describe('migration 0005 on a database written before it', () => {
       const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: file }) });
       const all = migrations('sqlite');
       const before = Object.fromEntries(Object.entries(all).filter(([name]) => name < '0005'));
-      const migrator = new Migrator({ db, provider: { getMigrations: () => Promise.resolve(before) }, migrationTableName: 'llmgw_migration', migrationLockTableName: 'llmgw_migration_lock' });
+      const migrator = new Migrator({
+        db,
+        provider: { getMigrations: () => Promise.resolve(before) },
+        migrationTableName: 'llmgw_migration',
+        migrationLockTableName: 'llmgw_migration_lock',
+      });
       expect((await migrator.migrateToLatest()).error).toBeUndefined();
-      await sql`insert into replicas (id, model, profile, created_at, engine_key, spec, retiring, retire_reason) values ('tiny-1', 'tiny', 'cpu', '2026-01-01T00:00:00.000Z', 'llmgw_engine_old', '{"name":"tiny","source":"/m","replicas":1,"profiles":[]}', 1, 'restarted by admin')`.execute(db);
+      await sql`insert into replicas (id, model, profile, created_at, engine_key, spec, retiring, retire_reason) values ('tiny-1', 'tiny', 'cpu', '2026-01-01T00:00:00.000Z', 'llmgw_engine_old', '{"name":"tiny","source":"/m","replicas":1,"profiles":[]}', 1, 'restarted by admin')`.execute(
+        db,
+      );
       await db.destroy();
 
       const store = await openSqliteStore({ path });
       try {
         expect(await store.fleet.replicas()).toEqual([
-          expect.objectContaining({ id: 'tiny-1', sealed_key: 'llmgw_engine_old', retiring: true, retire_reason: 'restarted by admin', retiring_since: null }),
+          expect.objectContaining({
+            id: 'tiny-1',
+            sealed_key: 'llmgw_engine_old',
+            retiring: true,
+            retire_reason: 'restarted by admin',
+            retiring_since: null,
+          }),
         ]);
       } finally {
         await store.close();

@@ -2,7 +2,15 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 import SqliteDatabase from 'better-sqlite3';
-import { CompiledQuery, Kysely, SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDialectConfig } from 'kysely';
+import {
+  CompiledQuery,
+  Kysely,
+  SqliteDialect,
+  SqliteDriver,
+  type DatabaseConnection,
+  type Driver,
+  type SqliteDialectConfig,
+} from 'kysely';
 
 import { LlmgwError, messageOf } from '../../core/errors.js';
 import { KyselyStore } from '../kysely-store.js';
@@ -22,7 +30,9 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Kyse
     if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
     file = new SqliteDatabase(options.path);
   } catch (e) {
-    throw new LlmgwError('unavailable', `cannot open the SQLite database ${options.path}: ${messageOf(e)}`, { cause: e });
+    throw new LlmgwError('unavailable', `cannot open the SQLite database ${options.path}: ${messageOf(e)}`, {
+      cause: e,
+    });
   }
   // WAL lets readers run beside the writer; FULL sync makes each commit survive a power cut,
   // not only a crash of llmgw; the timeout waits out a second process (llmgw doctor, a backup).

@@ -21,7 +21,9 @@ export function freePort(): Promise<number> {
     s.listen(0, '127.0.0.1', () => {
       const address = s.address();
       const port = typeof address === 'object' && address !== null ? address.port : 0;
-      s.close(() => { resolve(port); });
+      s.close(() => {
+        resolve(port);
+      });
     });
   });
 }
@@ -51,7 +53,11 @@ export interface FakeProcess {
 }
 
 /** Runs a fake with these arguments; env is added to this process's environment. */
-export function startFake(bin: string, args: readonly string[], env: Record<string, string> = {}): FakeProcess {
+export function startFake(
+  bin: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+): FakeProcess {
   const child = spawn(bin, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const waiters = new Set<{ pattern: RegExp; resolve: (m: RegExpMatchArray) => void }>();
@@ -67,7 +73,11 @@ export function startFake(bin: string, args: readonly string[], env: Record<stri
   };
   child.stdout.on('data', onData);
   child.stderr.on('data', onData);
-  const exited = new Promise<Exit>((resolve) => child.on('exit', (code, signal) => { resolve({ code, signal }); }));
+  const exited = new Promise<Exit>((resolve) =>
+    child.on('exit', (code, signal) => {
+      resolve({ code, signal });
+    }),
+  );
   return {
     child,
     output: () => out,
@@ -81,7 +91,8 @@ export function startFake(bin: string, args: readonly string[], env: Record<stri
         const w = { pattern, resolve };
         waiters.add(w);
         setTimeout(() => {
-          if (waiters.delete(w)) reject(new Error(`no ${String(pattern)} in ${timeoutMs} ms; output:\n${out}`));
+          if (waiters.delete(w))
+            reject(new Error(`no ${String(pattern)} in ${timeoutMs} ms; output:\n${out}`));
         }, timeoutMs).unref();
       }),
     exited,
@@ -101,37 +112,84 @@ export interface RunningFake extends FakeProcess {
  * Starts the fake llama-server on a free port with the flags llmgw always passes, and
  * waits until it is ready. `args` come after those; env may set LLAMA_API_KEY and FAKE_LLAMA_*.
  */
-export async function startFakeLlama(options: { args?: readonly string[]; env?: Record<string, string>; model?: string } = {}): Promise<RunningFake> {
+export async function startFakeLlama(
+  options: { args?: readonly string[]; env?: Record<string, string>; model?: string } = {},
+): Promise<RunningFake> {
   const port = await freePort();
   const model = options.model ?? fakeGguf();
-  const p = startFake(fakeLlamaServer, ['--model', model, '--host', '127.0.0.1', '--port', String(port), '--metrics', ...(options.args ?? [])], {
-    FAKE_LLAMA_LOAD_MS: '0',
-    ...options.env,
-  });
-  await Promise.race([p.waitFor(/listening on http:\/\//), p.exited.then(() => { throw new Error(`llama-server fake exited:\n${p.output()}`); })]);
+  const p = startFake(
+    fakeLlamaServer,
+    ['--model', model, '--host', '127.0.0.1', '--port', String(port), '--metrics', ...(options.args ?? [])],
+    {
+      FAKE_LLAMA_LOAD_MS: '0',
+      ...options.env,
+    },
+  );
+  await Promise.race([
+    p.waitFor(/listening on http:\/\//),
+    p.exited.then(() => {
+      throw new Error(`llama-server fake exited:\n${p.output()}`);
+    }),
+  ]);
   return { ...p, port, url: `http://127.0.0.1:${port}` };
 }
 
 /** Starts `vllm serve MODEL` (the fake) on a free port and waits until it listens. */
-export async function startFakeVllm(options: { args?: readonly string[]; env?: Record<string, string>; model?: string } = {}): Promise<RunningFake> {
+export async function startFakeVllm(
+  options: { args?: readonly string[]; env?: Record<string, string>; model?: string } = {},
+): Promise<RunningFake> {
   const port = await freePort();
-  const p = startFake(fakeVllm, ['serve', options.model ?? '/models/qwen', '--host', '127.0.0.1', '--port', String(port), ...(options.args ?? [])], {
-    FAKE_VLLM_LOAD_MS: '0',
-    ...options.env,
-  });
-  await Promise.race([p.waitFor(/Application startup complete/), p.exited.then(() => { throw new Error(`vllm fake exited:\n${p.output()}`); })]);
+  const p = startFake(
+    fakeVllm,
+    [
+      'serve',
+      options.model ?? '/models/qwen',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      ...(options.args ?? []),
+    ],
+    {
+      FAKE_VLLM_LOAD_MS: '0',
+      ...options.env,
+    },
+  );
+  await Promise.race([
+    p.waitFor(/Application startup complete/),
+    p.exited.then(() => {
+      throw new Error(`vllm fake exited:\n${p.output()}`);
+    }),
+  ]);
   return { ...p, port, url: `http://127.0.0.1:${port}` };
 }
 
 /** Starts the SGLang fake as `-m sglang.launch_server --model-path MODEL` on a free port, and waits until it listens. */
-export async function startFakeSglang(options: { args?: readonly string[]; env?: Record<string, string>; model?: string } = {}): Promise<RunningFake> {
+export async function startFakeSglang(
+  options: { args?: readonly string[]; env?: Record<string, string>; model?: string } = {},
+): Promise<RunningFake> {
   const port = await freePort();
   const p = startFake(
     fakeSglang,
-    ['-m', 'sglang.launch_server', '--model-path', options.model ?? '/models/qwen', '--host', '127.0.0.1', '--port', String(port), ...(options.args ?? [])],
+    [
+      '-m',
+      'sglang.launch_server',
+      '--model-path',
+      options.model ?? '/models/qwen',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      ...(options.args ?? []),
+    ],
     { FAKE_SGLANG_LOAD_MS: '0', ...options.env },
   );
-  await Promise.race([p.waitFor(/fired up and ready to roll/), p.exited.then(() => { throw new Error(`sglang fake exited:\n${p.output()}`); })]);
+  await Promise.race([
+    p.waitFor(/fired up and ready to roll/),
+    p.exited.then(() => {
+      throw new Error(`sglang fake exited:\n${p.output()}`);
+    }),
+  ]);
   return { ...p, port, url: `http://127.0.0.1:${port}` };
 }
 

@@ -69,7 +69,14 @@ export const sleep = (ms, signal) =>
   new Promise((resolve) => {
     if (ms <= 0 || signal?.aborted) return resolve();
     const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t);
+        resolve();
+      },
+      { once: true },
+    );
   });
 
 // ---------------------------------------------------------------------------------------
@@ -155,13 +162,17 @@ export class Slots {
     return new Promise((resolve) => {
       const entry = { task, resolve };
       this.queue.push(entry);
-      signal?.addEventListener('abort', () => {
-        const i = this.queue.indexOf(entry);
-        if (i >= 0) {
-          this.queue.splice(i, 1);
-          resolve(null);
-        }
-      }, { once: true });
+      signal?.addEventListener(
+        'abort',
+        () => {
+          const i = this.queue.indexOf(entry);
+          if (i >= 0) {
+            this.queue.splice(i, 1);
+            resolve(null);
+          }
+        },
+        { once: true },
+      );
     });
   }
 
@@ -178,7 +189,20 @@ export class Slots {
 // ---------------------------------------------------------------------------------------
 // Content
 
-const WORDS = ['Hello', ' from', ' the', ' fake', ' engine', ',', ' one', ' token', ' at', ' a', ' time', '.'];
+const WORDS = [
+  'Hello',
+  ' from',
+  ' the',
+  ' fake',
+  ' engine',
+  ',',
+  ' one',
+  ' token',
+  ' at',
+  ' a',
+  ' time',
+  '.',
+];
 
 export function token(i) {
   return WORDS[i % WORDS.length];
@@ -190,7 +214,10 @@ export function promptTokens(body) {
   return Math.max(1, Math.ceil(JSON.stringify(source).length / 4));
 }
 
-export function randomId(length, alphabet = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789') {
+export function randomId(
+  length,
+  alphabet = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789',
+) {
   const bytes = randomBytes(length);
   let out = '';
   for (const b of bytes) out += alphabet[b % alphabet.length];
@@ -226,7 +253,11 @@ export function readBody(req) {
 export function sendJson(res, status, body, headers = {}) {
   const text = typeof body === 'string' ? body : JSON.stringify(body);
   if (res.headersSent || res.destroyed) return;
-  res.writeHead(status, { ...headers, 'Content-Type': headers['Content-Type'] ?? 'application/json', 'Content-Length': Buffer.byteLength(text) });
+  res.writeHead(status, {
+    ...headers,
+    'Content-Type': headers['Content-Type'] ?? 'application/json',
+    'Content-Length': Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
@@ -294,11 +325,15 @@ export class InFlight {
  * onToken(text, i). Resolves { n, finish, slot, aborted, promptMs, predictedMs }.
  */
 export async function generate({ body, settings, slots, signal, onToken, onSlot }) {
-  const maxTokens = Number.isInteger(body.max_tokens) ? body.max_tokens
-    : Number.isInteger(body.max_completion_tokens) ? body.max_completion_tokens
-    : Number.isInteger(body.max_output_tokens) ? body.max_output_tokens
-    : Number.isInteger(body.n_predict) ? body.n_predict
-    : undefined;
+  const maxTokens = Number.isInteger(body.max_tokens)
+    ? body.max_tokens
+    : Number.isInteger(body.max_completion_tokens)
+      ? body.max_completion_tokens
+      : Number.isInteger(body.max_output_tokens)
+        ? body.max_output_tokens
+        : Number.isInteger(body.n_predict)
+          ? body.n_predict
+          : undefined;
   const count = maxTokens ?? settings.tokens;
   const slot = await slots.acquire({ body }, signal);
   if (slot === null) return { n: 0, finish: null, slot, aborted: true, promptMs: 0, predictedMs: 0 };
@@ -315,14 +350,26 @@ export async function generate({ body, settings, slots, signal, onToken, onSlot 
       await onToken?.(token(n), n);
     }
     const aborted = signal?.aborted === true;
-    return { n, finish: maxTokens === undefined ? 'stop' : 'length', slot, aborted, promptMs: t1 - t0, predictedMs: Date.now() - t1 };
+    return {
+      n,
+      finish: maxTokens === undefined ? 'stop' : 'length',
+      slot,
+      aborted,
+      promptMs: t1 - t0,
+      predictedMs: Date.now() - t1,
+    };
   } finally {
     slots.release(slot);
   }
 }
 
 export function usageOf(prompt, completion, extra = {}) {
-  return { completion_tokens: completion, prompt_tokens: prompt, total_tokens: prompt + completion, ...extra };
+  return {
+    completion_tokens: completion,
+    prompt_tokens: prompt,
+    total_tokens: prompt + completion,
+    ...extra,
+  };
 }
 
 /** Writes one server-sent event. */
@@ -339,7 +386,19 @@ export function sse(res, data) {
  * Also keeps the request in flight for its whole life, and stops it when the client goes.
  * Resolves { n, finished }: the tokens generated and whether the answer was sent whole.
  */
-export async function serveGeneration({ res, kind, body, dialect, settings, slots, inflight, model, xFake, headers = {}, onSlot }) {
+export async function serveGeneration({
+  res,
+  kind,
+  body,
+  dialect,
+  settings,
+  slots,
+  inflight,
+  model,
+  xFake,
+  headers = {},
+  onSlot,
+}) {
   const d = dialect[kind];
   const controller = new AbortController();
   const stream = body.stream === true;
@@ -366,13 +425,27 @@ export async function serveGeneration({ res, kind, body, dialect, settings, slot
       const open = () => {
         if (opened) return;
         opened = true;
-        res.writeHead(200, { ...headers, 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', 'X-Accel-Buffering': 'no' });
+        res.writeHead(200, {
+          ...headers,
+          'Content-Type': 'text/event-stream',
+          'Cache-Control': 'no-cache',
+          'X-Accel-Buffering': 'no',
+        });
         const first = d.first(ctx);
         if (first !== undefined) sse(res, first);
       };
       const r = await generate({
-        body, settings, slots, signal: controller.signal, onSlot,
-        onToken: (text) => { open(); ctx.text += text; ctx.n++; sse(res, d.piece(ctx, text)); },
+        body,
+        settings,
+        slots,
+        signal: controller.signal,
+        onSlot,
+        onToken: (text) => {
+          open();
+          ctx.text += text;
+          ctx.n++;
+          sse(res, d.piece(ctx, text));
+        },
       });
       if (r.aborted || entry.cut) return { n: ctx.n, finished: false };
       open();
@@ -382,7 +455,17 @@ export async function serveGeneration({ res, kind, body, dialect, settings, slot
       res.end();
       return { n: ctx.n, finished: true };
     } else {
-      const r = await generate({ body, settings, slots, signal: controller.signal, onSlot, onToken: (text) => { ctx.text += text; ctx.n++; } });
+      const r = await generate({
+        body,
+        settings,
+        slots,
+        signal: controller.signal,
+        onSlot,
+        onToken: (text) => {
+          ctx.text += text;
+          ctx.n++;
+        },
+      });
       if (r.aborted || entry.cut) return { n: ctx.n, finished: false };
       Object.assign(ctx, { finish: r.finish, timings: timingsOf(ctx, r) });
       sendJson(res, 200, d.body(ctx), headers);
@@ -423,25 +506,57 @@ export function openAiDialect({ idPrefix = true } = {}) {
         object: 'chat.completion',
         created: c.created,
         model: c.model,
-        choices: [{ index: 0, message: { role: 'assistant', content: c.text, tool_calls: [] }, logprobs: null, finish_reason: c.finish, stop_reason: null }],
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: c.text, tool_calls: [] },
+            logprobs: null,
+            finish_reason: c.finish,
+            stop_reason: null,
+          },
+        ],
         usage: usageOf(c.prompt, c.n),
         x_fake: c.xFake,
       }),
       first: (c) => ({
-        id: c.id, object: 'chat.completion.chunk', created: c.created, model: c.model,
-        choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }],
+        id: c.id,
+        object: 'chat.completion.chunk',
+        created: c.created,
+        model: c.model,
+        choices: [
+          { index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null },
+        ],
         x_fake: c.xFake,
       }),
       piece: (c, text) => ({
-        id: c.id, object: 'chat.completion.chunk', created: c.created, model: c.model,
+        id: c.id,
+        object: 'chat.completion.chunk',
+        created: c.created,
+        model: c.model,
         choices: [{ index: 0, delta: { content: text }, logprobs: null, finish_reason: null }],
       }),
       finish: (c) => [
         {
-          id: c.id, object: 'chat.completion.chunk', created: c.created, model: c.model,
-          choices: [{ index: 0, delta: { content: '' }, logprobs: null, finish_reason: c.finish, stop_reason: null }],
+          id: c.id,
+          object: 'chat.completion.chunk',
+          created: c.created,
+          model: c.model,
+          choices: [
+            { index: 0, delta: { content: '' }, logprobs: null, finish_reason: c.finish, stop_reason: null },
+          ],
         },
-        ...(c.includeUsage ? [{ id: c.id, object: 'chat.completion.chunk', created: c.created, model: c.model, choices: [], usage: usageOf(c.prompt, c.n) }] : []),
+        ...(c.includeUsage
+          ? [
+              {
+                id: c.id,
+                object: 'chat.completion.chunk',
+                created: c.created,
+                model: c.model,
+                choices: [],
+                usage: usageOf(c.prompt, c.n),
+              },
+            ]
+          : []),
       ],
     },
     completion: {
@@ -457,13 +572,33 @@ export function openAiDialect({ idPrefix = true } = {}) {
       }),
       first: () => undefined,
       piece: (c, text) => ({
-        id: c.id, object: 'text_completion', created: c.created, model: c.model,
+        id: c.id,
+        object: 'text_completion',
+        created: c.created,
+        model: c.model,
         choices: [{ index: 0, text, logprobs: null, finish_reason: null }],
         ...(c.n === 1 ? { x_fake: c.xFake } : {}),
       }),
       finish: (c) => [
-        { id: c.id, object: 'text_completion', created: c.created, model: c.model, choices: [{ index: 0, text: '', logprobs: null, finish_reason: c.finish, stop_reason: null }] },
-        ...(c.includeUsage ? [{ id: c.id, object: 'text_completion', created: c.created, model: c.model, choices: [], usage: usageOf(c.prompt, c.n) }] : []),
+        {
+          id: c.id,
+          object: 'text_completion',
+          created: c.created,
+          model: c.model,
+          choices: [{ index: 0, text: '', logprobs: null, finish_reason: c.finish, stop_reason: null }],
+        },
+        ...(c.includeUsage
+          ? [
+              {
+                id: c.id,
+                object: 'text_completion',
+                created: c.created,
+                model: c.model,
+                choices: [],
+                usage: usageOf(c.prompt, c.n),
+              },
+            ]
+          : []),
       ],
     },
   };
@@ -488,10 +623,20 @@ export function embeddingsBody(body, model, xFake) {
 export async function serveResponses({ res, body, settings, slots, inflight, model, xFake }) {
   const controller = new AbortController();
   const done = inflight.add({ stream: false, res, controller, kind: 'responses' });
-  res.on('close', () => { if (!res.writableFinished) controller.abort(); });
+  res.on('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
   let text = '';
   try {
-    const r = await generate({ body, settings, slots, signal: controller.signal, onToken: (t) => { text += t; } });
+    const r = await generate({
+      body,
+      settings,
+      slots,
+      signal: controller.signal,
+      onToken: (t) => {
+        text += t;
+      },
+    });
     if (r.aborted) return;
     const input = promptTokens(body);
     sendJson(res, 200, {
@@ -500,7 +645,15 @@ export async function serveResponses({ res, body, settings, slots, inflight, mod
       created_at: Math.floor(Date.now() / 1000),
       model,
       status: 'completed',
-      output: [{ type: 'message', id: `msg_${hexId()}`, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] }],
+      output: [
+        {
+          type: 'message',
+          id: `msg_${hexId()}`,
+          status: 'completed',
+          role: 'assistant',
+          content: [{ type: 'output_text', text, annotations: [] }],
+        },
+      ],
       usage: { input_tokens: input, output_tokens: r.n, total_tokens: input + r.n },
       x_fake: xFake,
     });
@@ -508,4 +661,3 @@ export async function serveResponses({ res, body, settings, slots, inflight, mod
     done();
   }
 }
-

@@ -9,7 +9,16 @@ import { engineFor } from '../../../src/engines/registry.js';
 import type { EngineSettings, ShardLaunch } from '../../../src/engines/types.js';
 
 import {
-  fakeGguf, fakeLlamaServer, fakeSglang, fakeVllm, freePort, startFake, startFakeLlama, startFakeSglang, startFakeVllm, sseData,
+  fakeGguf,
+  fakeLlamaServer,
+  fakeSglang,
+  fakeVllm,
+  freePort,
+  startFake,
+  startFakeLlama,
+  startFakeSglang,
+  startFakeVllm,
+  sseData,
   type RunningFake,
 } from './fake-engines.js';
 
@@ -34,7 +43,11 @@ async function get(url: string, headers: Record<string, string> = {}) {
 }
 
 async function post(url: string, body: unknown, headers: Record<string, string> = auth) {
-  const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
   return { status: r.status, text: await r.text(), headers: r.headers };
 }
 
@@ -42,15 +55,29 @@ async function post(url: string, body: unknown, headers: Record<string, string> 
 function hold(url: string, body: unknown) {
   const u = new URL(url);
   let text = '';
-  const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'Content-Type': 'application/json', ...auth } });
+  const req = request({
+    host: u.hostname,
+    port: u.port,
+    path: u.pathname,
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...auth },
+  });
   const closed = new Promise<{ text: string; complete: boolean }>((resolve) => {
     req.on('response', (res) => {
       res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => { resolve({ text, complete: true }); });
-      res.on('error', () => { resolve({ text, complete: false }); });
-      res.on('aborted', () => { resolve({ text, complete: false }); });
+      res.on('end', () => {
+        resolve({ text, complete: true });
+      });
+      res.on('error', () => {
+        resolve({ text, complete: false });
+      });
+      res.on('aborted', () => {
+        resolve({ text, complete: false });
+      });
     });
-    req.on('error', () => { resolve({ text, complete: false }); });
+    req.on('error', () => {
+      resolve({ text, complete: false });
+    });
   });
   req.end(JSON.stringify(body));
   return { closed, abort: () => req.destroy(), text: () => text };
@@ -61,36 +88,65 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A port another program (a plain TCP server here) listens on, on every interface. */
 async function takenPort(): Promise<{ blocker: ReturnType<typeof createServer>; port: number }> {
   const blocker = createServer();
-  const port = await new Promise<number>((resolve) => blocker.listen(0, '0.0.0.0', () => { resolve((blocker.address() as { port: number }).port); }));
+  const port = await new Promise<number>((resolve) =>
+    blocker.listen(0, '0.0.0.0', () => {
+      resolve((blocker.address() as { port: number }).port);
+    }),
+  );
   return { blocker, port };
 }
 
 describe('fake llama-server: the command line', () => {
   it('prints its version on stderr, and its devices on stdout', async () => {
     const v = await runToEnd(fakeLlamaServer, ['--version']);
-    expect(v).toEqual({ code: 0, stdout: '', stderr: 'version: 0.2.0-dev (build 10587, commit 3f545becc)\nbuilt with GNU 12.2.0 for Linux x86_64\n' });
-    expect((await runToEnd(fakeLlamaServer, ['--list-devices'])).stdout).toBe('Available devices:\n  (none)\n');
-    const gpus = await runToEnd(fakeLlamaServer, ['--list-devices'], { FAKE_LLAMA_DEVICES: 'CUDA0: NVIDIA L4 (22994 MiB, 22713 MiB free);CUDA1: NVIDIA L4 (22994 MiB, 22713 MiB free)' });
-    expect(gpus.stdout).toBe('Available devices:\n  CUDA0: NVIDIA L4 (22994 MiB, 22713 MiB free)\n  CUDA1: NVIDIA L4 (22994 MiB, 22713 MiB free)\n');
+    expect(v).toEqual({
+      code: 0,
+      stdout: '',
+      stderr: 'version: 0.2.0-dev (build 10587, commit 3f545becc)\nbuilt with GNU 12.2.0 for Linux x86_64\n',
+    });
+    expect((await runToEnd(fakeLlamaServer, ['--list-devices'])).stdout).toBe(
+      'Available devices:\n  (none)\n',
+    );
+    const gpus = await runToEnd(fakeLlamaServer, ['--list-devices'], {
+      FAKE_LLAMA_DEVICES:
+        'CUDA0: NVIDIA L4 (22994 MiB, 22713 MiB free);CUDA1: NVIDIA L4 (22994 MiB, 22713 MiB free)',
+    });
+    expect(gpus.stdout).toBe(
+      'Available devices:\n  CUDA0: NVIDIA L4 (22994 MiB, 22713 MiB free)\n  CUDA1: NVIDIA L4 (22994 MiB, 22713 MiB free)\n',
+    );
   });
 
   it('exits 1 on an unknown flag and on the two-argument --lora-scaled, as build 10587', async () => {
-    expect(await runToEnd(fakeLlamaServer, ['-m', 'x.gguf', '--no-such-flag'])).toMatchObject({ code: 1, stderr: 'error: invalid argument: --no-such-flag\n' });
+    expect(await runToEnd(fakeLlamaServer, ['-m', 'x.gguf', '--no-such-flag'])).toMatchObject({
+      code: 1,
+      stderr: 'error: invalid argument: --no-such-flag\n',
+    });
     const lora = await runToEnd(fakeLlamaServer, ['-m', 'x.gguf', '--lora-scaled', 'a.gguf', '0']);
     expect(lora.code).toBe(1);
-    expect(lora.stderr).toMatch(/^error while handling argument "--lora-scaled": lora-scaled format: FNAME:SCALE\n/);
+    expect(lora.stderr).toMatch(
+      /^error while handling argument "--lora-scaled": lora-scaled format: FNAME:SCALE\n/,
+    );
   });
 
   it('exits 1 on a missing model file, with the log lines of capture 91', async () => {
     const r = await runToEnd(fakeLlamaServer, ['-m', '/no/such-model.gguf', '--port', '0']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("E gguf_init_from_file: failed to open GGUF file '/no/such-model.gguf' (No such file or directory)");
+    expect(r.stderr).toContain(
+      "E gguf_init_from_file: failed to open GGUF file '/no/such-model.gguf' (No such file or directory)",
+    );
     expect(r.stderr).toMatch(/E srv {2}llama_server: exiting due to model loading error\n$/);
   });
 
   it('exits 1 when its port is taken, with the lines of capture 92 in its order', async () => {
     const { blocker, port } = await takenPort();
-    const r = await runToEnd(fakeLlamaServer, ['-m', fakeGguf(), '--host', '127.0.0.1', '--port', String(port)]);
+    const r = await runToEnd(fakeLlamaServer, [
+      '-m',
+      fakeGguf(),
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+    ]);
     blocker.close();
     expect(r.code).toBe(1);
     // Capture 92 without its timestamps.
@@ -109,21 +165,32 @@ describe('fake llama-server: the command line', () => {
 describe('fake llama-server: start-up', () => {
   it('answers 503 on every path while loading, then 200 on /health', async () => {
     const port = await freePort();
-    const p = startFake(fakeLlamaServer, ['-m', fakeGguf(), '--host', '127.0.0.1', '--port', String(port), '--metrics'], { FAKE_LLAMA_LOAD_MS: '400', LLAMA_API_KEY: KEY });
+    const p = startFake(
+      fakeLlamaServer,
+      ['-m', fakeGguf(), '--host', '127.0.0.1', '--port', String(port), '--metrics'],
+      { FAKE_LLAMA_LOAD_MS: '400', LLAMA_API_KEY: KEY },
+    );
     try {
       let first: { status: number; text: string } | undefined;
       for (let i = 0; i < 100 && first === undefined; i++) {
         first = await get(`http://127.0.0.1:${port}/health`).catch(() => undefined);
         if (first === undefined) await sleep(10);
       }
-      expect(first).toEqual(expect.objectContaining({ status: 503, text: '{"error":{"message":"Loading model","type":"unavailable_error","code":503}}' }));
+      expect(first).toEqual(
+        expect.objectContaining({
+          status: 503,
+          text: '{"error":{"message":"Loading model","type":"unavailable_error","code":503}}',
+        }),
+      );
       expect((await get(`http://127.0.0.1:${port}/v1/models`, auth)).status).toBe(503);
       await p.waitFor(/listening on http:\/\/127\.0\.0\.1:\d+/);
       const ok = await get(`http://127.0.0.1:${port}/health`);
       expect(ok.status).toBe(200);
       expect(ok.text).toBe('{"status":"ok"}');
       expect(ok.headers.get('content-type')).toBe('application/json; charset=utf-8');
-      expect(p.output()).toMatch(/I srv {4}load_model: initializing, n_slots = 4, n_ctx_slot = 2048, kv_unified = 'true'/);
+      expect(p.output()).toMatch(
+        /I srv {4}load_model: initializing, n_slots = 4, n_ctx_slot = 2048, kv_unified = 'true'/,
+      );
     } finally {
       await p.stop();
     }
@@ -152,10 +219,17 @@ describe('fake llama-server: serving', () => {
 
   it('asks no key on /health and /v1/health, and the key everywhere else, with the exact 401 body', async () => {
     expect(await get(`${s.url}/health`)).toMatchObject({ status: 200, text: '{"status":"ok"}' });
-    expect(await get(`${s.url}/v1/health`, { Authorization: 'Bearer wrong' })).toMatchObject({ status: 200, text: '{"status":"ok"}' });
+    expect(await get(`${s.url}/v1/health`, { Authorization: 'Bearer wrong' })).toMatchObject({
+      status: 200,
+      text: '{"status":"ok"}',
+    });
     const unauthorized = '{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}';
-    for (const path of ['/metrics', '/v1/models', '/v1/does-not-exist', '/']) expect(await get(`${s.url}${path}`)).toMatchObject({ status: 401, text: unauthorized });
-    expect(await get(`${s.url}/v1/models`, { Authorization: 'Bearer wrong' })).toMatchObject({ status: 401, text: unauthorized });
+    for (const path of ['/metrics', '/v1/models', '/v1/does-not-exist', '/'])
+      expect(await get(`${s.url}${path}`)).toMatchObject({ status: 401, text: unauthorized });
+    expect(await get(`${s.url}/v1/models`, { Authorization: 'Bearer wrong' })).toMatchObject({
+      status: 401,
+      text: unauthorized,
+    });
     expect((await get(`${s.url}/v1/models`, { 'X-Api-Key': KEY })).status).toBe(200);
   });
 
@@ -171,7 +245,15 @@ describe('fake llama-server: serving', () => {
   it('answers a chat in the shape of capture 20, echoing what it received and the request id', async () => {
     const sent = {
       model: 'tiny',
-      messages: [{ role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }],
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'what is this?' },
+            { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+          ],
+        },
+      ],
       max_tokens: 4,
       tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
       response_format: { type: 'json_object' },
@@ -186,7 +268,9 @@ describe('fake llama-server: serving', () => {
       object: 'chat.completion',
       model: 'tiny',
       system_fingerprint: 'b10587-3f545becc',
-      choices: [{ finish_reason: 'length', index: 0, message: { role: 'assistant', content: 'Hello from the fake' } }],
+      choices: [
+        { finish_reason: 'length', index: 0, message: { role: 'assistant', content: 'Hello from the fake' } },
+      ],
       usage: { completion_tokens: 4 },
       x_fake: { model: 'tiny', lora: [], received: sent },
     });
@@ -195,21 +279,44 @@ describe('fake llama-server: serving', () => {
   });
 
   it('streams a chat as capture 21: role first, content, an empty finish delta, usage, [DONE]', async () => {
-    const r = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], max_tokens: 3, stream: true, stream_options: { include_usage: true } });
+    const r = await post(`${s.url}/v1/chat/completions`, {
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 3,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     expect(r.headers.get('content-type')).toBe('text/event-stream');
     const events = sseData(r.text) as any[];
     expect(events).toHaveLength(7);
-    expect(events[0].choices).toEqual([{ finish_reason: null, index: 0, delta: { role: 'assistant', content: null } }]);
+    expect(events[0].choices).toEqual([
+      { finish_reason: null, index: 0, delta: { role: 'assistant', content: null } },
+    ]);
     expect(events[0].x_fake.received.max_tokens).toBe(3);
-    expect(events.slice(1, 4).map((e) => e.choices[0].delta)).toEqual([{ content: 'Hello' }, { content: ' from' }, { content: ' the' }]);
+    expect(events.slice(1, 4).map((e) => e.choices[0].delta)).toEqual([
+      { content: 'Hello' },
+      { content: ' from' },
+      { content: ' the' },
+    ]);
     expect(events[4].choices).toEqual([{ finish_reason: 'length', index: 0, delta: {} }]);
-    expect(events[5]).toMatchObject({ choices: [], usage: { completion_tokens: 3, total_tokens: 3 + Number(events[5].usage.prompt_tokens) } });
+    expect(events[5]).toMatchObject({
+      choices: [],
+      usage: { completion_tokens: 3, total_tokens: 3 + Number(events[5].usage.prompt_tokens) },
+    });
     expect(events[6]).toBe('[DONE]');
-    for (const e of events.slice(0, 6)) expect(e).toMatchObject({ object: 'chat.completion.chunk', model: 'tiny', id: events[0].id });
+    for (const e of events.slice(0, 6))
+      expect(e).toMatchObject({ object: 'chat.completion.chunk', model: 'tiny', id: events[0].id });
   });
 
   it('streams no usage chunk unless asked (capture 21b), and timings on the finish chunk', async () => {
-    const events = sseData((await post(`${s.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, stream: true })).text) as any[];
+    const events = sseData(
+      (
+        await post(`${s.url}/v1/chat/completions`, {
+          messages: [{ role: 'user', content: 'hi' }],
+          max_tokens: 2,
+          stream: true,
+        })
+      ).text,
+    ) as any[];
     expect(events).toHaveLength(5);
     expect(events[3].choices[0].finish_reason).toBe('length');
     expect(events[3].timings.predicted_n).toBe(2);
@@ -217,17 +324,39 @@ describe('fake llama-server: serving', () => {
   });
 
   it('answers completions, and streams them with usage on the last chunk (captures 22, 22b)', async () => {
-    const one = JSON.parse((await post(`${s.url}/v1/completions`, { prompt: 'hello world', max_tokens: 2 })).text);
-    expect(one).toMatchObject({ object: 'text_completion', choices: [{ text: 'Hello from', index: 0, logprobs: null, finish_reason: 'length' }] });
-    const events = sseData((await post(`${s.url}/v1/completions`, { prompt: 'hello world', max_tokens: 2, stream: true })).text) as any[];
-    expect(events.map((e) => (e === '[DONE]' ? e : e.choices[0].text))).toEqual(['Hello', ' from', '', '[DONE]']);
-    expect(events[2]).toMatchObject({ choices: [{ finish_reason: 'length' }], usage: { completion_tokens: 2 } });
+    const one = JSON.parse(
+      (await post(`${s.url}/v1/completions`, { prompt: 'hello world', max_tokens: 2 })).text,
+    );
+    expect(one).toMatchObject({
+      object: 'text_completion',
+      choices: [{ text: 'Hello from', index: 0, logprobs: null, finish_reason: 'length' }],
+    });
+    const events = sseData(
+      (await post(`${s.url}/v1/completions`, { prompt: 'hello world', max_tokens: 2, stream: true })).text,
+    ) as any[];
+    expect(events.map((e) => (e === '[DONE]' ? e : e.choices[0].text))).toEqual([
+      'Hello',
+      ' from',
+      '',
+      '[DONE]',
+    ]);
+    expect(events[2]).toMatchObject({
+      choices: [{ finish_reason: 'length' }],
+      usage: { completion_tokens: 2 },
+    });
   });
 
   it('loads --lora-scaled adapters at their scale and applies one per request by id', async () => {
     const adapters = JSON.parse((await get(`${s.url}/lora-adapters`, auth)).text);
-    expect(adapters).toEqual([{ id: 0, path: expect.stringMatching(/lora\.gguf$/), scale: 0, task_name: '', prompt_prefix: '' }]);
-    const chat = (lora: unknown) => post(`${s.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], max_tokens: 1, lora });
+    expect(adapters).toEqual([
+      { id: 0, path: expect.stringMatching(/lora\.gguf$/), scale: 0, task_name: '', prompt_prefix: '' },
+    ]);
+    const chat = (lora: unknown) =>
+      post(`${s.url}/v1/chat/completions`, {
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 1,
+        lora,
+      });
     expect(JSON.parse((await chat([{ id: 0, scale: 1 }])).text).x_fake.lora).toEqual([{ id: 0, scale: 1 }]);
     expect(JSON.parse((await chat(undefined)).text).x_fake.lora).toEqual([]);
     expect(JSON.parse((await chat([{ id: 7, scale: 1 }])).text).x_fake.lora).toEqual([]);
@@ -235,7 +364,10 @@ describe('fake llama-server: serving', () => {
       status: 400,
       text: '{"error":{"code":400,"message":"Field \'lora\': Error: \'lora\' must be an array of objects with \'id\' and \'scale\' fields","type":"invalid_request_error"}}',
     });
-    expect(await post(`${s.url}/lora-adapters`, [{ id: 0, scale: 0.5 }])).toMatchObject({ status: 200, text: '{"success":true}' });
+    expect(await post(`${s.url}/lora-adapters`, [{ id: 0, scale: 0.5 }])).toMatchObject({
+      status: 200,
+      text: '{"success":true}',
+    });
     expect(JSON.parse((await get(`${s.url}/lora-adapters`, auth)).text)[0].scale).toBe(0.5);
     expect(JSON.parse((await chat(undefined)).text).x_fake.lora).toEqual([{ id: 0, scale: 0.5 }]);
     await post(`${s.url}/lora-adapters`, [{ id: 0, scale: 0 }]);
@@ -244,9 +376,19 @@ describe('fake llama-server: serving', () => {
   it('answers errors as captures 23, 26, 26b and 27', async () => {
     const malformed = await post(`${s.url}/v1/chat/completions`, '{"messages": [ {"role": ');
     expect(malformed.status).toBe(500);
-    expect(JSON.parse(malformed.text).error).toMatchObject({ code: 500, type: 'server_error', message: expect.stringMatching(/^\[json\.exception\.parse_error\.101\] parse error at line 1/) });
-    expect(await post(`${s.url}/v1/chat/completions`, { max_tokens: 8 })).toMatchObject({ status: 400, text: '{"error":{"code":400,"message":"\'messages\' is required","type":"invalid_request_error"}}' });
-    expect(await get(`${s.url}/v1/does-not-exist`, auth)).toMatchObject({ status: 404, text: '{"error":{"message":"File Not Found","type":"not_found_error","code":404}}' });
+    expect(JSON.parse(malformed.text).error).toMatchObject({
+      code: 500,
+      type: 'server_error',
+      message: expect.stringMatching(/^\[json\.exception\.parse_error\.101\] parse error at line 1/),
+    });
+    expect(await post(`${s.url}/v1/chat/completions`, { max_tokens: 8 })).toMatchObject({
+      status: 400,
+      text: '{"error":{"code":400,"message":"\'messages\' is required","type":"invalid_request_error"}}',
+    });
+    expect(await get(`${s.url}/v1/does-not-exist`, auth)).toMatchObject({
+      status: 404,
+      text: '{"error":{"message":"File Not Found","type":"not_found_error","code":404}}',
+    });
     expect(await post(`${s.url}/v1/embeddings`, { input: 'x' })).toMatchObject({
       status: 501,
       text: '{"error":{"code":501,"message":"This server does not support embeddings. Start it with `--embeddings`","type":"not_supported_error"}}',
@@ -255,11 +397,22 @@ describe('fake llama-server: serving', () => {
 
   it('exposes the llamacpp: metrics, with requests beyond --parallel deferred', async () => {
     const body = { messages: [{ role: 'user', content: 'hi' }], max_tokens: 150 };
-    const held = [hold(`${s.url}/v1/chat/completions`, body), hold(`${s.url}/v1/chat/completions`, body), hold(`${s.url}/v1/chat/completions`, body)];
+    const held = [
+      hold(`${s.url}/v1/chat/completions`, body),
+      hold(`${s.url}/v1/chat/completions`, body),
+      hold(`${s.url}/v1/chat/completions`, body),
+    ];
     await sleep(100);
     const m = await get(`${s.url}/metrics`, auth);
     expect(m.headers.get('content-type')).toBe('text/plain; version=0.0.4');
-    for (const name of ['prompt_tokens_total', 'tokens_predicted_total', 'n_decode_total', 'requests_processing', 'requests_deferred', 'n_busy_slots_per_decode']) {
+    for (const name of [
+      'prompt_tokens_total',
+      'tokens_predicted_total',
+      'n_decode_total',
+      'requests_processing',
+      'requests_deferred',
+      'n_busy_slots_per_decode',
+    ]) {
       expect(m.text).toContain(`# TYPE llamacpp:${name} `);
     }
     expect(m.text).toContain('\nllamacpp:requests_processing 2\n');
@@ -304,7 +457,11 @@ describe('fake llama-server: stopping and failing', () => {
 
   it('cuts a stream in flight without [DONE] and exits 0 (capture 41)', async () => {
     const p = await startFakeLlama({ env: { FAKE_LLAMA_TOKEN_MS: '5' } });
-    const h = hold(`${p.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], max_tokens: 2000, stream: true });
+    const h = hold(`${p.url}/v1/chat/completions`, {
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 2000,
+      stream: true,
+    });
     await sleep(150);
     expect(await p.stop()).toEqual({ code: 0, signal: null });
     const { text, complete } = await h.closed;
@@ -314,7 +471,10 @@ describe('fake llama-server: stopping and failing', () => {
   });
 
   it('crashes after FAKE_LLAMA_FAIL_AFTER_MS, and fails completions with FAKE_LLAMA_FAIL_STATUS', async () => {
-    const p = await startFakeLlama({ env: { FAKE_LLAMA_FAIL_AFTER_MS: '300', FAKE_LLAMA_FAIL_STATUS: '500' }, args: [] });
+    const p = await startFakeLlama({
+      env: { FAKE_LLAMA_FAIL_AFTER_MS: '300', FAKE_LLAMA_FAIL_STATUS: '500' },
+      args: [],
+    });
     const r = await post(`${p.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }] }, {});
     expect(r.status).toBe(500);
     expect(JSON.parse(r.text).error.type).toBe('server_error');
@@ -323,7 +483,9 @@ describe('fake llama-server: stopping and failing', () => {
 
   it('answers 501 on /metrics without --metrics (capture 32)', async () => {
     const port = await freePort();
-    const p = startFake(fakeLlamaServer, ['-m', fakeGguf(), '--port', String(port)], { FAKE_LLAMA_LOAD_MS: '0' });
+    const p = startFake(fakeLlamaServer, ['-m', fakeGguf(), '--port', String(port)], {
+      FAKE_LLAMA_LOAD_MS: '0',
+    });
     await p.waitFor(/listening on/);
     expect(await get(`http://127.0.0.1:${port}/metrics`)).toMatchObject({
       status: 501,
@@ -336,7 +498,9 @@ describe('fake llama-server: stopping and failing', () => {
 describe('fake vllm', () => {
   it('refuses connections while loading, then answers /health with an empty 200', async () => {
     const port = await freePort();
-    const p = startFake(fakeVllm, ['serve', '/models/qwen', '--host', '127.0.0.1', '--port', String(port)], { FAKE_VLLM_LOAD_MS: '300' });
+    const p = startFake(fakeVllm, ['serve', '/models/qwen', '--host', '127.0.0.1', '--port', String(port)], {
+      FAKE_VLLM_LOAD_MS: '300',
+    });
     await sleep(100);
     await expect(fetch(`http://127.0.0.1:${port}/health`)).rejects.toThrow();
     await p.waitFor(/Application startup complete/);
@@ -347,7 +511,16 @@ describe('fake vllm', () => {
   let s: RunningFake;
   beforeAll(async () => {
     s = await startFakeVllm({
-      args: ['--served-model-name', 'qwen', '--enable-lora', '--lora-modules', 'sql=/adapters/sql', 'chat=/adapters/chat', '--max-loras', '2'],
+      args: [
+        '--served-model-name',
+        'qwen',
+        '--enable-lora',
+        '--lora-modules',
+        'sql=/adapters/sql',
+        'chat=/adapters/chat',
+        '--max-loras',
+        '2',
+      ],
       env: { VLLM_API_KEY: KEY, FAKE_VLLM_TOKEN_MS: '1' },
     });
   });
@@ -359,44 +532,97 @@ describe('fake vllm', () => {
     expect(await get(`${s.url}/v1/models`)).toMatchObject({ status: 401, text: '{"error":"Unauthorized"}' });
     expect((await get(`${s.url}/health`)).status).toBe(200);
     const m = await get(`${s.url}/metrics`);
-    for (const name of ['num_requests_running', 'num_requests_waiting', 'kv_cache_usage_perc']) expect(m.text).toContain(`vllm:${name}{engine="0",model_name="qwen"} `);
+    for (const name of ['num_requests_running', 'num_requests_waiting', 'kv_cache_usage_perc'])
+      expect(m.text).toContain(`vllm:${name}{engine="0",model_name="qwen"} `);
   });
 
   it('lists the served model and each LoRA module under it', async () => {
     const body = JSON.parse((await get(`${s.url}/v1/models`, auth)).text);
-    expect(body.data.map((m: any) => [m.id, m.parent])).toEqual([['qwen', null], ['sql', 'qwen'], ['chat', 'qwen']]);
+    expect(body.data.map((m: any) => [m.id, m.parent])).toEqual([
+      ['qwen', null],
+      ['sql', 'qwen'],
+      ['chat', 'qwen'],
+    ]);
   });
 
   it('streams usage only when asked, and serves an adapter by its name', async () => {
-    const plain = sseData((await post(`${s.url}/v1/chat/completions`, { model: 'qwen', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, stream: true })).text) as any[];
+    const plain = sseData(
+      (
+        await post(`${s.url}/v1/chat/completions`, {
+          model: 'qwen',
+          messages: [{ role: 'user', content: 'hi' }],
+          max_tokens: 2,
+          stream: true,
+        })
+      ).text,
+    ) as any[];
     expect(plain.at(-1)).toBe('[DONE]');
     expect(plain.some((e) => e !== '[DONE]' && 'usage' in e)).toBe(false);
-    const usage = sseData((await post(`${s.url}/v1/chat/completions`, { model: 'sql', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, stream: true, stream_options: { include_usage: true } })).text) as any[];
+    const usage = sseData(
+      (
+        await post(`${s.url}/v1/chat/completions`, {
+          model: 'sql',
+          messages: [{ role: 'user', content: 'hi' }],
+          max_tokens: 2,
+          stream: true,
+          stream_options: { include_usage: true },
+        })
+      ).text,
+    ) as any[];
     expect(usage[0].x_fake).toMatchObject({ model: 'sql', lora: ['sql'] });
     expect(usage.at(-2)).toMatchObject({ choices: [], usage: { completion_tokens: 2 } });
-    expect(await post(`${s.url}/v1/chat/completions`, { model: 'nope', messages: [] })).toMatchObject({ status: 404 });
+    expect(await post(`${s.url}/v1/chat/completions`, { model: 'nope', messages: [] })).toMatchObject({
+      status: 404,
+    });
   });
 
   it('answers completions, embeddings and responses', async () => {
-    expect(JSON.parse((await post(`${s.url}/v1/completions`, { model: 'qwen', prompt: 'x', max_tokens: 1 })).text).choices[0].text).toBe('Hello');
-    expect(JSON.parse((await post(`${s.url}/v1/embeddings`, { model: 'qwen', input: ['a', 'b'] })).text).data).toHaveLength(2);
-    const resp = JSON.parse((await post(`${s.url}/v1/responses`, { model: 'qwen', input: 'hi', max_output_tokens: 2 })).text);
-    expect(resp).toMatchObject({ object: 'response', status: 'completed', output: [{ content: [{ text: 'Hello from' }] }] });
+    expect(
+      JSON.parse((await post(`${s.url}/v1/completions`, { model: 'qwen', prompt: 'x', max_tokens: 1 })).text)
+        .choices[0].text,
+    ).toBe('Hello');
+    expect(
+      JSON.parse((await post(`${s.url}/v1/embeddings`, { model: 'qwen', input: ['a', 'b'] })).text).data,
+    ).toHaveLength(2);
+    const resp = JSON.parse(
+      (await post(`${s.url}/v1/responses`, { model: 'qwen', input: 'hi', max_output_tokens: 2 })).text,
+    );
+    expect(resp).toMatchObject({
+      object: 'response',
+      status: 'completed',
+      output: [{ content: [{ text: 'Hello from' }] }],
+    });
   });
 
-  it('exits 1 at once when its port is taken, before loading, with the OSError of vLLM\'s early bind', async () => {
+  it("exits 1 at once when its port is taken, before loading, with the OSError of vLLM's early bind", async () => {
     const { blocker, port } = await takenPort();
     try {
-      const r = await runToEnd(fakeVllm, ['serve', '/models/qwen', '--host', '127.0.0.1', '--port', String(port)], { FAKE_VLLM_LOAD_MS: '60000' });
+      const r = await runToEnd(
+        fakeVllm,
+        ['serve', '/models/qwen', '--host', '127.0.0.1', '--port', String(port)],
+        { FAKE_VLLM_LOAD_MS: '60000' },
+      );
       expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/\] non-default args: .*\nTraceback \(most recent call last\):\n[\s\S]*\n {4}sock\.bind\(addr\)\nOSError: \[Errno 98\] Address already in use\n$/);
+      expect(r.stderr).toMatch(
+        /\] non-default args: .*\nTraceback \(most recent call last\):\n[\s\S]*\n {4}sock\.bind\(addr\)\nOSError: \[Errno 98\] Address already in use\n$/,
+      );
     } finally {
       blocker.close();
     }
   });
 
   it('runs a headless worker with no HTTP server until SIGTERM', async () => {
-    const p = startFake(fakeVllm, ['serve', '/models/qwen', '--nnodes', '2', '--node-rank', '1', '--master-addr', '10.0.0.1', '--headless']);
+    const p = startFake(fakeVllm, [
+      'serve',
+      '/models/qwen',
+      '--nnodes',
+      '2',
+      '--node-rank',
+      '1',
+      '--master-addr',
+      '10.0.0.1',
+      '--headless',
+    ]);
     await p.waitFor(/headless worker, node rank 1 of 2/);
     expect(await p.stop()).toEqual({ code: 0, signal: null });
   });
@@ -404,14 +630,41 @@ describe('fake vllm', () => {
 
 describe('fake sglang', () => {
   it('takes the launch_server arguments, with metrics, key and adapters', async () => {
-    const s = await startFakeSglang({ args: ['--api-key', KEY, '--served-model-name', 'qwen', '--enable-metrics', '--enable-lora', '--lora-paths', 'sql=/adapters/sql'] });
+    const s = await startFakeSglang({
+      args: [
+        '--api-key',
+        KEY,
+        '--served-model-name',
+        'qwen',
+        '--enable-metrics',
+        '--enable-lora',
+        '--lora-paths',
+        'sql=/adapters/sql',
+      ],
+    });
     try {
       expect(await get(`${s.url}/health`)).toMatchObject({ status: 200, text: '' });
       const m = (await get(`${s.url}/metrics`)).text;
-      for (const name of ['num_running_reqs', 'num_queue_reqs', 'token_usage']) expect(m).toContain(`# TYPE sglang:${name} gauge`);
-      expect(await get(`${s.url}/v1/models`)).toMatchObject({ status: 401, text: '{"error":"Unauthorized"}' });
-      const chat = JSON.parse((await post(`${s.url}/v1/chat/completions`, { model: 'qwen:sql', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 })).text);
-      expect(chat).toMatchObject({ object: 'chat.completion', choices: [{ message: { content: 'Hello from' } }], x_fake: { lora: ['sql'] } });
+      for (const name of ['num_running_reqs', 'num_queue_reqs', 'token_usage'])
+        expect(m).toContain(`# TYPE sglang:${name} gauge`);
+      expect(await get(`${s.url}/v1/models`)).toMatchObject({
+        status: 401,
+        text: '{"error":"Unauthorized"}',
+      });
+      const chat = JSON.parse(
+        (
+          await post(`${s.url}/v1/chat/completions`, {
+            model: 'qwen:sql',
+            messages: [{ role: 'user', content: 'hi' }],
+            max_tokens: 2,
+          })
+        ).text,
+      );
+      expect(chat).toMatchObject({
+        object: 'chat.completion',
+        choices: [{ message: { content: 'Hello from' } }],
+        x_fake: { lora: ['sql'] },
+      });
     } finally {
       expect(await s.stop()).toEqual({ code: 0, signal: null });
     }
@@ -420,9 +673,17 @@ describe('fake sglang', () => {
   it("exits 1 when its port is taken once loaded, with uvicorn's bind error", async () => {
     const { blocker, port } = await takenPort();
     try {
-      const r = await runToEnd(fakeSglang, ['-m', 'sglang.launch_server', '--model-path', '/m', '--host', '127.0.0.1', '--port', String(port)], { FAKE_SGLANG_LOAD_MS: '10' });
+      const r = await runToEnd(
+        fakeSglang,
+        ['-m', 'sglang.launch_server', '--model-path', '/m', '--host', '127.0.0.1', '--port', String(port)],
+        { FAKE_SGLANG_LOAD_MS: '10' },
+      );
       expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(new RegExp(`Load weight end\\.\\nERROR: {4}\\[Errno 98\\] error while attempting to bind on address \\('127\\.0\\.0\\.1', ${port}\\): address already in use\\n$`));
+      expect(r.stderr).toMatch(
+        new RegExp(
+          `Load weight end\\.\\nERROR: {4}\\[Errno 98\\] error while attempting to bind on address \\('127\\.0\\.0\\.1', ${port}\\): address already in use\\n$`,
+        ),
+      );
     } finally {
       blocker.close();
     }
@@ -432,7 +693,18 @@ describe('fake sglang', () => {
     const s = await startFakeSglang();
     expect((await get(`${s.url}/metrics`)).status).toBe(404);
     await s.stop();
-    const w = startFake(fakeSglang, ['-m', 'sglang.launch_server', '--model-path', '/m', '--nnodes', '2', '--node-rank', '1', '--dist-init-addr', '10.0.0.1:50000']);
+    const w = startFake(fakeSglang, [
+      '-m',
+      'sglang.launch_server',
+      '--model-path',
+      '/m',
+      '--nnodes',
+      '2',
+      '--node-rank',
+      '1',
+      '--dist-init-addr',
+      '10.0.0.1:50000',
+    ]);
     await w.waitFor(/no HTTP server on this rank/);
     expect(await w.stop()).toEqual({ code: 0, signal: null });
   });
@@ -448,7 +720,13 @@ describe('the fakes run what llmgw launches', () => {
   };
   const base = (port: number): Omit<ShardLaunch, 'profile' | 'weights' | 'devices'> => ({
     replica: 'qwen-main-1',
-    model: { name: 'qwen', source: 'hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF', context_length: 4096, replicas: 1, profiles: [] },
+    model: {
+      name: 'qwen',
+      source: 'hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF',
+      context_length: 4096,
+      replicas: 1,
+      profiles: [],
+    },
     rank: 0,
     ranks: 1,
     host: '127.0.0.1',
@@ -456,9 +734,24 @@ describe('the fakes run what llmgw launches', () => {
     apiKey: KEY,
     settings,
   });
-  const card = { id: 0, label: '0', class: 'l4-24g', card: 0, uuid: 'GPU-00000000-aaaa-bbbb-cccc-dddddddddddd' };
+  const card = {
+    id: 0,
+    label: '0',
+    class: 'l4-24g',
+    card: 0,
+    uuid: 'GPU-00000000-aaaa-bbbb-cccc-dddddddddddd',
+  };
   const gpuProfile = (engine: 'vllm' | 'sglang') => ({
-    name: 'main', engine, gpu_class: 'l4-24g', tp: 1, pp: 1, gpus_per_node: 1, nodes: 1, args: [], env: {}, adapters: [{ name: 'sql', path: '/adapters/sql' }],
+    name: 'main',
+    engine,
+    gpu_class: 'l4-24g',
+    tp: 1,
+    pp: 1,
+    gpus_per_node: 1,
+    nodes: 1,
+    args: [],
+    env: {},
+    adapters: [{ name: 'sql', path: '/adapters/sql' }],
   });
 
   it('llama.cpp on CPU: the catalog name answers, and adapter 0 is applied by id', async () => {
@@ -467,7 +760,18 @@ describe('the fakes run what llmgw launches', () => {
     const port = await freePort();
     const launch: ShardLaunch = {
       ...base(port),
-      profile: { name: 'cpu', engine: 'llamacpp', cpu: true, tp: 1, pp: 1, gpus_per_node: 0, nodes: 1, args: [], env: {}, adapters: [{ name: 'sql', path: lora }] },
+      profile: {
+        name: 'cpu',
+        engine: 'llamacpp',
+        cpu: true,
+        tp: 1,
+        pp: 1,
+        gpus_per_node: 0,
+        nodes: 1,
+        args: [],
+        env: {},
+        adapters: [{ name: 'sql', path: lora }],
+      },
       devices: [],
       weights: { path: model },
     };
@@ -479,9 +783,28 @@ describe('the fakes run what llmgw launches', () => {
       expect(p.output()).toContain("n_slots = 2, n_ctx_slot = 4096, kv_unified = 'false'");
       const url = `http://127.0.0.1:${port}`;
       expect(JSON.parse((await get(`${url}/v1/models`, auth)).text).data[0].id).toBe('qwen');
-      const body = JSON.parse((await post(`${url}/v1/chat/completions`, { model: 'qwen', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1, lora: [{ id: 0, scale: 1 }] })).text);
+      const body = JSON.parse(
+        (
+          await post(`${url}/v1/chat/completions`, {
+            model: 'qwen',
+            messages: [{ role: 'user', content: 'hi' }],
+            max_tokens: 1,
+            lora: [{ id: 0, scale: 1 }],
+          })
+        ).text,
+      );
       expect(body.x_fake.lora).toEqual([{ id: 0, scale: 1 }]);
-      expect(JSON.parse((await post(`${url}/v1/chat/completions`, { model: 'qwen', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 })).text).x_fake.lora).toEqual([]);
+      expect(
+        JSON.parse(
+          (
+            await post(`${url}/v1/chat/completions`, {
+              model: 'qwen',
+              messages: [{ role: 'user', content: 'hi' }],
+              max_tokens: 1,
+            })
+          ).text,
+        ).x_fake.lora,
+      ).toEqual([]);
     } finally {
       expect(await p.stop()).toEqual({ code: 0, signal: null });
     }
@@ -490,15 +813,33 @@ describe('the fakes run what llmgw launches', () => {
   for (const engine of ['vllm', 'sglang'] as const) {
     it(`${engine}: the served name and its adapter answer`, async () => {
       const port = await freePort();
-      const [spec] = engineFor(engine).commands({ ...base(port), profile: gpuProfile(engine), devices: [card], weights: { path: '/models/qwen' } });
+      const [spec] = engineFor(engine).commands({
+        ...base(port),
+        profile: gpuProfile(engine),
+        devices: [card],
+        weights: { path: '/models/qwen' },
+      });
       if (spec === undefined) throw new Error('no command');
-      const p = startFake(spec.bin, spec.args, { ...spec.env, [`FAKE_${engine.toUpperCase()}_LOAD_MS`]: '0' });
+      const p = startFake(spec.bin, spec.args, {
+        ...spec.env,
+        [`FAKE_${engine.toUpperCase()}_LOAD_MS`]: '0',
+      });
       try {
         await p.waitFor(engine === 'vllm' ? /Application startup complete/ : /ready to roll/);
         const url = `http://127.0.0.1:${port}`;
-        const ids = JSON.parse((await get(`${url}/v1/models`, auth)).text).data.map((m: { id: string }) => m.id);
+        const ids = JSON.parse((await get(`${url}/v1/models`, auth)).text).data.map(
+          (m: { id: string }) => m.id,
+        );
         expect(ids).toEqual(['qwen', 'sql']);
-        const body = JSON.parse((await post(`${url}/v1/chat/completions`, { model: 'sql', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 })).text);
+        const body = JSON.parse(
+          (
+            await post(`${url}/v1/chat/completions`, {
+              model: 'sql',
+              messages: [{ role: 'user', content: 'hi' }],
+              max_tokens: 1,
+            })
+          ).text,
+        );
         expect(body.x_fake.lora).toEqual(['sql']);
         expect((await get(`${url}/metrics`)).text).toContain(engineFor(engine).loadMetrics.running);
       } finally {

@@ -21,14 +21,29 @@ import { setTimeout } from 'node:timers';
 import { URL } from 'node:url';
 
 import {
-  InFlight, Slots, crashLater, exitOnSignals, idleWorker, echoRequestId, embeddingsBody, fakeSettings, listen, openAiDialect, parseLoose, presentedKey,
-  promptTokens, readBody, sendJson, serveGeneration,
+  InFlight,
+  Slots,
+  crashLater,
+  exitOnSignals,
+  idleWorker,
+  echoRequestId,
+  embeddingsBody,
+  fakeSettings,
+  listen,
+  openAiDialect,
+  parseLoose,
+  presentedKey,
+  promptTokens,
+  readBody,
+  sendJson,
+  serveGeneration,
 } from './fake-openai-server.mjs';
 
 let argv = process.argv.slice(2);
 if (argv[0] === '-m' && argv[1] === 'sglang.launch_server') argv = argv.slice(2);
 else if (argv[0] === 'serve') argv = argv.slice(1);
-const log = (text) => process.stderr.write(`[${new Date().toISOString().slice(0, 19).replace('T', ' ')}] ${text}\n`);
+const log = (text) =>
+  process.stderr.write(`[${new Date().toISOString().slice(0, 19).replace('T', ' ')}] ${text}\n`);
 
 if (argv.includes('--version')) {
   process.stdout.write('0.5.0\n');
@@ -36,7 +51,13 @@ if (argv.includes('--version')) {
 }
 
 const { options } = parseLoose(argv, {
-  booleans: ['--enable-metrics', '--enable-lora', '--trust-remote-code', '--disable-cuda-graph', '--skip-server-warmup'],
+  booleans: [
+    '--enable-metrics',
+    '--enable-lora',
+    '--trust-remote-code',
+    '--disable-cuda-graph',
+    '--skip-server-warmup',
+  ],
   lists: ['--lora-paths'],
 });
 const one = (name) => options.get(name)?.at(-1);
@@ -64,7 +85,10 @@ crashLater(settings, log);
 exitOnSignals(inflight, log, 'Received SIGTERM, shutting down');
 
 if (Number(one('--node-rank') ?? 0) > 0) {
-  idleWorker(log, `node rank ${one('--node-rank')} of ${one('--nnodes') ?? '?'}, joining ${one('--dist-init-addr') ?? '?'}; no HTTP server on this rank`);
+  idleWorker(
+    log,
+    `node rank ${one('--node-rank')} of ${one('--nnodes') ?? '?'}, joining ${one('--dist-init-addr') ?? '?'}; no HTTP server on this rank`,
+  );
 } else {
   await serve();
 }
@@ -82,18 +106,27 @@ function resolveLora(body) {
     if (colon > 0) names.push(body.model.slice(colon + 1));
     names.push(body.model);
   }
-  return loras.filter((l) => names.includes(l.name)).slice(0, 1).map((l) => l.name);
+  return loras
+    .filter((l) => names.includes(l.name))
+    .slice(0, 1)
+    .map((l) => l.name);
 }
 
 function metricsText() {
   const label = `{model_name="${served}",tp_rank="0",pp_rank="0"}`;
-  const line = (type, name, help, value) => `# HELP sglang:${name} ${help}\n# TYPE sglang:${name} ${type}\nsglang:${name}${label} ${value}\n`;
+  const line = (type, name, help, value) =>
+    `# HELP sglang:${name} ${help}\n# TYPE sglang:${name} ${type}\nsglang:${name}${label} ${value}\n`;
   return [
     line('gauge', 'num_running_reqs', 'The number of running requests.', slots.running),
     line('gauge', 'num_queue_reqs', 'The number of requests in the waiting queue.', slots.waiting),
     line('gauge', 'token_usage', 'The token usage.', Math.min(1, slots.running / 16)),
     line('gauge', 'num_used_tokens', 'The number of used tokens.', slots.running * 100),
-    line('gauge', 'max_total_num_tokens', 'Maximum total number of tokens in the KV cache pool.', contextLength * 16),
+    line(
+      'gauge',
+      'max_total_num_tokens',
+      'Maximum total number of tokens in the KV cache pool.',
+      contextLength * 16,
+    ),
     line('counter', 'prompt_tokens_total', 'Number of prefill tokens processed.', counters.prompt),
     line('counter', 'generation_tokens_total', 'Number of generation tokens processed.', counters.generation),
   ].join('');
@@ -110,13 +143,30 @@ async function route(req, res) {
     if (one('--enable-metrics') !== 'true') return sendJson(res, 404, { detail: 'Not Found' });
     return sendJson(res, 200, metricsText(), { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8' });
   }
-  if (apiKey !== undefined && presentedKey(req) !== apiKey) return sendJson(res, 401, { error: 'Unauthorized' });
+  if (apiKey !== undefined && presentedKey(req) !== apiKey)
+    return sendJson(res, 401, { error: 'Unauthorized' });
   if (req.method === 'GET' && (path === '/v1/models' || path === '/get_model_info')) {
-    if (path === '/get_model_info') return sendJson(res, 200, { model_path: modelPath, tokenizer_path: modelPath, is_generation: true });
-    const card = (id, root, parent) => ({ id, object: 'model', created, owned_by: 'sglang', root, parent, max_model_len: contextLength });
-    return sendJson(res, 200, { object: 'list', data: [card(served, modelPath, null), ...loras.map((l) => card(l.name, l.path, served))] });
+    if (path === '/get_model_info')
+      return sendJson(res, 200, { model_path: modelPath, tokenizer_path: modelPath, is_generation: true });
+    const card = (id, root, parent) => ({
+      id,
+      object: 'model',
+      created,
+      owned_by: 'sglang',
+      root,
+      parent,
+      max_model_len: contextLength,
+    });
+    return sendJson(res, 200, {
+      object: 'list',
+      data: [card(served, modelPath, null), ...loras.map((l) => card(l.name, l.path, served))],
+    });
   }
-  const kinds = { '/v1/chat/completions': 'chat', '/v1/completions': 'completion', '/v1/embeddings': 'embeddings' };
+  const kinds = {
+    '/v1/chat/completions': 'chat',
+    '/v1/completions': 'completion',
+    '/v1/embeddings': 'embeddings',
+  };
   const kind = req.method === 'POST' ? kinds[path] : undefined;
   if (kind === undefined) return sendJson(res, 404, { detail: 'Not Found' });
 
@@ -126,10 +176,17 @@ async function route(req, res) {
   } catch (e) {
     return error(res, 400, `JSON decode error: ${e.message}`);
   }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return error(res, 400, 'Input should be a valid dictionary');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    return error(res, 400, 'Input should be a valid dictionary');
   if (kind === 'chat' && !Array.isArray(body.messages)) return error(res, 400, 'messages: Field required');
   if (kind === 'completion' && body.prompt === undefined) return error(res, 400, 'prompt: Field required');
-  if (settings.failStatus > 0) return error(res, settings.failStatus, `fake failure (FAKE_SGLANG_FAIL_STATUS=${settings.failStatus})`, 'InternalServerError');
+  if (settings.failStatus > 0)
+    return error(
+      res,
+      settings.failStatus,
+      `fake failure (FAKE_SGLANG_FAIL_STATUS=${settings.failStatus})`,
+      'InternalServerError',
+    );
   const model = typeof body.model === 'string' ? body.model : served;
   const xFake = { engine: 'sglang', model: body.model ?? null, lora: resolveLora(body), received: body };
   if (kind === 'embeddings') return sendJson(res, 200, embeddingsBody(body, model, xFake));
@@ -139,7 +196,9 @@ async function route(req, res) {
 }
 
 async function serve() {
-  log(`server_args=ServerArgs(model_path='${modelPath}', served_model_name='${served}', tp_size=${one('--tp-size') ?? one('--tp') ?? 1})`);
+  log(
+    `server_args=ServerArgs(model_path='${modelPath}', served_model_name='${served}', tp_size=${one('--tp-size') ?? one('--tp') ?? 1})`,
+  );
   log('Load weight begin.');
   await new Promise((resolve) => setTimeout(resolve, settings.loadMs));
   log('Load weight end.');
@@ -153,7 +212,9 @@ async function serve() {
   try {
     port = await listen(server, host, Number(one('--port') ?? 30000));
   } catch {
-    process.stderr.write(`ERROR:    [Errno 98] error while attempting to bind on address ('${host}', ${one('--port') ?? 30000}): address already in use\n`);
+    process.stderr.write(
+      `ERROR:    [Errno 98] error while attempting to bind on address ('${host}', ${one('--port') ?? 30000}): address already in use\n`,
+    );
     process.exit(1);
   }
   log(`Uvicorn running on http://${host}:${port} (Press CTRL+C to quit)`);

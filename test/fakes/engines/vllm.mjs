@@ -17,25 +17,54 @@ import { setTimeout } from 'node:timers';
 import { URL } from 'node:url';
 
 import {
-  InFlight, Slots, canBind, crashLater, exitOnSignals, idleWorker, echoRequestId, embeddingsBody, fakeSettings, listen, openAiDialect, parseLoose, presentedKey,
-  promptTokens, readBody, sendJson, serveGeneration, serveResponses,
+  InFlight,
+  Slots,
+  canBind,
+  crashLater,
+  exitOnSignals,
+  idleWorker,
+  echoRequestId,
+  embeddingsBody,
+  fakeSettings,
+  listen,
+  openAiDialect,
+  parseLoose,
+  presentedKey,
+  promptTokens,
+  readBody,
+  sendJson,
+  serveGeneration,
+  serveResponses,
 } from './fake-openai-server.mjs';
 
 const VERSION = '0.11.0';
 const argv = process.argv.slice(2);
-const log = (text) => process.stderr.write(`INFO ${new Date().toISOString().slice(5, 19).replace('T', ' ')} [fake-vllm] ${text}\n`);
+const log = (text) =>
+  process.stderr.write(
+    `INFO ${new Date().toISOString().slice(5, 19).replace('T', ' ')} [fake-vllm] ${text}\n`,
+  );
 
 if (argv[0] === '--version' || argv[0] === '-v') {
   process.stdout.write(`${VERSION}\n`);
   process.exit(0);
 }
 if (argv[0] !== 'serve') {
-  process.stderr.write(`usage: vllm serve MODEL [options]\nvllm: error: argument subparser: invalid choice: '${argv[0] ?? ''}' (choose from 'serve')\n`);
+  process.stderr.write(
+    `usage: vllm serve MODEL [options]\nvllm: error: argument subparser: invalid choice: '${argv[0] ?? ''}' (choose from 'serve')\n`,
+  );
   process.exit(2);
 }
 
 const { positional, options } = parseLoose(argv.slice(1), {
-  booleans: ['--enable-lora', '--headless', '--trust-remote-code', '--enforce-eager', '--enable-prefix-caching', '--disable-log-requests', '--enable-auto-tool-choice'],
+  booleans: [
+    '--enable-lora',
+    '--headless',
+    '--trust-remote-code',
+    '--enforce-eager',
+    '--enable-prefix-caching',
+    '--disable-log-requests',
+    '--enable-auto-tool-choice',
+  ],
   lists: ['--lora-modules', '--served-model-name'],
 });
 const one = (name) => options.get(name)?.at(-1);
@@ -57,7 +86,9 @@ const loras = (options.get('--lora-modules') ?? []).map((spec) => {
   return { name: spec.slice(0, eq), path: spec.slice(eq + 1) };
 });
 if (loras.length > 0 && one('--enable-lora') !== 'true') {
-  process.stderr.write('ValueError: Call to add_lora method failed: LoRA is not enabled. Use --enable-lora to enable LoRA.\n');
+  process.stderr.write(
+    'ValueError: Call to add_lora method failed: LoRA is not enabled. Use --enable-lora to enable LoRA.\n',
+  );
   process.exit(1);
 }
 const apiKey = one('--api-key') ?? (process.env.VLLM_API_KEY || undefined);
@@ -72,7 +103,10 @@ crashLater(settings, log);
 exitOnSignals(inflight, log, 'Shutting down (SIGTERM)');
 
 if (one('--headless') === 'true') {
-  idleWorker(log, `headless worker, node rank ${one('--node-rank') ?? '?'} of ${one('--nnodes') ?? '?'}, head ${one('--master-addr') ?? '?'}:${one('--master-port') ?? '?'}`);
+  idleWorker(
+    log,
+    `headless worker, node rank ${one('--node-rank') ?? '?'} of ${one('--nnodes') ?? '?'}, head ${one('--master-addr') ?? '?'}:${one('--master-port') ?? '?'}`,
+  );
 } else {
   await serve();
 }
@@ -84,19 +118,26 @@ function error(res, status, message, type, param = null) {
 /** The model a request names: the served one (or none, which means it), or a LoRA module. */
 function resolveModel(body) {
   const asked = body.model;
-  if (asked === undefined || asked === null || servedNames.includes(asked)) return { model: asked ?? served, lora: [] };
+  if (asked === undefined || asked === null || servedNames.includes(asked))
+    return { model: asked ?? served, lora: [] };
   const lora = loras.find((l) => l.name === asked);
   return lora === undefined ? undefined : { model: asked, lora: [lora.name] };
 }
 
 function metricsText() {
   const label = `{engine="0",model_name="${served}"}`;
-  const gauge = (name, help, value) => `# HELP vllm:${name} ${help}\n# TYPE vllm:${name} gauge\nvllm:${name}${label} ${value}\n`;
-  const counter = (name, help, value) => `# HELP vllm:${name} ${help}\n# TYPE vllm:${name} counter\nvllm:${name}${label} ${value}\n`;
+  const gauge = (name, help, value) =>
+    `# HELP vllm:${name} ${help}\n# TYPE vllm:${name} gauge\nvllm:${name}${label} ${value}\n`;
+  const counter = (name, help, value) =>
+    `# HELP vllm:${name} ${help}\n# TYPE vllm:${name} counter\nvllm:${name}${label} ${value}\n`;
   return [
     gauge('num_requests_running', 'Number of requests in model execution batches.', slots.running),
     gauge('num_requests_waiting', 'Number of requests waiting to be processed.', slots.waiting),
-    gauge('kv_cache_usage_perc', 'KV-cache usage. 1 means 100 percent usage.', Math.min(1, slots.running / 16)),
+    gauge(
+      'kv_cache_usage_perc',
+      'KV-cache usage. 1 means 100 percent usage.',
+      Math.min(1, slots.running / 16),
+    ),
     counter('prompt_tokens_total', 'Number of prefill tokens processed.', counters.prompt),
     counter('generation_tokens_total', 'Number of generation tokens processed.', counters.generation),
     counter('request_success_total', 'Count of successfully processed requests.', counters.success),
@@ -110,14 +151,36 @@ async function route(req, res) {
     res.writeHead(200, { 'Content-Length': 0 });
     return res.end();
   }
-  if (req.method === 'GET' && path === '/metrics') return sendJson(res, 200, metricsText(), { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8' });
+  if (req.method === 'GET' && path === '/metrics')
+    return sendJson(res, 200, metricsText(), { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8' });
   if (req.method === 'GET' && path === '/version') return sendJson(res, 200, { version: VERSION });
-  if (path.startsWith('/v1') && apiKey !== undefined && presentedKey(req) !== apiKey) return sendJson(res, 401, { error: 'Unauthorized' });
+  if (path.startsWith('/v1') && apiKey !== undefined && presentedKey(req) !== apiKey)
+    return sendJson(res, 401, { error: 'Unauthorized' });
   if (req.method === 'GET' && path === '/v1/models') {
-    const card = (id, root, parent) => ({ id, object: 'model', created, owned_by: 'vllm', root, parent, max_model_len: parent === null ? maxModelLen : null, permission: [] });
-    return sendJson(res, 200, { object: 'list', data: [...servedNames.map((n) => card(n, modelPath, null)), ...loras.map((l) => card(l.name, l.path, served))] });
+    const card = (id, root, parent) => ({
+      id,
+      object: 'model',
+      created,
+      owned_by: 'vllm',
+      root,
+      parent,
+      max_model_len: parent === null ? maxModelLen : null,
+      permission: [],
+    });
+    return sendJson(res, 200, {
+      object: 'list',
+      data: [
+        ...servedNames.map((n) => card(n, modelPath, null)),
+        ...loras.map((l) => card(l.name, l.path, served)),
+      ],
+    });
   }
-  const kinds = { '/v1/chat/completions': 'chat', '/v1/completions': 'completion', '/v1/embeddings': 'embeddings', '/v1/responses': 'responses' };
+  const kinds = {
+    '/v1/chat/completions': 'chat',
+    '/v1/completions': 'completion',
+    '/v1/embeddings': 'embeddings',
+    '/v1/responses': 'responses',
+  };
   const kind = req.method === 'POST' ? kinds[path] : undefined;
   if (kind === undefined) return sendJson(res, 404, { detail: 'Not Found' });
 
@@ -127,17 +190,48 @@ async function route(req, res) {
   } catch (e) {
     return error(res, 400, `JSON decode error: ${e.message}`, 'BadRequestError');
   }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return error(res, 400, 'Input should be a valid dictionary', 'BadRequestError');
-  if (kind === 'chat' && !Array.isArray(body.messages)) return error(res, 400, "[{'type': 'missing', 'loc': ('body', 'messages'), 'msg': 'Field required'}]", 'BadRequestError');
-  if (kind === 'completion' && body.prompt === undefined) return error(res, 400, "[{'type': 'missing', 'loc': ('body', 'prompt'), 'msg': 'Field required'}]", 'BadRequestError');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    return error(res, 400, 'Input should be a valid dictionary', 'BadRequestError');
+  if (kind === 'chat' && !Array.isArray(body.messages))
+    return error(
+      res,
+      400,
+      "[{'type': 'missing', 'loc': ('body', 'messages'), 'msg': 'Field required'}]",
+      'BadRequestError',
+    );
+  if (kind === 'completion' && body.prompt === undefined)
+    return error(
+      res,
+      400,
+      "[{'type': 'missing', 'loc': ('body', 'prompt'), 'msg': 'Field required'}]",
+      'BadRequestError',
+    );
   const resolved = resolveModel(body);
-  if (resolved === undefined) return error(res, 404, `The model \`${body.model}\` does not exist.`, 'NotFoundError', 'model');
-  if (settings.failStatus > 0) return error(res, settings.failStatus, `fake failure (FAKE_VLLM_FAIL_STATUS=${settings.failStatus})`, 'InternalServerError');
+  if (resolved === undefined)
+    return error(res, 404, `The model \`${body.model}\` does not exist.`, 'NotFoundError', 'model');
+  if (settings.failStatus > 0)
+    return error(
+      res,
+      settings.failStatus,
+      `fake failure (FAKE_VLLM_FAIL_STATUS=${settings.failStatus})`,
+      'InternalServerError',
+    );
   const xFake = { engine: 'vllm', model: body.model ?? null, lora: resolved.lora, received: body };
 
   if (kind === 'embeddings') return sendJson(res, 200, embeddingsBody(body, resolved.model, xFake));
-  if (kind === 'responses') return serveResponses({ res, body, settings, slots, inflight, model: resolved.model, xFake });
-  const result = await serveGeneration({ res, kind, body, dialect, settings, slots, inflight, model: resolved.model, xFake });
+  if (kind === 'responses')
+    return serveResponses({ res, body, settings, slots, inflight, model: resolved.model, xFake });
+  const result = await serveGeneration({
+    res,
+    kind,
+    body,
+    dialect,
+    settings,
+    slots,
+    inflight,
+    model: resolved.model,
+    xFake,
+  });
   counters.prompt += promptTokens(body);
   counters.generation += result.n;
   if (result.finished) counters.success++;
