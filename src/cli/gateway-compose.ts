@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 
 import type { ApiClient } from '../client/api-client.js';
 import type { Settings } from '../config/load.js';
-import { nodeRequest } from '../gateway/client-io.js';
+import { nodeRequest } from '../http1/client-io.js';
 import { Gateway } from '../gateway/gateway.js';
 import type { GatewayKeys } from '../gateway/keys.js';
 import type { UsageSink } from '../gateway/usage-recorder.js';

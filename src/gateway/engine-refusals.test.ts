@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { RouteReplica } from '../protocol/routes.js';
 
-import { nodeRequest } from './client-io.js';
+import { nodeRequest } from '../http1/client-io.js';
 import { Gateway } from './gateway.js';
 import type { GatewayKeys } from './keys.js';
 

@@ -6,7 +6,7 @@ import { requestIdFrom } from '../core/request-id.js';
 import { UpstreamPool, type UpstreamCall } from '../http1/upstream-pool.js';
 import type { CatalogEntry, RouteReplica, RouteTable } from '../protocol/routes.js';
 
-import type { ClientResponse, GatewayRequest } from './client-io.js';
+import type { ClientResponse, GatewayRequest } from '../http1/client-io.js';
 import { GatewayMetrics } from './gateway-metrics.js';
 import { admitKey, type GatewayKeys, type GatewayPrincipal, type KeyHeaders, type KeyScope } from './keys.js';
 import {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import { BodyTooLargeError } from '../http1/front-door.js';
 
-import type { ClientResponse } from './client-io.js';
+import type { ClientResponse } from '../http1/client-io.js';
 import {
   engineError,
   GatewayError,

@@ -1,7 +1,7 @@
 import { clientText } from '../core/redact.js';
 import { BodyTooLargeError } from '../http1/front-door.js';
 
-import type { ClientResponse } from './client-io.js';
+import type { ClientResponse } from '../http1/client-io.js';
 import { RouterError } from './router/types.js';
 
 /**

@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { probe, probeCases, RawConnection } from '../../test/support/raw-http.js';
-import { nodeRequest, type ClientResponse, type GatewayRequest } from '../gateway/client-io.js';
+import { nodeRequest, type ClientResponse, type GatewayRequest } from '../http1/client-io.js';
 
 import { HttpServer } from './http-server.js';
 

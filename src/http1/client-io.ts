@@ -1,9 +1,9 @@
 import type { IncomingMessage } from 'node:http';
 
-import { BodyTooLargeError } from '../http1/front-door.js';
+import { BodyTooLargeError } from './front-door.js';
 
 /**
- * The request and answer as the gateway handles them, whichever HTTP layer read them:
+ * A request and its answer as a handler of the gateway's kind sees them, whichever HTTP layer read them:
  * the front door's fast path, or node:http for what the front door leaves to it.
  */
 export interface GatewayRequest {
