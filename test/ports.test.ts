@@ -89,7 +89,7 @@ describe('the control plane, told that a port is taken', () => {
     await until('the first assignment', () => lastAssign());
     expect(lastAssign()).toMatchObject({ shards: [], ports });
     const waiting = (await api(t.url, t.adminKey, 'GET', '/replicas?model=tiny')).body.items;
-    expect(waiting).toMatchObject([{ id: '-', state: 'pending' }]);
+    expect(waiting).toMatchObject([{ id: null, state: 'pending' }]);
 
     agent.send({ type: 'shards', statuses: [], ports_taken: [[ports.first, ports.first]] });
     const first = await until('the assignment', () =>
