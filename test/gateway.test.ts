@@ -359,6 +359,16 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
     }
   }, 60_000);
 
+  it('answers HEAD /v1/models as GET, with its head alone', async () => {
+    const head = await fetch(`${url}/v1/models`, {
+      method: 'HEAD',
+      headers: { authorization: `Bearer ${adminKey}` },
+    });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await head.text()).toBe('');
+  });
+
   it('refuses with OpenAI-shaped errors and the right statuses', async () => {
     const anon = new OpenAI({
       baseURL: `${url}/v1`,

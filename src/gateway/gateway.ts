@@ -202,7 +202,8 @@ export class Gateway {
   async #serve(req: GatewayRequest, res: ClientResponse, x: Exchange): Promise<void> {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     x.principal = await this.checkKey(req.headers, '/v1');
-    if (req.method === 'GET' && path === '/v1/models') {
+    // HEAD as GET, as HTTP asks: both HTTP layers send its head alone.
+    if ((req.method === 'GET' || req.method === 'HEAD') && path === '/v1/models') {
       this.#models(res, x);
       return;
     }
