@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 
-import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { Kysely, Selectable, Transaction, Updateable } from 'kysely';
 
 import type { ModelSpec } from '../catalog/model-spec.js';
 import { diffJson } from '../core/diff.js';
@@ -315,47 +315,16 @@ class Keys implements KeyRepository {
   }
 
   revoke(name: string, actor: Actor): Promise<ApiKeyRecord> {
-    return this.#c.tx(async (db) => {
-      const at = this.#c.now();
-      const row = await db
-        .updateTable('api_keys')
-        .set({ revoked_at: at, revoked_by: actor })
-        .where('name', '=', name)
-        .where('revoked_at', 'is', null)
-        .returningAll()
-        .executeTakeFirst();
-      if (row === undefined)
-        throw new LlmgwError('not_found', `no live key is named "${name}" (llmgw ctl keys lists them)`);
-      await writeAudit(db, {
-        at,
-        actor,
-        action: 'key.revoke',
-        target: `key/${name}`,
-        detail: { prefix: row.prefix },
-      });
-      return toKey(row);
+    return this.#updateLive(name, {
+      set: (at) => ({ revoked_at: at, revoked_by: actor }),
+      audit: (row) => ({ actor, action: 'key.revoke', detail: { prefix: row.prefix } }),
     });
   }
 
   rotate(name: string, secret: { prefix: string; secretHash: string }, actor: Actor): Promise<ApiKeyRecord> {
-    return this.#c.tx(async (db) => {
-      const at = this.#c.now();
-      const row = await db
-        .updateTable('api_keys')
-        .set({ secret_hash: secret.secretHash, prefix: secret.prefix })
-        .where('name', '=', name)
-        .where('revoked_at', 'is', null)
-        .returningAll()
-        .executeTakeFirst();
-      if (row === undefined) throw new LlmgwError('not_found', `no live key is named "${name}"`);
-      await writeAudit(db, {
-        at,
-        actor,
-        action: 'key.rotate',
-        target: `key/${name}`,
-        detail: { prefix: secret.prefix },
-      });
-      return toKey(row);
+    return this.#updateLive(name, {
+      set: () => ({ secret_hash: secret.secretHash, prefix: secret.prefix }),
+      audit: () => ({ actor, action: 'key.rotate', detail: { prefix: secret.prefix } }),
     });
   }
 
@@ -364,28 +333,37 @@ class Keys implements KeyRepository {
   }
 
   setLimits(name: string, limits: KeyLimits, actor: Actor): Promise<ApiKeyRecord> {
+    const set: { allowed_models?: string | null; rpm?: number | null; tpm?: number | null } = {};
+    if (limits.allowed_models !== undefined)
+      set.allowed_models = limits.allowed_models === null ? null : JSON.stringify(limits.allowed_models);
+    if (limits.rpm !== undefined) set.rpm = limits.rpm;
+    if (limits.tpm !== undefined) set.tpm = limits.tpm;
+    return this.#updateLive(name, {
+      set: () => set,
+      audit: () => ({ actor, action: 'key.update', detail: limitsDetail(limits) }),
+    });
+  }
+
+  /** Changes the live (unrevoked) key of that name and records it, in one transaction. */
+  #updateLive(
+    name: string,
+    change: {
+      set: (at: string) => Updateable<Database['api_keys']>;
+      audit: (row: Selectable<Database['api_keys']>) => Pick<AuditEntry, 'actor' | 'action' | 'detail'>;
+    },
+  ): Promise<ApiKeyRecord> {
     return this.#c.tx(async (db) => {
-      const set: { allowed_models?: string | null; rpm?: number | null; tpm?: number | null } = {};
-      if (limits.allowed_models !== undefined)
-        set.allowed_models = limits.allowed_models === null ? null : JSON.stringify(limits.allowed_models);
-      if (limits.rpm !== undefined) set.rpm = limits.rpm;
-      if (limits.tpm !== undefined) set.tpm = limits.tpm;
+      const at = this.#c.now();
       const row = await db
         .updateTable('api_keys')
-        .set(set)
+        .set(change.set(at))
         .where('name', '=', name)
         .where('revoked_at', 'is', null)
         .returningAll()
         .executeTakeFirst();
       if (row === undefined)
         throw new LlmgwError('not_found', `no live key is named "${name}" (llmgw ctl keys lists them)`);
-      await writeAudit(db, {
-        at: this.#c.now(),
-        actor,
-        action: 'key.update',
-        target: `key/${name}`,
-        detail: limitsDetail(limits),
-      });
+      await writeAudit(db, { at, target: `key/${name}`, ...change.audit(row) });
       return toKey(row);
     });
   }
