@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import { validateModel } from '../../catalog/validate.js';
+import { parseSettings } from '../../config/load.js';
 
 import { readDefinition } from './models.js';
 
@@ -42,5 +43,16 @@ describe('the example models under examples/', () => {
     );
     expect(named.length).toBeGreaterThan(0);
     for (const f of named) expect(examples).toContain(f);
+  });
+});
+
+describe("the README's settings example", () => {
+  it('is valid settings', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const block = /## Settings[\s\S]*?```yaml\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(block).toBeDefined();
+    const loaded = parseSettings(block ?? '', { path: 'README.md', env: {}, cwd: root });
+    expect(loaded.settings.gateway.max_connections_per_client).toBe(512);
+    expect(loaded.settings.models.map((m) => m.name)).toEqual(['qwen-0-5b']);
   });
 });
