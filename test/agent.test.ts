@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -128,6 +129,42 @@ describe('agents joining a control plane', () => {
     ]);
     const stored = await t.cp.store.nodes.getByName('changing');
     expect(stored?.inventory.gpu.cards[0]?.mig?.current).toBe(true);
+  });
+
+  it('logs a refused agent with its node name cut and redacted', async () => {
+    const secret = 'llmgw_key_ThisIsAnApiKeySentAsANodeName0001';
+    const name = `${secret}${'n'.repeat(8000)}`;
+    const status = await new Promise<number | undefined>((resolve, reject) => {
+      const req = request(`${t.url}/api/v1/agent/connect`, {
+        headers: {
+          connection: 'Upgrade',
+          upgrade: 'websocket',
+          'sec-websocket-version': '13',
+          'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+          authorization: 'Bearer llmgw_join_notarealtokennotarealtoken00',
+          'x-llmgw-node-name': name,
+        },
+      });
+      req.on('response', (r) => {
+        r.resume();
+        resolve(r.statusCode);
+      });
+      req.on('upgrade', () => reject(new Error('upgraded with a bad token')));
+      req.on('error', reject);
+      req.end();
+    });
+    expect(status).toBe(400);
+    const line = await until('the refusal logged', () =>
+      Promise.resolve(
+        t
+          .logs()
+          .split('\n')
+          .find((l) => l.includes('agent refused')),
+      ),
+    );
+    expect(line).not.toContain(secret);
+    expect(line).not.toContain('n'.repeat(1000));
+    expect(line).toContain(`(${name.length} characters)`);
   });
 
   it('refuses a bad, a revoked and an expired token with a clear message, storing nothing', async () => {

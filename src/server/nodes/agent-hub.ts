@@ -7,6 +7,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 import { bearerToken } from '../../core/bearer.js';
 import { LlmgwError, messageOf } from '../../core/errors.js';
 import { dnsLabelProblem } from '../../core/names.js';
+import { clientText } from '../../core/redact.js';
 import { generateSecret, hashSecret } from '../../core/secrets.js';
 import type { NodeInventory } from '../../gpu/types.js';
 import {
@@ -112,7 +113,12 @@ export class AgentHub {
         if (!(e instanceof LlmgwError))
           this.#o.logger.error({ err: messageOf(e) }, 'agent authentication failed');
         this.#o.logger.warn(
-          { address: req.socket.remoteAddress, node: req.headers[nodeNameHeader], reason: err.message },
+          {
+            address: req.socket.remoteAddress,
+            // The agent's own values: cut and redacted, as anyone may send anything here.
+            node: clientText(String(req.headers[nodeNameHeader] ?? '')),
+            reason: clientText(err.message),
+          },
           'agent refused',
         );
         const body = JSON.stringify({ error: { code: err.code, message: err.message } });
