@@ -11,7 +11,7 @@ import tseslint from 'typescript-eslint';
  */
 export const layers = [
   ['core', 'http1'],
-  ['catalog', 'gpu'],
+  ['catalog', 'gpu', 'models'],
   ['config', 'engines', 'planner', 'protocol'],
   ['placement', 'store', 'client'],
   ['auth'],
