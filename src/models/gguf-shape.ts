@@ -148,7 +148,8 @@ function slidingWindow(
   a: string,
   layers: Known<number>,
 ): Known<SlidingWindow | null> {
-  const window = num(meta[`${a}.attention.sliding_window`]);
+  // llama.cpp gives gemma2 a 4096 window where early conversions did not write one.
+  const window = num(meta[`${a}.attention.sliding_window`]) ?? (a === 'gemma2' ? 4096 : undefined);
   if (window === undefined || window <= 0) return known(null);
   if (!layers.known) return unknown(`the sliding window's layers: ${layers.reason}`);
   const pattern = meta[`${a}.attention.sliding_window_pattern`];
@@ -193,9 +194,15 @@ export function shapeFromGguf(header: GgufHeader): ModelShape {
       : unknown(
           `${a}.attention.key_length is absent, and embedding_length / head_count cannot be worked out`,
         );
-  const keyHeadDim = meta[`${a}.attention.key_length`] === undefined ? derived : k('attention.key_length');
-  const valueHeadDim =
-    meta[`${a}.attention.value_length`] === undefined ? derived : k('attention.value_length');
+  // Newer MLA conversions write the latent as key/value_length (576/512) and the heads' sizes as
+  // key/value_length_mla (192/128); older ones only the heads' sizes. Both give the heads here.
+  const mlaKeys =
+    meta[`${a}.attention.key_length_mla`] !== undefined &&
+    meta[`${a}.attention.value_length_mla`] !== undefined;
+  const keyKey = mlaKeys ? 'attention.key_length_mla' : 'attention.key_length';
+  const valueKey = mlaKeys ? 'attention.value_length_mla' : 'attention.value_length';
+  const keyHeadDim = meta[`${a}.${keyKey}`] === undefined ? derived : k(keyKey);
+  const valueHeadDim = meta[`${a}.${valueKey}`] === undefined ? derived : k(valueKey);
 
   const rank = num(meta[`${a}.attention.kv_lora_rank`]);
   let mla: Known<Mla | null> = known(null);

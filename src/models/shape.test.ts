@@ -127,6 +127,36 @@ describe('shapeFromGguf: the real headers', () => {
     );
   });
 
+  it('DeepSeek-V2-Lite in the newer MLA layout (latent as key/value_length, heads as *_mla) has the same shape', () => {
+    // ik_llama.cpp #455/#262 loader dumps: key_length 576, value_length 512, key_length_mla 192, value_length_mla 128.
+    const entries: [string, GgufValue][] = [
+      ...deepseekV2Lite.filter(
+        ([k]) =>
+          !k.startsWith('deepseek2.attention.key_length') &&
+          !k.startsWith('deepseek2.attention.value_length'),
+      ),
+      ['deepseek2.attention.key_length', { t: 'u32', v: 576 }],
+      ['deepseek2.attention.value_length', { t: 'u32', v: 512 }],
+      ['deepseek2.attention.key_length_mla', { t: 'u32', v: 192 }],
+      ['deepseek2.attention.value_length_mla', { t: 'u32', v: 128 }],
+    ];
+    const shape = shapeFromGguf({ metadata: asMetadata(entries) });
+    expect(figures(shape)).toEqual({
+      architecture: 'deepseek2',
+      ...deepseek,
+      trainedContext: 163840,
+      dtype: 'Q4_K_M',
+      kv: deepseekKv,
+    });
+  });
+
+  it("gemma2 without a sliding_window key gets llama.cpp's 4096", () => {
+    const entries = gemma2_9b.filter(([k]) => k !== 'gemma2.attention.sliding_window');
+    expect(value(shapeFromGguf({ metadata: asMetadata(entries) }).slidingWindow)).toEqual(
+      gemma.slidingWindow,
+    );
+  });
+
   it('takes the file type from the tensors when general.file_type is missing', () => {
     const entries = llama31_8b.filter(([k]) => k !== 'general.file_type');
     const shape = shapeFromGguf({ metadata: asMetadata(entries), tensorInfos: [{ shape: [32n], dtype: 8 }] });
