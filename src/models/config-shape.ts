@@ -209,3 +209,16 @@ export function shapeFromConfig(input: ConfigInput): ModelShape {
     }),
   };
 }
+
+/**
+ * The weights' bytes from a repository's files: the `.safetensors` files at its top level, and
+ * `consolidated.safetensors` only where there is nothing else (Mistral ships it beside the
+ * sharded files; counting both doubles the model).
+ */
+export function safetensorsBytes(files: readonly { path: string; size: number }[]): Known<number> {
+  const top = files.filter((f) => !f.path.includes('/') && f.path.endsWith('.safetensors'));
+  const sharded = top.filter((f) => !f.path.startsWith('consolidated'));
+  const chosen = sharded.length > 0 ? sharded : top;
+  if (chosen.length === 0) return unknown('the repository has no .safetensors files at its top level');
+  return known(chosen.reduce((sum, f) => sum + f.size, 0));
+}

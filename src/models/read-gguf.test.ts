@@ -71,6 +71,21 @@ describe('readGgufShape over HTTP range requests', () => {
     );
   });
 
+  it('refuses a server that sends the whole file for a range request, before reading it', async () => {
+    const file = writeGguf({ metadata: llama31_8b, tensors: tinyTensors() });
+    server = await serveFiles({ '/big.gguf': file }, { ignoreRange: true });
+    const url = server.url('/big.gguf');
+    await expect(readGgufShape(url)).rejects.toThrow(
+      `${url} does not answer range requests (it answered 200 with all ${file.length} bytes): its GGUF header cannot be read without downloading the weights`,
+    );
+  });
+
+  it('takes a small file sent whole', async () => {
+    server = await serveFiles({ '/small.gguf': writeGguf({ metadata: qwen25_7b }) }, { ignoreRange: true });
+    const shape = await readGgufShape(server.url('/small.gguf'));
+    expect(value(shape.layers)).toBe(28);
+  });
+
   it('refuses a file that is not a GGUF', async () => {
     server = await serveFiles({ '/x.gguf': Buffer.from('<html>not a model</html>') });
     const url = server.url('/x.gguf');

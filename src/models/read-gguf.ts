@@ -16,6 +16,9 @@ export interface ReadGgufOptions {
 
 export class GgufReadError extends Error {}
 
+/** The library asks for 2 MB at a time: a file no larger than that may come whole. */
+const MAX_WHOLE_ANSWER = 2_000_000;
+
 /** The shape of the model in the GGUF file at `url` (http or https), read without its weights. */
 export async function readGgufShape(url: string, options: ReadGgufOptions = {}): Promise<ModelShape> {
   if (!/^https?:\/\//i.test(url)) {
@@ -29,6 +32,14 @@ export async function readGgufShape(url: string, options: ReadGgufOptions = {}):
       await res.body?.cancel();
       throw new GgufReadError(
         `reading the GGUF header of ${url}: the server answered ${res.status} ${res.statusText}`.trimEnd(),
+      );
+    }
+    // A server that ignores Range sends the whole file, weights and all: refused before the body.
+    const length = Number(res.headers.get('content-length') ?? NaN);
+    if (res.status !== 206 && !(length <= MAX_WHOLE_ANSWER)) {
+      await res.body?.cancel();
+      throw new GgufReadError(
+        `${url} does not answer range requests (it answered ${res.status} with ${Number.isNaN(length) ? 'a body of unknown length' : `all ${length} bytes`}): its GGUF header cannot be read without downloading the weights`,
       );
     }
     return res;

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { asMetadata } from '../../test/fakes/gguf/metadata.js';
 import { configs, deepseekV2Lite, gemma2_9b, llama31_8b, qwen25_7b } from '../../test/fakes/gguf/models.js';
 import type { GgufValue } from '../../test/fakes/gguf/writer.js';
-import { ConfigShapeError, shapeFromConfig } from './config-shape.js';
+import { ConfigShapeError, safetensorsBytes, shapeFromConfig } from './config-shape.js';
 import { shapeFromGguf } from './gguf-shape.js';
 import { type Known, type ModelShape } from './shape.js';
 
@@ -325,6 +325,34 @@ describe('shapeFromConfig: the real config.json files', () => {
     const shape = shapeFromConfig({ config: rest });
     expect(shape.layers).toEqual({ known: false, reason: 'config.json has no num_hidden_layers' });
     expect(shape.kv).toEqual({ known: false, reason: 'config.json has no num_hidden_layers' });
+  });
+
+  it("a quantized checkpoint: its method, with KV at the activations' dtype", () => {
+    const shape = shapeFromConfig({
+      config: {
+        ...configs.llama31_8b.json,
+        quantization_config: { quant_method: 'fp8', activation_scheme: 'dynamic' },
+      },
+    });
+    expect(value(shape.dtype)).toBe('fp8 (bf16 activations)');
+    expect(value(shape.kv)).toEqual(llamaKv);
+  });
+
+  it('weight bytes: the sharded safetensors, never consolidated.safetensors beside them', () => {
+    // Mistral-7B-v0.3's file names; sizes made up.
+    const mistral = [
+      { path: 'consolidated.safetensors', size: 14_000 },
+      { path: 'model-00001-of-00003.safetensors', size: 5_000 },
+      { path: 'model-00002-of-00003.safetensors', size: 4_900 },
+      { path: 'model-00003-of-00003.safetensors', size: 4_100 },
+      { path: 'model.safetensors.index.json', size: 24 },
+      { path: 'sub/model.safetensors', size: 1 },
+    ];
+    expect(value(safetensorsBytes(mistral))).toBe(5_000 + 4_900 + 4_100);
+    expect(value(safetensorsBytes(mistral.slice(0, 1)))).toBe(14_000);
+    expect(value(safetensorsBytes([{ path: 'pytorch_model.bin', size: 10 }]))).toBe(
+      'unknown: the repository has no .safetensors files at its top level',
+    );
   });
 
   it('refuses what is not a config, saying which key', () => {

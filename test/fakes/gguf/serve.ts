@@ -16,7 +16,7 @@ export interface FileServer {
 
 export async function serveFiles(
   files: Record<string, Buffer>,
-  options: { status?: number } = {},
+  options: { status?: number; ignoreRange?: boolean } = {},
 ): Promise<FileServer> {
   let sent = 0;
   const requests: FileServer['requests'] = [];
@@ -33,7 +33,7 @@ export async function serveFiles(
       return;
     }
     const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
-    if (m === null) {
+    if (m === null || options.ignoreRange === true) {
       sent += file.length;
       res.writeHead(200, { 'content-length': file.length, 'accept-ranges': 'bytes' }).end(file);
       return;
