@@ -5,7 +5,7 @@ import { configs, deepseekV2Lite, gemma2_9b, llama31_8b, qwen25_7b } from '../..
 import type { GgufValue } from '../../test/fakes/gguf/writer.js';
 import { ConfigShapeError, safetensorsBytes, shapeFromConfig } from './config-shape.js';
 import { shapeFromGguf } from './gguf-shape.js';
-import { type Known, type ModelShape } from './shape.js';
+import { type Known, type ModelShape, ModelShapeSchema } from './shape.js';
 
 const value = <T>(k: Known<T>): T | string => (k.known ? k.value : `unknown: ${k.reason}`);
 
@@ -360,5 +360,21 @@ describe('shapeFromConfig: the real config.json files', () => {
     expect(() => shapeFromConfig({ config: { num_hidden_layers: 'many' } })).toThrow(
       "config.json does not read as a model's config: num_hidden_layers: Invalid input: expected number, received string",
     );
+  });
+});
+
+describe('ModelShapeSchema', () => {
+  it('takes every extracted shape back after a JSON round trip, and refuses a malformed one', () => {
+    const shapes = [
+      ...[llama31_8b, qwen25_7b, gemma2_9b, deepseekV2Lite].map((e) =>
+        shapeFromGguf({ metadata: asMetadata(e) }),
+      ),
+      ...Object.values(configs).map((c) => shapeFromConfig({ config: c.json, weightBytes: c.weightBytes })),
+    ];
+    for (const shape of shapes) {
+      expect(ModelShapeSchema.parse(JSON.parse(JSON.stringify(shape)))).toEqual(shape);
+    }
+    const broken = { ...shapes[0], layers: { known: false } };
+    expect(ModelShapeSchema.safeParse(broken).success).toBe(false);
   });
 });

@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /**
  * A model's shape: what sizes its memory, read from a GGUF header (gguf-shape.ts) or from the
  * config.json of its original weights (config-shape.ts). A figure that cannot be read is
@@ -153,3 +155,36 @@ export const HYBRID_ARCHITECTURES = new Set([
   'plamo2',
   'zamba2',
 ]);
+
+const knownOf = <T extends z.ZodType>(value: T) =>
+  z.discriminatedUnion('known', [
+    z.object({ known: z.literal(true), value }),
+    z.object({ known: z.literal(false), reason: z.string().min(1) }),
+  ]);
+const count = z.number().int().nonnegative();
+
+/** A stored or received shape, checked once where it comes in (the store, the API). */
+export const ModelShapeSchema = z.object({
+  from: z.enum(['gguf', 'config']),
+  architecture: z.string(),
+  layers: knownOf(count),
+  attentionHeads: knownOf(count),
+  kvHeads: knownOf(count),
+  kvHeadsPerLayer: z.array(count).optional(),
+  keyHeadDim: knownOf(count),
+  valueHeadDim: knownOf(count),
+  slidingWindow: knownOf(z.object({ window: count, layers: z.array(count) }).nullable()),
+  mla: knownOf(z.object({ kvLoraRank: count, qkRopeHeadDim: count }).nullable()),
+  trainedContext: knownOf(count),
+  parameters: knownOf(count),
+  weightBytes: knownOf(count),
+  dtype: knownOf(z.string()),
+  kv: knownOf(
+    z.object({
+      elementBytes: z.number().positive(),
+      perToken: count,
+      fullPerToken: count,
+      slidingPerToken: count,
+    }),
+  ),
+}) satisfies z.ZodType<ModelShape>;
