@@ -172,7 +172,7 @@ export function shapeFromGguf(header: GgufHeader): ModelShape {
   const k = (key: string): Known<number> => (a === '' ? missingArch : count(meta, `${a}.${key}`));
 
   const layers = k('block_count');
-  const heads = perLayerOrScalar(meta, `${a}.attention.head_count`);
+  const heads = a === '' ? missingArch : perLayerOrScalar(meta, `${a}.attention.head_count`);
   const kvRaw = meta[`${a}.attention.head_count_kv`];
   const kvArr = numArray(kvRaw);
   const kvHeads: Known<number> =

@@ -177,6 +177,10 @@ describe('shapeFromGguf: what cannot be read is unknown, with why, never 0', () 
     const shape = shapeFromGguf({ metadata: asMetadata(without(llama31_8b, 'general.architecture')) });
     expect(shape.architecture).toBe('unknown');
     expect(shape.layers).toEqual({ known: false, reason: 'general.architecture is not in the header' });
+    expect(shape.attentionHeads).toEqual({
+      known: false,
+      reason: 'general.architecture is not in the header',
+    });
     expect(shape.kv).toEqual({ known: false, reason: 'general.architecture is not in the header' });
   });
 
