@@ -64,11 +64,17 @@ describe('resolveOrigin', () => {
           gated: true,
           files: { 'config.json': config, 'model.safetensors': Buffer.from('w') },
         },
+        'google/gemma-2-9b': {
+          gated: true,
+          granted: ['hf_someoneElse'],
+          files: { 'config.json': config, 'model.safetensors': Buffer.from('w') },
+        },
       },
     });
     plain = http.createServer((req, res) => {
       plainAuth.push(req.headers.authorization);
       if (req.url === '/missing.gguf') res.writeHead(404).end();
+      else if (req.url === '/nolength') res.writeHead(200, { 'transfer-encoding': 'chunked' }).end();
       else res.writeHead(200, { 'content-length': 1234, etag: '"v1"' }).end();
     });
     await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
@@ -171,6 +177,22 @@ describe('resolveOrigin', () => {
       files: [{ path: 'model.gguf', size: 1234, etag: '"v1"' }],
     });
     expect(plainAuth).toEqual([undefined]);
+  });
+
+  it('says a token without access to a gated repository has none, without the token', async () => {
+    const err = await resolveOrigin('hf://google/gemma-2-9b', { ...opts, token }).catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      code: 'precondition_failed',
+      message: `hf://google/gemma-2-9b is a gated repository and the account of hub.token has no access to it: ask for access at ${hub.url}/google/gemma-2-9b`,
+    });
+    expect((err as Error).message).not.toContain(token);
+  });
+
+  it('refuses a URL that does not say its size', async () => {
+    await expect(resolveOrigin(`${plainUrl}/nolength`, opts)).rejects.toMatchObject({
+      code: 'unavailable',
+      message: `${plainUrl}/nolength did not say its size (no Content-Length): llmgw needs it to plan`,
+    });
   });
 
   it('says an unreachable hub could not be reached, at which address, without the token', async () => {

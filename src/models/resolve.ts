@@ -121,22 +121,17 @@ class Hub {
   async fail(res: FetchResponse, what: { repo: string; revision: string }): Promise<never> {
     const code = res.headers.get('x-error-code') ?? '';
     const page = `${this.base}/${what.repo}`;
-    if (
-      code === 'GatedRepo' ||
-      (this.opts.token === undefined && (res.status === 401 || res.status === 403))
-    ) {
-      if (this.opts.token === undefined && code === 'GatedRepo') {
-        throw new LlmgwError(
-          'precondition_failed',
-          `${this.label} is a gated repository: set hub.token (or HF_TOKEN) to a token of an account that was granted access at ${page}`,
-        );
-      }
-      if (code === 'GatedRepo') {
-        throw new LlmgwError(
-          'precondition_failed',
-          `${this.label} is a gated repository and the account of hub.token has no access to it: ask for access at ${page}`,
-        );
-      }
+    if (code === 'GatedRepo' && this.opts.token === undefined) {
+      throw new LlmgwError(
+        'precondition_failed',
+        `${this.label} is a gated repository: set hub.token (or HF_TOKEN) to a token of an account that was granted access at ${page}`,
+      );
+    }
+    if (code === 'GatedRepo') {
+      throw new LlmgwError(
+        'precondition_failed',
+        `${this.label} is a gated repository and the account of hub.token has no access to it: ask for access at ${page}`,
+      );
     }
     if (code === 'RepoNotFound' || (res.status === 401 && code === '')) {
       throw new LlmgwError(

@@ -27,6 +27,8 @@ export interface FakeRepo {
   revisions?: Record<string, FakeRevision>;
   /** Its files are downloaded only with a token (`Authorization: Bearer hf_...`). */
   gated?: boolean;
+  /** For a gated repository: the tokens of accounts granted access (any `hf_` token when absent). */
+  granted?: string[];
 }
 
 export interface FakeHubOptions {
@@ -308,6 +310,16 @@ export async function startFakeHub(options: FakeHubOptions): Promise<FakeHub> {
           401,
           'GatedRepo',
           `Access to model ${repoId} is restricted. You must have access to it and be authenticated to access it. Please log in.`,
+        );
+        return;
+      }
+      const given = (req.headers.authorization ?? '').replace(/^Bearer /, '');
+      if (found.repo.gated && found.repo.granted && !found.repo.granted.includes(given)) {
+        hubError(
+          res,
+          403,
+          'GatedRepo',
+          `Access to model ${repoId} is restricted and you are not in the authorized list. Visit https://huggingface.co/${repoId} to ask for access.`,
         );
         return;
       }
