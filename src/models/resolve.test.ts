@@ -250,4 +250,39 @@ describe('resolveOrigin', () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it('does not send the token to a next page on another origin', async () => {
+    const seen: [string, string | undefined][] = [];
+    const reply = (body: unknown, headers: Record<string, string> = {}) =>
+      new Response(JSON.stringify(body), { status: 200, headers });
+    const stub = (url: string, init?: { headers?: Record<string, string> }) => {
+      seen.push([new URL(url).origin, init?.headers?.['authorization']]);
+      if (url.includes('/revision/')) return Promise.resolve(reply({ sha: '3'.repeat(40) }));
+      if (url.startsWith('http://hub.test/')) {
+        return Promise.resolve(reply([], { link: '<http://elsewhere.test/page2>; rel="next"' }));
+      }
+      return Promise.resolve(
+        reply([
+          { type: 'file', path: 'config.json', size: 2, oid: 'o' },
+          {
+            type: 'file',
+            path: 'model.safetensors',
+            size: 9,
+            oid: 'p',
+            lfs: { oid: 'f'.repeat(64), size: 9 },
+          },
+        ]),
+      );
+    };
+    const origin = await resolveOrigin('hf://org/repo', { fetch: stub, endpoint: 'http://hub.test', token });
+    expect(origin.files).toEqual([
+      { path: 'config.json', size: 2, etag: 'o' },
+      { path: 'model.safetensors', size: 9, sha256: 'f'.repeat(64) },
+    ]);
+    expect(seen).toEqual([
+      ['http://hub.test', `Bearer ${token}`],
+      ['http://hub.test', `Bearer ${token}`],
+      ['http://elsewhere.test', undefined],
+    ]);
+  });
 });
