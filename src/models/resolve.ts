@@ -59,8 +59,6 @@ export interface ResolveOptions {
   signal?: AbortSignal;
 }
 
-export const defaultHubEndpoint = 'https://huggingface.co';
-
 const revisionInfo = z.object({
   sha: z.string().regex(/^[0-9a-f]{40}$/),
   gated: z.union([z.boolean(), z.string()]).optional(),
