@@ -22,6 +22,7 @@ describe('fake hub', () => {
           revisions: { v1: { commit: 'c'.repeat(40), files: { 'config.json': config } } },
         },
         'org/gated': { gated: true, files: { 'model.gguf': patternBytes(10) } },
+        'org/granted': { gated: true, granted: ['hf_yes'], files: { 'model.gguf': patternBytes(10) } },
       },
     });
   });
@@ -107,6 +108,30 @@ describe('fake hub', () => {
     });
     expect(ok.status).toBe(302);
     expect(hub.requests.at(-1)?.authorization).toBe('Bearer hf_abc');
+  });
+
+  it('answers 403 GatedRepo to a token not granted access', async () => {
+    const head = (token: string) =>
+      fetch(`${hub.url}/org/granted/resolve/main/model.gguf`, {
+        method: 'HEAD',
+        redirect: 'manual',
+        headers: { authorization: `Bearer ${token}` },
+      });
+    const no = await head('hf_no');
+    expect(no.status).toBe(403);
+    expect(no.headers.get('x-error-code')).toBe('GatedRepo');
+    expect((await head('hf_yes')).status).toBe(302);
+  });
+
+  it('answers suffix ranges and refuses ranges past the end with 416', async () => {
+    const loc = `${hub.url}/lfs-files/${sha(weights)}`;
+    const tail = await fetch(loc, { headers: { range: 'bytes=-5' } });
+    expect(tail.status).toBe(206);
+    expect(tail.headers.get('content-range')).toBe('bytes 995-999/1000');
+    expect(Buffer.from(await tail.arrayBuffer())).toEqual(weights.subarray(995));
+    const past = await fetch(loc, { headers: { range: 'bytes=1000-' } });
+    expect(past.status).toBe(416);
+    expect(past.headers.get('content-range')).toBe('bytes */1000');
   });
 
   it.each([
