@@ -285,4 +285,25 @@ describe('resolveOrigin', () => {
       ['http://elsewhere.test', undefined],
     ]);
   });
+
+  it('says what a failing hub answered, with the token taken out', async () => {
+    const stub = () =>
+      Promise.resolve(
+        new Response(`upstream broke for ${token}`, { status: 502, statusText: 'Bad Gateway' }),
+      );
+    await expect(
+      resolveOrigin('hf://org/repo', { fetch: stub, endpoint: 'http://hub.test/', token }),
+    ).rejects.toMatchObject({
+      code: 'unavailable',
+      message:
+        'the hub at http://hub.test answered 502 Bad Gateway while resolving hf://org/repo: upstream broke for [token]',
+    });
+    const odd = () => Promise.resolve(new Response('{"sha":"not-a-commit"}', { status: 200 }));
+    await expect(
+      resolveOrigin('hf://org/repo', { fetch: odd, endpoint: 'http://hub.test' }),
+    ).rejects.toMatchObject({
+      code: 'unavailable',
+      message: 'the hub at http://hub.test answered a revision of org/repo llmgw cannot read',
+    });
+  });
 });
