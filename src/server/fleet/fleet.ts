@@ -144,6 +144,7 @@ export class Fleet implements HubListener {
     const result = await this.#o.store.fleet.locked(async (tx) => {
       const replicas = await tx.fleet.replicas();
       const shards = await tx.fleet.shards();
+      const { ready, portTaken } = this.#reportedOf(shards, views);
       const plan = planFleet({
         specs,
         replicas,
@@ -155,11 +156,9 @@ export class Fleet implements HubListener {
           }),
           lastSeen: Date.parse(v.last_seen),
         })),
-        ready: new Set(
-          replicas.filter((r) => this.#replicaState(r.id, shards, views) === 'ready').map((r) => r.id),
-        ),
+        ready,
         unkeyed: new Set(replicas.filter((r) => this.#engineKey(r) === undefined).map((r) => r.id)),
-        portTaken: this.#portsTakenOf(replicas, shards),
+        portTaken,
         now,
         upSince: this.#o.registry.upSince,
         lostAfterS: settings.placement.node_lost_after_s,
@@ -500,20 +499,35 @@ export class Fleet implements HubListener {
     return keys.sort().join(',');
   }
 
-  /** Replicas to place again because a shard's port is another program's, with why. */
-  #portsTakenOf(replicas: readonly ReplicaRecord[], shards: readonly Shard[]): Map<string, string> {
-    const out = new Map<string, string>();
-    for (const r of replicas) {
-      const why = this.#portTaken(r.id, shards);
-      if (why !== undefined) out.set(r.id, why);
+  /**
+   * What the agents said of each placed replica, for planning: which are ready, and which must
+   * be placed again because a shard's port is another program's (with why). One pass over the
+   * shards: placement runs every few seconds over every replica of the cluster.
+   */
+  #reportedOf(
+    shards: readonly Shard[],
+    views: readonly NodeView[],
+  ): { ready: Set<string>; portTaken: Map<string, string> } {
+    const byReplica = new Map<string, Shard[]>();
+    for (const s of shards) {
+      const list = byReplica.get(s.replica);
+      if (list === undefined) byReplica.set(s.replica, [s]);
+      else list.push(s);
     }
-    return out;
+    const nodeOf = new Map(views.map((v) => [v.name, v]));
+    const ready = new Set<string>();
+    const portTaken = new Map<string, string>();
+    for (const [id, list] of byReplica) {
+      if (aggregate(list.map((s) => this.#shardView(s, nodeOf.get(s.node)))).state === 'ready') ready.add(id);
+      const why = this.#portTaken(list);
+      if (why !== undefined) portTaken.set(id, why);
+    }
+    return { ready, portTaken };
   }
 
-  /** Why a replica must be placed again because a shard's port is another program's; undefined when none is. */
-  #portTaken(id: string, shards: readonly Shard[]): string | undefined {
+  /** Why a replica must be placed again because one of its shards' port is another program's; undefined when none is. */
+  #portTaken(shards: readonly Shard[]): string | undefined {
     for (const s of shards) {
-      if (s.replica !== id) continue;
       const taken = this.#statuses.get(`${s.replica}/${s.rank}`)?.status.port_taken;
       // Only a report about the port the shard has now: an older one may still arrive after it moved.
       if (taken === undefined || taken.port !== s.port) continue;
@@ -532,13 +546,7 @@ export class Fleet implements HubListener {
     return n;
   }
 
-  #replicaState(id: string, shards: readonly Shard[], views: readonly NodeView[]): ReplicaState {
-    const mine = shards.filter((s) => s.replica === id);
-    return aggregate(mine.map((s) => this.#shardView(s, views))).state;
-  }
-
-  #shardView(s: Shard, views: readonly NodeView[]): ShardView {
-    const node = views.find((v) => v.name === s.node);
+  #shardView(s: Shard, node: NodeView | undefined): ShardView {
     const reported = this.#statuses.get(`${s.replica}/${s.rank}`)?.status;
     const base = {
       rank: s.rank,
@@ -569,7 +577,14 @@ export class Fleet implements HubListener {
   }
 
   #view(r: ReplicaRecord, views: readonly NodeView[]): ReplicaView {
-    const shards = this.#shards.filter((s) => s.replica === r.id).map((s) => this.#shardView(s, views));
+    const shards = this.#shards
+      .filter((s) => s.replica === r.id)
+      .map((s) =>
+        this.#shardView(
+          s,
+          views.find((v) => v.name === s.node),
+        ),
+      );
     const { state, reason } = aggregate(shards);
     const head = this.#shards.find((s) => s.replica === r.id && s.rank === 0);
     const headNode = views.find((v) => v.name === head?.node);
