@@ -123,7 +123,7 @@ export class ShardExecutor {
       this.#sync();
       this.#watchPorts();
     } else if (m.type === 'logs') this.#logs(m);
-    else {
+    else if (m.type === 'logs_cancel') {
       this.#follows.get(m.request)?.();
       this.#follows.delete(m.request);
     }

@@ -6,29 +6,11 @@ import { readdir, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { z } from 'zod';
 import { LlmgwError, messageOf } from '../core/errors.js';
+import type { Origin, OriginFile } from './origin.js';
 import { type TreeFile, selectFiles } from './select.js';
 import { formatHf, parseSource } from './source.js';
 
-export interface OriginFile {
-  /** Inside the repository (hf), the URL's file name (url), or relative to the directory (path). */
-  path: string;
-  size: number;
-  /** The LFS oid of a hub file: the sha256 of its bytes. */
-  sha256?: string;
-  /** The git blob id of a small hub file, or a URL's ETag. */
-  etag?: string;
-}
-
-export interface Origin {
-  source: string;
-  kind: 'hf' | 'url' | 'path';
-  repo?: string;
-  /** hf: the revision asked for (default main); url: its ETag, when it has one; path: empty. */
-  revision: string;
-  /** hf: the commit the revision pointed at when resolved. */
-  commit?: string;
-  files: OriginFile[];
-}
+export type { Origin, OriginFile } from './origin.js';
 
 /** What of a fetch Response is used; node's global fetch fits. */
 export interface FetchResponse {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 
 import type { ModelSpec } from '../catalog/model-spec.js';
 import type { NodeInventory } from '../gpu/types.js';
+import { originSchema } from '../models/origin.js';
 
 /**
  * The agent channel: one WebSocket per node, opened by the agent (so nodes behind NAT
@@ -100,13 +101,24 @@ export const telemetrySchema = z.object({
 
 export type Telemetry = z.output<typeof telemetrySchema>;
 
+/** How far a download is: bytes done of total, the rate over the last seconds, and the time left at it. */
+export const downloadProgressSchema = z.object({
+  done: z.number().nonnegative(),
+  total: z.number().nonnegative(),
+  rate_bps: z.number().nonnegative(),
+  eta_s: z.number().nonnegative().optional(),
+});
+export type DownloadProgress = z.output<typeof downloadProgressSchema>;
+
 /** A shard's state on its node, as the agent's supervisor sees it. */
 export const shardStatusSchema = z.object({
   key: z.string(),
   replica: z.string(),
   rank: z.int(),
-  state: z.enum(['starting', 'ready', 'degraded', 'failed', 'stopping']),
+  /** downloading: its engine waits for the model's files to be on the node. */
+  state: z.enum(['downloading', 'starting', 'ready', 'degraded', 'failed', 'stopping']),
   reason: z.string().optional(),
+  download: downloadProgressSchema.optional(),
   pid: z.int().optional(),
   restarts: z.int(),
   ready_since: z.string().optional(),
@@ -139,6 +151,34 @@ export const engineReportSchema = z.object({
 });
 export type EngineReport = z.output<typeof engineReportSchema>;
 
+/** One model's files being fetched onto the node (for a shard, or ahead of placement by `ctl model pull`). */
+export const downloadReportSchema = downloadProgressSchema.extend({
+  model: z.string(),
+  /** The origin's source and commit, so a report is matched to the origin it fetches. */
+  source: z.string(),
+  commit: z.string().optional(),
+  state: z.enum(['queued', 'downloading', 'verifying', 'done', 'failed']),
+  error: z.string().optional(),
+});
+export type DownloadReport = z.output<typeof downloadReportSchema>;
+
+/** One origin's files in a cache (a node's or the mirror's). */
+export const cacheEntrySchema = z.object({
+  /** hf://ORG/REPO, or the URL. */
+  source: z.string(),
+  /** The snapshot: a hub commit, or a digest of a URL's ETag. */
+  snapshot: z.string(),
+  /** Models of the catalog whose origin this is (as the node was last told). */
+  models: z.array(z.string()),
+  files: z.int().nonnegative(),
+  bytes: z.number().nonnegative(),
+  /** When an engine was last started on these files, or they were last fetched. */
+  last_used: z.string().optional(),
+  /** Files of it still being fetched. */
+  incomplete_bytes: z.number().nonnegative().optional(),
+});
+export type CacheEntry = z.output<typeof cacheEntrySchema>;
+
 /** The most port ranges one report carries; a port left out is found taken when a shard is placed on it. */
 export const maxPortRanges = 512;
 
@@ -155,6 +195,19 @@ export const agentMessageSchema = z.discriminatedUnion('type', [
      * Placement hands none of them out.
      */
     ports_taken: z.array(z.tuple([z.int(), z.int()])).optional(),
+  }),
+  /** Every download the node has (running, and those ended in the last minutes); sent as they progress. */
+  z.object({ type: z.literal('downloads'), downloads: z.array(downloadReportSchema) }),
+  /** The answer to cache_list. */
+  z.object({
+    type: z.literal('cache'),
+    request: z.string(),
+    entries: z.array(cacheEntrySchema),
+    /** The cache's root, its bound (agent.models.max_gb) and the free disk there. */
+    root: z.string(),
+    max_bytes: z.number().nonnegative().optional(),
+    free_bytes: z.number().nonnegative().optional(),
+    error: z.string().optional(),
   }),
   z.object({
     type: z.literal('log_lines'),
@@ -184,6 +237,8 @@ export const assignedShardSchema = z.object({
   memory_mib: z.int().optional(),
   /** The engine's key; only the gateway knows it besides. */
   api_key: z.string(),
+  /** The model's files, pinned: the agent fetches them (a local path is used in place) before the engine starts. */
+  origin: originSchema.optional(),
 });
 export type AssignedShard = z.output<typeof assignedShardSchema>;
 
@@ -205,6 +260,18 @@ export const engineSettingsSchema = z.object({
 });
 export type EngineSettingsWire = z.output<typeof engineSettingsSchema>;
 
+/** Where agents fetch model files from, and what of their cache the catalog still names. */
+export const weightsSettingsSchema = z.object({
+  /** Fetch through the control plane's mirror (mirror.enabled), else straight from the hub. */
+  mirror: z.boolean(),
+  /** The hub, for agents that fetch from it themselves (hub.endpoint; the token only then). */
+  hub_endpoint: z.string(),
+  hub_token: z.string().optional(),
+  /** Blob keys of every model in the catalog: the cache evicts the others first. */
+  catalog_blobs: z.array(z.string()),
+});
+export type WeightsSettingsWire = z.output<typeof weightsSettingsSchema>;
+
 export const serverMessageSchema = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('welcome'),
@@ -220,7 +287,14 @@ export const serverMessageSchema = z.discriminatedUnion('type', [
     engines: engineSettingsSchema,
     /** placement.ports: the range whose ports taken by other programs the agent reports. */
     ports: z.object({ first: z.int(), last: z.int() }).optional(),
+    weights: weightsSettingsSchema.optional(),
   }),
+  /** Fetch a model's files onto this node now, ahead of placement (`ctl model pull`). */
+  z.object({ type: z.literal('pull'), model: z.string(), origin: originSchema }),
+  /** List what the node's cache holds; answered by a `cache` message with the same request. */
+  z.object({ type: z.literal('cache_list'), request: z.string() }),
+  /** Remove these origins' files from the node's cache (`ctl model rm --purge`), except those a running engine uses. */
+  z.object({ type: z.literal('purge'), model: z.string(), origins: z.array(originSchema) }),
   /** Recent log lines of a shard, and (follow) each new one until cancelled. */
   z.object({
     type: z.literal('logs'),

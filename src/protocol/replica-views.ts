@@ -1,6 +1,9 @@
 /** How the API shows replicas; shared by the server and its clients. */
+import type { DownloadProgress } from './agent-protocol.js';
 
-export type ReplicaState = 'pending' | 'starting' | 'ready' | 'degraded' | 'failed' | 'unknown';
+/** downloading: the model's files are being fetched onto its node(s) before the engine starts. */
+export type ReplicaState =
+  'pending' | 'downloading' | 'starting' | 'ready' | 'degraded' | 'failed' | 'unknown';
 
 export interface ShardView {
   rank: number;
@@ -11,6 +14,8 @@ export interface ShardView {
   threads?: number;
   state: ReplicaState | 'stopping';
   reason?: string;
+  /** While downloading: bytes done and total, rate and time left. */
+  download?: DownloadProgress;
   pid?: number;
   restarts: number;
   ready_since?: string;
@@ -27,6 +32,8 @@ export interface ReplicaView {
   engine: string | null;
   state: ReplicaState;
   reason?: string;
+  /** While downloading: over all its shards. */
+  download?: DownloadProgress;
   /** The node of rank 0: where the API is. */
   node?: string;
   ready_since?: string;

@@ -285,6 +285,7 @@ export class Fleet implements HubListener {
       else if (firstReport || this.#portsTakenSeen() !== portsBefore) this.poke();
       return;
     }
+    if (m.type !== 'log_lines') return;
     const req = this.#logRequests.get(m.request);
     if (req === undefined) return;
     if (m.lines.length > 0) req.onLines(m.lines);
