@@ -6,6 +6,7 @@ import {
   readFileSync,
   readlinkSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -463,7 +464,18 @@ describe('Mirror', () => {
     ]);
     expect(Date.parse(listed[0]!.last_used!)).toBeGreaterThan(Date.now() - 60_000);
 
-    expect(await served.mirror.purge(stOrigin)).toEqual({ files: 3, bytes: bytes(stOrigin) });
+    // Another commit of the repository links to the same tokenizer: that blob stays.
+    const stPaths = (f: OriginFile) => filePaths(originLayout(served.dir, stOrigin)!, stOrigin, f);
+    const tokenizer = stPaths(stOrigin.files.find((f) => f.path === 'tokenizer.json')!);
+    const other = join(served.dir, 'models--org--model', 'snapshots', 'f'.repeat(40), 'tokenizer.json');
+    mkdirSync(dirname(other), { recursive: true });
+    symlinkSync(tokenizer.link, other);
+    const shared = readFileSync(tokenizer.blob).length;
+    expect(await served.mirror.purge(stOrigin)).toEqual({ files: 2, bytes: bytes(stOrigin) - shared });
+    expect(readFileSync(other, 'utf8')).toBe('{"version":"1.0"}');
+    expect(existsSync(stPaths(configFile()).blob)).toBe(false);
+    rmSync(dirname(other), { recursive: true });
+    expect(await served.mirror.purge(stOrigin)).toEqual({ files: 1, bytes: shared });
     expect(existsSync(join(served.dir, 'models--org--model'))).toBe(false);
     expect((await served.mirror.list()).map((e) => e.source)).toEqual(['hf://org/model-GGUF']);
   });

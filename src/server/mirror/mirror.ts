@@ -131,7 +131,9 @@ export class Mirror {
     if (source.kind === 'fill') await source.fill.ready(range.start);
     // An empty file (or range): nothing to read, though the mirror keeps it all the same.
     if (range.end < range.start) return Readable.from([]);
-    if (source.kind === 'file') return createReadStream(source.path, { start: range.start, end: range.end });
+    if (source.kind === 'file') {
+      return createReadStream(source.path, { start: range.start, end: range.end, highWaterMark: 1 << 20 });
+    }
     return new TailReader(source.fill, range);
   }
 
