@@ -12,9 +12,12 @@ export const errorStatus = {
   precondition_failed: 412,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  range_not_satisfiable: 416,
   rate_limited: 429,
   internal: 500,
   not_implemented: 501,
+  /** An upstream (the hub, for the mirror) failed or answered in error. */
+  bad_gateway: 502,
   unavailable: 503,
 } as const;
 

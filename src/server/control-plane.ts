@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 
@@ -11,8 +13,12 @@ import { apiPrefix, createApi } from './api/app.js';
 import { Catalog } from './catalog.js';
 import { HttpServer, type RequestHandler } from './http-server.js';
 import { agentChannelPath } from '../protocol/agent-protocol.js';
+import { hubAccess } from '../models/hub.js';
 import { loadEngineKeys, prepareEngineKeys } from './fleet/engine-keys.js';
 import { Fleet } from './fleet/fleet.js';
+import { Mirror, type MirrorOptions } from './mirror/mirror.js';
+import { mirrorAuthorizer } from './mirror/mirror-auth.js';
+import { mirrorPrefix, mirrorRoute } from './mirror/mirror-route.js';
 import { AgentHub } from './nodes/agent-hub.js';
 import { NodeRegistry } from './nodes/node-registry.js';
 import { SettingsHolder } from './settings-holder.js';
@@ -33,6 +39,11 @@ export interface ControlPlaneOptions {
   listen?: string;
   /** How often agents send heartbeats; a node that misses three is not ready. */
   heartbeatMs?: number;
+  /**
+   * Which catalog model's file a mirror blob key is. Until the catalog keeps models' origins
+   * (and this is built from them here), the mirror finds none unless this is given.
+   */
+  mirrorLookup?: MirrorOptions['lookup'];
 }
 
 /** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
@@ -49,6 +60,8 @@ export class ControlPlane {
   readonly registry: NodeRegistry;
   readonly fleet: Fleet;
   readonly authenticator: Authenticator;
+  /** The cluster's mirror of model files (list and purge for ctl cache and model rm --purge). */
+  readonly mirror: Mirror;
   readonly #hub: AgentHub;
   readonly #beforeStoreClose: (() => Promise<void>)[] = [];
 
@@ -64,7 +77,9 @@ export class ControlPlane {
     hub: AgentHub;
     fleet: Fleet;
     auth: Authenticator;
+    mirror: Mirror;
   }) {
+    this.mirror = init.mirror;
     this.registry = init.registry;
     this.fleet = init.fleet;
     this.authenticator = init.auth;
@@ -122,6 +137,15 @@ export class ControlPlane {
     http.onUpgrade(agentChannelPath, (req, socket, head) => {
       hub.handleUpgrade(req, socket, head);
     });
+    // TODO(lead): mirror.dir and mirror.enabled from the settings once they have them, hub.* too.
+    const mirror = new Mirror({
+      dir: join(options.settings.settings.data_dir, 'mirror'),
+      hub: () => hubAccess({}, options.loadOptions.env ?? process.env),
+      lookup: options.mirrorLookup ?? (() => undefined),
+      logger: logger.child({ part: 'mirror' }),
+    });
+    // Ahead of the API's mount (a longer prefix wins): blobs are streamed on node:http, not through hono.
+    http.mount(mirrorPrefix, mirrorRoute({ mirror, authorize: mirrorAuthorizer({ store, auth }), logger }));
     const apiListener = getRequestListener(api.fetch);
     http.mount(`${apiPrefix}/`, (req, res) => {
       void apiListener(req, res);
@@ -153,6 +177,7 @@ export class ControlPlane {
       hub,
       fleet,
       auth,
+      mirror,
     });
   }
 
@@ -177,6 +202,7 @@ export class ControlPlane {
     await this.fleet.stop();
     this.#hub.close();
     await this.#http.close();
+    await this.mirror.close();
     await this.registry.stop();
     for (const work of this.#beforeStoreClose) await work();
     await this.store.close();

@@ -35,6 +35,11 @@ export interface FakeHubOptions {
   repos: Record<string, FakeRepo>;
   /** Entries in one page of a tree listing (the real hub: 1000, 50 with expand). */
   pageSize?: number;
+  /**
+   * A slow upstream the test paces: a file's body (GET) stops after `afterBytes` until `until`
+   * settles, so a test sees what is served while the upstream has not finished.
+   */
+  hold?: { afterBytes: number; until: Promise<unknown> };
 }
 
 export interface SeenRequest {
@@ -174,7 +179,21 @@ function serveBytes(
   req: http.IncomingMessage,
   res: http.ServerResponse,
   file: { body: () => Buffer; size: number; headers?: http.OutgoingHttpHeaders },
+  hold?: FakeHubOptions['hold'],
 ): void {
+  const send = (bytes: Buffer) => {
+    if (req.method === 'HEAD') {
+      res.end();
+      return;
+    }
+    if (hold === undefined || bytes.length <= hold.afterBytes) {
+      res.end(bytes);
+      return;
+    }
+    res.write(bytes.subarray(0, hold.afterBytes));
+    const rest = () => res.end(bytes.subarray(hold.afterBytes));
+    hold.until.then(rest, rest);
+  };
   const { body: bytes, size } = file;
   const headers: http.OutgoingHttpHeaders = {
     'accept-ranges': 'bytes',
@@ -193,11 +212,11 @@ function serveBytes(
       'content-range': `bytes ${range.start}-${range.end}/${size}`,
       'content-length': range.end - range.start + 1,
     });
-    res.end(req.method === 'HEAD' ? undefined : bytes().subarray(range.start, range.end + 1));
+    send(bytes().subarray(range.start, range.end + 1));
     return;
   }
   res.writeHead(200, { ...headers, 'content-length': size });
-  res.end(req.method === 'HEAD' ? undefined : bytes());
+  send(bytes());
 }
 
 export async function startFakeHub(options: FakeHubOptions): Promise<FakeHub> {
@@ -230,7 +249,7 @@ export async function startFakeHub(options: FakeHubOptions): Promise<FakeHub> {
         hubError(res, 404, 'EntryNotFound', 'Entry not found');
         return;
       }
-      serveBytes(req, res, entry);
+      serveBytes(req, res, entry, options.hold);
       return;
     }
 
@@ -340,7 +359,7 @@ export async function startFakeHub(options: FakeHubOptions): Promise<FakeHub> {
         res.end();
         return;
       }
-      serveBytes(req, res, { ...entry, headers: common });
+      serveBytes(req, res, { ...entry, headers: common }, options.hold);
       return;
     }
 
