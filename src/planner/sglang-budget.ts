@@ -67,7 +67,7 @@ export function sglangBudget(s: Setup): BudgetOrProblem {
     const poolBytes = budget - weights - c.overhead;
     const perToken = kvPerToken(kv, 0, stage);
     return {
-      perCard: Array.from({ length: s.tp * s.pp }, () => c),
+      perCard: Array.from({ length: s.tp * s.pp }, () => ({ ...c, parts: { ...c.parts } })),
       pool: {
         bytes: poolBytes,
         tokens: perToken > 0 && poolBytes > 0 ? Math.floor(poolBytes / perToken) : 0,

@@ -64,7 +64,7 @@ export function trtllmBudget(s: Setup): BudgetOrProblem {
     const poolBytes = budget - weights - overhead;
     const perToken = kvPerToken(kv, 0, stage);
     return {
-      perCard: Array.from({ length: s.tp * s.pp }, () => c),
+      perCard: Array.from({ length: s.tp * s.pp }, () => ({ ...c, parts: { ...c.parts } })),
       pool: {
         bytes: poolBytes,
         tokens: perToken > 0 && poolBytes > 0 ? Math.floor(poolBytes / perToken) : 0,

@@ -95,7 +95,7 @@ export function vllmBudget(s: Setup): BudgetOrProblem {
     const perToken = kvPerToken(kv, 0, stage);
     const poolTokens = perToken > 0 && poolBytes > 0 ? Math.floor(poolBytes / perToken / BLOCK) * BLOCK : 0;
     return {
-      perCard: Array.from({ length: s.tp * s.pp }, () => c),
+      perCard: Array.from({ length: s.tp * s.pp }, () => ({ ...c, parts: { ...c.parts } })),
       pool: { bytes: poolBytes, tokens: poolTokens },
       kvTokens: context,
       slots: 1,
