@@ -1,0 +1,22 @@
+/**
+ * The memory planner: pure functions from a model's shape, a profile and a device class to
+ * what each card needs as its engine budgets it, whether that fits, the largest context that
+ * does, and why not. No I/O: callers read shapes, files' sizes and nodes' memory.
+ */
+export { classMemoryBytes } from './class-memory.js';
+export { type HeadsCheck, splitsHeads, tensorParallelSizes } from './heads.js';
+export { kvLayers, type KvLayers, LLAMACPP_CACHE_TYPES } from './kv-cache.js';
+export { LLAMACPP_DEFAULT_SLOTS } from './llamacpp-budget.js';
+export { ENGINE_LABELS, fewestCards, planProfile } from './plan.js';
+export { defaultMemFractionStatic } from './sglang-budget.js';
+export type {
+  CardMemory,
+  MemoryPlan,
+  ModelDims,
+  PlanDevice,
+  PlanInput,
+  PlanProfile,
+  WeightLayout,
+} from './types.js';
+export { GIB, gib, MIB, toGib } from './units.js';
+export { layoutFromTensors, weightBytes } from './weights.js';
