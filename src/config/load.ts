@@ -184,6 +184,12 @@ export function parseSettings(
   };
 }
 
+/** The line of a key in settings text (`['models', 0, 'source']`), for a refusal found after parsing. */
+export function lineOfKey(text: string, path: readonly (string | number)[]): number | undefined {
+  const { doc, lineCounter, errors } = parseYamlText(text);
+  return errors.length > 0 ? undefined : lineOf(doc, lineCounter, path);
+}
+
 function resolveSqlitePath(p: string, cwd: string): string {
   return p === ':memory:' || isAbsolute(p) ? p : resolve(cwd, p);
 }

@@ -21,6 +21,11 @@ export interface SettingsHolderOptions {
   store: Store;
   /** What the file was loaded with (environment, working directory), applied to new text too. */
   loadOptions: LoadOptions;
+  /**
+   * Checks new settings beyond their text before they are written (that declared models'
+   * sources resolve); throws to refuse them.
+   */
+  vet?: (next: LoadedSettings, before: LoadedSettings) => Promise<void>;
 }
 
 /**
@@ -32,6 +37,7 @@ export class SettingsHolder {
   #current: LoadedSettings;
   readonly #store: Store;
   readonly #loadOptions: LoadOptions;
+  readonly #vet: SettingsHolderOptions['vet'];
   readonly #listeners: SettingsListener[] = [];
   #queue: Promise<unknown> = Promise.resolve();
 
@@ -39,6 +45,7 @@ export class SettingsHolder {
     this.#current = options.initial;
     this.#store = options.store;
     this.#loadOptions = options.loadOptions;
+    this.#vet = options.vet;
   }
 
   get current(): LoadedSettings {
@@ -91,6 +98,8 @@ export class SettingsHolder {
         `the settings declare ${clash.map((n) => `"${n}"`).join(', ')}, already added through the API: remove ${clash.length === 1 ? 'it' : 'them'} there first (llmgw ctl model rm NAME), or declare another name`,
       );
     }
+
+    await this.#vet?.(next, before);
 
     const change = diffSettings(before.settings, next.settings);
     await this.#store.transaction(async (tx) => {
