@@ -54,9 +54,12 @@ export class Catalog {
     return views.sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  /** Every model's spec, declared and stored. */
+  /** Every model's spec, declared and stored (placement reads them on every pass: no status). */
   async specs(): Promise<ModelSpec[]> {
-    return (await this.list()).map(({ metadata: _metadata, status: _status, ...spec }) => spec);
+    const stored = (await this.#o.store.models.list()).map((m) => m.spec);
+    return [...this.#o.declared().map((m) => ({ ...m })), ...stored].sort((a, b) =>
+      a.name.localeCompare(b.name),
+    );
   }
 
   /**
