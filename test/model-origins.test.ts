@@ -278,6 +278,26 @@ describe('a gated repository and an unreachable hub', () => {
     }
   });
 
+  it('takes the token from HF_TOKEN when hub.token is unset, and sends it to the hub only', async () => {
+    const envToken = 'hf_from_the_environment_0123456789';
+    const t = await startControlPlane({ env: { HF_TOKEN: envToken } });
+    try {
+      const r = await api(t.url, t.adminKey, 'POST', '/models', {
+        name: 'gated',
+        source: 'hf://meta-llama/Llama-3.1-8B-Instruct',
+        profiles: vllm,
+      });
+      expect(r.status).toBe(201);
+      expect(r.body.status.shape.layers).toEqual({ known: true, value: 32 });
+      const sent = t.hub.requests.filter((q) => q.server === 'hub').map((q) => q.authorization);
+      expect(sent.length).toBeGreaterThan(0);
+      expect(sent.every((a) => a === `Bearer ${envToken}`)).toBe(true);
+      expect(t.logs()).not.toContain(envToken);
+    } finally {
+      await t.stop();
+    }
+  });
+
   it('refuses a model while the hub cannot be reached, naming the address tried; a declared one is kept with the problem', async () => {
     const nowhere = await closedAddress();
     const t = await startControlPlane({
