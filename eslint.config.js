@@ -24,6 +24,8 @@ const sideways = {
   engines: ['planner'],
   // Device classes are named one way, by the catalog's rules.
   gpu: ['catalog'],
+  // A model source is read one way: the catalog validates with the parser that resolves it.
+  catalog: ['models'],
   // The store keeps placement's shards as they are.
   store: ['placement'],
 };

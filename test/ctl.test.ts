@@ -14,7 +14,9 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { freePort } from './fakes/engines/fake-engines.js';
+import type { FakeHub } from './fakes/hub/hub.js';
 import { childHome, llmgw, repoRoot, startDaemon, type Daemon } from './support/cli.js';
+import { startTestHub } from './support/hub.js';
 
 const adminKey = 'ctl-test-admin-key-0123456789abcdef';
 const editor = `${process.execPath} ${join(import.meta.dirname, 'support', 'scripted-editor.mjs')}`;
@@ -24,13 +26,17 @@ describe('llmgw ctl against a running llmgw server', () => {
   let server: Daemon;
   let url: string;
   let env: Record<string, string>;
+  let hub: FakeHub;
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-ctl-'));
     writeFileSync(join(dir, 'config.yaml'), '# settings\nlisten: 127.0.0.1:0\n');
+    // The examples' sources resolve against it.
+    hub = await startTestHub();
     server = startDaemon(['server', '--config', join(dir, 'config.yaml')], {
       LLMGW_ADMIN_KEY: adminKey,
       LLMGW_DATA_DIR: dir,
+      HF_ENDPOINT: hub.url,
     });
     url = (await server.waitFor(/"url":"(http:\/\/127\.0\.0\.1:\d+)"/))[1]!;
     env = { XDG_CONFIG_HOME: join(dir, 'xdg'), LLMGW_SERVER: url, LLMGW_KEY: adminKey };
@@ -38,6 +44,7 @@ describe('llmgw ctl against a running llmgw server', () => {
   afterAll(async () => {
     expect(await server.stop('SIGTERM')).toBe(0);
     expect(server.output()).toContain('control plane stopped');
+    await hub.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -76,7 +83,7 @@ describe('llmgw ctl against a running llmgw server', () => {
     expect(existsSync(join(dir, 'xdg-bad', 'llmgw', 'ctl.json'))).toBe(false);
   });
 
-  it('adds, lists, shows, applies and removes a model', async () => {
+  it('adds, lists, shows, gets, applies and removes a model', async () => {
     const file = join(dir, 'tiny.yaml');
     writeFileSync(
       file,
@@ -98,8 +105,11 @@ describe('llmgw ctl against a running llmgw server', () => {
     expect(json.items[0]).toMatchObject({ name: 'tiny', metadata: { origin: 'api', version: 1 } });
 
     const show = await ctl(['model', 'show', 'tiny']);
-    expect(show.stdout).toContain('name: tiny\nsource: /models/tiny.gguf');
-    expect(show.stdout).toContain('created_by: admin');
+    expect(show.stdout).toMatch(/^Source: +\/models\/tiny\.gguf$/m);
+    expect(show.stdout).toMatch(/^Problem: \/models\/tiny\.gguf is not on the control plane's machine/m);
+    const get = await ctl(['model', 'get', 'tiny']);
+    expect(get.stdout).toContain('name: tiny\nsource: /models/tiny.gguf');
+    expect(get.stdout).toContain('created_by: admin');
 
     writeFileSync(file, readFileSync(file, 'utf8').replace('name: tiny', 'name: tiny\nreplicas: 2'));
     const apply = await ctl(['model', 'apply', '-f', file]);
@@ -347,6 +357,29 @@ describe('llmgw ctl against a running llmgw server', () => {
         /edit cancelled: the settings still have the error shown; your changes are kept in \S+config\.yaml/,
       );
       expect(readFileSync(join(dir, 'config.yaml'), 'utf8')).toBe(before);
+    });
+
+    it('never shows hub.token, and keeps it through an edit that leaves it as shown', async () => {
+      const token = 'hf_ctl_edit_token_0123456789';
+      const set = edit([{ append: `hub:\n  token: ${token}\n` }]);
+      expect((await set.run).code).toBe(0);
+      expect(readFileSync(join(dir, 'config.yaml'), 'utf8')).toContain(`  token: ${token}\n`);
+      const shown = await ctl(['config', 'show']);
+      expect(shown.stdout).toContain('  token: (hidden)\n');
+      expect(shown.stdout + (await ctl(['config', 'show', '--json'])).stdout).not.toContain(token);
+
+      const { run, state } = edit([{ append: 'placement: {node_lost_after_s: 45}\n' }]);
+      const r = await run;
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain('applied now: placement');
+      const inEditor = readFileSync(`${state}.shown-0`, 'utf8');
+      expect(inEditor).toContain('# llmgw: hub.token shows as (hidden): left so, the token is kept');
+      expect(inEditor).toContain('  token: (hidden)\n');
+      expect(inEditor).not.toContain(token);
+      const saved = readFileSync(join(dir, 'config.yaml'), 'utf8');
+      expect(saved).toContain(`  token: ${token}\nplacement: {node_lost_after_s: 45}\n`);
+      expect(saved).not.toContain('(hidden)');
+      expect(server.output()).not.toContain(token);
     });
 
     it('stops, changing nothing, when the editor fails', async () => {

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRunning } from '../src/agent/supervisor/process-tree.js';
 
 import { freePort } from './fakes/engines/fake-engines.js';
+import type { FakeHub } from './fakes/hub/hub.js';
 import { llmgw, startDaemon, type Daemon } from './support/cli.js';
 import { fakeNvidiaSmi } from './support/fake-gpu.js';
 import {
@@ -17,6 +18,7 @@ import {
   until,
   type ReplicaJson,
 } from './support/fleet.js';
+import { startTestHub } from './support/hub.js';
 
 const noGpu = {
   LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
@@ -221,11 +223,14 @@ describe('llmgw server with agents on other machines', () => {
   let cpuRec: ReturnType<typeof recordingLlamaServer>;
   let migRec: ReturnType<typeof recordingLlamaServer>;
   const adminKey = 'fleet-admin-key-0123456789abcdefgh';
+  // hf://Qwen/Qwen2.5-72B-Instruct resolves against it.
+  let hub: FakeHub;
 
   const startServer = async () => {
     server = startDaemon(['server', '--config', join(dir, 'config.yaml')], {
       LLMGW_ADMIN_KEY: adminKey,
       LLMGW_DATA_DIR: join(dir, 'cp'),
+      HF_ENDPOINT: hub.url,
     });
     await server.waitFor(/control plane listening/);
   };
@@ -257,6 +262,7 @@ describe('llmgw server with agents on other machines', () => {
       LLMGW_SERVER: `http://127.0.0.1:${port}`,
       LLMGW_KEY: adminKey,
     };
+    hub = await startTestHub();
     await startServer();
     await startAgent('cpu-node', { ...noGpu, LLMGW_AGENT_ENGINES_LLAMACPP_BIN: cpuRec.bin });
     // Both nodes are this machine: the second listens on another loopback address, as a second host would.
@@ -271,6 +277,7 @@ describe('llmgw server with agents on other machines', () => {
   afterAll(async () => {
     for (const a of agents.values()) await a.stop('SIGTERM');
     await server.stop('SIGTERM');
+    await hub.close();
     rmSync(dir, { recursive: true, force: true });
   });
 

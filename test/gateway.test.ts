@@ -8,9 +8,11 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { fakeLlamaServer, fakeVllm } from './fakes/engines/fake-engines.js';
+import type { FakeHub } from './fakes/hub/hub.js';
 import { llmgw, startDaemon, type Daemon } from './support/cli.js';
 import { fakeNvidiaSmi } from './support/fake-gpu.js';
 import { delayedEngine, enginePorts, replicas, until } from './support/fleet.js';
+import { startTestHub } from './support/hub.js';
 import { probe, probeCases } from './support/raw-http.js';
 
 /**
@@ -24,6 +26,7 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
   let env: Record<string, string>;
   let adminKey: string;
   let client: OpenAI;
+  let hub: FakeHub;
 
   const key = async (name: string, flags: string[] = []) =>
     JSON.parse((await llmgw(['ctl', 'key', 'create', name, ...flags, '--json'], env)).stdout)
@@ -83,10 +86,13 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
       ].join('\n'),
     );
     env = { XDG_CONFIG_HOME: join(dir, 'xdg') };
+    // hf://org/repo resolves against it.
+    hub = await startTestHub();
     up = startDaemon(
       ['up', '-c', join(dir, 'config.yaml')],
       {
         ...env,
+        HF_ENDPOINT: hub.url,
         LLMGW_DATA_DIR: join(dir, 'data'),
         LLMGW_NVML_LIBRARY: '/nonexistent',
         LLMGW_NVIDIA_SMI: fakeNvidiaSmi,
@@ -115,6 +121,7 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
   }, 120_000);
   afterAll(async () => {
     await up.stop('SIGTERM');
+    await hub.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -924,7 +931,8 @@ describe('a gateway of its own when the control plane is away', () => {
       join(dir, 'config.yaml'),
       `listen: 127.0.0.1:${port}\nagent:\n  heartbeat_ms: 300\n  engines:\n    vllm: {bin: ${fakeVllm}}\nplacement:\n  ports: ${p.first}-${p.last}\n`,
     );
-    const cpEnv = { LLMGW_ADMIN_KEY: adminKey, LLMGW_DATA_DIR: join(dir, 'cp') };
+    const hub = await startTestHub();
+    const cpEnv = { LLMGW_ADMIN_KEY: adminKey, LLMGW_DATA_DIR: join(dir, 'cp'), HF_ENDPOINT: hub.url };
     let server = startDaemon(['server', '-c', join(dir, 'config.yaml')], cpEnv);
     await server.waitFor(/control plane listening/);
     const env = {
@@ -997,6 +1005,7 @@ describe('a gateway of its own when the control plane is away', () => {
       await gw?.stop('SIGTERM');
       await agent.stop('SIGTERM');
       await server.stop('SIGTERM');
+      await hub.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 
 import type { Logger } from 'pino';
 
-import { parseSource } from '../catalog/source.js';
+import { parseSource } from '../models/source.js';
 import { writeFileAtomic } from '../config/write.js';
 import { messageOf } from '../core/errors.js';
 import { engineFor } from '../engines/registry.js';
@@ -501,8 +501,8 @@ function profileOf(shard: AssignedShard) {
 
 /** The model's weights as this node (`node NAME`) has them: a file or directory here, or a repository or URL the engine fetches. */
 export function weightsOf(source: string, node: string): Weights {
+  // Throws, in words, for a source that is not one llmgw reads (the catalog refused it already).
   const parsed = parseSource(source);
-  if (parsed === undefined) throw new Error(`the model's source "${source}" is not one llmgw reads`);
   if (parsed.kind === 'hf')
     return { hf: parsed.repo, ...(parsed.file === undefined ? {} : { file: parsed.file }) };
   if (parsed.kind === 'url') return { url: parsed.url };

@@ -1,4 +1,3 @@
 export * from './gpu-class.js';
 export * from './model-spec.js';
-export * from './source.js';
 export * from './validate.js';

@@ -49,13 +49,31 @@ const refusals: [string, unknown, string, string][] = [
     'a malformed hf id',
     { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), source: 'hf://just-org' },
     'source',
-    'write hf://ORG/REPO or hf://ORG/REPO/FILE',
+    'model source "hf://just-org" does not name a repository: write hf://ORG/REPO, for example hf://Qwen/Qwen2.5-7B-Instruct',
   ],
   [
     'a huggingface.co address without scheme',
     { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), source: 'huggingface.co/Qwen/Qwen2.5-7B' },
     'source',
     'write the Hugging Face repository as "hf://Qwen/Qwen2.5-7B"',
+  ],
+  [
+    'a repository id without hf://',
+    { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), source: 'Qwen/Qwen2.5-7B' },
+    'source',
+    'for a Hugging Face repository write hf://Qwen/Qwen2.5-7B',
+  ],
+  [
+    'a URL with a password in it',
+    { ...gpu({ engine: 'llamacpp', cpu: true }), source: 'https://u:pw@example.org/m.gguf' },
+    'source',
+    'carries a user name or password: put no secret in a model source',
+  ],
+  [
+    'an empty revision',
+    { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), source: 'hf://Qwen/Qwen2.5-7B@' },
+    'source',
+    'has an empty revision after @: name a branch, tag or commit',
   ],
   ['no place to run', gpu({ engine: 'vllm' }), 'profiles[0]', 'write gpu_class (e.g. gpu_class: a100-80g'],
   [
@@ -324,6 +342,14 @@ describe('catalog validation', () => {
       {
         ...gpu({ engine: 'llamacpp', cpu: true }),
         source: 'hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf',
+      },
+      {},
+    ],
+    [
+      'an hf source pinned to a revision',
+      {
+        ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }),
+        source: 'hf://Qwen/Qwen2.5-7B-Instruct@a09a35458c702b33eeacc393d103063234e8bc28',
       },
       {},
     ],

@@ -28,7 +28,12 @@ export interface RequestOptions {
   contentType?: string;
   headers?: Record<string, string>;
   query?: Record<string, string | number | undefined>;
+  /** Longer than the client's own for calls that wait on the network beyond the control plane. */
+  timeoutMs?: number;
 }
+
+/** Adding or changing a model resolves its source at the hub first (a minute at most, server side). */
+const resolvingMs = 120_000;
 
 export interface ApiResponse<T> {
   status: number;
@@ -81,7 +86,12 @@ export class ApiClient {
     }
     let res: Response;
     try {
-      res = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(this.#timeoutMs) });
+      res = await fetch(url, {
+        method,
+        headers,
+        body,
+        signal: AbortSignal.timeout(Math.max(this.#timeoutMs, options.timeoutMs ?? 0)),
+      });
     } catch (e) {
       throw unreachable(this.server, e);
     }
@@ -108,14 +118,31 @@ export class ApiClient {
     return (await this.request<ModelView>('GET', `/models/${encodeURIComponent(name)}`)).body;
   }
   async addModel(spec: unknown): Promise<ModelView> {
-    return (await this.request<ModelView>('POST', '/models', { json: spec })).body;
+    return (await this.request<ModelView>('POST', '/models', { json: spec, timeoutMs: resolvingMs })).body;
   }
   async replaceModel(name: string, spec: unknown): Promise<ModelView> {
-    return (await this.request<ModelView>('PUT', `/models/${encodeURIComponent(name)}`, { json: spec })).body;
+    return (
+      await this.request<ModelView>('PUT', `/models/${encodeURIComponent(name)}`, {
+        json: spec,
+        timeoutMs: resolvingMs,
+      })
+    ).body;
   }
   async patchModel(name: string, patch: unknown): Promise<ModelView> {
-    return (await this.request<ModelView>('PATCH', `/models/${encodeURIComponent(name)}`, { json: patch }))
-      .body;
+    return (
+      await this.request<ModelView>('PATCH', `/models/${encodeURIComponent(name)}`, {
+        json: patch,
+        timeoutMs: resolvingMs,
+      })
+    ).body;
+  }
+  /** Resolves a model's source again (re-pins it to the commit its revision points at now). */
+  async resolveModel(name: string): Promise<ModelView> {
+    return (
+      await this.request<ModelView>('POST', `/models/${encodeURIComponent(name)}/resolve`, {
+        timeoutMs: resolvingMs,
+      })
+    ).body;
   }
   async deleteModel(name: string): Promise<ModelView> {
     return (await this.request<ModelView>('DELETE', `/models/${encodeURIComponent(name)}`)).body;
@@ -272,6 +299,8 @@ export class ApiClient {
         text,
         contentType: 'application/yaml',
         headers,
+        // New declared models' sources are resolved before the file is written.
+        timeoutMs: resolvingMs,
       })
     ).body;
   }

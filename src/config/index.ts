@@ -1,3 +1,4 @@
 export * from './load.js';
 export * from './schema.js';
 export * from './write.js';
+export * from './secret-text.js';

@@ -235,6 +235,61 @@ describe('settings', () => {
     );
   });
 
+  it('reads the hub, the mirror and the node cache bound; the mirror under the data dir unless set', () => {
+    const d = load(undefined);
+    expect(d.settings.hub).toEqual({});
+    expect(d.settings.mirror).toEqual({ enabled: true, dir: join(d.settings.data_dir, 'mirror') });
+    expect(d.settings.agent.models).toEqual({});
+    const { settings } = load(
+      [
+        'hub:',
+        '  endpoint: https://hf-mirror.example',
+        '  token: hf_file_token_0123456789',
+        'mirror: {enabled: false, dir: ./cache}',
+        'agent: {models: {max_gb: 250.5}}',
+      ].join('\n'),
+    );
+    expect(settings.hub).toEqual({
+      endpoint: 'https://hf-mirror.example',
+      token: 'hf_file_token_0123456789',
+    });
+    expect(settings.mirror.enabled).toBe(false);
+    expect(settings.mirror.dir).toMatch(/^\/.*\/cache$/);
+    expect(settings.agent.models.max_gb).toBe(250.5);
+  });
+
+  it('takes the hub, the mirror and the cache bound from the environment too', () => {
+    const { settings, source } = load('hub:\n  token: hf_in_the_file_000000\n', {
+      LLMGW_HUB_TOKEN: 'hf_from_the_env_111111',
+      LLMGW_HUB_ENDPOINT: 'http://127.0.0.1:9',
+      LLMGW_MIRROR_ENABLED: 'false',
+      LLMGW_MIRROR_DIR: '/srv/mirror',
+      LLMGW_AGENT_MODELS_MAX_GB: '100',
+    });
+    expect(settings.hub).toEqual({ endpoint: 'http://127.0.0.1:9', token: 'hf_from_the_env_111111' });
+    expect(settings.mirror).toEqual({ enabled: false, dir: '/srv/mirror' });
+    expect(settings.agent.models.max_gb).toBe(100);
+    expect(source.fromEnv).toEqual(
+      expect.arrayContaining([
+        'hub.token',
+        'hub.endpoint',
+        'mirror.enabled',
+        'mirror.dir',
+        'agent.models.max_gb',
+      ]),
+    );
+  });
+
+  it('refuses a hub address that is not http(s), and a cache bound under 1 GB', () => {
+    expect(refusal('hub:\n  endpoint: ftp://hub\n').message).toMatch(
+      /:2: hub\.endpoint: an http\(s\) address, e\.g\. https:\/\/huggingface\.co/,
+    );
+    expect(refusal('agent:\n  models:\n    max_gb: 0.5\n').message).toMatch(
+      /:3: agent\.models\.max_gb: at least 1 GB/,
+    );
+    expect(refusal('hub:\n  token: ""\n').message).toMatch(/:2: hub\.token: a token such as hf_\.\.\./);
+  });
+
   it('refuses a model declared twice', () => {
     const m = '  - {name: a, source: /a, profiles: [{name: c, engine: llamacpp, cpu: true}]}';
     expect(refusal(`models:\n${m}\n${m}\n`).message).toMatch(
@@ -244,7 +299,7 @@ describe('settings', () => {
 });
 
 describe('what a new settings file changes', () => {
-  it('applies models, agents and placement at once, and names what waits for a restart', async () => {
+  it('applies models, agents, placement and the hub at once, and names what waits for a restart', async () => {
     const { diffSettings } = await import('./write.js');
     const { parseSettings } = await import('./load.js');
     const d = dir();
@@ -252,11 +307,11 @@ describe('what a new settings file changes', () => {
       parseSettings(text, { path: join(d, 'llmgw.yaml'), env: {}, cwd: d }).settings;
     const before = at('listen: 127.0.0.1:8080\n');
     const after = at(
-      'listen: 127.0.0.1:9090\nplacement: {node_lost_after_s: 30}\ngateway: {retries: 0}\nagent: {heartbeat_ms: 1000}\n',
+      'listen: 127.0.0.1:9090\nplacement: {node_lost_after_s: 30}\ngateway: {retries: 0}\nagent: {heartbeat_ms: 1000}\nhub: {token: hf_x}\nmirror: {enabled: false}\n',
     );
     expect(diffSettings(before, after)).toEqual({
-      applied: ['agent', 'placement'],
-      restartRequired: ['listen', 'gateway'],
+      applied: ['agent', 'placement', 'hub'],
+      restartRequired: ['listen', 'gateway', 'mirror'],
     });
     expect(diffSettings(before, before)).toEqual({ applied: [], restartRequired: [] });
   });

@@ -13,6 +13,7 @@ import {
   settingsSchema,
   type AgentSettings,
   type GatewaySettings,
+  type HubSettings,
   type PlacementSettings,
 } from './schema.js';
 import { parseYamlText } from './yaml-error.js';
@@ -27,6 +28,10 @@ export interface Settings {
   readonly agent: Readonly<AgentSettings>;
   readonly placement: Readonly<PlacementSettings>;
   readonly gateway: Readonly<GatewaySettings>;
+  /** The model hub; resolve with models/hub.ts hubAccess, which adds HF_ENDPOINT and HF_TOKEN. */
+  readonly hub: Readonly<HubSettings>;
+  /** `dir` is absolute: DATA_DIR/mirror unless set. */
+  readonly mirror: Readonly<{ enabled: boolean; dir: string }>;
   /** Models declared in the file: read-only through the API. */
   readonly models: readonly ModelSpec[];
 }
@@ -165,6 +170,11 @@ export function parseSettings(
     agent: parsed.data.agent,
     placement: parsed.data.placement,
     gateway: parsed.data.gateway,
+    hub: parsed.data.hub,
+    mirror: {
+      enabled: parsed.data.mirror.enabled,
+      dir: resolve(cwd, parsed.data.mirror.dir ?? resolve(dataDir, 'mirror')),
+    },
     models,
   });
   return {
@@ -172,6 +182,12 @@ export function parseSettings(
     source: { path: file, exists: options.exists ?? false, text, fromEnv },
     warnings: unknownVariables(env, keys),
   };
+}
+
+/** The line of a key in settings text (`['models', 0, 'source']`), for a refusal found after parsing. */
+export function lineOfKey(text: string, path: readonly (string | number)[]): number | undefined {
+  const { doc, lineCounter, errors } = parseYamlText(text);
+  return errors.length > 0 ? undefined : lineOf(doc, lineCounter, path);
 }
 
 function resolveSqlitePath(p: string, cwd: string): string {

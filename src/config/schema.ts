@@ -73,6 +73,15 @@ export const settingsSchema = z.strictObject({
         .optional(),
       /** How long an engine gets to finish after SIGTERM before SIGKILL. */
       stop_grace_s: z.int().min(0).max(3600).default(30),
+      models: z
+        .strictObject({
+          /**
+           * The most a node's model cache may hold, in GB (10^9 bytes); unset, only the disk bounds it.
+           * Past it, files of models no longer in the catalog go first, least recently used first.
+           */
+          max_gb: z.number({ error: 'a number of GB, e.g. 500' }).min(1, 'at least 1 GB').optional(),
+        })
+        .prefault({}),
       engines: z
         .strictObject({
           llamacpp: llamacppSettingsSchema.prefault({}),
@@ -127,6 +136,24 @@ export const settingsSchema = z.strictObject({
         .prefault({}),
     })
     .prefault({}),
+  hub: z
+    .strictObject({
+      /** The Hugging Face hub, or a mirror of it; unset, HF_ENDPOINT, else https://huggingface.co. */
+      endpoint: z
+        .url({ protocol: /^https?$/, error: 'an http(s) address, e.g. https://huggingface.co' })
+        .optional(),
+      /** A token of a hub account (HF_TOKEN when unset), for gated and private repositories; sent only to the hub. */
+      token: z.string().min(1, 'a token such as hf_...; remove the key to use none').optional(),
+    })
+    .prefault({}),
+  mirror: z
+    .strictObject({
+      /** Agents fetch model files through the control plane, which fetches each from the hub once. */
+      enabled: z.boolean().default(true),
+      /** Where the mirror keeps files (the Hugging Face cache layout); unset, DATA_DIR/mirror. */
+      dir: z.string().min(1).optional(),
+    })
+    .prefault({}),
   // Each model is validated by the catalog's own rules, which give better messages than a nested schema.
   models: z.array(z.unknown()).default([]),
 });
@@ -136,3 +163,4 @@ export type LlamacppSettings = z.output<typeof llamacppSettingsSchema>;
 export type AgentSettings = RawSettings['agent'];
 export type PlacementSettings = RawSettings['placement'];
 export type GatewaySettings = RawSettings['gateway'];
+export type HubSettings = RawSettings['hub'];

@@ -43,8 +43,8 @@ export function writeFileAtomic(path: string, text: string): void {
 
 /** Keys that a running control plane cannot take without a restart. */
 const restartKeys = ['listen', 'database', 'data_dir'] as const;
-/** Sections read once at start (the gateway's limits and queue). */
-const restartSections = ['gateway'] as const;
+/** Sections read once at start (the gateway's limits and queue; where the mirror is). */
+const restartSections = ['gateway', 'mirror'] as const;
 
 export interface SettingsChange {
   /** Keys whose new value is in effect now. */
@@ -57,8 +57,9 @@ export function diffSettings(before: Settings, after: Settings): SettingsChange 
   const restartRequired: string[] = restartKeys.filter((k) => before[k] !== after[k]);
   for (const k of restartSections) if (!isDeepStrictEqual(before[k], after[k])) restartRequired.push(k);
   const applied: string[] = [];
-  // Placement and the agents' engines are read again at every placement and assignment.
-  for (const k of ['models', 'agent', 'placement'] as const)
+  // Placement and the agents' engines are read again at every placement and assignment; the hub
+  // at every resolution.
+  for (const k of ['models', 'agent', 'placement', 'hub'] as const)
     if (!isDeepStrictEqual(before[k], after[k])) applied.push(k);
   return { applied, restartRequired };
 }

@@ -61,3 +61,18 @@ export async function readGgufShape(url: string, options: ReadGgufOptions = {}):
     );
   }
 }
+
+/** The shape of the model in a GGUF file on this machine, read from its header alone. */
+export async function readLocalGgufShape(path: string): Promise<ModelShape> {
+  try {
+    const parsed = await gguf(path, { allowLocalFile: true });
+    return shapeFromGguf({
+      metadata: parsed.metadata as unknown as Record<string, unknown>,
+      tensorInfos: parsed.tensorInfos,
+    });
+  } catch (err) {
+    throw new GgufReadError(
+      `reading the GGUF header of ${path}: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+}

@@ -1,4 +1,6 @@
 import type { ModelSpec } from '../catalog/model-spec.js';
+import type { Origin } from '../models/origin.js';
+import type { ModelShape } from '../models/shape.js';
 
 /** How the API shows models; shared by the server and its clients. */
 
@@ -12,4 +14,18 @@ export interface ModelMetadata {
   updated_by?: string;
 }
 
-export type ModelView = ModelSpec & { metadata: ModelMetadata };
+/**
+ * What llmgw found of the model's source. Empty while a declared model's source is being
+ * resolved; ignored when sent back, like metadata.
+ */
+export interface ModelStatus {
+  /** The files the source resolved to, pinned (commit, ETag) with sizes and digests. */
+  origin?: Origin;
+  /** What the model is: read from its GGUF header or its config.json. */
+  shape?: ModelShape;
+  /** Why the origin or the shape is not known. */
+  problem?: string;
+  resolved_at?: string;
+}
+
+export type ModelView = ModelSpec & { metadata: ModelMetadata; status: ModelStatus };

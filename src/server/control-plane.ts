@@ -5,12 +5,14 @@ import type { Logger } from 'pino';
 
 import { Authenticator } from '../auth/authenticator.js';
 import type { LoadedSettings, LoadOptions } from '../config/load.js';
+import type { HubSettings } from '../config/schema.js';
 import { diffSettings } from '../config/write.js';
 import type { Store } from '../store/store.js';
 
 import { ensureAdminKey } from './admin-key.js';
 import { apiPrefix, createApi } from './api/app.js';
 import { Catalog } from './catalog.js';
+import { ModelOrigins } from './model-origins.js';
 import { HttpServer, type RequestHandler } from './http-server.js';
 import { agentChannelPath } from '../protocol/agent-protocol.js';
 import { hubAccess } from '../models/hub.js';
@@ -44,6 +46,8 @@ export interface ControlPlaneOptions {
    * (and this is built from them here), the mirror finds none unless this is given.
    */
   mirrorLookup?: MirrorOptions['lookup'];
+  /** What model sources are resolved with (tests count or fail requests); the global fetch unless given. */
+  fetch?: typeof fetch;
 }
 
 /** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
@@ -53,6 +57,8 @@ export class ControlPlane {
   readonly generatedAdminKey: string | undefined;
   readonly settings: SettingsHolder;
   readonly catalog: Catalog;
+  /** Models' sources resolved: `idle()` waits for the declared models' resolution under way. */
+  readonly origins: ModelOrigins;
   readonly store: Store;
   readonly #http: HttpServer;
   readonly #logger: Logger;
@@ -70,6 +76,7 @@ export class ControlPlane {
     generatedAdminKey: string | undefined;
     settings: SettingsHolder;
     catalog: Catalog;
+    origins: ModelOrigins;
     store: Store;
     http: HttpServer;
     logger: Logger;
@@ -88,6 +95,7 @@ export class ControlPlane {
     this.generatedAdminKey = init.generatedAdminKey;
     this.settings = init.settings;
     this.catalog = init.catalog;
+    this.origins = init.origins;
     this.store = init.store;
     this.#http = init.http;
     this.#logger = init.logger;
@@ -101,13 +109,22 @@ export class ControlPlane {
       fromEnv: options.engineKeySecret,
     });
     await prepareEngineKeys(store, keys);
-    const settings = new SettingsHolder({
+    const origins: ModelOrigins = new ModelOrigins({
+      store,
+      hub: (): HubSettings => settings.current.settings.hub,
+      env: options.loadOptions.env ?? process.env,
+      logger,
+      ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+    });
+    const settings: SettingsHolder = new SettingsHolder({
       initial: options.settings,
       store,
       loadOptions: options.loadOptions,
+      vet: (next, before): Promise<void> => origins.vet(next, before),
     });
     const catalog = new Catalog({
       store,
+      origins,
       declared: () => settings.current.settings.models,
       settingsPath: () => settings.current.source.path,
     });
@@ -118,7 +135,10 @@ export class ControlPlane {
     const hub = new AgentHub({ store, registry, logger, heartbeatMs });
     const fleet = new Fleet({ store, catalog, registry, hub, settings, logger, keys });
     catalog.onChange(() => fleet.poke());
+    origins.onResolved(() => fleet.poke());
     await fleet.start();
+    // Declared models cannot be refused at start: resolved in the background, failures recorded.
+    void origins.syncDeclared(options.settings.settings.models, { retry: true });
     const api = createApi({
       store,
       catalog,
@@ -153,6 +173,7 @@ export class ControlPlane {
     const url = await http.listen(options.listen ?? options.settings.settings.listen);
     settings.onChange((next, previous) => {
       logger.info({ from: previous.source.path }, 'settings replaced');
+      void origins.declaredChanged(next.settings.models, previous.settings.models);
       const restart = diffSettings(previous.settings, next.settings).restartRequired;
       if (restart.length > 0) logger.warn({ keys: restart }, 'these settings take effect at the next start');
     });
@@ -170,6 +191,7 @@ export class ControlPlane {
       generatedAdminKey: generated,
       settings,
       catalog,
+      origins,
       store,
       http,
       logger,
@@ -200,6 +222,7 @@ export class ControlPlane {
   async stop(): Promise<void> {
     this.#logger.info('control plane stopping');
     await this.fleet.stop();
+    await this.origins.stop();
     this.#hub.close();
     await this.#http.close();
     await this.mirror.close();

@@ -1,6 +1,9 @@
 import {
   diffSettings,
+  hideSecrets,
   parseSettings,
+  restoreSecrets,
+  withoutSecrets,
   writeFileAtomic,
   type LoadedSettings,
   type LoadOptions,
@@ -18,6 +21,11 @@ export interface SettingsHolderOptions {
   store: Store;
   /** What the file was loaded with (environment, working directory), applied to new text too. */
   loadOptions: LoadOptions;
+  /**
+   * Checks new settings beyond their text before they are written (that declared models'
+   * sources resolve); throws to refuse them.
+   */
+  vet?: (next: LoadedSettings, before: LoadedSettings) => Promise<void>;
 }
 
 /**
@@ -29,6 +37,7 @@ export class SettingsHolder {
   #current: LoadedSettings;
   readonly #store: Store;
   readonly #loadOptions: LoadOptions;
+  readonly #vet: SettingsHolderOptions['vet'];
   readonly #listeners: SettingsListener[] = [];
   #queue: Promise<unknown> = Promise.resolve();
 
@@ -36,10 +45,16 @@ export class SettingsHolder {
     this.#current = options.initial;
     this.#store = options.store;
     this.#loadOptions = options.loadOptions;
+    this.#vet = options.vet;
   }
 
   get current(): LoadedSettings {
     return this.#current;
+  }
+
+  /** The file's text as the API shows it: secrets (hub.token) behind a placeholder. */
+  get shownText(): string {
+    return hideSecrets(this.#current.source.text);
   }
 
   /** A tag of the file's text, for If-Match on a replacement. */
@@ -51,14 +66,17 @@ export class SettingsHolder {
     this.#listeners.push(listener);
   }
 
-  /** Replaces the settings file; one replacement at a time. */
+  /**
+   * Replaces the settings file; one replacement at a time. A secret left as the placeholder of
+   * `shownText` keeps the value the file holds.
+   */
   replace(text: string, actor: string, ifMatch?: string): Promise<ConfigChangeView> {
     const run = this.#queue.then(() => this.#replace(text, actor, ifMatch));
     this.#queue = run.catch(() => undefined);
     return run;
   }
 
-  async #replace(text: string, actor: string, ifMatch?: string): Promise<ConfigChangeView> {
+  async #replace(given: string, actor: string, ifMatch?: string): Promise<ConfigChangeView> {
     const before = this.#current;
     if (ifMatch !== undefined && ifMatch !== '*' && ifMatch !== this.etag) {
       throw new LlmgwError(
@@ -66,6 +84,7 @@ export class SettingsHolder {
         'the settings file changed since you read it: read it again (llmgw ctl config edit) and redo your change',
       );
     }
+    const text = restoreSecrets(given, before.source.text);
     const next = parseSettings(text, { ...this.#loadOptions, path: before.source.path, exists: true });
     const envKeys = [...next.source.fromEnv];
     if (text === before.source.text)
@@ -80,6 +99,8 @@ export class SettingsHolder {
       );
     }
 
+    await this.#vet?.(next, before);
+
     const change = diffSettings(before.settings, next.settings);
     await this.#store.transaction(async (tx) => {
       await tx.audit.record({
@@ -87,7 +108,7 @@ export class SettingsHolder {
         action: 'config.update',
         target: `config/${before.source.path}`,
         detail: {
-          changes: diffJson(before.settings, next.settings),
+          changes: diffJson(withoutSecrets(before.settings), withoutSecrets(next.settings)),
           restart_required: change.restartRequired,
         },
       });

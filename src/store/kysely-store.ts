@@ -8,6 +8,7 @@ import { LlmgwError } from '../core/errors.js';
 
 import type { Dialect } from './migrations.js';
 import { Fleet } from './kysely-fleet.js';
+import { ModelOrigins } from './kysely-origins.js';
 import { Usage } from './kysely-usage.js';
 import { JoinTokens, Nodes } from './kysely-nodes.js';
 import { isUniqueViolation, writeAudit, type Context } from './kysely-shared.js';
@@ -22,6 +23,7 @@ import type {
   JoinTokenRepository,
   KeyLimits,
   KeyRepository,
+  ModelOriginRepository,
   NodeRepository,
   UsageRepository,
   ModelRepository,
@@ -44,6 +46,7 @@ export interface KyselyStoreOptions {
 export class KyselyStore implements Store {
   readonly dialect: Dialect;
   readonly models: ModelRepository;
+  readonly origins: ModelOriginRepository;
   readonly keys: KeyRepository;
   readonly audit: AuditRepository;
   readonly joinTokens: JoinTokenRepository;
@@ -67,6 +70,7 @@ export class KyselyStore implements Store {
       storeOn: (trx) => new KyselyStore(options, trx, true),
     };
     this.models = new Models(ctx);
+    this.origins = new ModelOrigins(ctx);
     this.keys = new Keys(ctx);
     this.audit = new Audit(ctx);
     this.joinTokens = new JoinTokens(ctx);

@@ -162,5 +162,20 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.alterTable('replicas').addColumn('retiring_since', 'text').execute();
       },
     },
+    // What each model's source resolved to, for models added through the API and declared in
+    // the settings alike (those are not in `models`), so keyed by name alone.
+    '0006_model_origins': {
+      async up(db) {
+        await db.schema
+          .createTable('model_origins')
+          .addColumn('model', 'text', (c) => c.primaryKey())
+          .addColumn('source', 'text', (c) => c.notNull())
+          .addColumn('origin', 'text')
+          .addColumn('shape', 'text')
+          .addColumn('problem', 'text')
+          .addColumn('resolved_at', 'text', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }

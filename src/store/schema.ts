@@ -87,6 +87,16 @@ export interface Database {
     threads: number | null;
     memory_mib: number | null;
   };
+  model_origins: {
+    model: string;
+    source: string;
+    /** JSON: models/origin.ts Origin. */
+    origin: string | null;
+    /** JSON: models/shape.ts ModelShape. */
+    shape: string | null;
+    problem: string | null;
+    resolved_at: string;
+  };
   /** One row per key, model and hour (`hour`: the ISO time the hour starts). */
   usage: UsageRow;
 }

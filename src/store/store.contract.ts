@@ -5,8 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelSpec } from '../catalog/model-spec.js';
 import { LlmgwError } from '../core/errors.js';
 
+import type { Origin } from '../models/origin.js';
+import { known, unknown, type ModelShape } from '../models/shape.js';
+
 import { migrations } from './migrations.js';
-import type { Store } from './store.js';
+import type { ModelOriginRecord, Store } from './store.js';
 import type { NodeInventory } from '../gpu/types.js';
 
 /**
@@ -49,6 +52,42 @@ const spec = (name: string, extra: Partial<ModelSpec> = {}): ModelSpec => ({
       adapters: [],
     },
   ],
+  ...extra,
+});
+
+const origin: Origin = {
+  source: 'hf://org/repo/m-Q4_K_M.gguf',
+  kind: 'hf',
+  repo: 'org/repo',
+  revision: 'main',
+  commit: 'a'.repeat(40),
+  files: [{ path: 'm-Q4_K_M.gguf', size: 4_920_000_000, sha256: 'b'.repeat(64) }],
+};
+
+const shape: ModelShape = {
+  from: 'gguf',
+  architecture: 'llama',
+  layers: known(32),
+  attentionHeads: known(32),
+  kvHeads: known(8),
+  keyHeadDim: known(128),
+  valueHeadDim: known(128),
+  slidingWindow: known(null),
+  mla: known(null),
+  trainedContext: known(131072),
+  parameters: unknown('the header gives no parameter count'),
+  weightBytes: known(4_920_000_000),
+  dtype: known('Q4_K_M'),
+  kv: known({ elementBytes: 2, perToken: 131072, fullPerToken: 131072, slidingPerToken: 0 }),
+};
+
+const record = (model: string, extra: Partial<ModelOriginRecord> = {}): ModelOriginRecord => ({
+  model,
+  source: origin.source,
+  origin,
+  shape,
+  problem: null,
+  resolved_at: '2026-01-02T03:04:05.000Z',
   ...extra,
 });
 
@@ -185,6 +224,51 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       expect(new Set(final?.spec.profiles[0]?.args)).toEqual(
         new Set(Array.from({ length: n }, (_, i) => `--flag-${i}`)),
       );
+    });
+
+    it("keeps each model's origin and shape, replaces them, and removes them", async () => {
+      await store.origins.put(record('o-one'));
+      const path = record('o-two', {
+        source: '/models/m.gguf',
+        origin: null,
+        shape: null,
+        problem: '/models/m.gguf is not on the control plane',
+      });
+      await store.origins.put(path);
+      expect(await store.origins.get('o-one')).toEqual(record('o-one'));
+      expect(await store.origins.get('o-two')).toEqual(path);
+      expect(await store.origins.get('o-none')).toBeUndefined();
+
+      const repinned = record('o-one', {
+        origin: { ...origin, commit: 'c'.repeat(40) },
+        shape: null,
+        problem: 'the GGUF header could not be read',
+        resolved_at: '2026-02-03T04:05:06.000Z',
+      });
+      await store.origins.put(repinned);
+      expect(await store.origins.get('o-one')).toEqual(repinned);
+      expect((await store.origins.list()).filter((r) => r.model.startsWith('o-'))).toEqual([repinned, path]);
+
+      await store.origins.delete('o-two');
+      await store.origins.delete('o-two');
+      expect(await store.origins.get('o-two')).toBeUndefined();
+    });
+
+    it('writes a model and its origin in one transaction, or neither', async () => {
+      await expect(
+        store.transaction(async (tx) => {
+          await tx.models.create(spec('o-tx'), 'alice');
+          await tx.origins.put(record('o-tx'));
+          throw new Error('boom');
+        }),
+      ).rejects.toThrow('boom');
+      expect(await store.models.get('o-tx')).toBeUndefined();
+      expect(await store.origins.get('o-tx')).toBeUndefined();
+      await store.transaction(async (tx) => {
+        await tx.models.create(spec('o-tx'), 'alice');
+        await tx.origins.put(record('o-tx'));
+      });
+      expect(await store.origins.get('o-tx')).toEqual(record('o-tx'));
     });
 
     it('stores keys by hash only, finds them, and revokes them', async () => {
@@ -401,6 +485,7 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       const second = await h.reopen();
       try {
         expect((await second.models.get('durable'))?.spec.name).toBe('durable');
+        expect(await second.origins.get('o-one')).toMatchObject({ model: 'o-one', source: origin.source });
       } finally {
         await second.close();
       }

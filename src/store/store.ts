@@ -1,5 +1,7 @@
 import type { ModelSpec } from '../catalog/model-spec.js';
 import type { NodeInventory } from '../gpu/types.js';
+import type { Origin } from '../models/origin.js';
+import type { ModelShape } from '../models/shape.js';
 import type { Shard } from '../placement/types.js';
 import type { JoinTokenView } from '../protocol/node-views.js';
 
@@ -12,6 +14,8 @@ import type { JoinTokenView } from '../protocol/node-views.js';
 export interface Store {
   readonly dialect: 'sqlite' | 'postgres';
   readonly models: ModelRepository;
+  /** What each model's source resolved to (declared and added models alike). */
+  readonly origins: ModelOriginRepository;
   readonly keys: KeyRepository;
   readonly audit: AuditRepository;
   readonly joinTokens: JoinTokenRepository;
@@ -54,6 +58,30 @@ export interface ModelRepository {
     options: UpdateOptions,
   ): Promise<StoredModel>;
   delete(name: string, actor: Actor): Promise<StoredModel>;
+}
+
+/** What a model's source resolved to, when, and what of it is not known. */
+export interface ModelOriginRecord {
+  model: string;
+  /** The source that was resolved: a model whose source differs now is resolved again. */
+  source: string;
+  /** Null: not resolved (a local path the control plane's machine does not have, a hub that did not answer). */
+  origin: Origin | null;
+  /** Null: not read; figures it could not read are `unknown` inside it. */
+  shape: ModelShape | null;
+  /** Why the origin or the shape is not known, in words; null when both are. */
+  problem: string | null;
+  resolved_at: string;
+}
+
+export interface ModelOriginRepository {
+  /** By model name. */
+  list(): Promise<ModelOriginRecord[]>;
+  get(model: string): Promise<ModelOriginRecord | undefined>;
+  /** Stores a model's record, replacing the one it had. */
+  put(record: ModelOriginRecord): Promise<void>;
+  /** Removes a model's record; none is no error. */
+  delete(model: string): Promise<void>;
 }
 
 export interface UpdateOptions {

@@ -20,6 +20,12 @@ afterAll(() => {
   rmSync(childHome, { recursive: true, force: true });
 });
 
+/**
+ * Tests never reach the internet: a model source is resolved against a fake hub the test
+ * starts (HF_ENDPOINT in its env), and else against a closed port, which refuses at once.
+ */
+const noHub = { HF_ENDPOINT: 'http://127.0.0.1:9' };
+
 export interface RunResult {
   code: number | null;
   stdout: string;
@@ -34,7 +40,7 @@ export function llmgw(
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [llmgwBin, ...args], {
-      env: { PATH: process.env['PATH'] ?? '', HOME: childHome, ...env },
+      env: { PATH: process.env['PATH'] ?? '', HOME: childHome, ...noHub, ...env },
       cwd: childHome,
       stdio: ['pipe', 'pipe', 'pipe'],
     });
@@ -66,7 +72,7 @@ export function startDaemon(
   cwd: string = childHome,
 ): Daemon {
   const child = spawn(process.execPath, [llmgwBin, ...args], {
-    env: { PATH: process.env['PATH'] ?? '', HOME: childHome, ...env },
+    env: { PATH: process.env['PATH'] ?? '', HOME: childHome, ...noHub, ...env },
     cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -8,6 +8,9 @@ import { pino } from 'pino';
 import { loadSettings } from '../../src/config/load.js';
 import { ControlPlane, type ControlPlaneOptions } from '../../src/server/control-plane.js';
 import { openStore } from '../../src/store/open.js';
+import type { FakeHub, FakeRepo } from '../fakes/hub/hub.js';
+
+import { startTestHub } from './hub.js';
 
 export interface TestControlPlane {
   cp: ControlPlane;
@@ -15,6 +18,8 @@ export interface TestControlPlane {
   adminKey: string;
   dir: string;
   configPath: string;
+  /** The fake hub its model sources resolve against (HF_ENDPOINT). */
+  hub: FakeHub;
   /** Every log line written so far. */
   logs: () => string;
   stop: () => Promise<void>;
@@ -30,6 +35,10 @@ export interface StartOptions {
   listen?: string;
   /** The mirror's blob keys (ControlPlaneOptions.mirrorLookup). */
   mirrorLookup?: ControlPlaneOptions['mirrorLookup'];
+  /** The fake hub's repositories; default test/support/hub.ts testRepos(). */
+  repos?: Record<string, FakeRepo>;
+  /** What sources are resolved with (to count or fail requests). */
+  fetch?: typeof fetch;
 }
 
 /** A control plane in this process on 127.0.0.1:0, with its own data dir and SQLite file. */
@@ -37,14 +46,23 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-cp-'));
   const configPath = join(dir, 'config.yaml');
   if (options.config !== undefined) writeFileSync(configPath, options.config);
+  const hub = await startTestHub(options.repos);
   const env = {
+    // Sources resolve against the fake hub, unless the settings or the test name another.
+    HF_ENDPOINT: hub.url,
     LLMGW_DATA_DIR: dir,
     ...(options.config === undefined ? {} : { LLMGW_CONFIG: configPath }),
     ...(options.database === undefined ? {} : { LLMGW_DATABASE: options.database }),
     ...options.env,
   };
   const loadOptions = { env, cwd: dir };
-  const settings = loadSettings(loadOptions);
+  let settings;
+  try {
+    settings = loadSettings(loadOptions);
+  } catch (e) {
+    await hub.close();
+    throw e;
+  }
   let text = '';
   const logger = pino(
     { level: 'debug' },
@@ -68,10 +86,12 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
       engineKeySecret: options.env?.['LLMGW_ENGINE_KEY_SECRET'],
       listen: options.listen ?? '127.0.0.1:0',
       ...(options.mirrorLookup === undefined ? {} : { mirrorLookup: options.mirrorLookup }),
+      ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
     });
   } catch (e) {
     // A refused start (the test of a refusal) leaves nothing open behind.
     await store.close();
+    await hub.close();
     rmSync(dir, { recursive: true, force: true });
     throw e;
   }
@@ -83,9 +103,11 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
     adminKey,
     dir,
     configPath,
+    hub,
     logs: () => text,
     stop: async () => {
       await cp.stop();
+      await hub.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 
 import { ApiError, type ApiClient } from '../../client/api-client.js';
 import type { ConfigChangeView } from '../../core/api-types.js';
+import { hiddenSecret } from '../../config/secret-text.js';
 import { LlmgwError } from '../../core/errors.js';
 import { type Runner } from '../command.js';
 import { emit, type Output } from '../output.js';
@@ -53,7 +54,7 @@ export async function editSettings(client: ApiClient, o: Output, env: NodeJS.Pro
   let error: string | undefined;
   let lastRefused: string | undefined;
   for (;;) {
-    writeFileSync(file, header(current.path, error) + text, { mode: 0o600 });
+    writeFileSync(file, header(current.path, error, text.includes(hiddenSecret)) + text, { mode: 0o600 });
     runEditor(env, file);
     const edited = stripHeader(readFileSync(file, 'utf8'));
     if (edited === current.text) {
@@ -100,11 +101,15 @@ function describeChange(c: ConfigChangeView): string {
   return lines.join('\n');
 }
 
-function header(path: string, error: string | undefined): string {
+function header(path: string, error: string | undefined, hidden: boolean): string {
   const lines = [
     `Editing the llmgw settings file ${path}.`,
     'Lines starting with "# llmgw:" are removed when you save. An unchanged file changes nothing.',
   ];
+  if (hidden)
+    lines.push(
+      `hub.token shows as ${hiddenSecret}: left so, the token is kept; write a new one to replace it.`,
+    );
   if (error !== undefined) lines.push('', 'The last save was refused:', ...error.split('\n'));
   return `${lines.map((l) => `${marker}${l}`.trimEnd()).join('\n')}\n`;
 }

@@ -11,6 +11,7 @@ import { age, emit, table, yaml } from '../output.js';
 import { UsageError } from '../usage-error.js';
 
 import { connect } from './connection.js';
+import { modelDetail } from './model-detail.js';
 
 export function registerModels(ctl: Command, run: Runner): void {
   ctl
@@ -42,11 +43,39 @@ export function registerModels(ctl: Command, run: Runner): void {
   model
     .command('show')
     .argument('<name>', 'the model')
-    .description("print a model's full definition")
+    .description(
+      'what a model is: its source, revision and commit, files and sizes, and its shape (layers, heads, context, KV bytes per token)',
+    )
     .action(
       run.action(async ({ o, conn }, name: string) => {
         const m = await connect(conn).getModel(name);
-        emit(o, m, (v) => yaml(v));
+        emit(o, m, modelDetail);
+      }),
+    );
+
+  model
+    .command('get')
+    .argument('<name>', 'the model')
+    .description(
+      "print a model's definition as YAML (edit it and give it back to llmgw ctl model apply -f -)",
+    )
+    .action(
+      run.action(async ({ o, conn }, name: string) => {
+        const m = await connect(conn).getModel(name);
+        emit(o, m, ({ status: _status, ...definition }) => yaml(definition));
+      }),
+    );
+
+  model
+    .command('resolve')
+    .argument('<name>', 'the model')
+    .description(
+      "resolve a model's source again: pin it to the commit its revision points at now, and read its shape again",
+    )
+    .action(
+      run.action(async ({ o, conn }, name: string) => {
+        const m = await connect(conn).resolveModel(name);
+        emit(o, m, resolvedText);
       }),
     );
 
@@ -118,6 +147,20 @@ export function registerModels(ctl: Command, run: Runner): void {
         emit(o, m, (v) => `model "${v.name}" removed`);
       }),
     );
+}
+
+function resolvedText(m: ModelView): string {
+  const o = m.status.origin;
+  const at =
+    o === undefined
+      ? ''
+      : o.commit !== undefined
+        ? ` at commit ${o.commit} (${o.revision})`
+        : o.kind === 'url' && o.revision !== ''
+          ? ` (ETag ${o.revision})`
+          : '';
+  const first = `model "${m.name}" resolved: ${m.source}${at}`;
+  return m.status.problem === undefined ? first : `${first}\nproblem: ${m.status.problem}`;
 }
 
 export function profilesSummary(m: ModelView): string {

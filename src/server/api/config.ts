@@ -3,7 +3,10 @@ import { Hono } from 'hono';
 import { LlmgwError } from '../../core/errors.js';
 import { adminOnly, principalOf, type ApiDeps, type ApiEnv } from './context.js';
 
-/** The settings file as text: read it, or replace it whole (validated first, written atomically). */
+/**
+ * The settings file as text: read it (hub.token hidden), or replace it whole (validated first,
+ * written atomically).
+ */
 export function configRoutes(deps: ApiDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.use('*', adminOnly);
@@ -13,7 +16,7 @@ export function configRoutes(deps: ApiDeps): Hono<ApiEnv> {
     c.header('ETag', deps.settings.etag);
     c.header('X-Llmgw-Config-Path', source.path);
     if (source.fromEnv.length > 0) c.header('X-Llmgw-Overridden-By-Env', source.fromEnv.join(','));
-    return c.body(source.text, 200, { 'Content-Type': 'application/yaml; charset=utf-8' });
+    return c.body(deps.settings.shownText, 200, { 'Content-Type': 'application/yaml; charset=utf-8' });
   });
 
   app.put('/', async (c) => {

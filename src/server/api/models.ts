@@ -43,6 +43,11 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
     return c.json(model);
   });
 
+  // Re-pin: resolve the source again (a branch moved on), keeping the old record on a refusal.
+  app.post('/:name/resolve', adminOnly, async (c) =>
+    c.json(await deps.catalog.resolve(c.req.param('name'), principalOf(c).name)),
+  );
+
   app.delete('/:name', adminOnly, async (c) =>
     c.json(await deps.catalog.remove(c.req.param('name'), principalOf(c).name)),
   );
@@ -51,12 +56,13 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
 }
 
 /**
- * A model read from the API carries `metadata`; sending it back unchanged is allowed
- * (its version then guards against a concurrent change), everything else in it is ignored.
+ * A model read from the API carries `metadata` and `status`; sending them back unchanged is
+ * allowed (the version in metadata then guards against a concurrent change), everything else
+ * in them is ignored.
  */
 function stripMetadata(body: unknown): unknown {
-  if (typeof body !== 'object' || body === null || Array.isArray(body) || !('metadata' in body)) return body;
-  const { metadata: _metadata, ...rest } = body as Record<string, unknown>;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return body;
+  const { metadata: _metadata, status: _status, ...rest } = body as Record<string, unknown>;
   return rest;
 }
 

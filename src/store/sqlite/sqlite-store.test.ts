@@ -73,3 +73,36 @@ describe('migration 0005 on a database written before it', () => {
     }
   });
 });
+
+describe('a stored origin this build cannot read', () => {
+  it('reads as unknown, with the way to resolve it again, not as something it is not', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-store-'));
+    const path = join(dir, 'llmgw.db');
+    try {
+      await (await openSqliteStore({ path })).close();
+      const file = new SqliteDatabase(path);
+      file
+        .prepare(
+          'insert into model_origins (model, source, origin, shape, problem, resolved_at) values (?, ?, ?, ?, ?, ?)',
+        )
+        .run('old', 'hf://org/repo', '{"kind":"git"}', 'not json', null, '2026-01-01T00:00:00.000Z');
+      file.close();
+      const store = await openSqliteStore({ path });
+      try {
+        expect(await store.origins.get('old')).toEqual({
+          model: 'old',
+          source: 'hf://org/repo',
+          origin: null,
+          shape: null,
+          problem:
+            'the stored origin and shape of this model cannot be read by this llmgw: resolve it again (llmgw ctl model resolve old)',
+          resolved_at: '2026-01-01T00:00:00.000Z',
+        });
+      } finally {
+        await store.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

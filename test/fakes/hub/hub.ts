@@ -40,6 +40,11 @@ export interface FakeHubOptions {
    * settles, so a test sees what is served while the upstream has not finished.
    */
   hold?: { afterBytes: number; until: Promise<unknown> };
+  /**
+   * Serve LFS files from a second server (another origin), as the real hub redirects to
+   * cas-bridge.xethub.hf.co: what a client sends after the redirect can then be told apart.
+   */
+  separateFileServer?: boolean;
 }
 
 export interface SeenRequest {
@@ -47,6 +52,8 @@ export interface SeenRequest {
   url: string;
   authorization: string | undefined;
   range: string | undefined;
+  /** Which server answered: the hub, or the separate file server (`separateFileServer`). */
+  server: 'hub' | 'files';
 }
 
 export interface FakeHub {
@@ -230,14 +237,20 @@ export async function startFakeHub(options: FakeHubOptions): Promise<FakeHub> {
   }
   const requests: SeenRequest[] = [];
   let base = '';
+  let filesBase = '';
 
-  const server = http.createServer((req, res) => {
+  const handler = (which: 'hub' | 'files') => (req: http.IncomingMessage, res: http.ServerResponse) => {
     requests.push({
       method: req.method ?? '',
       url: req.url ?? '',
       authorization: req.headers.authorization,
       range: req.headers.range,
+      server: which,
     });
+    if (which === 'files' && !(req.url ?? '').startsWith('/lfs-files/')) {
+      hubError(res, 404, 'EntryNotFound', 'Entry not found');
+      return;
+    }
     const url = new URL(req.url ?? '/', base);
     const path = url.pathname.split('/').map(decodeURIComponent);
     const hasToken = /^Bearer hf_\S+$/.test(req.headers.authorization ?? '');
@@ -353,7 +366,7 @@ export async function startFakeHub(options: FakeHubOptions): Promise<FakeHub> {
           ...common,
           'x-linked-etag': `"${entry.lfs.oid}"`,
           'x-linked-size': entry.size,
-          location: `${base}/lfs-files/${entry.lfs.oid}`,
+          location: `${filesBase}/lfs-files/${entry.lfs.oid}`,
           'content-length': 0,
         });
         res.end();
@@ -364,17 +377,27 @@ export async function startFakeHub(options: FakeHubOptions): Promise<FakeHub> {
     }
 
     hubError(res, 404, 'EntryNotFound', 'Entry not found');
-  });
+  };
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const listen = async (server: http.Server) => {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  };
+  const server = http.createServer(handler('hub'));
+  base = await listen(server);
+  const files = options.separateFileServer ? http.createServer(handler('files')) : undefined;
+  filesBase = files ? await listen(files) : base;
+  const close = (s: http.Server) =>
+    new Promise<void>((resolve, reject) => {
+      s.closeAllConnections();
+      s.close((e) => (e ? reject(e) : resolve()));
+    });
   return {
     url: base,
     requests,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        server.closeAllConnections();
-        server.close((e) => (e ? reject(e) : resolve()));
-      }),
+    close: async () => {
+      await close(server);
+      if (files) await close(files);
+    },
   };
 }

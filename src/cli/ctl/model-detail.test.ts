@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+
+import { deepseekV2Lite, gemma2_9b } from '../../../test/fakes/gguf/models.js';
+import { asMetadata } from '../../../test/fakes/gguf/metadata.js';
+import { shapeFromGguf } from '../../models/gguf-shape.js';
+import type { ModelView } from '../../protocol/model-views.js';
+
+import { formatCount, layersSummary, modelDetail } from './model-detail.js';
+
+const view = (status: ModelView['status'], origin: 'config' | 'api' = 'config'): ModelView => ({
+  name: 'm',
+  source: 'hf://org/m-GGUF/m-Q4_K_M.gguf',
+  replicas: 1,
+  profiles: [
+    {
+      name: 'cpu',
+      engine: 'llamacpp',
+      cpu: true,
+      tp: 1,
+      pp: 1,
+      gpus_per_node: 0,
+      nodes: 1,
+      args: [],
+      env: {},
+      adapters: [],
+    },
+  ],
+  metadata: origin === 'config' ? { origin } : { origin, version: 3, created_by: 'ops' },
+  status,
+});
+
+describe('which layers, in a few words', () => {
+  it.each([
+    [[0, 1, 2, 3], 4, 'all 4'],
+    [[0, 2, 4, 6, 8, 10], 12, '6 of 12: 0, 2, … 10 (every 2nd)'],
+    [[20, 21, 22, 23, 24, 25, 26, 27], 28, '8 of 28: 20-27'],
+    [[0, 1, 2, 3, 4, 6, 7, 8, 9, 10], 12, '10 of 12: 0-4, 6-10'],
+    [[3, 7], undefined, '2: 3, 7'],
+    [[], 12, 'none'],
+  ])('%j of %s layers is %j', (layers, total, text) => {
+    expect(layersSummary(layers, total)).toBe(text);
+  });
+
+  it('counts parameters as model cards do', () => {
+    expect(formatCount(8_030_261_248)).toBe('8.03 B');
+    expect(formatCount(494_032_768)).toBe('494 M');
+    expect(formatCount(1000)).toBe('1000');
+  });
+});
+
+describe('llmgw ctl model show', () => {
+  it("summarises Gemma 2's sliding window, and says what the header does not give", () => {
+    const shape = shapeFromGguf({ metadata: asMetadata(gemma2_9b) });
+    const text = modelDetail(view({ shape, resolved_at: '2026-01-01T00:00:00.000Z' }));
+    expect(text).toMatch(/^Name: +m \(declared in the settings file\)$/m);
+    expect(text).toMatch(/^Origin: +unknown$/m);
+    expect(text).toMatch(/^ {2}Sliding window: +4096 tokens, on layers 21 of 42: 0, 2, … 40 \(every 2nd\)$/m);
+    expect(text).toMatch(/^ {2}Head dims: +key 256, value 256$/m);
+    expect(text).toMatch(/^ {2}Weights: +unknown \(the header was read without its tensor infos\)$/m);
+    expect(text).toMatch(
+      /^ {2}KV cache: +\d+ B per token at 2 bytes a value \(full attention \d+ B, sliding window \d+ B\)$/m,
+    );
+  });
+
+  it("shows DeepSeek-V2-Lite's MLA latent", () => {
+    const shape = shapeFromGguf({ metadata: asMetadata(deepseekV2Lite) });
+    const text = modelDetail(view({ shape, resolved_at: '2026-01-01T00:00:00.000Z' }, 'api'));
+    expect(text).toMatch(/^Name: +m \(added through the API by ops, version 3\)$/m);
+    expect(text).toMatch(/^ {2}MLA latent: +512 \+ rope 64$/m);
+    expect(text).toMatch(/^ {2}KV cache: +31104 B per token at 2 bytes a value$/m);
+  });
+
+  it('says a declared model is not resolved yet, and shows the problem of one that is not known', () => {
+    expect(modelDetail(view({}))).toMatch(
+      /^Origin: +not resolved yet \(llmgw ctl model resolve m resolves it now\)$/m,
+    );
+    const text = modelDetail(
+      view({ problem: '/m.gguf is not on the control plane', resolved_at: '2026-01-01T00:00:00.000Z' }),
+    );
+    expect(text).toMatch(/^Shape: +unknown$/m);
+    expect(text).toMatch(/^Problem: \/m\.gguf is not on the control plane$/m);
+  });
+});

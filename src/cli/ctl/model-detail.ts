@@ -1,0 +1,149 @@
+/**
+ * `llmgw ctl model show NAME`: a model as a person reads it. The definition in short, then what
+ * its source resolved to (revision, commit, files) and what the model is (its shape), each
+ * figure llmgw could not read shown as unknown with the reason.
+ */
+import type { Origin } from '../../models/origin.js';
+import type { Known, ModelShape, SlidingWindow } from '../../models/shape.js';
+import { formatSize } from '../../models/source.js';
+import type { ModelView } from '../../protocol/model-views.js';
+import { age, table } from '../output.js';
+
+import { profilesSummary } from './models.js';
+
+const label = (name: string) => `${name}:`.padEnd(20);
+
+function show<T>(k: Known<T>, text: (v: T) => string): string {
+  return k.known ? text(k.value) : `unknown (${k.reason})`;
+}
+
+/** 8.03 B, 494 M: a parameter count as model cards write it. */
+export function formatCount(n: number): string {
+  if (n >= 1e9) return `${(n / 1e9).toFixed(2)} B`;
+  if (n >= 1e6) return `${(n / 1e6).toFixed(0)} M`;
+  return String(n);
+}
+
+const ordinal = (n: number) => (n === 2 ? '2nd' : n === 3 ? '3rd' : `${n}th`);
+
+/**
+ * Which layers, in a few words: `all 32`, `21 of 42: 0, 2, … 40 (every 2nd)`, `8 of 28: 20-27`.
+ */
+export function layersSummary(layers: readonly number[], total: number | undefined): string {
+  const n = layers.length;
+  const of = total === undefined ? `${n}` : `${n} of ${total}`;
+  if (n === 0) return 'none';
+  if (total !== undefined && n === total) return `all ${total}`;
+  const first = layers[0] ?? 0;
+  const step = (layers[1] ?? first) - first;
+  const even = n > 3 && step > 1 && layers.every((l, i) => l === first + i * step);
+  if (even) return `${of}: ${first}, ${first + step}, … ${layers[n - 1] ?? 0} (every ${ordinal(step)})`;
+  const ranges: string[] = [];
+  let start = first;
+  let prev = first;
+  for (const l of [...layers.slice(1), Number.NaN]) {
+    if (l === prev + 1) {
+      prev = l;
+      continue;
+    }
+    ranges.push(start === prev ? `${start}` : `${start}-${prev}`);
+    start = l;
+    prev = l;
+  }
+  return `${of}: ${ranges.join(', ')}`;
+}
+
+function slidingText(sw: SlidingWindow | null, layers: Known<number>): string {
+  if (sw === null) return 'none';
+  return `${sw.window} tokens, on layers ${layersSummary(sw.layers, layers.known ? layers.value : undefined)}`;
+}
+
+function digestOf(o: Origin, f: Origin['files'][number]): string {
+  if (f.sha256 !== undefined) return `sha256 ${f.sha256.slice(0, 12)}`;
+  // A small hub file is known by its git blob id; a URL by its ETag.
+  if (f.etag !== undefined)
+    return `${o.kind === 'hf' ? 'git' : 'etag'} ${f.etag.replace(/"/g, '').slice(0, 12)}`;
+  return '-';
+}
+
+function originLines(o: Origin): string[] {
+  const lines: string[] = [];
+  if (o.kind === 'hf') {
+    lines.push(`${label('Revision')}${o.revision}`);
+    if (o.commit !== undefined) lines.push(`${label('Commit')}${o.commit}`);
+  } else if (o.kind === 'url' && o.revision !== '') {
+    lines.push(`${label('ETag')}${o.revision}`);
+  }
+  const total = o.files.reduce((sum, f) => sum + f.size, 0);
+  lines.push(
+    `${label('Size')}${formatSize(total)} in ${o.files.length} file${o.files.length === 1 ? '' : 's'}`,
+  );
+  lines.push('', 'Files:');
+  const rows = table(
+    ['PATH', 'SIZE', 'DIGEST'],
+    o.files.map((f) => [f.path, formatSize(f.size), digestOf(o, f)]),
+  );
+  lines.push(...rows.split('\n').map((l) => `  ${l}`));
+  return lines;
+}
+
+function shapeLines(s: ModelShape): string[] {
+  const heads = show(s.attentionHeads, (h) => `${h}`);
+  const kvHeads =
+    s.kvHeadsPerLayer !== undefined
+      ? show(s.kvHeads, (h) => `up to ${h}, by layer`)
+      : show(s.kvHeads, (h) => `${h}`);
+  const kv = show(s.kv, (k) => {
+    const split =
+      k.slidingPerToken > 0
+        ? ` (full attention ${k.fullPerToken} B, sliding window ${k.slidingPerToken} B)`
+        : '';
+    return `${k.perToken} B per token at ${k.elementBytes} bytes a value${split}`;
+  });
+  return [
+    `Shape (from ${s.from === 'gguf' ? 'the GGUF header' : 'config.json'}):`,
+    `  ${label('Architecture')}${s.architecture}`,
+    `  ${label('Layers')}${show(s.layers, String)}`,
+    `  ${label('Attention heads')}${heads}; KV heads ${kvHeads}`,
+    `  ${label('Head dims')}key ${show(s.keyHeadDim, String)}, value ${show(s.valueHeadDim, String)}`,
+    `  ${label('Sliding window')}${show(s.slidingWindow, (sw) => slidingText(sw, s.layers))}`,
+    `  ${label('MLA latent')}${show(s.mla, (m) => (m === null ? 'none' : `${m.kvLoraRank} + rope ${m.qkRopeHeadDim}`))}`,
+    `  ${label('Trained context')}${show(s.trainedContext, (c) => `${c} tokens`)}`,
+    `  ${label('Parameters')}${show(s.parameters, formatCount)}`,
+    `  ${label('Weights')}${show(s.weightBytes, formatSize)}`,
+    `  ${label('Dtype')}${show(s.dtype, String)}`,
+    `  ${label('KV cache')}${kv}`,
+  ];
+}
+
+/** The sections of `model show`, in order; more (replicas, downloads) are added after these. */
+export function modelSections(m: ModelView): string[][] {
+  const by =
+    m.metadata.origin === 'config'
+      ? 'declared in the settings file'
+      : `added through the API by ${m.metadata.created_by ?? '?'}, version ${m.metadata.version ?? '?'}`;
+  const head = [
+    `${label('Name')}${m.name} (${by})`,
+    `${label('Source')}${m.source}`,
+    `${label('Replicas')}${m.replicas}`,
+    `${label('Profiles')}${profilesSummary(m)}`,
+  ];
+  const st = m.status;
+  if (st.resolved_at !== undefined)
+    head.push(`${label('Resolved')}${st.resolved_at} (${age(st.resolved_at)} ago)`);
+  const sections = [head];
+  if (st.origin !== undefined) sections[0] = [...head, ...originLines(st.origin)];
+  else if (st.resolved_at === undefined)
+    head.push(`${label('Origin')}not resolved yet (llmgw ctl model resolve ${m.name} resolves it now)`);
+  else head.push(`${label('Origin')}unknown`);
+  if (st.shape !== undefined) sections.push(shapeLines(st.shape));
+  else sections.push(['Shape:              unknown']);
+  if (st.problem !== undefined) sections.push([`Problem: ${st.problem}`]);
+  return sections;
+}
+
+export function modelDetail(m: ModelView): string {
+  return modelSections(m)
+    .map((s) => s.join('\n'))
+    .join('\n\n');
+}
