@@ -15,9 +15,10 @@ import { Catalog } from './catalog.js';
 import { ModelOrigins } from './model-origins.js';
 import { HttpServer, type RequestHandler } from './http-server.js';
 import { agentChannelPath } from '../protocol/agent-protocol.js';
-import { hubAccess } from '../models/hub.js';
+import { messageOf } from '../core/errors.js';
 import { loadEngineKeys, prepareEngineKeys } from './fleet/engine-keys.js';
 import { Fleet } from './fleet/fleet.js';
+import { BlobIndex } from './mirror/blob-index.js';
 import { Mirror, type MirrorOptions } from './mirror/mirror.js';
 import { mirrorAuthorizer } from './mirror/mirror-auth.js';
 import { mirrorPrefix, mirrorRoute } from './mirror/mirror-route.js';
@@ -41,10 +42,7 @@ export interface ControlPlaneOptions {
   listen?: string;
   /** How often agents send heartbeats; a node that misses three is not ready. */
   heartbeatMs?: number;
-  /**
-   * Which catalog model's file a mirror blob key is. Until the catalog keeps models' origins
-   * (and this is built from them here), the mirror finds none unless this is given.
-   */
+  /** Which file a mirror blob key is; the catalog's origins unless given (tests). */
   mirrorLookup?: MirrorOptions['lookup'];
   /** What model sources are resolved with (tests count or fail requests); the global fetch unless given. */
   fetch?: typeof fetch;
@@ -157,13 +155,25 @@ export class ControlPlane {
     http.onUpgrade(agentChannelPath, (req, socket, head) => {
       hub.handleUpgrade(req, socket, head);
     });
-    // TODO(lead): mirror.dir and mirror.enabled from the settings once they have them, hub.* too.
+    const blobs = new BlobIndex();
     const mirror = new Mirror({
-      dir: join(options.settings.settings.data_dir, 'mirror'),
-      hub: () => hubAccess({}, options.loadOptions.env ?? process.env),
-      lookup: options.mirrorLookup ?? (() => undefined),
+      dir: options.settings.settings.mirror.dir,
+      enabled: () => settings.current.settings.mirror.enabled,
+      hub: () => origins.access(),
+      lookup: options.mirrorLookup ?? ((key) => blobs.lookup(key)),
       logger: logger.child({ part: 'mirror' }),
     });
+    // The mirror serves the files of the catalog's models: its index follows every change.
+    const indexBlobs = async () => {
+      try {
+        blobs.set((await catalog.origins()).values());
+      } catch (e) {
+        logger.warn({ err: messageOf(e) }, "could not read the models' origins for the mirror");
+      }
+    };
+    await indexBlobs();
+    catalog.onChange(() => void indexBlobs());
+    origins.onResolved(() => void indexBlobs());
     // Ahead of the API's mount (a longer prefix wins): blobs are streamed on node:http, not through hono.
     http.mount(mirrorPrefix, mirrorRoute({ mirror, authorize: mirrorAuthorizer({ store, auth }), logger }));
     const apiListener = getRequestListener(api.fetch);

@@ -13,6 +13,8 @@ import { resolveOrigin } from '../../models/resolve.js';
 import type { NodeInventory } from '../../gpu/types.js';
 import { nodeIdHeader } from '../../protocol/agent-protocol.js';
 
+import { llamaGguf, llamaGgufFile, llamaGgufRepo } from '../../../test/support/hub.js';
+
 import { mirrorBlobsPath } from './mirror-route.js';
 
 const token = 'hf_routetesttoken0123456789';
@@ -135,5 +137,35 @@ describe('the mirror on the control plane', () => {
     expect((await api(tcp.url, undefined, 'GET', '/health')).status).toBe(200);
     const other = await api(tcp.url, tcp.adminKey, 'GET', '/mirrors');
     expect(other.status).toBe(404);
+  });
+});
+
+describe("the mirror's index of the catalog", () => {
+  it('serves the files of a model added through the API, by blob key, and nothing else', async () => {
+    const tcp = await startControlPlane();
+    try {
+      const added = await api(tcp.url, tcp.adminKey, 'POST', '/models', {
+        name: 'llama',
+        source: `hf://${llamaGgufRepo}/${llamaGgufFile}`,
+        profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+      });
+      expect(added.status).toBe(201);
+      const origin = (added.body as { status: { origin: Origin } }).status.origin;
+      const key = blobKey(origin, origin.files[0]!);
+      const auth = { authorization: `Bearer ${tcp.adminKey}` };
+      const res = await fetch(`${tcp.url}${mirrorBlobsPath}${key}`, { headers: auth });
+      expect(res.status).toBe(200);
+      expect(Buffer.from(await res.arrayBuffer()).equals(llamaGguf)).toBe(true);
+
+      // Removed from the catalog: the mirror no longer serves it.
+      expect((await api(tcp.url, tcp.adminKey, 'DELETE', '/models/llama')).status).toBe(200);
+      const gone = await fetch(`${tcp.url}${mirrorBlobsPath}${key}`, { headers: auth });
+      expect(gone.status).toBe(404);
+      expect(((await gone.json()) as { error: { message: string } }).error.message).toMatch(
+        /^no model in the catalog has a file with digest [0-9a-f]{64}/,
+      );
+    } finally {
+      await tcp.stop();
+    }
   });
 });
