@@ -499,13 +499,18 @@ function profileOf(shard: AssignedShard) {
   return profile;
 }
 
-/** The model's weights as this node (`node NAME`) has them: a file or directory here, or a repository or URL the engine fetches. */
+/**
+ * The weights of a model given by a local path, as this node (`node NAME`) has them. A hub
+ * repository or URL is fetched by the agent from the origin the control plane sends with the
+ * shard; without one it cannot be, and no engine downloads for itself.
+ */
 export function weightsOf(source: string, node: string): Weights {
   const parsed = parseSource(source);
   if (parsed === undefined) throw new Error(`the model's source "${source}" is not one llmgw reads`);
-  if (parsed.kind === 'hf')
-    return { hf: parsed.repo, ...(parsed.file === undefined ? {} : { file: parsed.file }) };
-  if (parsed.kind === 'url') return { url: parsed.url };
+  if (parsed.kind !== 'path')
+    throw new Error(
+      `the control plane sent no pinned files for ${source}, so ${node} cannot fetch it: upgrade the control plane to this agent's version, or update the model (llmgw ctl model apply) so its source is resolved again`,
+    );
   let stat;
   try {
     stat = statSync(parsed.path);

@@ -3,7 +3,6 @@ import { unlessSet } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
 import type { Engine, ProcessSpec, ShardLaunch } from '../types.js';
-import { repositoryOrPath } from '../remote-weights.js';
 
 /**
  * TensorRT-LLM, as `trtllm-serve MODEL` on the cards of one node.
@@ -60,7 +59,7 @@ function trtllmServe(launch: ShardLaunch): ProcessSpec {
   const { profile, model, settings } = launch;
   const own = profile.args;
   const args = [
-    repositoryOrPath('trtllm', launch.weights),
+    launch.weights.path,
     '--host',
     launch.host,
     '--port',
