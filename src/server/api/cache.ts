@@ -1,0 +1,138 @@
+import { Hono } from 'hono';
+import { z } from 'zod';
+
+import { LlmgwError, messageOf } from '../../core/errors.js';
+import { originSchema, type Origin } from '../../models/origin.js';
+import type { CacheView, ModelDownloads, PullStarted, PurgeResult } from '../../protocol/cache-views.js';
+import type { ModelView } from '../../protocol/model-views.js';
+import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+
+const pullSchema = z.strictObject({
+  /** Node names; none: every ready node. */
+  nodes: z.array(z.string().min(1).max(253)).max(10_000).optional(),
+});
+
+/**
+ * The model's pinned origin, as the catalog keeps it with the model; undefined for a model
+ * stored before sources were resolved.
+ */
+export function originOf(view: ModelView): Origin | undefined {
+  const parsed = originSchema.safeParse((view as { origin?: unknown }).origin);
+  return parsed.success ? parsed.data : undefined;
+}
+
+async function pinnedOrigin(deps: ApiDeps, name: string): Promise<{ view: ModelView; origin: Origin }> {
+  const view = await deps.catalog.get(name);
+  const origin = originOf(view);
+  if (origin === undefined)
+    throw new LlmgwError(
+      'conflict',
+      `model ${view.name} has no pinned files (its source ${view.source} was not resolved when it was added): apply it again (llmgw ctl model apply -f FILE) to resolve it`,
+    );
+  return { view, origin };
+}
+
+/**
+ * A model's files on the nodes: fetching them ahead of placement (pull), how far each node is
+ * (downloads), and removing the model with its files everywhere (DELETE ?purge=true).
+ * Mounted on /models before the catalog's own routes.
+ */
+export function modelFileRoutes(deps: ApiDeps): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+
+  app.post('/:name/pull', adminOnly, async (c) => {
+    const body =
+      c.req.header('content-length') === '0' || c.req.header('content-type') === undefined
+        ? {}
+        : await jsonBody(c, pullSchema);
+    const { view, origin } = await pinnedOrigin(deps, c.req.param('name'));
+    return c.json<PullStarted>(deps.fleet.pull(view.name, origin, body.nodes), 202);
+  });
+
+  app.get('/:name/downloads', async (c) => {
+    const { view, origin } = await pinnedOrigin(deps, c.req.param('name'));
+    return c.json<ModelDownloads>(deps.fleet.downloads(view.name, origin));
+  });
+
+  // Without ?purge the catalog's own DELETE answers.
+  app.delete('/:name', adminOnly, async (c, next) => {
+    const purge = c.req.query('purge');
+    if (purge === undefined || purge === 'false' || purge === '0') {
+      await next();
+      return;
+    }
+    const removed = await deps.catalog.remove(c.req.param('name'), principalOf(c).name);
+    return c.json({ ...removed, purge: await purgeFiles(deps, removed) });
+  });
+
+  return app;
+}
+
+async function purgeFiles(deps: ApiDeps, removed: ModelView): Promise<PurgeResult> {
+  const origin = originOf(removed);
+  if (origin === undefined)
+    return {
+      model: removed.name,
+      nodes: [],
+      kept: `no files were removed: the model had no pinned files to name them (its source ${removed.source} was never resolved)`,
+    };
+  if (origin.kind === 'path')
+    return {
+      model: removed.name,
+      source: origin.source,
+      nodes: [],
+      kept: `no files were removed: ${origin.source} is the nodes' own path, which llmgw does not manage`,
+    };
+  // Another model of the catalog with the same files still needs them.
+  const sharing = (await deps.catalog.list()).filter((m) => {
+    const o = originOf(m);
+    return o !== undefined && o.source === origin.source && o.commit === origin.commit;
+  });
+  const first = sharing[0];
+  if (first !== undefined)
+    return {
+      model: removed.name,
+      source: origin.source,
+      nodes: [],
+      kept: `no files were removed: model ${first.name} uses the same files (${origin.source})`,
+    };
+  const nodes = await deps.fleet.purge(removed.name, origin);
+  let mirror: string | undefined;
+  if (deps.mirror !== undefined) {
+    try {
+      const r = await deps.mirror.purge(origin);
+      mirror = `removed ${r.files} file${r.files === 1 ? '' : 's'} from the mirror`;
+    } catch (e) {
+      mirror = `could not remove the files from the mirror: ${messageOf(e)}`;
+    }
+  }
+  return {
+    model: removed.name,
+    source: origin.source,
+    nodes,
+    ...(mirror === undefined ? {} : { mirror }),
+  };
+}
+
+/** GET /cache?node=NAME: what each node's cache (and the mirror) holds, asked of the agents now. */
+export function cacheRoutes(deps: ApiDeps): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+  app.get('/', async (c) => {
+    const node = c.req.query('node');
+    const nodes = await deps.fleet.caches(node === '' ? undefined : node);
+    const view: CacheView = { nodes };
+    if (deps.mirror !== undefined && node === undefined) {
+      try {
+        const known = (await deps.catalog.list()).flatMap((m) => {
+          const origin = originOf(m);
+          return origin === undefined ? [] : [{ model: m.name, origin }];
+        });
+        view.mirror = { entries: await deps.mirror.list(known) };
+      } catch (e) {
+        view.mirror = { entries: [], error: `the mirror could not be read: ${messageOf(e)}` };
+      }
+    }
+    return c.json(view);
+  });
+  return app;
+}
