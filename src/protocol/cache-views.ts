@@ -55,14 +55,14 @@ const units = ['B', 'kB', 'MB', 'GB', 'TB', 'PB'];
 export function bytesText(bytes: number): string {
   let v = bytes;
   let i = 0;
-  while (v >= 1000 && i < units.length - 1) {
+  // 999.6 MB reads as 1.0 GB, not 1000 MB.
+  while (v >= 999.5 && i < units.length - 1) {
     v /= 1000;
     i++;
   }
   if (i === 0) return `${Math.round(v)} B`;
-  // Two significant digits at least: 4.7 GB, 85 MB; rounding up to 1000 moves to the next unit.
-  const text = v < 9.95 ? v.toFixed(1) : String(Math.round(v));
-  return `${text} ${units[i] ?? ''}`;
+  // Two significant digits at least: 4.7 GB, 85 MB.
+  return `${v < 9.95 ? v.toFixed(1) : String(Math.round(v))} ${units[i] ?? ''}`;
 }
 
 /** `18 s`, `4 min`, `2 h 5 min`. */

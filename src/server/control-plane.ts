@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
 import type { LoadedSettings, LoadOptions } from '../config/load.js';
 import { diffSettings } from '../config/write.js';
+import type { Origin } from '../models/origin.js';
 import type { Store } from '../store/store.js';
 
 import { ensureAdminKey } from './admin-key.js';
@@ -33,6 +34,8 @@ export interface ControlPlaneOptions {
   listen?: string;
   /** How often agents send heartbeats; a node that misses three is not ready. */
   heartbeatMs?: number;
+  /** Each model's pinned origin (pull, purge and the mirror's list name files by it). */
+  origins?: (model: string) => Promise<Origin | undefined>;
 }
 
 /** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
@@ -114,6 +117,7 @@ export class ControlPlane {
       registry,
       hub,
       fleet,
+      origins: options.origins,
     });
 
     const http = new HttpServer({

@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 
 import { loadSettings } from '../../src/config/load.js';
-import { ControlPlane } from '../../src/server/control-plane.js';
+import { ControlPlane, type ControlPlaneOptions } from '../../src/server/control-plane.js';
 import { openStore } from '../../src/store/open.js';
 
 export interface TestControlPlane {
@@ -28,6 +28,8 @@ export interface StartOptions {
   adminKey?: string;
   /** Default 127.0.0.1:0. */
   listen?: string;
+  /** Each model's pinned origin, where a test gives them. */
+  origins?: ControlPlaneOptions['origins'];
 }
 
 /** A control plane in this process on 127.0.0.1:0, with its own data dir and SQLite file. */
@@ -65,6 +67,7 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
       adminKey: options.adminKey,
       engineKeySecret: options.env?.['LLMGW_ENGINE_KEY_SECRET'],
       listen: options.listen ?? '127.0.0.1:0',
+      ...(options.origins === undefined ? {} : { origins: options.origins }),
     });
   } catch (e) {
     // A refused start (the test of a refusal) leaves nothing open behind.

@@ -2,7 +2,7 @@ import { Hono } from 'hono';
 import { z } from 'zod';
 
 import { LlmgwError, messageOf } from '../../core/errors.js';
-import { originSchema, type Origin } from '../../models/origin.js';
+import type { Origin } from '../../models/origin.js';
 import type { CacheView, ModelDownloads, PullStarted, PurgeResult } from '../../protocol/cache-views.js';
 import type { ModelView } from '../../protocol/model-views.js';
 import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
@@ -12,18 +12,14 @@ const pullSchema = z.strictObject({
   nodes: z.array(z.string().min(1).max(253)).max(10_000).optional(),
 });
 
-/**
- * The model's pinned origin, as the catalog keeps it with the model; undefined for a model
- * stored before sources were resolved.
- */
-export function originOf(view: ModelView): Origin | undefined {
-  const parsed = originSchema.safeParse((view as { origin?: unknown }).origin);
-  return parsed.success ? parsed.data : undefined;
+/** The model's pinned origin; undefined for one whose source was never resolved. */
+async function originOf(deps: ApiDeps, name: string): Promise<Origin | undefined> {
+  return deps.origins === undefined ? undefined : await deps.origins(name);
 }
 
 async function pinnedOrigin(deps: ApiDeps, name: string): Promise<{ view: ModelView; origin: Origin }> {
   const view = await deps.catalog.get(name);
-  const origin = originOf(view);
+  const origin = await originOf(deps, view.name);
   if (origin === undefined)
     throw new LlmgwError(
       'conflict',
@@ -61,15 +57,23 @@ export function modelFileRoutes(deps: ApiDeps): Hono<ApiEnv> {
       await next();
       return;
     }
-    const removed = await deps.catalog.remove(c.req.param('name'), principalOf(c).name);
-    return c.json({ ...removed, purge: await purgeFiles(deps, removed) });
+    const name = c.req.param('name');
+    // Read before the model goes: its record may go with it.
+    const origin = (await deps.catalog.list()).some((m) => m.name === name)
+      ? await originOf(deps, name)
+      : undefined;
+    const removed = await deps.catalog.remove(name, principalOf(c).name);
+    return c.json({ ...removed, purge: await purgeFiles(deps, removed, origin) });
   });
 
   return app;
 }
 
-async function purgeFiles(deps: ApiDeps, removed: ModelView): Promise<PurgeResult> {
-  const origin = originOf(removed);
+async function purgeFiles(
+  deps: ApiDeps,
+  removed: ModelView,
+  origin: Origin | undefined,
+): Promise<PurgeResult> {
   if (origin === undefined)
     return {
       model: removed.name,
@@ -84,11 +88,14 @@ async function purgeFiles(deps: ApiDeps, removed: ModelView): Promise<PurgeResul
       kept: `no files were removed: ${origin.source} is the nodes' own path, which llmgw does not manage`,
     };
   // Another model of the catalog with the same files still needs them.
-  const sharing = (await deps.catalog.list()).filter((m) => {
-    const o = originOf(m);
-    return o !== undefined && o.source === origin.source && o.commit === origin.commit;
-  });
-  const first = sharing[0];
+  let first: ModelView | undefined;
+  for (const m of await deps.catalog.list()) {
+    const o = await originOf(deps, m.name);
+    if (o !== undefined && o.source === origin.source && o.commit === origin.commit) {
+      first = m;
+      break;
+    }
+  }
   if (first !== undefined)
     return {
       model: removed.name,
@@ -123,10 +130,11 @@ export function cacheRoutes(deps: ApiDeps): Hono<ApiEnv> {
     const view: CacheView = { nodes };
     if (deps.mirror !== undefined && node === undefined) {
       try {
-        const known = (await deps.catalog.list()).flatMap((m) => {
-          const origin = originOf(m);
-          return origin === undefined ? [] : [{ model: m.name, origin }];
-        });
+        const known: { model: string; origin: Origin }[] = [];
+        for (const m of await deps.catalog.list()) {
+          const origin = await originOf(deps, m.name);
+          if (origin !== undefined) known.push({ model: m.name, origin });
+        }
         view.mirror = { entries: await deps.mirror.list(known) };
       } catch (e) {
         view.mirror = { entries: [], error: `the mirror could not be read: ${messageOf(e)}` };

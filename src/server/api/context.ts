@@ -33,6 +33,8 @@ export interface ApiDeps {
   hub: AgentHub;
   fleet: Fleet;
   mirror?: MirrorFiles | undefined;
+  /** A model's pinned origin, as resolved when it was added; undefined when it never was. */
+  origins?: ((model: string) => Promise<Origin | undefined>) | undefined;
 }
 
 export interface ApiEnv {

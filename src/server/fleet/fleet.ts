@@ -885,7 +885,8 @@ export class Fleet implements HubListener {
   }
 }
 
-function aggregate(shards: readonly ShardView[]): {
+/** A replica's state from its shards' states: the worst of them, in this order. */
+export function aggregate(shards: readonly ShardView[]): {
   state: ReplicaState;
   reason?: string;
   download?: DownloadProgress;
