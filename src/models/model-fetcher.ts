@@ -8,6 +8,7 @@ import { createReadStream } from 'node:fs';
 import { lstat, mkdir, readlink, rename, stat, statfs, symlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { LlmgwError, messageOf } from '../core/errors.js';
+import { urlSourceFile } from './cache.js';
 import { blobKey, digestOf, filePaths, incompletePath, originLayout } from './cache-layout.js';
 import { DigestMismatchError, fetchFile, type FetchFileOptions, type FileDigest } from './download.js';
 import type { Origin, OriginFile } from './origin.js';
@@ -198,6 +199,9 @@ export class ModelFetcher {
       sample();
       await this.#checkDisk(origin, missing, mine);
       cancelled.signal.throwIfAborted();
+      // The snapshot folder first, so a listing of the cache shows the bytes arriving under it.
+      await mkdir(layout.snapshotDir, { recursive: true });
+      if (origin.kind === 'url') await writeFile(join(layout.repoDir, urlSourceFile), origin.source);
       this.#log.info?.(
         { source: origin.source, files: missing.length, bytes: missing.reduce((s, f) => s + f.file.size, 0) },
         'fetching model files',
