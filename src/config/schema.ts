@@ -73,6 +73,15 @@ export const settingsSchema = z.strictObject({
         .optional(),
       /** How long an engine gets to finish after SIGTERM before SIGKILL. */
       stop_grace_s: z.int().min(0).max(3600).default(30),
+      models: z
+        .strictObject({
+          /**
+           * The most a node's model cache may hold, in GB (10^9 bytes); unset, only the disk bounds it.
+           * Past it, files of models no longer in the catalog go first, least recently used first.
+           */
+          max_gb: z.number({ error: 'a number of GB, e.g. 500' }).min(1, 'at least 1 GB').optional(),
+        })
+        .prefault({}),
       engines: z
         .strictObject({
           llamacpp: llamacppSettingsSchema.prefault({}),
