@@ -138,11 +138,7 @@ export class AgentWeights {
   downloads(): DownloadReport[] {
     const now = Date.now();
     const out: DownloadReport[] = [];
-    for (const [key, d] of this.#downloads) {
-      if (d.endedAt !== undefined && now - d.endedAt > keepEndedMs && d.result === undefined) {
-        this.#downloads.delete(key);
-        continue;
-      }
+    for (const d of this.#downloads.values()) {
       if (d.endedAt !== undefined && now - d.endedAt > keepEndedMs) continue;
       const p = d.job.progress();
       for (const model of d.models)
