@@ -26,6 +26,8 @@ export interface FetchFileOptions {
   dest: string;
   /** Expected bytes. */
   size: number;
+  /** What messages call the file (default: dest's name, a digest); say the origin's path instead. */
+  name?: string;
   /** git-sha1 = sha1("blob <size>\0" + bytes), the git blob id of a small hub file. */
   digest?: FileDigest;
   /** Parallel ranges; default 1 below 64 MB, else up to 8 parts of at least 32 MB. */
@@ -162,7 +164,8 @@ function retryAfterMs(header: string | null): number | undefined {
 class BlockWriter {
   readonly #fh: FileHandle;
   #block: Buffer = Buffer.allocUnsafe(blockBytes);
-  #spare: Buffer | undefined;
+  /** Blocks written and free again: at most three ever exist (filling, queued, being written). */
+  readonly #free: Buffer[] = [];
   #fill = 0;
   #at: number;
   #lastFlush = Date.now();
@@ -200,8 +203,7 @@ class BlockWriter {
     const block = this.#block;
     const length = this.#fill;
     const at = this.#at;
-    this.#block = this.#spare ?? Buffer.allocUnsafe(blockBytes);
-    this.#spare = undefined;
+    this.#block = this.#free.pop() ?? Buffer.allocUnsafe(blockBytes);
     this.#fill = 0;
     this.#at += length;
     this.#chain = before.then(async () => {
@@ -211,7 +213,7 @@ class BlockWriter {
         written += r.bytesWritten;
       }
       this.#written(block.subarray(0, length), at + length);
-      this.#spare = block;
+      this.#free.push(block);
     });
     // A failed write fails every later one in the chain, and surfaces at close.
     this.#chain.catch(() => undefined);
@@ -505,7 +507,7 @@ export async function fetchFile(o: FetchFileOptions): Promise<void> {
   await mkdir(dirname(o.dest), { recursive: true });
   const ctx: Ctx = {
     o,
-    name: basename(o.dest),
+    name: o.name ?? basename(o.dest),
     fetchImpl: o.fetch ?? globalThis.fetch,
     stallMs: o.stallMs ?? 30_000,
   };

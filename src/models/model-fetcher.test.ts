@@ -237,10 +237,21 @@ describe('ModelFetcher', () => {
     bad[7] = (bad[7] ?? 0) ^ 0x80;
     const { server, job } = await corrupting(() => ({ body: bad }));
     await expect(job.done).rejects.toThrow(
-      `model.safetensors (${sha256(weights)}): fetched twice, and twice its sha256 was not the origin's ${sha256(weights)}: first ${sha256(bad)}, then ${sha256(bad)}; the server holds other bytes than the origin says, so resolve the model again or check the mirror or proxy in between`,
+      `hf://org/tiny: model.safetensors: fetched twice, and twice its sha256 was not the origin's ${sha256(weights)}: first ${sha256(bad)}, then ${sha256(bad)}; the server holds other bytes than the origin says, so resolve the model again or check the mirror or proxy in between`,
     );
     expect(server.requests).toHaveLength(2);
     expect(job.state).toBe('failed');
+  });
+
+  it('says which model and file a refused download was for', async () => {
+    const server = await serveRanges({});
+    servers.push(server);
+    const origin = hfOrigin([files.weights]);
+    const job = new ModelFetcher({ root: tempRoot() }).ensure(origin, () => ({ url: server.url('/gone') }));
+    await expect(job.done).rejects.toThrow(
+      /^hf:\/\/org\/tiny: model\.safetensors: GET http:\/\/127\.0\.0\.1:\d+\/gone answered 404 Not Found: the file is gone from where the origin says it was: resolve the model again$/,
+    );
+    expect(job.error).toMatch(/answered 404 Not Found/);
   });
 
   it('reports the rate over a sliding window, and the time left at it', async () => {

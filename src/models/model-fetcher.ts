@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { lstat, mkdir, readlink, rename, stat, statfs, symlink, writeFile } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { LlmgwError, messageOf } from '../core/errors.js';
 import { urlSourceFile } from './cache.js';
 import { blobKey, digestOf, filePaths, incompletePath, originLayout } from './cache-layout.js';
@@ -370,6 +370,7 @@ export class ModelFetcher {
           ...(headers === undefined ? {} : { headers }),
           dest: f.blob,
           size: f.file.size,
+          name: `${job.origin.source}: ${f.file.path}`,
           ...(digestOf(f.file) === undefined ? {} : { digest: digestOf(f.file) }),
           signal: controller.signal,
           onProgress: (n) => {
@@ -390,7 +391,7 @@ export class ModelFetcher {
             if (!(again instanceof DigestMismatchError)) throw again;
             throw new LlmgwError(
               'unavailable',
-              `${f.file.path} (${basename(f.blob)}): fetched twice, and twice its ${again.algorithm} was not the origin's ${e.expected}: first ${e.actual}, then ${again.actual}; the server holds other bytes than the origin says, so resolve the model again or check the mirror or proxy in between`,
+              `${job.origin.source}: ${f.file.path}: fetched twice, and twice its ${again.algorithm} was not the origin's ${e.expected}: first ${e.actual}, then ${again.actual}; the server holds other bytes than the origin says, so resolve the model again or check the mirror or proxy in between`,
               { cause: again },
             );
           }
