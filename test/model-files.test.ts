@@ -106,7 +106,7 @@ describe('model files through the control plane', () => {
         '    replicas: 0',
         '    profiles: [{name: cpu, engine: llamacpp, cpu: true}]',
       ].join('\n'),
-      origins: (model) => Promise.resolve(origins[model]),
+      originOf: (model) => Promise.resolve(origins[model]),
     });
     nodes['node-a'] = await scripted('node-a');
     nodes['node-b'] = await scripted('node-b');

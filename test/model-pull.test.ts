@@ -98,7 +98,7 @@ describe('ctl model pull and ctl cache', () => {
       endpoint: hub.url,
     });
     origins['missing'] = {
-      ...(origins['tiny']),
+      ...origins['tiny'],
       source: 'hf://org/gone-GGUF/gone.gguf',
       repo: 'org/gone-GGUF',
       files: [{ path: 'gone.gguf', size: 10, sha256: 'd'.repeat(64) }],
@@ -128,7 +128,7 @@ describe('ctl model pull and ctl cache', () => {
         ...declared('missing', 'hf://org/gone-GGUF/gone.gguf'),
         ...declared('slow', slowUrl),
       ].join('\n'),
-      origins: (model) => Promise.resolve(origins[model]),
+      originOf: (model) => Promise.resolve(origins[model]),
     });
     await agent('node-a');
     await agent('node-b');

@@ -317,9 +317,7 @@ export class AgentWeights {
     if (d.result !== undefined) return { ready: d.result };
     if (d.job.state === 'failed') {
       const wait = Math.max(0, (d.retryAt ?? Date.now()) - Date.now());
-      return {
-        failed: `could not fetch ${d.origin.source}: ${d.error ?? 'unknown error'}; trying again in ${durationText(wait / 1000)}`,
-      };
+      return { failed: `${failure(d.origin.source, d.error)}; trying again in ${durationText(wait / 1000)}` };
     }
     const p = d.job.progress();
     const state = d.job.state;
@@ -471,6 +469,13 @@ export class AgentWeights {
       );
     }
   }
+}
+
+/** Why a download failed, naming its source once: the fetcher's words mostly name it already. */
+function failure(source: string, error = 'no reason was given'): string {
+  if (error.startsWith(`${source}: `)) return `could not fetch ${error}`;
+  if (error.startsWith(source)) return error;
+  return `could not fetch ${source}: ${error}`;
 }
 
 /** llama.cpp's vision projector among a model's GGUF files. */

@@ -34,8 +34,8 @@ export interface ControlPlaneOptions {
   listen?: string;
   /** How often agents send heartbeats; a node that misses three is not ready. */
   heartbeatMs?: number;
-  /** Each model's pinned origin (pull, purge and the mirror's list name files by it). */
-  origins?: (model: string) => Promise<Origin | undefined>;
+  /** Each model's pinned origin, for pull, purge and the mirror's list (to be read from the stored origins once they are kept). */
+  originOf?: (model: string) => Promise<Origin | undefined>;
 }
 
 /** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
@@ -117,7 +117,7 @@ export class ControlPlane {
       registry,
       hub,
       fleet,
-      origins: options.origins,
+      originOf: options.originOf,
     });
 
     const http = new HttpServer({

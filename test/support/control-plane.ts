@@ -29,7 +29,7 @@ export interface StartOptions {
   /** Default 127.0.0.1:0. */
   listen?: string;
   /** Each model's pinned origin, where a test gives them. */
-  origins?: ControlPlaneOptions['origins'];
+  originOf?: ControlPlaneOptions['originOf'];
 }
 
 /** A control plane in this process on 127.0.0.1:0, with its own data dir and SQLite file. */
@@ -67,7 +67,7 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
       adminKey: options.adminKey,
       engineKeySecret: options.env?.['LLMGW_ENGINE_KEY_SECRET'],
       listen: options.listen ?? '127.0.0.1:0',
-      ...(options.origins === undefined ? {} : { origins: options.origins }),
+      ...(options.originOf === undefined ? {} : { originOf: options.originOf }),
     });
   } catch (e) {
     // A refused start (the test of a refusal) leaves nothing open behind.

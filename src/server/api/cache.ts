@@ -14,7 +14,7 @@ const pullSchema = z.strictObject({
 
 /** The model's pinned origin; undefined for one whose source was never resolved. */
 async function originOf(deps: ApiDeps, name: string): Promise<Origin | undefined> {
-  return deps.origins === undefined ? undefined : await deps.origins(name);
+  return deps.originOf === undefined ? undefined : await deps.originOf(name);
 }
 
 async function pinnedOrigin(deps: ApiDeps, name: string): Promise<{ view: ModelView; origin: Origin }> {

@@ -34,7 +34,7 @@ export interface ApiDeps {
   fleet: Fleet;
   mirror?: MirrorFiles | undefined;
   /** A model's pinned origin, as resolved when it was added; undefined when it never was. */
-  origins?: ((model: string) => Promise<Origin | undefined>) | undefined;
+  originOf?: ((model: string) => Promise<Origin | undefined>) | undefined;
 }
 
 export interface ApiEnv {
