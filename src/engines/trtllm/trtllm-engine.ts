@@ -58,13 +58,7 @@ export const trtllmEngine: Engine = {
 function trtllmServe(launch: ShardLaunch): ProcessSpec {
   const { profile, model, settings } = launch;
   const own = profile.args;
-  const args = [
-    launch.weights.path,
-    '--host',
-    launch.host,
-    '--port',
-    String(launch.port),
-  ];
+  const args = [launch.weights.path, '--host', launch.host, '--port', String(launch.port)];
   if (profile.tp > 1) args.push(...unlessSet(own, ['--tp_size', '--tensor_parallel_size'], profile.tp));
   if (profile.pp > 1) args.push(...unlessSet(own, ['--pp_size', '--pipeline_parallel_size'], profile.pp));
   if (model.context_length !== undefined)
