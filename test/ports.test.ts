@@ -325,7 +325,8 @@ describe('llmgw up while another program holds engine ports', () => {
       expect(e['LLAMA_API_KEY']).toMatch(/^llmgw_engine_/);
       expect(e['CUDA_VISIBLE_DEVICES']).toBe('');
       expect(e['HF_HOME']).toBe(join(dir, 'data', 'models', 'huggingface'));
-      expect(e['LLAMA_CACHE']).toBe(join(dir, 'data', 'models', 'llamacpp'));
+      expect(e['HF_HUB_CACHE']).toBe(join(dir, 'data', 'models', 'hub'));
+      expect(e['HF_HUB_OFFLINE']).toBe('1');
     }
     // As the kernel has it for the engine now running.
     const environ = readFileSync(`/proc/${String(r.shards[0]?.pid)}/environ`, 'utf8');

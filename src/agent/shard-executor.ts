@@ -7,16 +7,21 @@ import { parseSource } from '../models/source.js';
 import { writeFileAtomic } from '../config/write.js';
 import { messageOf } from '../core/errors.js';
 import { engineFor } from '../engines/registry.js';
+import type { EngineName } from '../catalog/model-spec.js';
 import type { EngineSettings, ShardLaunch, Weights } from '../engines/types.js';
 import { devicesOf } from '../gpu/devices.js';
 import type { Device, NodeInventory } from '../gpu/types.js';
+import type { FetchResult } from '../models/model-fetcher.js';
+import type { Origin } from '../models/origin.js';
 import {
   maxPortRanges,
   type AgentMessage,
   type AssignedShard,
+  type DownloadProgress,
   type EngineReport,
   type EngineSettingsWire,
   type ServerMessage,
+  type ShardStatusWire,
 } from '../protocol/agent-protocol.js';
 
 import {
@@ -28,7 +33,8 @@ import {
 } from './installer/index.js';
 import { toRanges } from './supervisor/sockets.js';
 import type { Supervisor } from './supervisor/supervisor.js';
-import type { ShardRun, ShardStatus } from './supervisor/types.js';
+import type { ShardRun } from './supervisor/types.js';
+import { AgentWeights, isProjector, type AgentWeightsOptions } from './weights.js';
 
 type Assign = Extract<ServerMessage, { type: 'assign' }>;
 
@@ -52,6 +58,18 @@ export interface ShardExecutorOptions {
   install?: (o: LlamaInstallOptions) => Promise<InstalledLlama>;
   /** How often the ports other programs listen on are looked at again (default 5 s). */
   portsIntervalMs?: number;
+  /** The control plane and this node's credential: where the mirror is, and its key. */
+  controlPlane?: () => { url: string; credential?: string | undefined; nodeId?: string | undefined };
+  /** The model cache: agent.models.max_gb (in bytes), and knobs of the fetcher for tests. */
+  models?: Pick<AgentWeightsOptions, 'maxBytes' | 'fetcher' | 'retry' | 'reportMs'>;
+}
+
+/** A shard waiting for its model's files, reported with the download's progress as it goes. */
+interface Waiting {
+  key: string;
+  replica: string;
+  rank: number;
+  origin: Origin;
 }
 
 /** The llama-server shards run: its path and environment, or why they wait. */
@@ -84,7 +102,10 @@ export class ShardExecutor {
   readonly #o: ShardExecutorOptions;
   #desired: Assign | undefined;
   /** Shards that could not be turned into processes: a missing model, an install that failed. */
-  readonly #blocked = new Map<string, ShardStatus>();
+  readonly #blocked = new Map<string, ShardStatusWire>();
+  /** Shards whose engine waits for its model's files. */
+  readonly #waiting = new Map<string, Waiting>();
+  readonly #weights: AgentWeights;
   #install: Install | undefined;
   readonly #follows = new Map<string, () => void>();
   #reportTimer: NodeJS.Timeout | undefined;
@@ -94,6 +115,26 @@ export class ShardExecutor {
 
   constructor(options: ShardExecutorOptions) {
     this.#o = options;
+    this.#weights = new AgentWeights({
+      ...options.models,
+      dataDir: options.dataDir,
+      logger: options.logger,
+      controlPlane: options.controlPlane ?? (() => ({ url: 'http://127.0.0.1:8080' })),
+      send: options.send,
+      assigned: () =>
+        (this.#desired?.shards ?? []).flatMap((s) =>
+          s.origin === undefined || s.origin.kind === 'path'
+            ? []
+            : [{ model: s.model.name, origin: s.origin }],
+        ),
+      onProgress: () => this.report(),
+      onSettled: () => this.#sync(),
+    });
+  }
+
+  /** The node's model files: fetched, reported, bounded, purged. */
+  get weights(): AgentWeights {
+    return this.#weights;
   }
 
   get assignmentFile(): string {
@@ -107,6 +148,7 @@ export class ShardExecutor {
       const saved = JSON.parse(readFileSync(this.assignmentFile, 'utf8')) as Assign;
       this.#o.logger.info({ shards: saved.shards.length }, 'resuming the last assignment');
       this.#desired = saved;
+      this.#weights.configure(saved.weights);
       this.#sync();
     } catch (e) {
       this.#o.logger.warn(
@@ -120,10 +162,15 @@ export class ShardExecutor {
     if (m.type === 'assign') {
       this.#desired = m;
       writeFileAtomic(this.assignmentFile, JSON.stringify(m));
+      this.#weights.configure(m.weights);
       this.#sync();
       this.#watchPorts();
-    } else if (m.type === 'logs') this.#logs(m);
-    else if (m.type === 'logs_cancel') {
+      void this.#weights.evict();
+    } else if (m.type === 'pull') this.#weights.pull(m.model, m.origin);
+    else if (m.type === 'cache_list') void this.#weights.cacheList(m.request);
+    else if (m.type === 'purge') void this.#weights.purge(m.model, m.origins);
+    else if (m.type === 'logs') this.#logs(m);
+    else {
       this.#follows.get(m.request)?.();
       this.#follows.delete(m.request);
     }
@@ -135,7 +182,11 @@ export class ShardExecutor {
     // Changes come in bursts (a start is several transitions): one message for each burst.
     this.#reportTimer = setTimeout(() => {
       this.#reportTimer = undefined;
-      const statuses = [...this.#o.supervisor.statuses(), ...this.#blocked.values()];
+      const statuses = [
+        ...this.#o.supervisor.statuses(),
+        ...this.#blocked.values(),
+        ...[...this.#waiting.values()].map((w) => this.#waitingStatus(w)),
+      ];
       const ports = this.#portsTaken();
       if (ports !== undefined) this.#lastPorts = JSON.stringify(ports);
       this.#o.send({
@@ -149,6 +200,7 @@ export class ShardExecutor {
   }
 
   async stop(): Promise<void> {
+    this.#weights.stop();
     for (const cancel of this.#follows.values()) cancel();
     if (this.#portsTimer !== undefined) clearInterval(this.#portsTimer);
     await this.#o.supervisor.stopAll();
@@ -195,13 +247,17 @@ export class ShardExecutor {
     const { devices } =
       inventory === undefined ? { devices: [] as Device[] } : devicesOf(inventory.gpu.cards);
     this.#blocked.clear();
+    this.#waiting.clear();
     const runs: ShardRun[] = [];
     const llama = this.#llama(desired.engines, inventory, desired.shards);
+    const origins = new Map<string, Origin>();
     for (const shard of desired.shards) {
       const key = `${shard.replica}/${shard.rank}`;
       try {
         const run = this.#run(shard, desired.engines, devices, llama);
-        if ('waiting' in run)
+        if ('downloading' in run && shard.origin !== undefined)
+          this.#waiting.set(key, { key, replica: shard.replica, rank: shard.rank, origin: shard.origin });
+        else if ('waiting' in run)
           this.#blocked.set(key, {
             key,
             replica: shard.replica,
@@ -210,7 +266,10 @@ export class ShardExecutor {
             reason: run.waiting,
             restarts: 0,
           });
-        else runs.push(run);
+        else if ('processes' in run) {
+          runs.push(run);
+          if (shard.origin !== undefined) origins.set(key, shard.origin);
+        }
       } catch (e) {
         this.#blocked.set(key, {
           key,
@@ -222,8 +281,26 @@ export class ShardExecutor {
         });
       }
     }
+    const running = new Set(this.#o.supervisor.statuses().map((s) => s.key));
     this.#o.supervisor.apply(runs);
+    // An engine starting on fetched files: they are the cache's most recently used.
+    for (const run of runs) {
+      const origin = origins.get(run.key);
+      const shard = desired.shards.find((s) => `${s.replica}/${s.rank}` === run.key);
+      if (!running.has(run.key) && origin !== undefined && origin.kind !== 'path' && shard !== undefined)
+        this.#weights.markUsed(origin, shard.model.name);
+    }
     this.report();
+  }
+
+  /** A shard waiting for its files, with how far their download is now. */
+  #waitingStatus(w: Waiting): ShardStatusWire {
+    const need = this.#weights.status(w.origin);
+    const base = { key: w.key, replica: w.replica, rank: w.rank, restarts: 0 };
+    if (need === undefined || 'ready' in need)
+      return { ...base, state: 'starting', reason: 'its model files are here; starting its engine' };
+    if ('failed' in need) return { ...base, state: 'failed', reason: need.failed };
+    return { ...base, state: 'downloading', reason: need.reason, download: need.downloading };
   }
 
   /** The llama-server to run: this node's, the control plane's, or the one installed here. */
@@ -340,7 +417,7 @@ export class ShardExecutor {
     engines: EngineSettingsWire,
     nodeDevices: readonly Device[],
     llama: LlamaChoice,
-  ): ShardRun | { waiting: string } {
+  ): ShardRun | { waiting: string } | { downloading: DownloadProgress } {
     const profile = profileOf(shard);
     const engine = engineFor(profile.engine);
     const devices = shard.devices.map((id) => {
@@ -351,6 +428,9 @@ export class ShardExecutor {
         );
       return d;
     });
+    // The model's files first: the longest wait, and one shared with any install running meanwhile.
+    const weights = this.#weightsOf(shard, engine.name);
+    if ('downloading' in weights) return weights;
     if (engine.name === 'llamacpp' && llama.error !== undefined) throw new Error(llama.error);
     if (engine.name === 'llamacpp' && llama.waiting !== undefined) return { waiting: llama.waiting };
     const settings: EngineSettings = {
@@ -376,16 +456,17 @@ export class ShardExecutor {
       devices,
       threads: shard.threads,
       apiKey: shard.api_key,
-      weights: weightsOf(shard.model.source, this.#nodeName()),
+      weights,
       settings,
     };
     const models = join(this.#o.dataDir, 'models');
     const processes = engine.commands(launch).map((p) => ({
       ...p,
       env: {
-        // Engines that download weights keep them under the data dir, where the disk was checked.
+        // The agent fetched the files: an engine reads them from the cache, offline, and fetches nothing.
         HF_HOME: join(models, 'huggingface'),
-        LLAMA_CACHE: join(models, 'llamacpp'),
+        HF_HUB_CACHE: this.#weights.root,
+        HF_HUB_OFFLINE: '1',
         ...(engine.name === 'llamacpp' ? llama.env : {}),
         ...p.env,
       },
@@ -411,6 +492,20 @@ export class ShardExecutor {
         : {}),
       stopGraceMs: engines.stop_grace_s * 1000,
     };
+  }
+
+  /**
+   * The weights an engine is given: a local path as it is; fetched files once they are all
+   * here (a download is started, or its progress said, until then).
+   */
+  #weightsOf(shard: AssignedShard, engine: EngineName): Weights | { downloading: DownloadProgress } {
+    const origin = shard.origin;
+    if (origin === undefined || origin.kind === 'path')
+      return weightsOf(shard.model.source, this.#nodeName());
+    const need = this.#weights.need(shard.model.name, origin);
+    if ('failed' in need) throw new Error(need.failed);
+    if ('downloading' in need) return need;
+    return fetchedWeights(engine, origin, need.ready);
   }
 
   /** `node NAME`, or `this node` before the machine was read. */
@@ -499,13 +594,35 @@ function profileOf(shard: AssignedShard) {
   return profile;
 }
 
-/** The model's weights as this node (`node NAME`) has them: a file or directory here, or a repository or URL the engine fetches. */
+/**
+ * What an engine is given of fetched files: llama.cpp the first GGUF of the origin (the first
+ * part of a split one) and its projector; the others the snapshot directory.
+ */
+export function fetchedWeights(engine: EngineName, origin: Origin, fetched: FetchResult): Weights {
+  if (engine !== 'llamacpp') return { path: fetched.snapshotDir };
+  const ggufs = origin.files.filter((f) => f.path.toLowerCase().endsWith('.gguf'));
+  const model = ggufs.find((f) => !isProjector(f.path));
+  const projector = ggufs.find((f) => isProjector(f.path));
+  if (model === undefined)
+    throw new Error(
+      `${origin.source} has no GGUF model file (${origin.files.map((f) => f.path).join(', ')}): llamacpp serves GGUF weights; name a .gguf file of it, or use engine: vllm or sglang`,
+    );
+  const at = (path: string) => fetched.paths[path] ?? join(fetched.snapshotDir, ...path.split('/'));
+  return { path: at(model.path), ...(projector === undefined ? {} : { projector: at(projector.path) }) };
+}
+
+/**
+ * The weights of a model given by a local path, as this node (`node NAME`) has them. A hub
+ * repository or URL is fetched by the agent from the origin the control plane sends with the
+ * shard; without one it cannot be, and no engine downloads for itself.
+ */
 export function weightsOf(source: string, node: string): Weights {
   // Throws, in words, for a source that is not one llmgw reads (the catalog refused it already).
   const parsed = parseSource(source);
-  if (parsed.kind === 'hf')
-    return { hf: parsed.repo, ...(parsed.file === undefined ? {} : { file: parsed.file }) };
-  if (parsed.kind === 'url') return { url: parsed.url };
+  if (parsed.kind !== 'path')
+    throw new Error(
+      `the control plane sent no pinned files for ${source}, so ${node} cannot fetch it: upgrade the control plane to this agent's version, or update the model (llmgw ctl model apply) so its source is resolved again`,
+    );
   let stat;
   try {
     stat = statSync(parsed.path);

@@ -2,11 +2,13 @@ import { Command, CommanderError } from 'commander';
 
 import { Runner } from './command.js';
 import { registerAudit } from './ctl/audit.js';
+import { registerCache } from './ctl/cache.js';
 import { registerConfig } from './ctl/config.js';
 import { registerKeys } from './ctl/keys.js';
 import { registerLogin } from './ctl/login.js';
 import { registerModels } from './ctl/models.js';
 import { registerNodes } from './ctl/nodes.js';
+import { registerPull } from './ctl/pull.js';
 import { registerReplicas } from './ctl/replicas.js';
 import { registerUsage } from './ctl/usage.js';
 import { registerAgent } from './agent-command.js';
@@ -42,6 +44,9 @@ export function buildProgram(run: Runner): Command {
     .exitOverride();
   registerLogin(ctl, run);
   registerModels(ctl, run);
+  const model = ctl.commands.find((c) => c.name() === 'model');
+  if (model !== undefined) registerPull(model, run);
+  registerCache(ctl, run);
   registerKeys(ctl, run);
   registerAudit(ctl, run);
   registerConfig(ctl, run);

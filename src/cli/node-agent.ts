@@ -75,6 +75,16 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     send: (m) => late.agent?.send(m) ?? false,
     // Engines answer the gateway only; on one machine that is loopback.
     bindHost: address ?? (loopback ? '127.0.0.1' : '0.0.0.0'),
+    // The mirror is the control plane, and takes the node's own credential.
+    controlPlane: () => ({
+      url: o.server,
+      credential: late.agent?.identity.credential,
+      nodeId: late.agent?.identity.id,
+    }),
+    models: {
+      maxBytes:
+        o.settings.agent.models.max_gb === undefined ? undefined : o.settings.agent.models.max_gb * 1e9,
+    },
   });
   late.executor = exec;
   const a = new Agent({

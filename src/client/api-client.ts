@@ -10,6 +10,7 @@ import type {
   UsageRow,
   WhoAmI,
 } from '../core/api-types.js';
+import type { CacheView, ModelDownloads, PullStarted, PurgeResult } from '../protocol/cache-views.js';
 import type { ModelView } from '../protocol/model-views.js';
 import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../protocol/node-views.js';
 import type { ReplicaView, RestartResult } from '../protocol/replica-views.js';
@@ -146,6 +147,34 @@ export class ApiClient {
   }
   async deleteModel(name: string): Promise<ModelView> {
     return (await this.request<ModelView>('DELETE', `/models/${encodeURIComponent(name)}`)).body;
+  }
+  /** Removes a model and (purge) its files from every node and the mirror. */
+  async removeModel(name: string, o: { purge: boolean }): Promise<ModelView & { purge?: PurgeResult }> {
+    return (
+      await this.request<ModelView & { purge?: PurgeResult }>(
+        'DELETE',
+        `/models/${encodeURIComponent(name)}`,
+        {
+          query: { purge: o.purge ? 'true' : undefined },
+        },
+      )
+    ).body;
+  }
+  /** Starts fetching a model's files onto nodes (none named: every ready node). */
+  async pullModel(name: string, nodes: readonly string[] = []): Promise<PullStarted> {
+    return (
+      await this.request<PullStarted>('POST', `/models/${encodeURIComponent(name)}/pull`, {
+        json: nodes.length === 0 ? {} : { nodes },
+      })
+    ).body;
+  }
+  /** How far each node is with a model's files. */
+  async modelDownloads(name: string): Promise<ModelDownloads> {
+    return (await this.request<ModelDownloads>('GET', `/models/${encodeURIComponent(name)}/downloads`)).body;
+  }
+  /** What each node's cache (or the one named) and the mirror hold. */
+  async cache(node?: string): Promise<CacheView> {
+    return (await this.request<CacheView>('GET', '/cache', { query: { node } })).body;
   }
   async listKeys(includeRevoked = false): Promise<KeyView[]> {
     return (

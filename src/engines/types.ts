@@ -50,20 +50,23 @@ export interface ShardLaunch {
   threads?: number | undefined;
   /** The key the engine requires; only the gateway knows it. */
   apiKey: string;
-  /** Where the weights are: on this node, or fetched by the engine itself. */
+  /** Where the weights are on this node. */
   weights: Weights;
   settings: EngineSettings;
 }
 
 /**
- * A path on this node (a directory comes with its file names, read by the agent, so the
- * command stays a pure function); or a Hugging Face repository or URL that the engine
- * downloads into its own cache.
+ * The model's files on this node: a file, or a directory (with its file names, read by the
+ * agent, so the command stays a pure function); for a GGUF the agent fetched, the file to
+ * load and its vision projector. Engines never download: the agent fetched the files
+ * (`ctl model pull` and the shard's `downloading` state), or they were put there by hand.
  */
-export type Weights =
-  | { path: string; files?: readonly string[] | undefined }
-  | { hf: string; file?: string | undefined }
-  | { url: string };
+export interface Weights {
+  path: string;
+  files?: readonly string[] | undefined;
+  /** llama.cpp's mmproj file, when `path` is the model file itself. */
+  projector?: string | undefined;
+}
 
 /** One process to start. */
 export interface ProcessSpec {

@@ -26,6 +26,8 @@ export interface FetchFileOptions {
   dest: string;
   /** Expected bytes. */
   size: number;
+  /** What messages call the file (default: dest's name, a digest); say the origin's path instead. */
+  name?: string;
   /** git-sha1 = sha1("blob <size>\0" + bytes), the git blob id of a small hub file. */
   digest?: FileDigest;
   /** Parallel ranges; default 1 below 64 MB, else up to 8 parts of at least 32 MB. */
@@ -46,6 +48,7 @@ export interface FetchFileOptions {
 /** The bytes fetched are not those the origin names: the file is deleted and must be fetched again. */
 export class DigestMismatchError extends LlmgwError {
   readonly file: string;
+  readonly algorithm: FileDigest['algorithm'];
   readonly expected: string;
   readonly actual: string;
 
@@ -56,6 +59,7 @@ export class DigestMismatchError extends LlmgwError {
     );
     this.name = 'DigestMismatchError';
     this.file = file;
+    this.algorithm = digest.algorithm;
     this.expected = digest.hex;
     this.actual = actual;
   }
@@ -153,26 +157,33 @@ function retryAfterMs(header: string | null): number | undefined {
 }
 
 /**
- * Gathers chunks into blocks written at increasing offsets, one write in flight while the next
- * block fills; `written` is told the file offset up to which bytes are on disk.
+ * Gathers chunks into blocks written at increasing offsets, in order, with one block filling while
+ * the last is written; `written` is told each block once it is on disk. A block is also written
+ * after a quiet moment, so progress (and a mirror's reader) moves on a slow or paused link.
  */
 class BlockWriter {
   readonly #fh: FileHandle;
   #block: Buffer = Buffer.allocUnsafe(blockBytes);
-  #spare: Buffer | undefined;
+  /** Blocks written and free again: at most three ever exist (filling, queued, being written). */
+  readonly #free: Buffer[] = [];
   #fill = 0;
   #at: number;
   #lastFlush = Date.now();
-  #inFlight: Promise<void> | undefined;
+  #chain: Promise<void> = Promise.resolve();
   readonly #written: (bytes: Buffer, end: number) => void;
+  readonly #timer: NodeJS.Timeout;
 
   constructor(fh: FileHandle, at: number, written: (bytes: Buffer, end: number) => void) {
     this.#fh = fh;
     this.#at = at;
     this.#written = written;
+    this.#timer = setInterval(() => {
+      if (this.#fill > 0 && Date.now() - this.#lastFlush >= flushEveryMs)
+        void this.flush().catch(() => undefined);
+    }, flushEveryMs);
   }
 
-  /** Adds a chunk; resolves at once unless a block has to go to disk first. */
+  /** Adds a chunk; resolves at once unless the block before has yet to reach the disk. */
   async add(chunk: Uint8Array): Promise<void> {
     let offset = 0;
     while (offset < chunk.length) {
@@ -182,38 +193,38 @@ class BlockWriter {
       offset += n;
       if (this.#fill === this.#block.length) await this.flush();
     }
-    if (this.#fill > 0 && Date.now() - this.#lastFlush > flushEveryMs) await this.flush();
   }
 
-  /** Starts writing the filled block (after the one in flight), and fills a spare meanwhile. */
-  async flush(): Promise<void> {
-    await this.#inFlight;
+  /** Queues the filled block for writing after those before it; resolves when those are written. */
+  flush(): Promise<void> {
+    const before = this.#chain;
     this.#lastFlush = Date.now();
-    if (this.#fill === 0) return;
+    if (this.#fill === 0) return before;
     const block = this.#block;
     const length = this.#fill;
     const at = this.#at;
-    this.#block = this.#spare ?? Buffer.allocUnsafe(blockBytes);
-    this.#spare = undefined;
+    this.#block = this.#free.pop() ?? Buffer.allocUnsafe(blockBytes);
     this.#fill = 0;
     this.#at += length;
-    this.#inFlight = (async () => {
+    this.#chain = before.then(async () => {
       let written = 0;
       while (written < length) {
         const r = await this.#fh.write(block, written, length - written, at + written);
         written += r.bytesWritten;
       }
       this.#written(block.subarray(0, length), at + length);
-      this.#spare = block;
-    })();
-    // Rejections surface at the next flush or at close; this keeps one from going unhandled meanwhile.
-    this.#inFlight.catch(() => undefined);
+      this.#free.push(block);
+    });
+    // A failed write fails every later one in the chain, and surfaces at close.
+    this.#chain.catch(() => undefined);
+    return before;
   }
 
-  /** Writes what is left and waits for it. */
+  /** Writes what is left and waits for all of it. */
   async close(): Promise<void> {
-    await this.flush();
-    await this.#inFlight;
+    clearInterval(this.#timer);
+    void this.flush();
+    await this.#chain;
   }
 }
 
@@ -496,7 +507,7 @@ export async function fetchFile(o: FetchFileOptions): Promise<void> {
   await mkdir(dirname(o.dest), { recursive: true });
   const ctx: Ctx = {
     o,
-    name: basename(o.dest),
+    name: o.name ?? basename(o.dest),
     fetchImpl: o.fetch ?? globalThis.fetch,
     stallMs: o.stallMs ?? 30_000,
   };

@@ -1,5 +1,7 @@
 import type { Device, DiscoveryMethod, ExcludedCard, HostInfo } from '../gpu/types.js';
 
+import type { NodeDownload } from './cache-views.js';
+
 /** How the API shows nodes and the cluster; shared by the server and its clients. */
 
 export type NodeState = 'ready' | 'not_ready';
@@ -44,6 +46,8 @@ export interface ClusterStatus {
   excluded: { node: string; card: number; reason: string }[];
   cpus: number;
   memory_mib: { total: number; free: number };
+  /** Model files being fetched onto nodes now (for replicas, or `ctl model pull`); absent when none is. */
+  downloads?: NodeDownload[];
 }
 
 export interface JoinTokenView {

@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
@@ -7,6 +6,7 @@ import { Authenticator } from '../auth/authenticator.js';
 import type { LoadedSettings, LoadOptions } from '../config/load.js';
 import type { HubSettings } from '../config/schema.js';
 import { diffSettings } from '../config/write.js';
+import type { Origin } from '../models/origin.js';
 import type { Store } from '../store/store.js';
 
 import { ensureAdminKey } from './admin-key.js';
@@ -46,6 +46,8 @@ export interface ControlPlaneOptions {
   mirrorLookup?: MirrorOptions['lookup'];
   /** What model sources are resolved with (tests count or fail requests); the global fetch unless given. */
   fetch?: typeof fetch;
+  /** Each model's pinned origin, for pull, purge and the mirror's list; the catalog's unless given (tests). */
+  originOf?: (model: string) => Promise<Origin | undefined>;
 }
 
 /** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
@@ -131,30 +133,21 @@ export class ControlPlane {
     const registry = new NodeRegistry({ store, logger, heartbeatMs });
     await registry.start();
     const hub = new AgentHub({ store, registry, logger, heartbeatMs });
-    const fleet = new Fleet({ store, catalog, registry, hub, settings, logger, keys });
+    const fleet = new Fleet({
+      store,
+      catalog,
+      registry,
+      hub,
+      settings,
+      logger,
+      keys,
+      hubAccess: () => origins.access(),
+    });
     catalog.onChange(() => fleet.poke());
     origins.onResolved(() => fleet.poke());
     await fleet.start();
     // Declared models cannot be refused at start: resolved in the background, failures recorded.
     void origins.syncDeclared(options.settings.settings.models, { retry: true });
-    const api = createApi({
-      store,
-      catalog,
-      settings,
-      auth,
-      logger,
-      version: options.version,
-      registry,
-      hub,
-      fleet,
-    });
-
-    const http = new HttpServer({
-      maxConnectionsPerClient: options.settings.settings.gateway.max_connections_per_client,
-    });
-    http.onUpgrade(agentChannelPath, (req, socket, head) => {
-      hub.handleUpgrade(req, socket, head);
-    });
     const blobs = new BlobIndex();
     const mirror = new Mirror({
       dir: options.settings.settings.mirror.dir,
@@ -174,6 +167,26 @@ export class ControlPlane {
     await indexBlobs();
     catalog.onChange(() => void indexBlobs());
     origins.onResolved(() => void indexBlobs());
+    const api = createApi({
+      store,
+      catalog,
+      settings,
+      auth,
+      logger,
+      version: options.version,
+      registry,
+      hub,
+      fleet,
+      originOf: options.originOf ?? (async (name) => (await catalog.origins()).get(name)),
+      mirror,
+    });
+
+    const http = new HttpServer({
+      maxConnectionsPerClient: options.settings.settings.gateway.max_connections_per_client,
+    });
+    http.onUpgrade(agentChannelPath, (req, socket, head) => {
+      hub.handleUpgrade(req, socket, head);
+    });
     // Ahead of the API's mount (a longer prefix wins): blobs are streamed on node:http, not through hono.
     http.mount(mirrorPrefix, mirrorRoute({ mirror, authorize: mirrorAuthorizer({ store, auth }), logger }));
     const apiListener = getRequestListener(api.fetch);

@@ -39,6 +39,8 @@ export interface StartOptions {
   repos?: Record<string, FakeRepo>;
   /** What sources are resolved with (to count or fail requests). */
   fetch?: typeof fetch;
+  /** Each model's pinned origin, where a test gives them. */
+  originOf?: ControlPlaneOptions['originOf'];
 }
 
 /** A control plane in this process on 127.0.0.1:0, with its own data dir and SQLite file. */
@@ -87,6 +89,7 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
       listen: options.listen ?? '127.0.0.1:0',
       ...(options.mirrorLookup === undefined ? {} : { mirrorLookup: options.mirrorLookup }),
       ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+      ...(options.originOf === undefined ? {} : { originOf: options.originOf }),
     });
   } catch (e) {
     // A refused start (the test of a refusal) leaves nothing open behind.

@@ -10,6 +10,7 @@ import { stringOpt, type Runner } from '../command.js';
 import { age, emit, table, yaml } from '../output.js';
 import { UsageError } from '../usage-error.js';
 
+import { purgeText } from './cache.js';
 import { connect } from './connection.js';
 import { modelDetail } from './model-detail.js';
 
@@ -141,10 +142,15 @@ export function registerModels(ctl: Command, run: Runner): void {
     .aliases(['remove', 'delete'])
     .argument('<name>', 'the model')
     .description('remove a model added through the API')
+    .option('--purge', "also remove its files from every node's cache and the mirror")
     .action(
-      run.action(async ({ o, conn }, name: string) => {
-        const m = await connect(conn).deleteModel(name);
-        emit(o, m, (v) => `model "${v.name}" removed`);
+      run.action(async ({ opts, o, conn }, name: string) => {
+        const m = await connect(conn).removeModel(name, { purge: opts['purge'] === true });
+        emit(
+          o,
+          m,
+          (v) => `model "${v.name}" removed${v.purge === undefined ? '' : `\n${purgeText(v.purge)}`}`,
+        );
       }),
     );
 }

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 
 import type { Device } from '../../gpu/types.js';
+import { percentDone, progressText } from '../../protocol/cache-views.js';
 import type { ClusterStatus, NodeView } from '../../protocol/node-views.js';
 import { stringOpt, type Runner } from '../command.js';
 import { age, emit, table } from '../output.js';
@@ -200,7 +201,7 @@ function nodeDetail(n: NodeView): string {
   return lines.join('\n');
 }
 
-function statusText(s: ClusterStatus): string {
+export function statusText(s: ClusterStatus): string {
   const lines = [
     `Nodes:    ${s.nodes.total} (${s.nodes.ready} ready, ${s.nodes.not_ready} not ready)`,
     `CPUs:     ${s.cpus}`,
@@ -220,6 +221,22 @@ function statusText(s: ClusterStatus): string {
             String(d.used),
             String(d.free),
             d.other_processes === 0 ? '-' : `${d.other_processes} (busy, not llmgw's)`,
+          ]),
+        ),
+      ),
+    );
+  }
+  if (s.downloads !== undefined && s.downloads.length > 0) {
+    lines.push('', 'Downloads:');
+    lines.push(
+      indent(
+        table(
+          ['NODE', 'MODEL', 'STATE', 'PROGRESS'],
+          s.downloads.map((d) => [
+            d.node,
+            d.model,
+            d.state === 'downloading' ? `downloading ${percentDone(d)}%` : d.state,
+            progressText(d),
           ]),
         ),
       ),

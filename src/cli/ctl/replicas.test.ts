@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import type { ReplicaView } from '../../protocol/replica-views.js';
 
-import { cut, replicaDetail } from './replicas.js';
+import { cut, replicaDetail, stateText } from './replicas.js';
 
 describe('replica views in llmgw ctl', () => {
   it.each([
@@ -31,5 +31,29 @@ describe('replica views in llmgw ctl', () => {
     const lines = replicaDetail(r).split('\n');
     expect(lines).toContain('State:      failed');
     expect(lines).toContain(`Reason:     ${reason}`);
+  });
+});
+
+describe('a replica waiting for its files in llmgw ctl', () => {
+  const r: ReplicaView = {
+    id: 'qwen-1',
+    model: 'qwen',
+    profile: 'cpu',
+    engine: 'llamacpp',
+    state: 'downloading',
+    reason: 'downloading hf://Qwen/Q (2.0 GB of 4.7 GB, 85 MB/s, 32 s left)',
+    download: { done: 2e9, total: 4.7e9, rate_bps: 85e6, eta_s: 32 },
+    restarts: 0,
+    shards: [],
+  };
+
+  it('shows how far it is in the STATE column, the rest in its reason', () => {
+    expect(stateText(r)).toBe('downloading 42%');
+    expect(stateText({ ...r, retiring: true })).toBe('downloading 42% (replaced)');
+    expect(stateText({ ...r, download: undefined })).toBe('downloading');
+  });
+
+  it('shows the whole progress in replica show', () => {
+    expect(replicaDetail(r).split('\n')).toContain('Download:   2.0 GB of 4.7 GB, 85 MB/s, 32 s left');
   });
 });

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 
+import { percentDone, progressText } from '../../protocol/cache-views.js';
 import type { ReplicaView } from '../../protocol/replica-views.js';
 import { stringOpt, type Runner } from '../command.js';
 import { age, emit, table } from '../output.js';
@@ -124,9 +125,16 @@ function cpuText(threads: number | undefined): string {
   return threads === undefined ? 'cpu' : `cpu (${threads} thread${threads === 1 ? '' : 's'})`;
 }
 
-/** The state alone: its reason, which may run to hundreds of characters, has a column of its own. */
-function stateText(r: ReplicaView): string {
-  return r.retiring === true ? `${r.state} (replaced)` : r.state;
+/**
+ * The state alone (a download with how far it is): its reason, which may run to hundreds of
+ * characters, has a column of its own.
+ */
+export function stateText(r: ReplicaView): string {
+  const state =
+    r.state === 'downloading' && r.download !== undefined
+      ? `downloading ${percentDone(r.download)}%`
+      : r.state;
+  return r.retiring === true ? `${state} (replaced)` : state;
 }
 
 /** How much of a reason the table shows; `replica show ID` has all of it. */
@@ -143,6 +151,7 @@ export function replicaDetail(r: ReplicaView): string {
     `Replica:    ${r.id ?? '-'}`,
     `Model:      ${r.model} (profile ${r.profile ?? '-'}, ${r.engine ?? '-'})`,
     `State:      ${stateText(r)}`,
+    ...(r.download === undefined ? [] : [`Download:   ${progressText(r.download)}`]),
     ...(r.reason === undefined ? [] : [`Reason:     ${r.reason}`]),
     `Endpoint:   ${r.endpoint ?? '-'}`,
     `Restarts:   ${r.restarts}`,

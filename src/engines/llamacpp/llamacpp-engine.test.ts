@@ -381,6 +381,36 @@ const cases: [string, Partial<ShardLaunch>, string[], Record<string, string | un
     gpuEnv,
   ],
   [
+    'a fetched model: the file the agent names, with the projector it found',
+    {
+      weights: {
+        path: '/data/models/hub/models--Qwen--VL/snapshots/abc/Qwen2-VL-Q4_K_M.gguf',
+        projector: '/data/models/hub/models--Qwen--VL/snapshots/abc/mmproj-model-f16.gguf',
+      },
+    },
+    [
+      '--model',
+      '/data/models/hub/models--Qwen--VL/snapshots/abc/Qwen2-VL-Q4_K_M.gguf',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '18080',
+      '--metrics',
+      '--jinja',
+      '--alias',
+      'qwen-7b',
+      '--mmproj',
+      '/data/models/hub/models--Qwen--VL/snapshots/abc/mmproj-model-f16.gguf',
+      '--parallel',
+      '4',
+      '--ctx-size',
+      '32768',
+      '--n-gpu-layers',
+      '999',
+    ],
+    gpuEnv,
+  ],
+  [
     'a projector the profile sets wins (-mm)',
     {
       weights: { path: '/models/vl', files: ['mmproj-model-f16.gguf', 'Qwen2-VL-Q4_K_M.gguf'] },

@@ -4,7 +4,7 @@ import { LlmgwError } from '../../core/errors.js';
 import { flagValue, hasFlag, unlessSet } from '../args.js';
 import { checkDevices } from '../check-devices.js';
 import { onMig, shardEnv } from '../device-env.js';
-import type { Engine, ProcessSpec, ShardLaunch } from '../types.js';
+import type { Engine, ProcessSpec, ShardLaunch, Weights } from '../types.js';
 
 /**
  * llama.cpp's `llama-server`: the engine that makes a node without GPUs useful, and the
@@ -52,11 +52,12 @@ export const llamacppEngine: Engine = {
 function llamaServer(launch: ShardLaunch): ProcessSpec {
   const { profile, model, devices, settings } = launch;
   const own = profile.args;
-  const weights = 'path' in launch.weights ? ggufIn(launch.weights) : undefined;
+  const weights = ggufIn(launch.weights);
   const gpus = devices.length;
 
   const args = [
-    ...modelArgs(launch.weights, weights),
+    '--model',
+    weights.model,
     '--host',
     launch.host,
     '--port',
@@ -70,7 +71,7 @@ function llamaServer(launch: ShardLaunch): ProcessSpec {
   if (!hasFlag(own, '--jinja', '--no-jinja')) args.push('--jinja');
   // The catalog's name, so /v1/models and every answer's `model` say what clients asked for.
   args.push(...unlessSet(own, ['--alias', '-a'], profile.served_model_name ?? model.name));
-  if (weights?.projector !== undefined) args.push(...unlessSet(own, ['--mmproj', '-mm'], weights.projector));
+  if (weights.projector !== undefined) args.push(...unlessSet(own, ['--mmproj', '-mm'], weights.projector));
 
   // llama.cpp's own default is one slot (or "auto" in recent builds): one request at a
   // time would make every other wait, whatever the router decided.
@@ -132,18 +133,6 @@ function llamaServer(launch: ShardLaunch): ProcessSpec {
 }
 
 /**
- * Where llama-server finds the model: a local file; or a Hugging Face repository (one
- * file of it, or its default quantisation) or URL that it downloads into LLAMA_CACHE.
- */
-function modelArgs(weights: ShardLaunch['weights'], local: { model: string } | undefined): string[] {
-  if (local !== undefined) return ['--model', local.model];
-  if ('hf' in weights)
-    return ['--hf-repo', weights.hf, ...(weights.file === undefined ? [] : ['--hf-file', weights.file])];
-  if ('url' in weights) return ['--model-url', weights.url];
-  return [];
-}
-
-/**
  * CPU threads of a CPU shard: what placement reserved, else the setting, else half the
  * CPUs. Not all of them, llama.cpp's own default: two servers spinning on every CPU fight
  * for them and both crawl.
@@ -155,16 +144,17 @@ function cpuThreads(launch: ShardLaunch): number {
 }
 
 /**
- * The model file (and vision projector) of the weights. A file is used as it is. A
- * directory — what a multi-file download becomes — gives its first .gguf in name order,
+ * The model file (and vision projector) of the weights. A file is used as it is, with the
+ * projector the agent found for it (a fetched model's mmproj). A directory — what a multi-file download becomes — gives its first .gguf in name order,
  * which for a split model is part -00001-of-0000N (llama.cpp finds the others beside it),
  * and its mmproj file, which is the projector and not the model.
  */
-export function ggufIn(weights: { path: string; files?: readonly string[] | undefined }): {
-  model: string;
-  projector?: string;
-} {
-  if (weights.files === undefined) return { model: weights.path };
+export function ggufIn(weights: Weights): { model: string; projector?: string } {
+  if (weights.files === undefined)
+    return {
+      model: weights.path,
+      ...(weights.projector === undefined ? {} : { projector: weights.projector }),
+    };
   const ggufs = weights.files.filter((f) => f.toLowerCase().endsWith('.gguf')).sort();
   const projectors = ggufs.filter((f) => f.toLowerCase().includes('mmproj'));
   const models = ggufs.filter((f) => !f.toLowerCase().includes('mmproj'));

@@ -3,7 +3,6 @@ import { hasFlag, unlessSet } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
 import type { Engine, ProcessSpec, ShardLaunch } from '../types.js';
-import { repositoryOrPath } from '../remote-weights.js';
 
 /**
  * SGLang, as `python3 -m sglang.launch_server --model-path MODEL`. The module form rather
@@ -41,7 +40,7 @@ function launchServer(launch: ShardLaunch): ProcessSpec {
   const own = profile.args;
   const http = sglangEngine.servesHttp(launch.rank, launch.ranks);
 
-  const args = ['-m', 'sglang.launch_server', '--model-path', repositoryOrPath('sglang', launch.weights)];
+  const args = ['-m', 'sglang.launch_server', '--model-path', launch.weights.path];
   if (http) {
     args.push('--host', launch.host, '--port', String(launch.port));
     // SGLang reads its key from --api-key alone (ServerArgs.api_key has no environment

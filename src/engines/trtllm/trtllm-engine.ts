@@ -3,7 +3,6 @@ import { unlessSet } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
 import type { Engine, ProcessSpec, ShardLaunch } from '../types.js';
-import { repositoryOrPath } from '../remote-weights.js';
 
 /**
  * TensorRT-LLM, as `trtllm-serve MODEL` on the cards of one node.
@@ -59,13 +58,7 @@ export const trtllmEngine: Engine = {
 function trtllmServe(launch: ShardLaunch): ProcessSpec {
   const { profile, model, settings } = launch;
   const own = profile.args;
-  const args = [
-    repositoryOrPath('trtllm', launch.weights),
-    '--host',
-    launch.host,
-    '--port',
-    String(launch.port),
-  ];
+  const args = [launch.weights.path, '--host', launch.host, '--port', String(launch.port)];
   if (profile.tp > 1) args.push(...unlessSet(own, ['--tp_size', '--tensor_parallel_size'], profile.tp));
   if (profile.pp > 1) args.push(...unlessSet(own, ['--pp_size', '--pipeline_parallel_size'], profile.pp));
   if (model.context_length !== undefined)

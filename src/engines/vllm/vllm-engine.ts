@@ -3,7 +3,6 @@ import { hasFlag, unlessSet } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
 import type { Engine, ProcessSpec, ShardLaunch } from '../types.js';
-import { repositoryOrPath } from '../remote-weights.js';
 
 /**
  * vLLM, as `vllm serve MODEL`. Tensor and pipeline parallel over the cards of a replica;
@@ -37,7 +36,7 @@ function vllmServe(launch: ShardLaunch): ProcessSpec {
   const own = profile.args;
   const http = vllmEngine.servesHttp(launch.rank, launch.ranks);
 
-  const args = ['serve', repositoryOrPath('vllm', launch.weights)];
+  const args = ['serve', launch.weights.path];
   // Only the rank that serves the API binds it: a headless rank has no HTTP server.
   if (http) args.push('--host', launch.host, '--port', String(launch.port));
   args.push(...unlessSet(own, ['--served-model-name'], profile.served_model_name ?? model.name));

@@ -8,6 +8,7 @@ import { LlmgwError, messageOf } from '../../core/errors.js';
 import { clientText } from '../../core/redact.js';
 import { requestIdFrom } from '../../core/request-id.js';
 import { auditRoutes } from './audit.js';
+import { cacheRoutes, modelFileRoutes } from './cache.js';
 import { configRoutes } from './config.js';
 import { principalOf, type ApiDeps, type ApiEnv } from './context.js';
 import { errorResponse } from './errors.js';
@@ -107,6 +108,9 @@ export function createApi(deps: ApiDeps) {
     return c.json<WhoAmI>({ name: p.name, role: p.role });
   });
   app.route('/models', scaleRoute(deps));
+  // Before the catalog's routes: DELETE /models/NAME?purge=true is answered there.
+  app.route('/models', modelFileRoutes(deps));
+  app.route('/cache', cacheRoutes(deps));
   app.route('/models', modelRoutes(deps));
   app.route('/replicas', replicaRoutes(deps));
   app.route('/keys', keyRoutes(deps));

@@ -6,12 +6,20 @@ import type { Authenticator, Principal } from '../../auth/authenticator.js';
 import { requireRole } from '../../auth/authenticator.js';
 import { formatIssues, LlmgwError } from '../../core/errors.js';
 import { issuesFromZod } from '../../core/zod-issues.js';
+import type { Origin } from '../../models/origin.js';
+import type { CacheEntry } from '../../protocol/agent-protocol.js';
 import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
 import type { Fleet } from '../fleet/fleet.js';
 import type { AgentHub } from '../nodes/agent-hub.js';
 import type { NodeRegistry } from '../nodes/node-registry.js';
 import type { SettingsHolder } from '../settings-holder.js';
+
+/** The control plane's mirror of model files (where mirror.enabled): what it holds, and removing an origin's files. */
+export interface MirrorFiles {
+  list(known?: readonly { model: string; origin: Origin }[]): Promise<CacheEntry[]>;
+  purge(origin: Origin): Promise<{ files: number; bytes: number }>;
+}
 
 /** What every API route can reach. */
 export interface ApiDeps {
@@ -24,6 +32,9 @@ export interface ApiDeps {
   registry: NodeRegistry;
   hub: AgentHub;
   fleet: Fleet;
+  mirror?: MirrorFiles | undefined;
+  /** A model's pinned origin, as resolved when it was added; undefined when it never was. */
+  originOf?: ((model: string) => Promise<Origin | undefined>) | undefined;
 }
 
 export interface ApiEnv {

@@ -89,7 +89,13 @@ export function tokenRoutes(deps: NodeDeps): Hono<ApiEnv> {
 
 export function statusRoute(deps: NodeDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
-  app.get('/', (c) => c.json<ClusterStatus>(deps.registry.status()));
+  app.get('/', (c) => {
+    const downloads = deps.fleet.activeDownloads();
+    return c.json<ClusterStatus>({
+      ...deps.registry.status(),
+      ...(downloads.length > 0 ? { downloads } : {}),
+    });
+  });
   return app;
 }
 

@@ -16,6 +16,14 @@ describe('whether a model can serve, for the gateway', () => {
       undefined,
     ],
     [
+      'fetching its files: wait',
+      {
+        wanted: 1,
+        replicas: [{ id: 'm-1', state: 'downloading', reason: 'downloading hf://a/b (1.0 GB of 4.7 GB)' }],
+      },
+      undefined,
+    ],
+    [
       'not placed yet: wait',
       { wanted: 1, replicas: [{ id: 'm-1', state: 'pending', reason: 'not placed' }] },
       undefined,

@@ -17,11 +17,18 @@ export interface ModelReplicas {
 }
 
 /** States from which a replica serves, or may soon without anyone doing anything. */
-const mayServe = new Set<ReplicaState>(['ready', 'degraded', 'starting', 'pending', 'unknown']);
+const mayServe = new Set<ReplicaState>([
+  'ready',
+  'degraded',
+  'downloading',
+  'starting',
+  'pending',
+  'unknown',
+]);
 
 /**
  * Why a model cannot serve now and will not by itself soon, or undefined while it serves or
- * may: a replica ready, starting, not placed yet, or on a node not heard from yet (an agent
+ * may: a replica ready, downloading its files, starting, not placed yet, or on a node not heard from yet (an agent
  * reconnecting). The gateway refuses a model's requests at once with this reason, where
  * otherwise they wait or are told to retry.
  */

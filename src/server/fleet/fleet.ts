@@ -3,21 +3,37 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 
 import type { ModelSpec } from '../../catalog/model-spec.js';
+import { didYouMeanSuffix } from '../../core/did-you-mean.js';
 import { LlmgwError, messageOf } from '../../core/errors.js';
+import { clientText } from '../../core/redact.js';
 import { flagValue } from '../../engines/args.js';
 import { engineFor } from '../../engines/registry.js';
 import { generateSecret } from '../../core/secrets.js';
 import { deviceLabel } from '../../gpu/devices.js';
+import { blobKey } from '../../models/cache-layout.js';
+import { defaultHubEndpoint, type HubAccess } from '../../models/hub.js';
+import type { Origin } from '../../models/origin.js';
+import { parseSource } from '../../models/source.js';
 import type { PendingReplica, PlacementNode, PortRange, Shard } from '../../placement/types.js';
 import {
   agentReconnectMaxMs,
   maxPortRanges,
   type AgentMessage,
   type AssignedShard,
+  type DownloadProgress,
+  type DownloadReport,
   type EngineReport,
   type EngineSettingsWire,
   type ShardStatusWire,
+  type WeightsSettingsWire,
 } from '../../protocol/agent-protocol.js';
+import {
+  progressText,
+  type ModelDownloads,
+  type NodeCache,
+  type NodeDownload,
+  type PullStarted,
+} from '../../protocol/cache-views.js';
 import type { NodeView } from '../../protocol/node-views.js';
 import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
 import type { FleetChange, ReplicaRecord, Store } from '../../store/store.js';
@@ -44,11 +60,20 @@ export interface FleetOptions {
   keys: EngineKeys;
   /** How often placement runs even when nothing prompts it. */
   intervalMs?: number;
+  /** The hub agents fetch from when the mirror is off (hub.endpoint, hub.token). */
+  hubAccess?: () => HubAccess;
 }
 
 interface Reported {
   nodeId: string;
   status: ShardStatusWire;
+}
+
+/** A cache_list sent to a node, waiting for its answer. */
+interface CacheRequest {
+  nodeId: string;
+  node: string;
+  done: (answer: NodeCache) => void;
 }
 
 interface LogRequest {
@@ -77,7 +102,14 @@ export class Fleet implements HubListener {
   readonly #reported = new Set<string>();
   readonly #assigned = new Map<string, string>();
   readonly #logRequests = new Map<string, LogRequest>();
+  readonly #cacheRequests = new Map<string, CacheRequest>();
+  /** Each node's downloads, as its agent last reported them (kept while it is away). */
+  readonly #downloads = new Map<string, DownloadReport[]>();
   #pending: PendingReplica[] = [];
+  /** Pinned origins by source, as resolved; kept for replicas of an older spec still running. */
+  readonly #origins = new Map<string, Origin>();
+  /** Blob keys of every file of the catalog's models (agents evict the others first). */
+  #catalogBlobs: string[] = [];
   /** Engine keys opened (or made) here, by replica id. */
   readonly #keys = new Map<string, string>();
   /** Replicas whose stored keys this control plane's secret does not open. */
@@ -138,7 +170,7 @@ export class Fleet implements HubListener {
     const settings = this.#o.settings.current.settings;
     const views = this.#o.registry.views();
     const now = Date.now();
-    const specs = await this.#o.catalog.specs();
+    const { specs, unresolved } = await this.#resolvedSpecs();
     const [first, last] = settings.placement.ports.split('-').map(Number) as [number, number];
 
     const result = await this.#o.store.fleet.locked(async (tx) => {
@@ -178,7 +210,7 @@ export class Fleet implements HubListener {
         this.#o.logger.info({ replica: a.replica.id, nodes: a.shards.map((s) => s.node) }, 'replica placed');
       return { pending: plan.pending, replicas: await tx.fleet.replicas(), shards: await tx.fleet.shards() };
     });
-    this.#pending = result.pending;
+    this.#pending = [...result.pending, ...unresolved];
     this.#specs = new Map(specs.map((s) => [s.name, s]));
     this.#replicas = result.replicas;
     this.#shards = result.shards;
@@ -188,6 +220,39 @@ export class Fleet implements HubListener {
     for (const id of this.#keys.keys()) if (!live.has(id)) this.#keys.delete(id);
     for (const id of this.#unkeyed) if (!live.has(id)) this.#unkeyed.delete(id);
     this.#pushAll();
+  }
+
+  /**
+   * The specs placement may place: a model fetched from the hub or a URL only once its source
+   * resolved to pinned files (agents download nothing else). Those not resolved yet wait, with why.
+   */
+  async #resolvedSpecs(): Promise<{ specs: ModelSpec[]; unresolved: PendingReplica[] }> {
+    const models = await this.#o.catalog.list();
+    const specs: ModelSpec[] = [];
+    const unresolved: PendingReplica[] = [];
+    const blobs = new Set<string>();
+    for (const { metadata: _m, status, ...spec } of models) {
+      const origin = status.origin;
+      if (origin !== undefined) {
+        this.#origins.set(spec.source, origin);
+        for (const f of origin.files) blobs.add(blobKey(origin, f));
+      }
+      if (origin === undefined && parseSource(spec.source).kind !== 'path') {
+        if (spec.replicas > 0)
+          unresolved.push({
+            model: spec.name,
+            count: spec.replicas,
+            reason:
+              status.problem === undefined
+                ? `its source ${spec.source} is being resolved to pinned files`
+                : `its source has not resolved: ${status.problem}`,
+          });
+        continue;
+      }
+      specs.push(spec);
+    }
+    this.#catalogBlobs = [...blobs].sort();
+    return { specs, unresolved };
   }
 
   /** Gives new replicas their ids (never reused) and engine keys, sealed for the store. */
@@ -259,6 +324,12 @@ export class Fleet implements HubListener {
         this.#logRequests.delete(id);
       }
     }
+    for (const [id, r] of this.#cacheRequests) {
+      if (r.nodeId === nodeId) {
+        this.#cacheRequests.delete(id);
+        r.done({ node: r.node, entries: [], error: `node ${r.node} disconnected before it answered` });
+      }
+    }
   }
 
   inventory(): void {
@@ -285,7 +356,24 @@ export class Fleet implements HubListener {
       else if (firstReport || this.#portsTakenSeen() !== portsBefore) this.poke();
       return;
     }
-    if (m.type !== 'log_lines') return;
+    if (m.type === 'downloads') {
+      this.#downloads.set(nodeId, m.downloads);
+      return;
+    }
+    if (m.type === 'cache') {
+      const req = this.#cacheRequests.get(m.request);
+      if (req?.nodeId !== nodeId) return;
+      this.#cacheRequests.delete(m.request);
+      req.done({
+        node: req.node,
+        root: m.root,
+        ...(m.max_bytes === undefined ? {} : { max_bytes: m.max_bytes }),
+        ...(m.free_bytes === undefined ? {} : { free_bytes: m.free_bytes }),
+        entries: m.entries,
+        ...(m.error === undefined ? {} : { error: m.error }),
+      });
+      return;
+    }
     const req = this.#logRequests.get(m.request);
     if (req === undefined) return;
     if (m.lines.length > 0) req.onLines(m.lines);
@@ -488,6 +576,163 @@ export class Fleet implements HubListener {
     });
   }
 
+  /**
+   * Asks nodes to fetch a model's files now, ahead of placement (`ctl model pull`): the named
+   * ones, else every ready node. Each reports its progress in `downloads` messages.
+   */
+  pull(model: string, origin: Origin, nodes: readonly string[] = []): PullStarted {
+    if (origin.kind === 'path')
+      throw new LlmgwError(
+        'invalid_argument',
+        `model ${model} is read from ${origin.source} on each node, which llmgw does not fetch: put the files at that path on every node`,
+      );
+    const targets = this.#nodesNamed(nodes, `fetch model ${model}`);
+    const total = origin.files.reduce((n, f) => n + f.size, 0);
+    for (const v of targets) {
+      if (!this.#o.hub.send(v.id, { type: 'pull', model, origin })) continue;
+      // Until the node says otherwise: queued, not what it said of an earlier download of these files.
+      const others = (this.#downloads.get(v.id) ?? []).filter(
+        (d) => !(d.source === origin.source && d.commit === origin.commit),
+      );
+      this.#downloads.set(v.id, [
+        ...others,
+        {
+          model,
+          source: origin.source,
+          ...(origin.commit === undefined ? {} : { commit: origin.commit }),
+          state: 'queued',
+          done: 0,
+          total,
+          rate_bps: 0,
+        },
+      ]);
+    }
+    return {
+      model,
+      source: origin.source,
+      ...(origin.commit === undefined ? {} : { commit: origin.commit }),
+      nodes: targets.map((v) => v.name),
+    };
+  }
+
+  /** Each node's download of a model's files, as last reported (the origin's, whichever model asked). */
+  downloads(model: string, origin: Origin): ModelDownloads {
+    const names = new Map(this.#o.registry.views().map((v) => [v.id, v.name]));
+    const nodes: ModelDownloads['nodes'] = [];
+    for (const [nodeId, reports] of this.#downloads) {
+      const node = names.get(nodeId);
+      if (node === undefined) continue;
+      const mine = reports.filter(
+        (d) => d.source === origin.source && (origin.commit === undefined || d.commit === origin.commit),
+      );
+      // One origin may be fetched for several models: the report of this model, else any of them.
+      const report = mine.find((d) => d.model === model) ?? mine[0];
+      if (report !== undefined) nodes.push({ ...report, model, node });
+    }
+    nodes.sort((a, b) => a.node.localeCompare(b.node));
+    return {
+      model,
+      source: origin.source,
+      ...(origin.commit === undefined ? {} : { commit: origin.commit }),
+      nodes,
+    };
+  }
+
+  /** Every download running on a node now (queued, fetching or verifying), as last reported. */
+  activeDownloads(): NodeDownload[] {
+    const names = new Map(this.#o.registry.views().map((v) => [v.id, v.name]));
+    const out: NodeDownload[] = [];
+    for (const [nodeId, reports] of this.#downloads) {
+      const node = names.get(nodeId);
+      if (node === undefined || !this.#o.registry.isConnected(nodeId)) continue;
+      for (const d of reports) if (d.state !== 'done' && d.state !== 'failed') out.push({ ...d, node });
+    }
+    return out.sort((a, b) => a.node.localeCompare(b.node) || a.model.localeCompare(b.model));
+  }
+
+  /** What each node's cache holds (the named one, else every connected node), asked of its agent. */
+  async caches(node?: string, timeoutMs = 10_000): Promise<NodeCache[]> {
+    const views = this.#o.registry.views();
+    const targets =
+      node === undefined
+        ? views.filter((v) => this.#o.registry.isConnected(v.id))
+        : this.#nodesNamed([node], 'list its cache');
+    return Promise.all(
+      targets.map(
+        (v) =>
+          new Promise<NodeCache>((resolve) => {
+            const request = randomUUID();
+            const timer = setTimeout(() => {
+              this.#cacheRequests.delete(request);
+              resolve({
+                node: v.name,
+                entries: [],
+                error: `node ${v.name} did not answer within ${Math.round(timeoutMs / 1000)} s: its agent may be busy or an older version; llmgw ctl nodes shows it`,
+              });
+            }, timeoutMs);
+            this.#cacheRequests.set(request, {
+              nodeId: v.id,
+              node: v.name,
+              done: (answer) => {
+                clearTimeout(timer);
+                resolve(answer);
+              },
+            });
+            if (!this.#o.hub.send(v.id, { type: 'cache_list', request })) {
+              this.#cacheRequests.delete(request);
+              clearTimeout(timer);
+              resolve({ node: v.name, entries: [], error: `node ${v.name} is not connected` });
+            }
+          }),
+      ),
+    );
+  }
+
+  /**
+   * Asks every connected node to remove these files of a model (`ctl model rm --purge`). Sent
+   * after the model's replicas were taken off the assignments, so that only files another
+   * model's engine uses are kept.
+   */
+  async purge(model: string, origin: Origin): Promise<string[]> {
+    await this.settled();
+    const sent: string[] = [];
+    for (const v of this.#o.registry.views()) {
+      if (this.#o.hub.send(v.id, { type: 'purge', model, origins: [origin] })) sent.push(v.name);
+    }
+    return sent.sort();
+  }
+
+  /** Nodes by name, each known and connected; none named: every ready, connected node. */
+  #nodesNamed(names: readonly string[], what: string): NodeView[] {
+    const views = this.#o.registry.views();
+    if (names.length === 0) {
+      const ready = views.filter((v) => v.state === 'ready' && this.#o.registry.isConnected(v.id));
+      if (ready.length === 0)
+        throw new LlmgwError(
+          'conflict',
+          `no node is ready to ${what}: start an agent (llmgw ctl nodes lists the nodes and why each is not ready)`,
+        );
+      return ready;
+    }
+    return [...new Set(names)].map((name) => {
+      const v = views.find((x) => x.name === name);
+      if (v === undefined)
+        throw new LlmgwError(
+          'not_found',
+          `no node is named "${clientText(name)}"${didYouMeanSuffix(
+            name,
+            views.map((x) => x.name),
+          )} (llmgw ctl nodes lists them)`,
+        );
+      if (!this.#o.registry.isConnected(v.id))
+        throw new LlmgwError(
+          'conflict',
+          `node ${name} is not connected to this control plane, so it cannot ${what} now: start its agent, or leave it out`,
+        );
+      return v;
+    });
+  }
+
   #specOf(model: string): ModelSpec | undefined {
     return this.#specs.get(model);
   }
@@ -570,6 +815,9 @@ export class Fleet implements HubListener {
       ...base,
       state: reported.state,
       ...(reported.reason === undefined ? {} : { reason: reported.reason }),
+      ...(reported.download === undefined || reported.state !== 'downloading'
+        ? {}
+        : { download: reported.download }),
       ...(reported.pid === undefined ? {} : { pid: reported.pid }),
       restarts: reported.restarts,
       ...(reported.ready_since === undefined ? {} : { ready_since: reported.ready_since }),
@@ -586,7 +834,7 @@ export class Fleet implements HubListener {
           views.find((v) => v.name === s.node),
         ),
       );
-    const { state, reason } = aggregate(shards);
+    const { state, reason, download } = aggregate(shards);
     const head = this.#shards.find((s) => s.replica === r.id && s.rank === 0);
     const headNode = views.find((v) => v.name === head?.node);
     const profile = r.spec.profiles.find((p) => p.name === r.profile);
@@ -609,6 +857,7 @@ export class Fleet implements HubListener {
       ...(r.retiring && reason === undefined
         ? { reason: `being replaced (${r.retire_reason ?? 'restart'}): it stops once its successor is ready` }
         : {}),
+      ...(download === undefined ? {} : { download }),
       ...(head === undefined ? {} : { node: head.node }),
       ...(readySince === undefined || state !== 'ready' ? {} : { ready_since: readySince }),
       restarts: shards.reduce((n, s) => n + s.restarts, 0),
@@ -636,6 +885,7 @@ export class Fleet implements HubListener {
       const head =
         s.ranks > 1 ? this.#shards.find((x) => x.replica === s.replica && x.rank === 0) : undefined;
       const headNode = head === undefined ? undefined : views.find((v) => v.name === head.node);
+      const origin = this.#origins.get(r.spec.source);
       shards.push({
         replica: s.replica,
         model: r.spec,
@@ -651,6 +901,7 @@ export class Fleet implements HubListener {
         ...(s.threads === undefined ? {} : { threads: s.threads }),
         ...(s.memory_mib === undefined ? {} : { memory_mib: s.memory_mib }),
         api_key: apiKey,
+        ...(origin === undefined ? {} : { origin }),
       });
     }
     const [first, last] = this.#o.settings.current.settings.placement.ports.split('-').map(Number) as [
@@ -662,10 +913,30 @@ export class Fleet implements HubListener {
       shards,
       engines: this.#engineSettings(),
       ports: { first, last },
+      weights: this.#weightsSettings(),
     };
     const text = JSON.stringify(message);
     if (this.#assigned.get(nodeId) === text) return;
     if (this.#o.hub.send(nodeId, message)) this.#assigned.set(nodeId, text);
+  }
+
+  /** Where agents fetch model files: the mirror, or the hub itself (then, and only then, with the token). */
+  #weightsSettings(): WeightsSettingsWire {
+    const settings = this.#o.settings.current.settings;
+    let hub: HubAccess = { endpoint: defaultHubEndpoint };
+    try {
+      hub = this.#o.hubAccess?.() ?? hub;
+    } catch (e) {
+      // A bad HF_ENDPOINT was refused where models are resolved; agents are told the default here.
+      this.#o.logger.warn({ err: messageOf(e) }, 'hub.endpoint could not be read');
+    }
+    const mirror = settings.mirror.enabled;
+    return {
+      mirror,
+      hub_endpoint: hub.endpoint,
+      ...(mirror || hub.token === undefined ? {} : { hub_token: hub.token }),
+      catalog_blobs: this.#catalogBlobs,
+    };
   }
 
   #engineSettings(): EngineSettingsWire {
@@ -679,7 +950,12 @@ export class Fleet implements HubListener {
   }
 }
 
-function aggregate(shards: readonly ShardView[]): { state: ReplicaState; reason?: string } {
+/** A replica's state from its shards' states: the worst of them, in this order. */
+export function aggregate(shards: readonly ShardView[]): {
+  state: ReplicaState;
+  reason?: string;
+  download?: DownloadProgress;
+} {
   if (shards.length === 0) return { state: 'pending', reason: 'not placed' };
   const worst = (states: readonly string[]) => shards.find((s) => states.includes(s.state));
   const failed = worst(['failed']);
@@ -688,6 +964,9 @@ function aggregate(shards: readonly ShardView[]): { state: ReplicaState; reason?
   const unknown = worst(['unknown']);
   if (unknown !== undefined)
     return { state: 'unknown', ...(unknown.reason === undefined ? {} : { reason: unknown.reason }) };
+  // Waiting for its files on any node: the engine cannot start before they are all there.
+  const downloading = shards.filter((s) => s.state === 'downloading');
+  if (downloading.length > 0) return downloadingOf(downloading);
   const starting = worst(['starting', 'stopping']);
   if (starting !== undefined)
     return { state: 'starting', ...(starting.reason === undefined ? {} : { reason: starting.reason }) };
@@ -695,6 +974,33 @@ function aggregate(shards: readonly ShardView[]): { state: ReplicaState; reason?
   if (degraded !== undefined)
     return { state: 'degraded', ...(degraded.reason === undefined ? {} : { reason: degraded.reason }) };
   return { state: 'ready' };
+}
+
+/**
+ * A replica downloading on some of its shards: the bytes of all of them summed, at their
+ * rates together, done when the slowest is; one shard's own words, or the sum's for several.
+ */
+function downloadingOf(shards: readonly ShardView[]): {
+  state: 'downloading';
+  reason?: string;
+  download?: DownloadProgress;
+} {
+  const reports = shards.map((s) => s.download).filter((d): d is DownloadProgress => d !== undefined);
+  const first = shards[0];
+  if (reports.length === 0)
+    return { state: 'downloading', ...(first?.reason === undefined ? {} : { reason: first.reason }) };
+  const etas = reports.map((d) => d.eta_s);
+  const download: DownloadProgress = {
+    done: reports.reduce((n, d) => n + d.done, 0),
+    total: reports.reduce((n, d) => n + d.total, 0),
+    rate_bps: reports.reduce((n, d) => n + d.rate_bps, 0),
+    ...(etas.every((e) => e !== undefined) ? { eta_s: Math.max(...etas) } : {}),
+  };
+  const reason =
+    shards.length === 1
+      ? first?.reason
+      : `downloading on ${new Set(shards.map((s) => s.node)).size} nodes (${progressText(download)})`;
+  return { state: 'downloading', ...(reason === undefined ? {} : { reason }), download };
 }
 
 /** A node as placement sees it; `heard`: its agent has said what runs there and which ports are taken. */
