@@ -35,7 +35,6 @@ describe('ctl model pull and ctl cache', () => {
   const dirs: string[] = [];
   const stops: (() => Promise<void>)[] = [];
   let env: Record<string, string>;
-  const savedEndpoint = process.env['HF_ENDPOINT'];
 
   /** An agent as `llmgw agent` composes one: the channel, the executor, the supervisor. */
   const agent = async (name: string) => {
@@ -91,8 +90,6 @@ describe('ctl model pull and ctl cache', () => {
         'org/extra-GGUF': { files: { 'extra-Q8_0.gguf': extra } },
       },
     });
-    // The control plane does not send agents its hub yet: they go to HF_ENDPOINT, as huggingface_hub does.
-    process.env['HF_ENDPOINT'] = hub.url;
     origins['tiny'] = await resolveOrigin('hf://org/tiny-GGUF/tiny-Q4_K_M.gguf', {
       fetch,
       endpoint: hub.url,
@@ -107,8 +104,10 @@ describe('ctl model pull and ctl cache', () => {
       repo: 'org/gone-GGUF',
       files: [{ path: 'gone.gguf', size: 10, sha256: 'd'.repeat(64) }],
     };
-    // A server that takes the request and never answers: a download that stays under way.
-    hang = createServer(() => undefined);
+    // A server that says what its file is, and never sends it: a download that stays under way.
+    hang = createServer((req, res) => {
+      if (req.method === 'HEAD') res.writeHead(200, { 'content-length': 1_000_000, etag: '"etag-1"' }).end();
+    });
     await new Promise<void>((resolve) => hang.listen(0, '127.0.0.1', resolve));
     const slowUrl = `http://127.0.0.1:${(hang.address() as AddressInfo).port}/slow.gguf`;
     origins['slow'] = {
@@ -125,6 +124,11 @@ describe('ctl model pull and ctl cache', () => {
     ];
     t = await startControlPlane({
       config: [
+        // Agents go to the hub themselves here (the mirror has its own test): the hub the control plane names.
+        'hub:',
+        `  endpoint: ${hub.url}`,
+        'mirror:',
+        '  enabled: false',
         'agent:',
         '  heartbeat_ms: 200',
         'models:',
@@ -145,8 +149,6 @@ describe('ctl model pull and ctl cache', () => {
     hang.closeAllConnections();
     await new Promise((r) => hang.close(r));
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
-    if (savedEndpoint === undefined) delete process.env['HF_ENDPOINT'];
-    else process.env['HF_ENDPOINT'] = savedEndpoint;
   });
 
   it('fetches onto every ready node, a line per update on a pipe, and exits 0 when all are done', async () => {

@@ -108,7 +108,8 @@ async function purgeFiles(
   if (deps.mirror !== undefined) {
     try {
       const r = await deps.mirror.purge(origin);
-      mirror = `removed ${r.files} file${r.files === 1 ? '' : 's'} from the mirror`;
+      // Nothing said when the mirror held none of them (it is off, or never fetched them).
+      if (r.files > 0) mirror = `removed ${r.files} file${r.files === 1 ? '' : 's'} from the mirror`;
     } catch (e) {
       mirror = `could not remove the files from the mirror: ${messageOf(e)}`;
     }
