@@ -1,15 +1,10 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { Agent } from '../src/agent/agent.js';
-import { ShardExecutor } from '../src/agent/shard-executor.js';
-import { Supervisor } from '../src/agent/supervisor/supervisor.js';
 import type { Origin } from '../src/models/origin.js';
 import { resolveOrigin } from '../src/models/resolve.js';
 
@@ -18,12 +13,11 @@ import { writeGguf } from './fakes/gguf/writer.js';
 import { startFakeHub, type FakeHub } from './fakes/hub/hub.js';
 import { llmgw, startDaemon } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
-import { inventoryWith } from './support/inventory.js';
+import { startTestAgent } from './support/agents.js';
 
 // `llmgw ctl model pull`, `ctl cache` and `ctl model rm --purge`, as a user runs them, against a
 // control plane with two agents that fetch from the fake hub.
 
-const quiet = pino({ level: 'silent' });
 const tiny = writeGguf({ metadata: llama31_8b, tensors: tinyTensors(64 * 1024) });
 const extra = writeGguf({ metadata: [['general.architecture', { t: 'str', v: 'extra' }]] });
 
@@ -36,51 +30,11 @@ describe('ctl model pull and ctl cache', () => {
   const stops: (() => Promise<void>)[] = [];
   let env: Record<string, string>;
 
-  /** An agent as `llmgw agent` composes one: the channel, the executor, the supervisor. */
   const agent = async (name: string) => {
-    const dataDir = mkdtempSync(join(tmpdir(), `llmgw-pull-${name}-`));
-    dirs.push(dataDir);
-    const token = (await api(t.url, t.adminKey, 'POST', '/node-tokens', {})).body.secret as string;
-    const late: { exec?: ShardExecutor; agent?: Agent } = {};
-    const supervisor = new Supervisor({
-      logDir: join(dataDir, 'logs'),
-      onStatus: () => late.exec?.report(),
-    });
-    const exec = new ShardExecutor({
-      dataDir,
-      logger: quiet,
-      supervisor,
-      localBins: {},
-      inventory: () => undefined,
-      send: (m) => late.agent?.send(m) ?? false,
-      bindHost: '127.0.0.1',
-      controlPlane: () => ({
-        url: t.url,
-        credential: late.agent?.identity.credential,
-        nodeId: late.agent?.identity.id,
-      }),
-      models: { reportMs: 200 },
-    });
-    late.exec = exec;
-    const a = new Agent({
-      server: t.url,
-      token,
-      name,
-      dataDir,
-      logger: quiet,
-      inventory: () => Promise.resolve(inventoryWith([], name)),
-      backoff: { initialMs: 20, maxMs: 200 },
-      onMessage: (m) => exec.handle(m),
-      onWelcome: () => exec.report(),
-    });
-    late.agent = a;
-    void a.run();
-    await a.joined;
-    stops.push(async () => {
-      await a.stop();
-      await exec.stop();
-    });
-    return dataDir;
+    const a = await startTestAgent(t, name);
+    dirs.push(a.dataDir);
+    stops.push(a.stop);
+    return a.dataDir;
   };
 
   beforeAll(async () => {
