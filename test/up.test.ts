@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,6 +7,11 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { isRunning, listProcesses } from '../src/agent/supervisor/process-tree.js';
+import type { Origin } from '../src/models/origin.js';
+
+import { qwen25_7b, tinyTensors } from './fakes/gguf/models.js';
+import { writeGguf } from './fakes/gguf/writer.js';
+import { startFakeHub } from './fakes/hub/hub.js';
 
 import { llmgw, repoRoot, startDaemon, type Daemon } from './support/cli.js';
 import { recordingLlamaServer, replicas, until } from './support/fleet.js';
@@ -272,5 +278,53 @@ describe("the README's start command, npx llmgw up, stops with its engines", () 
       );
     });
     expect(out).toContain('control plane stopped');
+  });
+});
+
+describe('llmgw up with a model from the hub', () => {
+  it('resolves it, fetches it through its mirror into the cache, and serves it from local files', async () => {
+    const file = writeGguf({ metadata: qwen25_7b, tensors: tinyTensors(512 * 1024) });
+    const hub = await startFakeHub({ repos: { 'org/tiny-GGUF': { files: { 'tiny-Q4_K_M.gguf': file } } } });
+    cleanups.push(() => hub.close());
+    const { dir, config, env } = cluster();
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const rec = recordingLlamaServer(join(dir, 'rec'));
+    writeFileSync(
+      config,
+      readFileSync(config, 'utf8')
+        .replace(`source: ${join(dir, 'tiny.gguf')}`, 'source: hf://org/tiny-GGUF/tiny-Q4_K_M.gguf')
+        .replace('agent:', `hub:\n  endpoint: ${hub.url}\nagent:`),
+    );
+    const up = startUp(['up', '-c', config], env, dir);
+    try {
+      await up.waitFor(/logged in with it/);
+      const ready = await until('a ready replica of tiny', async () =>
+        (await replicas(env, 'tiny')).find((r) => r.state === 'ready'),
+      );
+      expect(ready.state).toBe('ready');
+
+      const show = await llmgw(['ctl', 'model', 'show', 'tiny', '--json'], env);
+      expect(show.code).toBe(0);
+      const origin = (JSON.parse(show.stdout) as { status: { origin: Origin } }).status.origin;
+      expect(origin.commit).toMatch(/^[0-9a-f]{40}$/);
+      const sha = createHash('sha256').update(file).digest('hex');
+      expect(origin.files).toEqual([{ path: 'tiny-Q4_K_M.gguf', size: file.length, sha256: sha }]);
+
+      // The engine was given the file in the node's cache, and told to fetch nothing.
+      const data = join(dir, 'data');
+      const local = join(data, 'models', 'hub', 'models--org--tiny-GGUF', 'snapshots', origin.commit ?? '');
+      const launch = rec.launches()[0];
+      expect(launch?.args[launch.args.indexOf('--model') + 1]).toBe(join(local, 'tiny-Q4_K_M.gguf'));
+      expect(launch?.env['HF_HUB_OFFLINE']).toBe('1');
+      expect(readFileSync(join(local, 'tiny-Q4_K_M.gguf')).equals(file)).toBe(true);
+      // Fetched through the control plane's mirror, which keeps it in the same layout.
+      expect(statSync(join(data, 'mirror', 'models--org--tiny-GGUF', 'blobs', sha)).size).toBe(file.length);
+      const bodies = hub.requests.filter(
+        (r) => r.method === 'GET' && r.range === undefined && r.url.includes(sha),
+      );
+      expect(bodies.length).toBeLessThanOrEqual(1);
+    } finally {
+      expect(await up.stop('SIGTERM')).toBe(0);
+    }
   });
 });
