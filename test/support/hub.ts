@@ -92,7 +92,8 @@ export function testRepos(): Record<string, FakeRepo> {
     'org/repo': {
       files: {
         'config.json': json(configs.llama31_8b.json),
-        'model.safetensors': big('org/repo', 16_060_522_496),
+        // Small enough for agents to fetch in the tests that serve it (vLLM's fake engine).
+        'model.safetensors': Buffer.alloc(64 * 1024, 7),
       },
     },
     'meta-llama/Llama-3.1-8B-Instruct': {

@@ -71,6 +71,8 @@ interface Entry {
   oid: string;
   lfs?: { oid: string; size: number; pointerSize: number };
   body: () => Buffer;
+  /** Bytes start..end, inclusive. */
+  read: (start: number, end: number) => Buffer;
 }
 
 interface Snapshot {
@@ -91,17 +93,28 @@ function sha256(bytes: Buffer): string {
 
 /** The bytes of a file given only by size: a fixed pattern, so ranges can be checked. */
 export function patternBytes(size: number): Buffer {
-  const out = Buffer.alloc(size);
-  for (let i = 0; i < size; i++) out[i] = i % 251;
+  return patternRange(0, size - 1);
+}
+
+/** Bytes start..end (inclusive) of such a file, without making the rest (its size may be 70 GB). */
+function patternRange(start: number, end: number): Buffer {
+  const out = Buffer.alloc(Math.max(0, end - start + 1));
+  for (let i = 0; i < out.length; i++) out[i] = (start + i) % 251;
   return out;
 }
+
+/** The most bytes one answer holds: a test that fetches a whole file given by size only gets told. */
+const maxServed = 256 * 1024 * 1024;
 
 function entryOf(path: string, file: FakeFile): Entry {
   const bytes = Buffer.isBuffer(file) ? file : undefined;
   const size = bytes ? bytes.length : (file as { size: number }).size;
   const body = bytes ? () => bytes : () => patternBytes(size);
+  const read = bytes
+    ? (start: number, end: number) => bytes.subarray(start, end + 1)
+    : (start: number, end: number) => patternRange(start, end);
   const isLfs = !bytes || lfsPattern.test(path);
-  if (!isLfs) return { path, size, oid: gitBlobId(bytes), body };
+  if (!isLfs) return { path, size, oid: gitBlobId(bytes), body, read };
   const given = Buffer.isBuffer(file) ? undefined : file.sha256;
   const digest = given ?? sha256(body());
   const pointer = Buffer.from(
@@ -113,6 +126,7 @@ function entryOf(path: string, file: FakeFile): Entry {
     oid: gitBlobId(pointer),
     lfs: { oid: digest, size, pointerSize: pointer.length },
     body,
+    read,
   };
 }
 
@@ -182,10 +196,17 @@ function parseRange(
   return { start, end };
 }
 
+function tooLarge(res: http.ServerResponse, bytes: number): boolean {
+  if (bytes <= maxServed) return false;
+  res.writeHead(500, { 'content-type': 'text/plain' });
+  res.end(`the fake hub serves at most ${maxServed} bytes at once: give this test's repository a small file`);
+  return true;
+}
+
 function serveBytes(
   req: http.IncomingMessage,
   res: http.ServerResponse,
-  file: { body: () => Buffer; size: number; headers?: http.OutgoingHttpHeaders },
+  file: { read: Entry['read']; size: number; headers?: http.OutgoingHttpHeaders },
   hold?: FakeHubOptions['hold'],
 ): void {
   const send = (bytes: Buffer) => {
@@ -201,7 +222,7 @@ function serveBytes(
     const rest = () => res.end(bytes.subarray(hold.afterBytes));
     hold.until.then(rest, rest);
   };
-  const { body: bytes, size } = file;
+  const { read, size } = file;
   const headers: http.OutgoingHttpHeaders = {
     'accept-ranges': 'bytes',
     'content-type': 'application/octet-stream',
@@ -214,16 +235,18 @@ function serveBytes(
     return;
   }
   if (range) {
+    if (req.method !== 'HEAD' && tooLarge(res, range.end - range.start + 1)) return;
     res.writeHead(206, {
       ...headers,
       'content-range': `bytes ${range.start}-${range.end}/${size}`,
       'content-length': range.end - range.start + 1,
     });
-    send(bytes().subarray(range.start, range.end + 1));
+    send(read(range.start, range.end));
     return;
   }
+  if (req.method !== 'HEAD' && tooLarge(res, size)) return;
   res.writeHead(200, { ...headers, 'content-length': size });
-  send(bytes());
+  send(size === 0 ? Buffer.alloc(0) : read(0, size - 1));
 }
 
 export async function startFakeHub(options: FakeHubOptions): Promise<FakeHub> {
