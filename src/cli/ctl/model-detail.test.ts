@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { deepseekV2Lite, gemma2_9b } from '../../../test/fakes/gguf/models.js';
 import { asMetadata } from '../../../test/fakes/gguf/metadata.js';
 import { shapeFromGguf } from '../../models/gguf-shape.js';
+import { progressText } from '../../protocol/cache-views.js';
 import type { ModelView } from '../../protocol/model-views.js';
 
 import { formatCount, layersSummary, modelDetail } from './model-detail.js';
@@ -79,5 +80,67 @@ describe('llmgw ctl model show', () => {
     );
     expect(text).toMatch(/^Shape: +unknown$/m);
     expect(text).toMatch(/^Problem: \/m\.gguf is not on the control plane$/m);
+  });
+});
+
+describe('what runs of a model, in model show', () => {
+  it('shows a downloading replica with its progress, and each node downloading', () => {
+    const download = { done: 3.2e9, total: 4.7e9, rate_bps: 85e6, eta_s: 18 };
+    const text = modelDetail(view({ resolved_at: '2026-01-01T00:00:00.000Z' }), {
+      replicas: [
+        {
+          id: 'm-1',
+          model: 'm',
+          profile: 'cpu',
+          engine: 'llamacpp',
+          state: 'downloading',
+          download,
+          node: 'gpu-1',
+          restarts: 0,
+          shards: [],
+        },
+        {
+          id: null,
+          model: 'm',
+          profile: null,
+          engine: 'llamacpp',
+          state: 'pending',
+          reason: 'no room',
+          restarts: 0,
+          shards: [],
+        },
+      ],
+      downloads: [
+        { node: 'gpu-1', model: 'm', source: 'hf://org/m-GGUF', state: 'downloading', ...download },
+        {
+          node: 'gpu-2',
+          model: 'm',
+          source: 'hf://org/m-GGUF',
+          state: 'failed',
+          error: 'disk full',
+          done: 0,
+          total: 4.7e9,
+          rate_bps: 0,
+        },
+      ],
+    });
+    expect(text).toContain(
+      [
+        'Replicas:',
+        `  m-1  downloading (${progressText(download)}) on gpu-1`,
+        '  (waiting for room)  pending: no room',
+        '',
+        'Downloads:',
+        `  gpu-1  downloading, ${progressText(download)}`,
+        '  gpu-2  failed, disk full',
+      ].join('\n'),
+    );
+    expect(progressText(download)).toMatch(/ of .*\/s, .* left$/);
+  });
+
+  it('says when none runs, and shows no downloads section without any', () => {
+    const text = modelDetail(view({}), { replicas: [], downloads: [] });
+    expect(text).toMatch(/^Replicas: +none running$/m);
+    expect(text).not.toContain('Downloads:');
   });
 });

@@ -6,7 +6,9 @@
 import type { Origin } from '../../models/origin.js';
 import type { Known, ModelShape, SlidingWindow } from '../../models/shape.js';
 import { formatSize } from '../../models/source.js';
+import { progressText, type NodeDownload } from '../../protocol/cache-views.js';
 import type { ModelView } from '../../protocol/model-views.js';
+import type { ReplicaView } from '../../protocol/replica-views.js';
 import { age, table } from '../output.js';
 
 import { profilesSummary } from './models.js';
@@ -142,8 +144,38 @@ export function modelSections(m: ModelView): string[][] {
   return sections;
 }
 
-export function modelDetail(m: ModelView): string {
-  return modelSections(m)
-    .map((s) => s.join('\n'))
-    .join('\n\n');
+/** What runs of a model now: its replicas (a downloading one with its progress), and its nodes' downloads. */
+export interface ModelLive {
+  replicas?: readonly ReplicaView[];
+  downloads?: readonly NodeDownload[];
+}
+
+function replicaLines(replicas: readonly ReplicaView[]): string[] {
+  if (replicas.length === 0) return ['Replicas:           none running'];
+  return [
+    'Replicas:',
+    ...replicas.map((r) => {
+      const where = r.node === undefined ? '' : ` on ${r.node}`;
+      const progress = r.download === undefined ? '' : ` (${progressText(r.download)})`;
+      const why = r.download === undefined && r.reason !== undefined ? `: ${r.reason}` : '';
+      return `  ${r.id ?? '(waiting for room)'}  ${r.state}${progress}${where}${why}`;
+    }),
+  ];
+}
+
+function downloadLines(downloads: readonly NodeDownload[]): string[] {
+  return [
+    'Downloads:',
+    ...downloads.map((d) => {
+      const detail = d.state === 'failed' ? (d.error ?? 'failed') : progressText(d);
+      return `  ${d.node}  ${d.state}, ${detail}`;
+    }),
+  ];
+}
+
+export function modelDetail(m: ModelView, live: ModelLive = {}): string {
+  const sections = modelSections(m);
+  if (live.replicas !== undefined) sections.push(replicaLines(live.replicas));
+  if (live.downloads !== undefined && live.downloads.length > 0) sections.push(downloadLines(live.downloads));
+  return sections.map((s) => s.join('\n')).join('\n\n');
 }

@@ -49,8 +49,15 @@ export function registerModels(ctl: Command, run: Runner): void {
     )
     .action(
       run.action(async ({ o, conn }, name: string) => {
-        const m = await connect(conn).getModel(name);
-        emit(o, m, modelDetail);
+        const client = connect(conn);
+        const m = await client.getModel(name);
+        // What runs of it now: replicas (downloading ones with their progress) and the nodes' downloads.
+        const [replicas, downloads] = await Promise.all([
+          client.listReplicas(name),
+          m.status.origin === undefined ? undefined : client.modelDownloads(name).then((d) => d.nodes),
+        ]);
+        const live = { replicas, ...(downloads === undefined ? {} : { downloads }) };
+        emit(o, { ...m, ...live }, () => modelDetail(m, live));
       }),
     );
 
