@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { serveRanges, type Plan, type RangeServer } from '../../test/fakes/files/range-server.js';
 import { DigestMismatchError, defaultConnections, fetchFile, type FetchFileOptions } from './download.js';
 
@@ -10,6 +10,8 @@ const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const gitSha1 = (b: Buffer) => createHash('sha1').update(`blob ${b.length}\0`).update(b).digest('hex');
 
 let servers: RangeServer[] = [];
+/** The client under test: node:http (the default), or an injected fetch. */
+let injected: typeof fetch | undefined;
 let dirs: string[] = [];
 afterEach(async () => {
   await Promise.all(servers.map((s) => s.close()));
@@ -34,11 +36,21 @@ async function setup(
     digest: { algorithm: 'sha256', hex: sha256(bytes) },
     retryBaseMs: 5,
     stallMs: 2000,
+    ...(injected === undefined ? {} : { fetch: injected }),
   };
   return { server, dest, base, ranges: () => server.requests.map((r) => r.range) };
 }
 
-describe('fetchFile', () => {
+const clients: [string, typeof fetch | undefined][] = [
+  ['node:http', undefined],
+  ['an injected fetch', (input, init) => globalThis.fetch(input, init)],
+];
+
+describe.each(clients)('fetchFile over %s', (_name, client) => {
+  beforeEach(() => {
+    injected = client;
+  });
+
   it('fetches a file, verifies its sha256 and renames it into place; progress never runs ahead of the disk', async () => {
     const bytes = randomBytes(300_000);
     const { dest, base, ranges } = await setup(bytes);
@@ -295,5 +307,24 @@ describe('fetchFile', () => {
     expect(defaultConnections(64 * MB)).toBe(2);
     expect(defaultConnections(100 * MB)).toBe(3);
     expect(defaultConnections(10_000 * MB)).toBe(8);
+  });
+});
+
+describe('fetchFile with an injected fetch', () => {
+  it('sends every request through it, redirects included', async () => {
+    const bytes = randomBytes(1000);
+    const { server, dest, base } = await setup(bytes, (_r, i) =>
+      i === 0 ? { redirect: '/f.bin' } : undefined,
+    );
+    const seen: string[] = [];
+    await fetchFile({
+      ...base,
+      fetch: (input, init) => {
+        seen.push(input instanceof URL ? input.href : typeof input === 'string' ? input : input.url);
+        return globalThis.fetch(input, init);
+      },
+    });
+    expect(readFileSync(dest).equals(bytes)).toBe(true);
+    expect(seen).toEqual([server.url('/f.bin'), server.url('/f.bin')]);
   });
 });
