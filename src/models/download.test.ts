@@ -328,3 +328,48 @@ describe('fetchFile with an injected fetch', () => {
     expect(seen).toEqual([server.url('/f.bin'), server.url('/f.bin')]);
   });
 });
+
+describe('fetchFile of a large file (its digest followed by a hashing thread)', () => {
+  const big = randomBytes(20 * 1024 * 1024);
+  const bad = Buffer.from(big);
+  bad[big.length - 10] = (bad[big.length - 10] ?? 0) ^ 1;
+
+  it('resumes after a cut and verifies the sha256 over the resumed prefix and the rest', async () => {
+    const { dest, base, ranges } = await setup(big, (_r, i) =>
+      i === 0 ? { cutAfter: 5_000_000 } : undefined,
+    );
+    await expect(fetchFile({ ...base, retries: 0 })).rejects.toThrow(/after/);
+    await fetchFile(base);
+    expect(readFileSync(dest).equals(big)).toBe(true);
+    expect(ranges()).toEqual([undefined, 'bytes=5000000-']);
+  });
+
+  it('verifies a git blob id, and catches a corrupted byte with one connection and with several', async () => {
+    const good = await setup(big);
+    await fetchFile({ ...good.base, digest: { algorithm: 'git-sha1', hex: gitSha1(big) } });
+    expect(readFileSync(good.dest).equals(big)).toBe(true);
+
+    const corrupt = await setup(big, () => ({ body: bad }));
+    await expect(fetchFile(corrupt.base)).rejects.toThrow(
+      `abc: its sha256 is ${sha256(bad)}, the origin says ${sha256(big)}`,
+    );
+    await expect(fetchFile({ ...corrupt.base, connections: 4 })).rejects.toBeInstanceOf(DigestMismatchError);
+    expect(existsSync(`${corrupt.dest}.incomplete`)).toBe(false);
+  });
+
+  it('hashes from byte 0 again when a server ignores the range of a resumed fetch', async () => {
+    const { dest, base, ranges } = await setup(big, (_r, i) =>
+      i === 0 ? { cutAfter: 3_000_000 } : { ignoreRange: true },
+    );
+    await expect(fetchFile({ ...base, retries: 0 })).rejects.toThrow(/after/);
+    await fetchFile(base);
+    expect(readFileSync(dest).equals(big)).toBe(true);
+    expect(ranges()).toEqual([undefined, 'bytes=3000000-']);
+  });
+
+  it('fetches in parts and verifies the whole', async () => {
+    const { dest, base } = await setup(big);
+    await fetchFile({ ...base, connections: 4 });
+    expect(readFileSync(dest).equals(big)).toBe(true);
+  });
+});

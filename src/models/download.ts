@@ -7,6 +7,7 @@
  * while the next block fills, so the disk never waits on a tiny write per network chunk.
  */
 import { createHash, type Hash } from 'node:crypto';
+import { Worker } from 'node:worker_threads';
 import { constants, createReadStream } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { STATUS_CODES, request as httpRequest, type IncomingMessage } from 'node:http';
@@ -555,6 +556,105 @@ async function fetchPart(
   }
 }
 
+/**
+ * Follows the bytes on disk from byte 0 and says the file's digest once all are there. A large
+ * file is hashed in a worker thread as its contiguous prefix grows, so the hashing overlaps the
+ * download (and leaves the main thread to the network); a small one is read back at the end.
+ */
+interface Digester {
+  /** Bytes [0, upTo) are on disk. */
+  advance(upTo: number): void;
+  /** The hex digest, once [0, size) is on disk. */
+  finish(): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** Files this large get a hashing thread of their own. */
+const workerDigestFrom = 16 * MB;
+
+const digestWorkerCode = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { createHash } = require('node:crypto');
+const { readSync } = require('node:fs');
+const { fd, algorithm, size } = workerData;
+const hash = algorithm === 'sha256' ? createHash('sha256') : createHash('sha1').update('blob ' + size + '\\0');
+const buf = Buffer.allocUnsafe(4 * 1024 * 1024);
+let at = 0, upTo = 0, finishing = false;
+parentPort.on('message', (m) => {
+  if (m < 0) finishing = true; else if (m > upTo) upTo = m;
+  while (at < upTo) {
+    const n = readSync(fd, buf, 0, Math.min(buf.length, upTo - at), at);
+    if (n === 0) throw new Error('the file ended at ' + at + ' bytes');
+    hash.update(n === buf.length ? buf : buf.subarray(0, n));
+    at += n;
+  }
+  if (finishing && at >= size) parentPort.postMessage(hash.digest('hex'));
+});
+`;
+
+async function workerDigester(path: string, digest: FileDigest, size: number): Promise<Digester> {
+  // Opened here and closed here: a descriptor a worker opens outlives the worker.
+  const file = await open(path, 'r');
+  const worker = new Worker(digestWorkerCode, {
+    eval: true,
+    workerData: { fd: file.fd, algorithm: digest.algorithm, size },
+  });
+  worker.unref();
+  const result = new Promise<string>((resolve, reject) => {
+    worker.once('message', (hex: string) => resolve(hex));
+    worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`the hashing thread stopped (${code})`)));
+  });
+  result.catch(() => undefined);
+  let posted = 0;
+  return {
+    advance: (upTo) => {
+      if (upTo <= posted) return;
+      posted = upTo;
+      worker.postMessage(upTo);
+    },
+    finish: () => {
+      worker.postMessage(size);
+      worker.postMessage(-1);
+      return result;
+    },
+    close: async () => {
+      await worker.terminate();
+      await file.close();
+    },
+  };
+}
+
+function rereadDigester(path: string, digest: FileDigest, size: number): Digester {
+  return {
+    advance: () => undefined,
+    finish: async () => {
+      const hash = newHash(digest, size);
+      await hashFile(path, hash);
+      return hash.digest('hex');
+    },
+    close: () => Promise.resolve(),
+  };
+}
+
+function digester(path: string, digest: FileDigest | undefined, size: number): Promise<Digester | undefined> {
+  if (digest === undefined) return Promise.resolve(undefined);
+  return size >= workerDigestFrom
+    ? workerDigester(path, digest, size)
+    : Promise.resolve(rereadDigester(path, digest, size));
+}
+
+/** Where the bytes on disk stop being contiguous from byte 0. */
+function contiguous(parts: Part[]): number {
+  let end = 0;
+  for (const p of [...parts].sort((a, b) => a.start - b.start)) {
+    if (p.start > end) break;
+    end = p.start + p.done;
+    if (p.start + p.done < p.end) break;
+  }
+  return end;
+}
+
 /** Reads a file back through its digest (after a fetch in parts, or a resumed prefix). */
 async function hashFile(path: string, hash: Hash, end?: number): Promise<void> {
   if (end === 0) return;
@@ -634,79 +734,81 @@ export async function fetchFile(o: FetchFileOptions): Promise<void> {
   }
 
   const fh = await open(tmp, constants.O_RDWR | constants.O_CREAT);
-  let hash: Hash | undefined;
+  const hashing: { d: Digester | undefined } = { d: undefined };
   try {
+    hashing.d = await digester(tmp, o.digest, o.size);
     if (parts.length === 1) {
-      hash = await fetchWhole(ctx, fh, {
-        part: parts[0] ?? { start: 0, end: o.size, done: 0 },
-        onDisk,
-        signal,
-      });
+      const part = parts[0] ?? { start: 0, end: o.size, done: 0 };
+      await fetchWhole(ctx, fh, { part, onDisk, signal, hashing });
     } else {
-      const whole = await fetchInParts(ctx, fh, { parts, partsPath, signal });
-      if (whole !== undefined) hash = whole;
+      await fetchInParts(ctx, fh, { parts, partsPath, signal, hashing });
     }
+    await checkAndPlace(ctx, hashing.d);
   } finally {
+    await hashing.d?.close();
     await fh.close();
   }
+}
+
+/** Verifies the size and the digest of the fetched bytes, then renames them into place. */
+async function checkAndPlace(ctx: Ctx, d: Digester | undefined): Promise<void> {
+  const { o, name } = ctx;
+  const tmp = incompletePath(o.dest);
 
   const got = (await sizeOf(tmp)) ?? 0;
   if (got !== o.size) {
     await rm(tmp, { force: true });
     throw new LlmgwError(
       'unavailable',
-      `${ctx.name}: ${got} bytes arrived, the origin says ${o.size}; the file was deleted and will be fetched again`,
+      `${name}: ${got} bytes arrived, the origin says ${o.size}; the file was deleted and will be fetched again`,
     );
   }
-  if (o.digest !== undefined) {
-    if (hash === undefined) {
-      hash = newHash(o.digest, o.size);
-      await hashFile(tmp, hash);
-    }
-    const actual = hash.digest('hex');
+  if (o.digest !== undefined && d !== undefined) {
+    d.advance(o.size);
+    const actual = await d.finish();
     if (actual !== o.digest.hex.toLowerCase()) {
       await rm(tmp, { force: true });
-      throw new DigestMismatchError(ctx.name, o.digest, actual);
+      throw new DigestMismatchError(name, o.digest, actual);
     }
   }
   await rename(tmp, o.dest);
 }
 
-/** One connection: appends from the prefix on disk, hashing as it writes. Returns the hash, if any. */
+/** One connection: appends from the prefix on disk, the digest following the bytes as they land. */
 async function fetchWhole(
   ctx: Ctx,
   fh: FileHandle,
-  w: { part: Part; onDisk: number; signal: AbortSignal },
-): Promise<Hash | undefined> {
+  w: { part: Part; onDisk: number; signal: AbortSignal; hashing: { d: Digester | undefined } },
+): Promise<void> {
   const { o } = ctx;
-  const part = w.part;
+  const { part, hashing } = w;
   if (w.onDisk > part.done) await fh.truncate(part.done);
-  // Hashed as blocks reach the disk (never a block a broken try dropped), after the resumed prefix.
-  let hash = o.digest === undefined ? undefined : newHash(o.digest, o.size);
-  if (hash !== undefined) await hashFile(incompletePath(o.dest), hash, part.done);
+  hashing.d?.advance(part.done);
   o.onProgress?.(part.done);
   await fetchPart(ctx, fh, part, {
     whole: true,
     signal: w.signal,
     restart: async () => {
-      if (o.digest !== undefined) hash = newHash(o.digest, o.size);
+      // The bytes hashed so far are not the file's start any more: a new digest from 0.
+      await hashing.d?.close();
+      hashing.d = undefined;
       await fh.truncate(0);
+      hashing.d = await digester(incompletePath(o.dest), o.digest, o.size);
       o.onProgress?.(0);
     },
-    written: (bytes) => {
-      hash?.update(bytes);
+    written: () => {
+      hashing.d?.advance(part.done);
       o.onProgress?.(part.done);
     },
   });
-  return hash;
 }
 
 /** Several connections, each on its own range; progress saved beside the file now and again. */
 async function fetchInParts(
   ctx: Ctx,
   fh: FileHandle,
-  w: { parts: Part[]; partsPath: string; signal: AbortSignal },
-): Promise<Hash | undefined> {
+  w: { parts: Part[]; partsPath: string; signal: AbortSignal; hashing: { d: Digester | undefined } },
+): Promise<void> {
   const { o } = ctx;
   const { parts } = w;
   const total = () => parts.reduce((sum, p) => sum + p.done, 0);
@@ -714,6 +816,7 @@ async function fetchInParts(
   await saveParts(w.partsPath, o.size, parts);
   if ((await fh.stat()).size < o.size) await fh.truncate(o.size);
   o.onProgress?.(total());
+  w.hashing.d?.advance(contiguous(parts));
   const ac = new AbortController();
   const signal = AbortSignal.any([w.signal, ac.signal]);
   let saving: Promise<void> = Promise.resolve();
@@ -727,12 +830,17 @@ async function fetchInParts(
       parts
         .filter((p) => p.start + p.done < p.end)
         .map((p) =>
-          fetchPart(ctx, fh, p, { whole: false, signal, written: () => o.onProgress?.(total()) }).catch(
-            (e: unknown) => {
-              ac.abort(e);
-              throw e;
+          fetchPart(ctx, fh, p, {
+            whole: false,
+            signal,
+            written: () => {
+              w.hashing.d?.advance(contiguous(parts));
+              o.onProgress?.(total());
             },
-          ),
+          }).catch((e: unknown) => {
+            ac.abort(e);
+            throw e;
+          }),
         ),
     );
     const failed = results.find(
@@ -749,9 +857,17 @@ async function fetchInParts(
   if (ignored) {
     // The server sends whole files only: one connection from byte 0.
     await rm(w.partsPath, { force: true });
+    await w.hashing.d?.close();
+    w.hashing.d = undefined;
     await fh.truncate(0);
-    return fetchWhole(ctx, fh, { part: { start: 0, end: o.size, done: 0 }, onDisk: 0, signal: w.signal });
+    w.hashing.d = await digester(incompletePath(o.dest), o.digest, o.size);
+    await fetchWhole(ctx, fh, {
+      part: { start: 0, end: o.size, done: 0 },
+      onDisk: 0,
+      signal: w.signal,
+      hashing: w.hashing,
+    });
+    return;
   }
   await rm(w.partsPath, { force: true });
-  return undefined;
 }
