@@ -609,7 +609,8 @@ async function workerDigester(path: string, digest: FileDigest, size: number): P
   let posted = 0;
   return {
     advance: (upTo) => {
-      if (upTo <= posted) return;
+      // Now and again, not per block: each message wakes the thread.
+      if (upTo - posted < 8 * MB) return;
       posted = upTo;
       worker.postMessage(upTo);
     },
