@@ -86,30 +86,33 @@ async function main() {
   const server = await startFileServer(file);
   const sha = { algorithm: 'sha256', hex: digest };
   const split = defaultConnections(size);
-  const results = { curl: [], one: [], split: [] };
+  const results = { curl: [], bare: [], one: [], split: [] };
   try {
     for (let r = 0; r < rounds; r++) {
       const out = join(dir, 'out');
       rmSync(out, { force: true });
       results.curl.push(rate(size, (await curlDownload(server.url, out)).seconds));
       rmSync(out, { force: true });
+      results.bare.push(rate(size, await timeFetch(server.url, out, { connections: 1 })));
+      rmSync(out, { force: true });
       results.one.push(rate(size, await timeFetch(server.url, out, { digest: sha, connections: 1 })));
       rmSync(out, { force: true });
       results.split.push(rate(size, await timeFetch(server.url, out, { digest: sha })));
       rmSync(out, { force: true });
       console.log(
-        `round ${r + 1}: curl ${fmt(results.curl.at(-1))} MiB/s, fetchFile 1 connection ${fmt(results.one.at(-1))} MiB/s, fetchFile ${split} connections ${fmt(results.split.at(-1))} MiB/s`,
+        `round ${r + 1}: curl ${fmt(results.curl.at(-1))}, fetchFile 1 connection ${fmt(results.bare.at(-1))} (no digest), ${fmt(results.one.at(-1))} (sha256), ${split} connections ${fmt(results.split.at(-1))} (sha256) MiB/s`,
       );
     }
     const curl = median(results.curl);
     console.log('');
-    console.log(`median MiB/s        rate   x curl`);
-    console.log(`curl -o           ${fmt(curl)}    1.00`);
+    console.log(`median MiB/s                     rate   x curl`);
+    console.log(`curl -o                        ${fmt(curl)}    1.00`);
     for (const [name, xs] of [
-      ['fetchFile, 1 conn', results.one],
-      [`fetchFile, ${split} conns`, results.split],
+      ['fetchFile, 1 conn, no digest', results.bare],
+      ['fetchFile, 1 conn, sha256', results.one],
+      [`fetchFile, ${split} conns, sha256`, results.split],
     ]) {
-      console.log(`${name.padEnd(18)}${fmt(median(xs))}    ${(median(xs) / curl).toFixed(2)}`);
+      console.log(`${name.padEnd(31)}${fmt(median(xs))}    ${(median(xs) / curl).toFixed(2)}`);
     }
 
     // Killed in the middle, then resumed: only the rest is asked for.

@@ -10,7 +10,7 @@ const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const gitSha1 = (b: Buffer) => createHash('sha1').update(`blob ${b.length}\0`).update(b).digest('hex');
 
 let servers: RangeServer[] = [];
-/** The client under test: node:http (the default), or an injected fetch. */
+/** The client under test: its own (the default), or an injected fetch. */
 let injected: typeof fetch | undefined;
 let dirs: string[] = [];
 afterEach(async () => {
@@ -42,7 +42,7 @@ async function setup(
 }
 
 const clients: [string, typeof fetch | undefined][] = [
-  ['node:http', undefined],
+  ['its own HTTP client', undefined],
   ['an injected fetch', (input, init) => globalThis.fetch(input, init)],
 ];
 
