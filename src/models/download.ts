@@ -160,23 +160,23 @@ function retryAfterMs(header: string | null): number | undefined {
 }
 
 /**
- * Gathers chunks into blocks written at increasing offsets, in order, with one block filling while
- * the last is written; `written` is told each block once it is on disk. A block is also written
- * after a quiet moment, so progress (and a mirror's reader) moves on a slow or paused link.
+ * Gathers received chunks into blocks of about 1 MiB written at increasing offsets, in order,
+ * one block gathering while the last is written; `written` is told the offset each block ends
+ * at once it is on disk. The chunks are written as they are (one vectored write per block, no
+ * copy: they are fresh buffers no one reuses). A block is also written after a quiet moment, so
+ * progress (and a mirror's reader) moves on a slow or paused link.
  */
 class BlockWriter {
   readonly #fh: FileHandle;
-  #block: Buffer = Buffer.allocUnsafe(blockBytes);
-  /** Blocks written and free again: at most three ever exist (filling, queued, being written). */
-  readonly #free: Buffer[] = [];
+  #pieces: Uint8Array[] = [];
   #fill = 0;
   #at: number;
   #lastFlush = Date.now();
   #chain: Promise<void> = Promise.resolve();
-  readonly #written: (bytes: Buffer, end: number) => void;
+  readonly #written: (end: number) => void;
   readonly #timer: NodeJS.Timeout;
 
-  constructor(fh: FileHandle, at: number, written: (bytes: Buffer, end: number) => void) {
+  constructor(fh: FileHandle, at: number, written: (end: number) => void) {
     this.#fh = fh;
     this.#at = at;
     this.#written = written;
@@ -187,42 +187,37 @@ class BlockWriter {
   }
 
   /**
-   * Copies a chunk in; returns a promise to wait on only when a block filled (it resolves once the
+   * Takes a chunk; returns a promise to wait on only when a block filled (it resolves once the
    * block before it is on disk). Not async: a promise per network chunk costs a tick each, and
    * the chunks that pile up meanwhile live long enough to be collected the slow way.
    */
   add(chunk: Uint8Array): Promise<void> | undefined {
-    let wait: Promise<void> | undefined;
-    let offset = 0;
-    while (offset < chunk.length) {
-      const n = Math.min(chunk.length - offset, this.#block.length - this.#fill);
-      this.#block.set(n === chunk.length ? chunk : chunk.subarray(offset, offset + n), this.#fill);
-      this.#fill += n;
-      offset += n;
-      if (this.#fill === this.#block.length) wait = this.flush();
-    }
-    return wait;
+    if (chunk.length === 0) return undefined;
+    this.#pieces.push(chunk);
+    this.#fill += chunk.length;
+    // Many tiny chunks are written before they make a vector longer than the system takes (IOV_MAX).
+    return this.#fill >= blockBytes || this.#pieces.length >= 1024 ? this.flush() : undefined;
   }
 
-  /** Queues the filled block for writing after those before it; resolves when those are written. */
+  /** Queues the gathered block for writing after those before it; resolves when those are written. */
   flush(): Promise<void> {
     const before = this.#chain;
     this.#lastFlush = Date.now();
     if (this.#fill === 0) return before;
-    const block = this.#block;
+    let pieces = this.#pieces;
     const length = this.#fill;
     const at = this.#at;
-    this.#block = this.#free.pop() ?? Buffer.allocUnsafe(blockBytes);
+    this.#pieces = [];
     this.#fill = 0;
     this.#at += length;
     this.#chain = before.then(async () => {
       let written = 0;
       while (written < length) {
-        const r = await this.#fh.write(block, written, length - written, at + written);
+        const r = await this.#fh.writev(pieces, at + written);
         written += r.bytesWritten;
+        if (written < length) pieces = unwritten(pieces, r.bytesWritten);
       }
-      this.#written(block.subarray(0, length), at + length);
-      this.#free.push(block);
+      this.#written(at + length);
     });
     // A failed write fails every later one in the chain, and surfaces at close.
     this.#chain.catch(() => undefined);
@@ -235,6 +230,17 @@ class BlockWriter {
     void this.flush();
     await this.#chain;
   }
+}
+
+/** What of `pieces` a short vectored write of `done` bytes left. */
+function unwritten(pieces: Uint8Array[], done: number): Uint8Array[] {
+  let skip = done;
+  let i = 0;
+  while (i < pieces.length && skip >= (pieces[i]?.length ?? 0)) skip -= pieces[i++]?.length ?? 0;
+  const rest = pieces.slice(i);
+  const first = rest[0];
+  if (first !== undefined && skip > 0) rest[0] = first.subarray(skip);
+  return rest;
 }
 
 interface Ctx {
@@ -365,8 +371,8 @@ async function tryPart(
     whole: boolean;
     signal: AbortSignal;
     restart?: () => Promise<void>;
-    /** Bytes that reached the disk, in file order. */
-    written: (bytes: Buffer) => void;
+    /** More bytes of the part reached the disk (part.done moved). */
+    written: () => void;
   },
 ): Promise<void> {
   const { size } = ctx.o;
@@ -443,9 +449,9 @@ async function tryPart(
       throw await refusal(ctx, res);
     }
     const want = part.end - at;
-    const w = new BlockWriter(fh, at, (bytes, end) => {
+    const w = new BlockWriter(fh, at, (end) => {
       part.done = end - part.start;
-      hooks.written(bytes);
+      hooks.written();
     });
     writer = w;
     try {
