@@ -4,7 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { serveRanges, type Plan, type RangeServer } from '../../test/fakes/files/range-server.js';
-import { DigestMismatchError, defaultConnections, fetchFile, type FetchFileOptions } from './download.js';
+import {
+  DigestMismatchError,
+  defaultConnections,
+  fetchFile,
+  unwritten,
+  type FetchFileOptions,
+} from './download.js';
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const gitSha1 = (b: Buffer) => createHash('sha1').update(`blob ${b.length}\0`).update(b).digest('hex');
@@ -371,5 +377,19 @@ describe('fetchFile of a large file (its digest followed by a hashing thread)', 
     const { dest, base } = await setup(big);
     await fetchFile({ ...base, connections: 4 });
     expect(readFileSync(dest).equals(big)).toBe(true);
+  });
+});
+
+describe('unwritten', () => {
+  const b = (t: string) => Buffer.from(t);
+  const text = (xs: Uint8Array[]) => xs.map((x) => Buffer.from(x).toString());
+  it.each([
+    [0, ['abc', 'de', 'f']],
+    [1, ['bc', 'de', 'f']],
+    [3, ['de', 'f']],
+    [4, ['e', 'f']],
+    [5, ['f']],
+  ])('after %i bytes written, leaves %j', (done, left) => {
+    expect(text(unwritten([b('abc'), b('de'), b('f')], done))).toEqual(left);
   });
 });

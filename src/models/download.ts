@@ -232,8 +232,8 @@ class BlockWriter {
   }
 }
 
-/** What of `pieces` a short vectored write of `done` bytes left. */
-function unwritten(pieces: Uint8Array[], done: number): Uint8Array[] {
+/** What of `pieces` a short vectored write of `done` bytes left (exported for its test). */
+export function unwritten(pieces: Uint8Array[], done: number): Uint8Array[] {
   let skip = done;
   let i = 0;
   while (i < pieces.length && skip >= (pieces[i]?.length ?? 0)) skip -= pieces[i++]?.length ?? 0;
