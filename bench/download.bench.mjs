@@ -10,14 +10,14 @@
 //
 // The server (bench/download-server.mjs, its own process), the client and the disk share one
 // machine: the figures include writing every byte to disk, and fetchFile verifying the sha256.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { cpus as cpuList, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { defaultConnections, fetchFile } from '../dist/models/download.js';
-import { curlDownload, makeFile, startFileServer } from './download-server.mjs';
+import { curlDownload, makeFile, sha256sum, startFileServer } from './download-server.mjs';
 
 const MiB = 1024 * 1024;
 const size = Math.round(Number(process.env.BENCH_DOWNLOAD_MB ?? 2048) * MiB);
@@ -36,12 +36,15 @@ function asked(range) {
   return (m[2] === '' ? size - 1 : Number(m[2])) - Number(m[1]) + 1;
 }
 
+/** fetchFile in this process: { seconds, cpuSeconds } (this process's, its hashing thread's included). */
 async function timeFetch(url, dest, options) {
+  const cpu = process.cpuUsage();
   const started = performance.now();
   await fetchFile({ url, dest, size, ...options });
   const seconds = (performance.now() - started) / 1000;
+  const used = process.cpuUsage(cpu);
   if (statSync(dest).size !== size) throw new Error('fetchFile wrote the wrong size');
-  return seconds;
+  return { seconds, cpuSeconds: (used.user + used.system) / 1e6 };
 }
 
 /** fetchFile in a child process, SIGKILLed once `killAt` bytes are on disk. */
@@ -73,7 +76,7 @@ function killedMidway(url, dest, digest, killAt, connections) {
 
 async function main() {
   console.log(
-    `download bench: ${size / MiB} MiB, ${rounds} rounds, ${cpus().length} CPUs, load ${loadavg()
+    `download bench: ${size / MiB} MiB, ${rounds} rounds, ${cpuList().length} CPUs, load ${loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')}, node ${process.version}`,
   );
@@ -86,35 +89,62 @@ async function main() {
   const server = await startFileServer(file);
   const sha = { algorithm: 'sha256', hex: digest };
   const split = defaultConnections(size);
-  const results = { curl: [], one: [], split: [] };
+  const results = { curl: [], curlsum: [], bare: [], one: [], split: [] };
+  /** Client CPU seconds per GiB: steadier than rates on a shared machine. */
+  const cpus = { curl: [], curlsum: [], bare: [], one: [], split: [] };
   try {
+    const out = join(dir, 'out');
+    const clients = [
+      ['curl', () => curlDownload(server.url, out)],
+      [
+        'curlsum',
+        async () => {
+          const got = await curlDownload(server.url, out);
+          const sum = await sha256sum(out);
+          if (sum.hex !== digest) throw new Error('curl fetched other bytes');
+          return { seconds: got.seconds + sum.seconds, cpuSeconds: got.cpuSeconds + sum.cpuSeconds };
+        },
+      ],
+      ['bare', () => timeFetch(server.url, out, { connections: 1 })],
+      ['one', () => timeFetch(server.url, out, { digest: sha, connections: 1 })],
+      ['split', () => timeFetch(server.url, out, { digest: sha })],
+    ];
     for (let r = 0; r < rounds; r++) {
-      const out = join(dir, 'out');
-      rmSync(out, { force: true });
-      results.curl.push(rate(size, (await curlDownload(server.url, out)).seconds));
-      rmSync(out, { force: true });
-      results.one.push(rate(size, await timeFetch(server.url, out, { digest: sha, connections: 1 })));
-      rmSync(out, { force: true });
-      results.split.push(rate(size, await timeFetch(server.url, out, { digest: sha })));
+      // Each round in another order, each run from a clean page cache: the dirty pages of the
+      // run before are written back first, so no run pays for another's writes.
+      for (let i = 0; i < clients.length; i++) {
+        const [name, run] = clients[(i + r) % clients.length];
+        rmSync(out, { force: true });
+        execFileSync('sync');
+        const took = await run();
+        results[name].push(rate(size, took.seconds));
+        cpus[name].push(took.cpuSeconds / (size / 1024 / MiB));
+      }
       rmSync(out, { force: true });
       console.log(
-        `round ${r + 1}: curl ${fmt(results.curl.at(-1))} MiB/s, fetchFile 1 connection ${fmt(results.one.at(-1))} MiB/s, fetchFile ${split} connections ${fmt(results.split.at(-1))} MiB/s`,
+        `round ${r + 1}: curl ${fmt(results.curl.at(-1))} (${fmt(results.curlsum.at(-1)).trim()} with sha256), fetchFile 1 connection ${fmt(results.bare.at(-1))} (no digest), ${fmt(results.one.at(-1))} (sha256), ${split} connections ${fmt(results.split.at(-1))} (sha256) MiB/s`,
       );
     }
     const curl = median(results.curl);
     console.log('');
-    console.log(`median MiB/s        rate   x curl`);
-    console.log(`curl -o           ${fmt(curl)}    1.00`);
-    for (const [name, xs] of [
-      ['fetchFile, 1 conn', results.one],
-      [`fetchFile, ${split} conns`, results.split],
+    console.log(`medians                        MiB/s   x curl   client CPU s/GiB`);
+    for (const [name, key] of [
+      ['curl -o', 'curl'],
+      ['curl -o, then openssl sha256', 'curlsum'],
+      ['fetchFile, 1 conn, no digest', 'bare'],
+      ['fetchFile, 1 conn, sha256', 'one'],
+      [`fetchFile, ${split} conns, sha256`, 'split'],
     ]) {
-      console.log(`${name.padEnd(18)}${fmt(median(xs))}    ${(median(xs) / curl).toFixed(2)}`);
+      const r = median(results[key]);
+      console.log(
+        `${name.padEnd(31)}${fmt(r)}    ${(r / curl).toFixed(2)}    ${median(cpus[key]).toFixed(2).padStart(8)}`,
+      );
     }
 
     // Killed in the middle, then resumed: only the rest is asked for.
     for (const connections of [1, split]) {
       const dest = join(dir, `resumed-${connections}`);
+      execFileSync('sync');
       const before = server.ranges.length;
       const killedAt = await killedMidway(server.url, dest, digest, size / 2, connections);
       const partsFile = `${dest}.incomplete.parts`;
@@ -122,6 +152,7 @@ async function main() {
         ? JSON.parse(readFileSync(partsFile, 'utf8')).parts.reduce((s, p) => s + p.done, 0)
         : statSync(`${dest}.incomplete`).size;
       const mark = server.ranges.length;
+      execFileSync('sync');
       t = performance.now();
       await fetchFile({ url: server.url, dest, size, digest: sha, connections });
       const seconds = (performance.now() - t) / 1000;

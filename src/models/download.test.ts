@@ -2,14 +2,22 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { serveRanges, type Plan, type RangeServer } from '../../test/fakes/files/range-server.js';
-import { DigestMismatchError, defaultConnections, fetchFile, type FetchFileOptions } from './download.js';
+import {
+  DigestMismatchError,
+  defaultConnections,
+  fetchFile,
+  unwritten,
+  type FetchFileOptions,
+} from './download.js';
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const gitSha1 = (b: Buffer) => createHash('sha1').update(`blob ${b.length}\0`).update(b).digest('hex');
 
 let servers: RangeServer[] = [];
+/** The client under test: its own (the default), or an injected fetch. */
+let injected: typeof fetch | undefined;
 let dirs: string[] = [];
 afterEach(async () => {
   await Promise.all(servers.map((s) => s.close()));
@@ -34,11 +42,21 @@ async function setup(
     digest: { algorithm: 'sha256', hex: sha256(bytes) },
     retryBaseMs: 5,
     stallMs: 2000,
+    ...(injected === undefined ? {} : { fetch: injected }),
   };
   return { server, dest, base, ranges: () => server.requests.map((r) => r.range) };
 }
 
-describe('fetchFile', () => {
+const clients: [string, typeof fetch | undefined][] = [
+  ['its own HTTP client', undefined],
+  ['an injected fetch', (input, init) => globalThis.fetch(input, init)],
+];
+
+describe.each(clients)('fetchFile over %s', (_name, client) => {
+  beforeEach(() => {
+    injected = client;
+  });
+
   it('fetches a file, verifies its sha256 and renames it into place; progress never runs ahead of the disk', async () => {
     const bytes = randomBytes(300_000);
     const { dest, base, ranges } = await setup(bytes);
@@ -295,5 +313,83 @@ describe('fetchFile', () => {
     expect(defaultConnections(64 * MB)).toBe(2);
     expect(defaultConnections(100 * MB)).toBe(3);
     expect(defaultConnections(10_000 * MB)).toBe(8);
+  });
+});
+
+describe('fetchFile with an injected fetch', () => {
+  it('sends every request through it, redirects included', async () => {
+    const bytes = randomBytes(1000);
+    const { server, dest, base } = await setup(bytes, (_r, i) =>
+      i === 0 ? { redirect: '/f.bin' } : undefined,
+    );
+    const seen: string[] = [];
+    await fetchFile({
+      ...base,
+      fetch: (input, init) => {
+        seen.push(input instanceof URL ? input.href : typeof input === 'string' ? input : input.url);
+        return globalThis.fetch(input, init);
+      },
+    });
+    expect(readFileSync(dest).equals(bytes)).toBe(true);
+    expect(seen).toEqual([server.url('/f.bin'), server.url('/f.bin')]);
+  });
+});
+
+describe('fetchFile of a large file (its digest followed by a hashing thread)', () => {
+  const big = randomBytes(20 * 1024 * 1024);
+  const bad = Buffer.from(big);
+  bad[big.length - 10] = (bad[big.length - 10] ?? 0) ^ 1;
+
+  it('resumes after a cut and verifies the sha256 over the resumed prefix and the rest', async () => {
+    const { dest, base, ranges } = await setup(big, (_r, i) =>
+      i === 0 ? { cutAfter: 5_000_000 } : undefined,
+    );
+    await expect(fetchFile({ ...base, retries: 0 })).rejects.toThrow(/after/);
+    await fetchFile(base);
+    expect(readFileSync(dest).equals(big)).toBe(true);
+    expect(ranges()).toEqual([undefined, 'bytes=5000000-']);
+  });
+
+  it('verifies a git blob id, and catches a corrupted byte with one connection and with several', async () => {
+    const good = await setup(big);
+    await fetchFile({ ...good.base, digest: { algorithm: 'git-sha1', hex: gitSha1(big) } });
+    expect(readFileSync(good.dest).equals(big)).toBe(true);
+
+    const corrupt = await setup(big, () => ({ body: bad }));
+    await expect(fetchFile(corrupt.base)).rejects.toThrow(
+      `abc: its sha256 is ${sha256(bad)}, the origin says ${sha256(big)}`,
+    );
+    await expect(fetchFile({ ...corrupt.base, connections: 4 })).rejects.toBeInstanceOf(DigestMismatchError);
+    expect(existsSync(`${corrupt.dest}.incomplete`)).toBe(false);
+  });
+
+  it('hashes from byte 0 again when a server ignores the range of a resumed fetch', async () => {
+    const { dest, base, ranges } = await setup(big, (_r, i) =>
+      i === 0 ? { cutAfter: 3_000_000 } : { ignoreRange: true },
+    );
+    await expect(fetchFile({ ...base, retries: 0 })).rejects.toThrow(/after/);
+    await fetchFile(base);
+    expect(readFileSync(dest).equals(big)).toBe(true);
+    expect(ranges()).toEqual([undefined, 'bytes=3000000-']);
+  });
+
+  it('fetches in parts and verifies the whole', async () => {
+    const { dest, base } = await setup(big);
+    await fetchFile({ ...base, connections: 4 });
+    expect(readFileSync(dest).equals(big)).toBe(true);
+  });
+});
+
+describe('unwritten', () => {
+  const b = (t: string) => Buffer.from(t);
+  const text = (xs: Uint8Array[]) => xs.map((x) => Buffer.from(x).toString());
+  it.each([
+    [0, ['abc', 'de', 'f']],
+    [1, ['bc', 'de', 'f']],
+    [3, ['de', 'f']],
+    [4, ['e', 'f']],
+    [5, ['f']],
+  ])('after %i bytes written, leaves %j', (done, left) => {
+    expect(text(unwritten([b('abc'), b('de'), b('f')], done))).toEqual(left);
   });
 });

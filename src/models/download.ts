@@ -7,6 +7,7 @@
  * while the next block fills, so the disk never waits on a tiny write per network chunk.
  */
 import { createHash, type Hash } from 'node:crypto';
+import { Worker } from 'node:worker_threads';
 import { constants, createReadStream } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { STATUS_CODES } from 'node:http';
@@ -14,6 +15,7 @@ import { basename, dirname } from 'node:path';
 import { z } from 'zod';
 import { LlmgwError, messageOf } from '../core/errors.js';
 import { incompletePath } from './cache-layout.js';
+import { httpGet } from './http-get.js';
 
 export type FileDigest = { algorithm: 'sha256' | 'git-sha1'; hex: string };
 
@@ -42,6 +44,7 @@ export interface FetchFileOptions {
   /** Total bytes on disk so far, resumed ones included; with one connection also the contiguous prefix. */
   onProgress?: (bytesDone: number) => void;
   signal?: AbortSignal;
+  /** Injected (tests, a proxy-aware fetch); by default a plain HTTP/1.1 client over node:net/tls (http-get.ts), at half node:http's CPU per byte. */
   fetch?: typeof fetch;
 }
 
@@ -66,7 +69,7 @@ export class DigestMismatchError extends LlmgwError {
 }
 
 const MB = 1024 * 1024;
-const blockBytes = 4 * MB;
+const blockBytes = 1 * MB;
 /** A block is written at least this often on a slow link, so progress (and a mirror's reader) moves. */
 const flushEveryMs = 250;
 const partsSaveEveryMs = 1000;
@@ -157,23 +160,23 @@ function retryAfterMs(header: string | null): number | undefined {
 }
 
 /**
- * Gathers chunks into blocks written at increasing offsets, in order, with one block filling while
- * the last is written; `written` is told each block once it is on disk. A block is also written
- * after a quiet moment, so progress (and a mirror's reader) moves on a slow or paused link.
+ * Gathers received chunks into blocks of about 1 MiB written at increasing offsets, in order,
+ * one block gathering while the last is written; `written` is told the offset each block ends
+ * at once it is on disk. The chunks are written as they are (one vectored write per block, no
+ * copy: they are fresh buffers no one reuses). A block is also written after a quiet moment, so
+ * progress (and a mirror's reader) moves on a slow or paused link.
  */
 class BlockWriter {
   readonly #fh: FileHandle;
-  #block: Buffer = Buffer.allocUnsafe(blockBytes);
-  /** Blocks written and free again: at most three ever exist (filling, queued, being written). */
-  readonly #free: Buffer[] = [];
+  #pieces: Uint8Array[] = [];
   #fill = 0;
   #at: number;
   #lastFlush = Date.now();
   #chain: Promise<void> = Promise.resolve();
-  readonly #written: (bytes: Buffer, end: number) => void;
+  readonly #written: (end: number) => void;
   readonly #timer: NodeJS.Timeout;
 
-  constructor(fh: FileHandle, at: number, written: (bytes: Buffer, end: number) => void) {
+  constructor(fh: FileHandle, at: number, written: (end: number) => void) {
     this.#fh = fh;
     this.#at = at;
     this.#written = written;
@@ -183,37 +186,38 @@ class BlockWriter {
     }, flushEveryMs);
   }
 
-  /** Adds a chunk; resolves at once unless the block before has yet to reach the disk. */
-  async add(chunk: Uint8Array): Promise<void> {
-    let offset = 0;
-    while (offset < chunk.length) {
-      const n = Math.min(chunk.length - offset, this.#block.length - this.#fill);
-      this.#block.set(chunk.subarray(offset, offset + n), this.#fill);
-      this.#fill += n;
-      offset += n;
-      if (this.#fill === this.#block.length) await this.flush();
-    }
+  /**
+   * Takes a chunk; returns a promise to wait on only when a block filled (it resolves once the
+   * block before it is on disk). Not async: a promise per network chunk costs a tick each, and
+   * the chunks that pile up meanwhile live long enough to be collected the slow way.
+   */
+  add(chunk: Uint8Array): Promise<void> | undefined {
+    if (chunk.length === 0) return undefined;
+    this.#pieces.push(chunk);
+    this.#fill += chunk.length;
+    // Many tiny chunks are written before they make a vector longer than the system takes (IOV_MAX).
+    return this.#fill >= blockBytes || this.#pieces.length >= 1024 ? this.flush() : undefined;
   }
 
-  /** Queues the filled block for writing after those before it; resolves when those are written. */
+  /** Queues the gathered block for writing after those before it; resolves when those are written. */
   flush(): Promise<void> {
     const before = this.#chain;
     this.#lastFlush = Date.now();
     if (this.#fill === 0) return before;
-    const block = this.#block;
+    let pieces = this.#pieces;
     const length = this.#fill;
     const at = this.#at;
-    this.#block = this.#free.pop() ?? Buffer.allocUnsafe(blockBytes);
+    this.#pieces = [];
     this.#fill = 0;
     this.#at += length;
     this.#chain = before.then(async () => {
       let written = 0;
       while (written < length) {
-        const r = await this.#fh.write(block, written, length - written, at + written);
+        const r = await this.#fh.writev(pieces, at + written);
         written += r.bytesWritten;
+        if (written < length) pieces = unwritten(pieces, r.bytesWritten);
       }
-      this.#written(block.subarray(0, length), at + length);
-      this.#free.push(block);
+      this.#written(at + length);
     });
     // A failed write fails every later one in the chain, and surfaces at close.
     this.#chain.catch(() => undefined);
@@ -228,15 +232,70 @@ class BlockWriter {
   }
 }
 
+/** What of `pieces` a short vectored write of `done` bytes left (exported for its test). */
+export function unwritten(pieces: Uint8Array[], done: number): Uint8Array[] {
+  let skip = done;
+  let i = 0;
+  while (i < pieces.length && skip >= (pieces[i]?.length ?? 0)) skip -= pieces[i++]?.length ?? 0;
+  const rest = pieces.slice(i);
+  const first = rest[0];
+  if (first !== undefined && skip > 0) rest[0] = first.subarray(skip);
+  return rest;
+}
+
 interface Ctx {
   o: FetchFileOptions;
   name: string;
-  fetchImpl: typeof fetch;
   stallMs: number;
 }
 
+/** One HTTP answer, whichever client fetched it. */
+interface Answer {
+  status: number;
+  /** The address that answered (the last hop of redirects). */
+  url: URL;
+  header(name: string): string | null;
+  /** Passes each body chunk to `take` until the body ends; a promise `take` returns pauses the body until it settles. */
+  pump(take: (chunk: Uint8Array) => Promise<void> | undefined): Promise<void>;
+  /** Leaves the body unread. */
+  drop(): Promise<void>;
+}
+
+/** An injected fetch (tests, proxies): the body read through its web stream. */
+async function viaFetch(
+  fetchImpl: typeof fetch,
+  url: URL,
+  init: { headers: Record<string, string>; signal: AbortSignal },
+): Promise<Answer> {
+  const res = await fetchImpl(url, { ...init, redirect: 'manual' });
+  return {
+    status: res.status,
+    url,
+    header: (name) => res.headers.get(name),
+    pump: async (take) => {
+      if (res.body === null) return;
+      const reader = res.body.getReader();
+      for (;;) {
+        const r = await reader.read();
+        if (r.done) return;
+        const wait = take(r.value as Uint8Array);
+        if (wait !== undefined) await wait;
+      }
+    },
+    drop: () => res.body?.cancel().catch(() => undefined) ?? Promise.resolve(),
+  };
+}
+
+/** The default client: one GET per connection, the body as the socket's own buffers (see http-get.ts). */
+async function viaSocket(
+  url: URL,
+  init: { headers: Record<string, string>; signal: AbortSignal },
+): Promise<Answer> {
+  return { ...(await httpGet(url, init)), url };
+}
+
 /** GETs a URL following redirects by hand, so the caller's headers stay with the URL's own origin. */
-async function get(ctx: Ctx, range: string | undefined, signal: AbortSignal): Promise<Response> {
+async function get(ctx: Ctx, range: string | undefined, signal: AbortSignal): Promise<Answer> {
   let url = new URL(ctx.o.url);
   const home = url.origin;
   let left = false;
@@ -248,16 +307,20 @@ async function get(ctx: Ctx, range: string | undefined, signal: AbortSignal): Pr
       'accept-encoding': 'identity',
     };
     if (range !== undefined) headers['range'] = range;
-    let res: Response;
+    let res: Answer;
     try {
-      res = await ctx.fetchImpl(url, { headers, redirect: 'manual', signal });
+      res =
+        ctx.o.fetch === undefined
+          ? await viaSocket(url, { headers, signal })
+          : await viaFetch(ctx.o.fetch, url, { headers, signal });
     } catch (e) {
       if (signal.aborted) throw signal.reason;
-      throw new Retryable(`GET ${shownUrl(url)} failed: ${messageOf((e as Error).cause ?? e)}`);
+      if (e instanceof LlmgwError) throw e;
+      throw new Retryable(`${ctx.name}: GET ${shownUrl(url)} failed: ${messageOf((e as Error).cause ?? e)}`);
     }
-    const location = res.headers.get('location');
+    const location = res.header('location');
     if (res.status >= 300 && res.status < 400 && location !== null) {
-      await res.body?.cancel().catch(() => undefined);
+      await res.drop();
       url = new URL(location, url);
       continue;
     }
@@ -270,10 +333,10 @@ async function get(ctx: Ctx, range: string | undefined, signal: AbortSignal): Pr
 }
 
 /** The status in words, with the hub's own explanation when it gives one. */
-async function refusal(ctx: Ctx, res: Response): Promise<LlmgwError> {
+async function refusal(ctx: Ctx, res: Answer): Promise<LlmgwError> {
   const words = `${res.status} ${STATUS_CODES[res.status] ?? ''}`.trim();
-  const said = res.headers.get('x-error-message');
-  await res.body?.cancel().catch(() => undefined);
+  const said = res.header('x-error-message');
+  await res.drop();
   const hint =
     res.status === 401 || res.status === 403
       ? 'check hub.token and that its account has access to the repository'
@@ -284,7 +347,7 @@ async function refusal(ctx: Ctx, res: Response): Promise<LlmgwError> {
           : undefined;
   return new LlmgwError(
     res.status === 404 ? 'not_found' : 'unavailable',
-    `${ctx.name}: GET ${shownUrl(res.url === '' ? ctx.o.url : res.url)} answered ${words}${said === null ? '' : ` (${said})`}${hint === undefined ? '' : `: ${hint}`}`,
+    `${ctx.name}: GET ${shownUrl(res.url)} answered ${words}${said === null ? '' : ` (${said})`}${hint === undefined ? '' : `: ${hint}`}`,
   );
 }
 
@@ -308,8 +371,8 @@ async function tryPart(
     whole: boolean;
     signal: AbortSignal;
     restart?: () => Promise<void>;
-    /** Bytes that reached the disk, in file order. */
-    written: (bytes: Buffer) => void;
+    /** More bytes of the part reached the disk (part.done moved). */
+    written: () => void;
   },
 ): Promise<void> {
   const { size } = ctx.o;
@@ -339,42 +402,42 @@ async function tryPart(
     const range = ranged ? `bytes=${from}-${hooks.whole ? '' : part.end - 1}` : undefined;
     const res = await get(ctx, range, signal);
     if (res.status === 408 || res.status === 429 || res.status >= 500) {
-      await res.body?.cancel().catch(() => undefined);
+      await res.drop();
       throw new Retryable(
-        `${ctx.name}: GET ${shownUrl(ctx.o.url)} answered ${res.status} ${STATUS_CODES[res.status] ?? ''}`.trim(),
-        retryAfterMs(res.headers.get('retry-after')),
+        `${ctx.name}: GET ${shownUrl(res.url)} answered ${res.status} ${STATUS_CODES[res.status] ?? ''}`.trim(),
+        retryAfterMs(res.header('retry-after')),
       );
     }
     let at = from;
     if (res.status === 206) {
-      const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(res.headers.get('content-range') ?? '');
+      const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(res.header('content-range') ?? '');
       if (m === null) {
-        await res.body?.cancel().catch(() => undefined);
+        await res.drop();
         throw new LlmgwError(
           'unavailable',
-          `${ctx.name}: the server answered a range request without a readable Content-Range ("${res.headers.get('content-range') ?? ''}")`,
+          `${ctx.name}: the server answered a range request without a readable Content-Range ("${res.header('content-range') ?? ''}")`,
         );
       }
       if (m[3] !== '*' && Number(m[3]) !== size) {
-        await res.body?.cancel().catch(() => undefined);
+        await res.drop();
         throw sizeChanged(ctx, Number(m[3]));
       }
       if (Number(m[1]) !== from || Number(m[2]) !== part.end - 1) {
-        await res.body?.cancel().catch(() => undefined);
+        await res.drop();
         throw new LlmgwError(
           'unavailable',
           `${ctx.name}: asked for bytes ${from}-${part.end - 1}, the server answered ${m[1]}-${m[2]}`,
         );
       }
     } else if (res.status === 200) {
-      const length = res.headers.get('content-length');
+      const length = res.header('content-length');
       if (length !== null && Number(length) !== size) {
-        await res.body?.cancel().catch(() => undefined);
+        await res.drop();
         throw sizeChanged(ctx, Number(length));
       }
       if (ranged) {
         if (!hooks.whole || part.start !== 0) {
-          await res.body?.cancel().catch(() => undefined);
+          await res.drop();
           throw new RangeIgnored();
         }
         // The server ignored the range: the body starts at byte 0, so the part does too.
@@ -385,36 +448,29 @@ async function tryPart(
     } else {
       throw await refusal(ctx, res);
     }
-    if (res.body === null) throw new Retryable(`${ctx.name}: the server answered without a body`);
     const want = part.end - at;
-    writer = new BlockWriter(fh, at, (bytes, end) => {
+    const w = new BlockWriter(fh, at, (end) => {
       part.done = end - part.start;
-      hooks.written(bytes);
+      hooks.written();
     });
-    const reader = res.body.getReader();
-    for (;;) {
-      let r: Awaited<ReturnType<typeof reader.read>>;
-      try {
-        r = await reader.read();
-      } catch (e) {
-        if (stall.seen || !hooks.signal.aborted) {
-          throw signal.reason instanceof Retryable
-            ? signal.reason
-            : new Retryable(
-                `${ctx.name}: the connection broke after ${received} bytes: ${messageOf((e as Error).cause ?? e)}`,
-              );
-        }
-        throw e;
+    writer = w;
+    try {
+      await res.pump((chunk) => {
+        // Bytes past the range asked for (a server's mistake) are not ours to write.
+        const mine = received + chunk.length > want ? chunk.subarray(0, want - received) : chunk;
+        received += mine.length;
+        return w.add(mine);
+      });
+    } catch (e) {
+      if (stall.seen || !hooks.signal.aborted) {
+        throw signal.reason instanceof Retryable
+          ? signal.reason
+          : new Retryable(
+              `${ctx.name}: the connection broke after ${received} bytes: ${messageOf((e as Error).cause ?? e)}`,
+            );
       }
-      if (r.done) break;
-      let chunk = r.value as Uint8Array;
-      if (received + chunk.length > want) chunk = chunk.subarray(0, want - received);
-      received += chunk.length;
-      await writer.add(chunk);
-      if (received === want) {
-        await reader.cancel().catch(() => undefined);
-        break;
-      }
+      // Stopped by the caller (or a sibling part's failure): say why, not how the socket died.
+      throw hooks.signal.reason;
     }
     await writer.close();
     if (received < want) {
@@ -456,6 +512,106 @@ async function fetchPart(
       failures++;
     }
   }
+}
+
+/**
+ * Follows the bytes on disk from byte 0 and says the file's digest once all are there. A large
+ * file is hashed in a worker thread as its contiguous prefix grows, so the hashing overlaps the
+ * download (and leaves the main thread to the network); a small one is read back at the end.
+ */
+interface Digester {
+  /** Bytes [0, upTo) are on disk. */
+  advance(upTo: number): void;
+  /** The hex digest, once [0, size) is on disk. */
+  finish(): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** Files this large get a hashing thread of their own. */
+const workerDigestFrom = 16 * MB;
+
+const digestWorkerCode = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { createHash } = require('node:crypto');
+const { readSync } = require('node:fs');
+const { fd, algorithm, size } = workerData;
+const hash = algorithm === 'sha256' ? createHash('sha256') : createHash('sha1').update('blob ' + size + '\\0');
+const buf = Buffer.allocUnsafe(4 * 1024 * 1024);
+let at = 0, upTo = 0, finishing = false;
+parentPort.on('message', (m) => {
+  if (m < 0) finishing = true; else if (m > upTo) upTo = m;
+  while (at < upTo) {
+    const n = readSync(fd, buf, 0, Math.min(buf.length, upTo - at), at);
+    if (n === 0) throw new Error('the file ended at ' + at + ' bytes');
+    hash.update(n === buf.length ? buf : buf.subarray(0, n));
+    at += n;
+  }
+  if (finishing && at >= size) parentPort.postMessage(hash.digest('hex'));
+});
+`;
+
+async function workerDigester(path: string, digest: FileDigest, size: number): Promise<Digester> {
+  // Opened here and closed here: a descriptor a worker opens outlives the worker.
+  const file = await open(path, 'r');
+  const worker = new Worker(digestWorkerCode, {
+    eval: true,
+    workerData: { fd: file.fd, algorithm: digest.algorithm, size },
+  });
+  worker.unref();
+  const result = new Promise<string>((resolve, reject) => {
+    worker.once('message', (hex: string) => resolve(hex));
+    worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`the hashing thread stopped (${code})`)));
+  });
+  result.catch(() => undefined);
+  let posted = 0;
+  return {
+    advance: (upTo) => {
+      // Now and again, not per block: each message wakes the thread.
+      if (upTo - posted < 8 * MB) return;
+      posted = upTo;
+      worker.postMessage(upTo);
+    },
+    finish: () => {
+      worker.postMessage(size);
+      worker.postMessage(-1);
+      return result;
+    },
+    close: async () => {
+      await worker.terminate();
+      await file.close();
+    },
+  };
+}
+
+function rereadDigester(path: string, digest: FileDigest, size: number): Digester {
+  return {
+    advance: () => undefined,
+    finish: async () => {
+      const hash = newHash(digest, size);
+      await hashFile(path, hash);
+      return hash.digest('hex');
+    },
+    close: () => Promise.resolve(),
+  };
+}
+
+function digester(path: string, digest: FileDigest | undefined, size: number): Promise<Digester | undefined> {
+  if (digest === undefined) return Promise.resolve(undefined);
+  return size >= workerDigestFrom
+    ? workerDigester(path, digest, size)
+    : Promise.resolve(rereadDigester(path, digest, size));
+}
+
+/** Where the bytes on disk stop being contiguous from byte 0. */
+function contiguous(parts: Part[]): number {
+  let end = 0;
+  for (const p of [...parts].sort((a, b) => a.start - b.start)) {
+    if (p.start > end) break;
+    end = p.start + p.done;
+    if (p.start + p.done < p.end) break;
+  }
+  return end;
 }
 
 /** Reads a file back through its digest (after a fetch in parts, or a resumed prefix). */
@@ -508,7 +664,6 @@ export async function fetchFile(o: FetchFileOptions): Promise<void> {
   const ctx: Ctx = {
     o,
     name: o.name ?? basename(o.dest),
-    fetchImpl: o.fetch ?? globalThis.fetch,
     stallMs: o.stallMs ?? 30_000,
   };
   const tmp = incompletePath(o.dest);
@@ -538,79 +693,81 @@ export async function fetchFile(o: FetchFileOptions): Promise<void> {
   }
 
   const fh = await open(tmp, constants.O_RDWR | constants.O_CREAT);
-  let hash: Hash | undefined;
+  const hashing: { d: Digester | undefined } = { d: undefined };
   try {
+    hashing.d = await digester(tmp, o.digest, o.size);
     if (parts.length === 1) {
-      hash = await fetchWhole(ctx, fh, {
-        part: parts[0] ?? { start: 0, end: o.size, done: 0 },
-        onDisk,
-        signal,
-      });
+      const part = parts[0] ?? { start: 0, end: o.size, done: 0 };
+      await fetchWhole(ctx, fh, { part, onDisk, signal, hashing });
     } else {
-      const whole = await fetchInParts(ctx, fh, { parts, partsPath, signal });
-      if (whole !== undefined) hash = whole;
+      await fetchInParts(ctx, fh, { parts, partsPath, signal, hashing });
     }
+    await checkAndPlace(ctx, hashing.d);
   } finally {
+    await hashing.d?.close();
     await fh.close();
   }
+}
+
+/** Verifies the size and the digest of the fetched bytes, then renames them into place. */
+async function checkAndPlace(ctx: Ctx, d: Digester | undefined): Promise<void> {
+  const { o, name } = ctx;
+  const tmp = incompletePath(o.dest);
 
   const got = (await sizeOf(tmp)) ?? 0;
   if (got !== o.size) {
     await rm(tmp, { force: true });
     throw new LlmgwError(
       'unavailable',
-      `${ctx.name}: ${got} bytes arrived, the origin says ${o.size}; the file was deleted and will be fetched again`,
+      `${name}: ${got} bytes arrived, the origin says ${o.size}; the file was deleted and will be fetched again`,
     );
   }
-  if (o.digest !== undefined) {
-    if (hash === undefined) {
-      hash = newHash(o.digest, o.size);
-      await hashFile(tmp, hash);
-    }
-    const actual = hash.digest('hex');
+  if (o.digest !== undefined && d !== undefined) {
+    d.advance(o.size);
+    const actual = await d.finish();
     if (actual !== o.digest.hex.toLowerCase()) {
       await rm(tmp, { force: true });
-      throw new DigestMismatchError(ctx.name, o.digest, actual);
+      throw new DigestMismatchError(name, o.digest, actual);
     }
   }
   await rename(tmp, o.dest);
 }
 
-/** One connection: appends from the prefix on disk, hashing as it writes. Returns the hash, if any. */
+/** One connection: appends from the prefix on disk, the digest following the bytes as they land. */
 async function fetchWhole(
   ctx: Ctx,
   fh: FileHandle,
-  w: { part: Part; onDisk: number; signal: AbortSignal },
-): Promise<Hash | undefined> {
+  w: { part: Part; onDisk: number; signal: AbortSignal; hashing: { d: Digester | undefined } },
+): Promise<void> {
   const { o } = ctx;
-  const part = w.part;
+  const { part, hashing } = w;
   if (w.onDisk > part.done) await fh.truncate(part.done);
-  // Hashed as blocks reach the disk (never a block a broken try dropped), after the resumed prefix.
-  let hash = o.digest === undefined ? undefined : newHash(o.digest, o.size);
-  if (hash !== undefined) await hashFile(incompletePath(o.dest), hash, part.done);
+  hashing.d?.advance(part.done);
   o.onProgress?.(part.done);
   await fetchPart(ctx, fh, part, {
     whole: true,
     signal: w.signal,
     restart: async () => {
-      if (o.digest !== undefined) hash = newHash(o.digest, o.size);
+      // The bytes hashed so far are not the file's start any more: a new digest from 0.
+      await hashing.d?.close();
+      hashing.d = undefined;
       await fh.truncate(0);
+      hashing.d = await digester(incompletePath(o.dest), o.digest, o.size);
       o.onProgress?.(0);
     },
-    written: (bytes) => {
-      hash?.update(bytes);
+    written: () => {
+      hashing.d?.advance(part.done);
       o.onProgress?.(part.done);
     },
   });
-  return hash;
 }
 
 /** Several connections, each on its own range; progress saved beside the file now and again. */
 async function fetchInParts(
   ctx: Ctx,
   fh: FileHandle,
-  w: { parts: Part[]; partsPath: string; signal: AbortSignal },
-): Promise<Hash | undefined> {
+  w: { parts: Part[]; partsPath: string; signal: AbortSignal; hashing: { d: Digester | undefined } },
+): Promise<void> {
   const { o } = ctx;
   const { parts } = w;
   const total = () => parts.reduce((sum, p) => sum + p.done, 0);
@@ -618,6 +775,7 @@ async function fetchInParts(
   await saveParts(w.partsPath, o.size, parts);
   if ((await fh.stat()).size < o.size) await fh.truncate(o.size);
   o.onProgress?.(total());
+  w.hashing.d?.advance(contiguous(parts));
   const ac = new AbortController();
   const signal = AbortSignal.any([w.signal, ac.signal]);
   let saving: Promise<void> = Promise.resolve();
@@ -631,12 +789,17 @@ async function fetchInParts(
       parts
         .filter((p) => p.start + p.done < p.end)
         .map((p) =>
-          fetchPart(ctx, fh, p, { whole: false, signal, written: () => o.onProgress?.(total()) }).catch(
-            (e: unknown) => {
-              ac.abort(e);
-              throw e;
+          fetchPart(ctx, fh, p, {
+            whole: false,
+            signal,
+            written: () => {
+              w.hashing.d?.advance(contiguous(parts));
+              o.onProgress?.(total());
             },
-          ),
+          }).catch((e: unknown) => {
+            ac.abort(e);
+            throw e;
+          }),
         ),
     );
     const failed = results.find(
@@ -653,9 +816,17 @@ async function fetchInParts(
   if (ignored) {
     // The server sends whole files only: one connection from byte 0.
     await rm(w.partsPath, { force: true });
+    await w.hashing.d?.close();
+    w.hashing.d = undefined;
     await fh.truncate(0);
-    return fetchWhole(ctx, fh, { part: { start: 0, end: o.size, done: 0 }, onDisk: 0, signal: w.signal });
+    w.hashing.d = await digester(incompletePath(o.dest), o.digest, o.size);
+    await fetchWhole(ctx, fh, {
+      part: { start: 0, end: o.size, done: 0 },
+      onDisk: 0,
+      signal: w.signal,
+      hashing: w.hashing,
+    });
+    return;
   }
   await rm(w.partsPath, { force: true });
-  return undefined;
 }
