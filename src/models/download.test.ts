@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -391,5 +392,36 @@ describe('unwritten', () => {
     [5, ['f']],
   ])('after %i bytes written, leaves %j', (done, left) => {
     expect(text(unwritten([b('abc'), b('de'), b('f')], done))).toEqual(left);
+  });
+});
+
+describe('fetchFile in a program started with --input-type=module', () => {
+  it('hashes a large file on its thread there too (the thread is not handed the ES module flag)', async () => {
+    const bytes = randomBytes(17 * 1024 * 1024);
+    const server = await serveRanges({ '/big.bin': bytes });
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-esm-'));
+    try {
+      const built = join(import.meta.dirname, '../../dist/models/download.js');
+      const script = `
+        import { fetchFile } from ${JSON.stringify(built)};
+        await fetchFile({ url: ${JSON.stringify(server.url('/big.bin'))}, dest: ${JSON.stringify(join(dir, 'blob'))},
+          size: ${bytes.length}, connections: 1,
+          digest: { algorithm: 'sha256', hex: ${JSON.stringify(createHash('sha256').update(bytes).digest('hex'))} } });
+        process.stdout.write('ok');
+      `;
+      // Not spawnSync: the server answering it runs in this process.
+      const r = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
+        execFile(process.execPath, ['--input-type=module', '-e', script], (e, stdout, stderr) => {
+          if (e !== null && stderr === '') reject(e);
+          else resolve({ stdout, stderr });
+        });
+      });
+      expect(r.stderr).toBe('');
+      expect(r.stdout).toBe('ok');
+      expect(readFileSync(join(dir, 'blob')).equals(bytes)).toBe(true);
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

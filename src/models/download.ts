@@ -555,6 +555,8 @@ async function workerDigester(path: string, digest: FileDigest, size: number): P
   const file = await open(path, 'r');
   const worker = new Worker(digestWorkerCode, {
     eval: true,
+    // The code is CommonJS: a process started with --input-type=module would pass that on to it.
+    execArgv: process.execArgv.filter((a) => !a.startsWith('--input-type')),
     workerData: { fd: file.fd, algorithm: digest.algorithm, size },
   });
   worker.unref();
