@@ -158,7 +158,7 @@ async function main() {
       const seconds = (performance.now() - t) / 1000;
       const fetched = server.ranges.slice(mark).reduce((s, r) => s + asked(r), 0);
       console.log(
-        `resume (${connections} conn${connections > 1 ? 's' : ''}): killed at ${(killedAt / MiB).toFixed(0)} MiB (${server.ranges.length - before - (server.ranges.length - mark)} requests), ${(kept / MiB).toFixed(0)} MiB kept on disk; the resumed run asked for ${(fetched / MiB).toFixed(0)} MiB (${(size - kept - fetched) / MiB === 0 ? 'exactly the rest' : `${((kept + fetched - size) / MiB).toFixed(1)} MiB again`}) in ${seconds.toFixed(2)} s, ${fmt(rate(fetched, seconds)).trim()} MiB/s with the sha256 of the whole file`,
+        `resume (${connections} conn${connections > 1 ? 's' : ''}): killed at ${(killedAt / MiB).toFixed(0)} MiB (${mark - before} request${mark - before === 1 ? '' : 's'}), ${(kept / MiB).toFixed(0)} MiB kept on disk; the resumed run asked for ${(fetched / MiB).toFixed(0)} MiB (${(size - kept - fetched) / MiB === 0 ? 'exactly the rest' : `${((kept + fetched - size) / MiB).toFixed(1)} MiB again`}) in ${seconds.toFixed(2)} s, ${fmt(rate(fetched, seconds)).trim()} MiB/s with the sha256 of the whole file`,
       );
       rmSync(dest, { force: true });
     }
