@@ -1,6 +1,9 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { llmgw } from './support/cli.js';
+import { childHome, llmgw } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { llamaGgufFile, llamaGgufRepo } from './support/hub.js';
 
@@ -79,6 +82,24 @@ describe('llmgw ctl plan', () => {
       /^-\s+llamacpp\s+a100-80g-mig-1g\.10gb\s+1\s+no\s+[\d.]+\s+9\.8\s+[\d.]+\s+64\.0\s+(\d+)\s+needs [\d.]+ GiB a card on … .*the card gives 9\.8: a context up to \1 fits with 4 slots$/,
     );
     expect(footer).toBe('(--json gives each reason in full)');
+  });
+
+  it('plans a definition from a file, storing nothing', async () => {
+    const file = join(childHome, 'draft.yaml');
+    writeFileSync(
+      file,
+      'name: draft\nsource: hf://Qwen/Qwen2.5-7B-Instruct\ncontext_length: 8192\nprofiles:\n  - name: two-l4\n    engine: sglang\n    gpu_class: l4-24g\n    tp: 2\n    gpus_per_node: 2\n',
+    );
+    const r = await ctl('-f', file, '--class', 'l4-24g', '--json');
+    expect(r.stderr).toBe('');
+    const answer = JSON.parse(r.stdout) as {
+      model: string;
+      context: number;
+      options: { profile: string | null; tp: number }[];
+    };
+    expect(answer).toMatchObject({ model: 'draft', context: 8192 });
+    expect(answer.options.find((o) => o.profile === 'two-l4')).toMatchObject({ tp: 2, fits: true });
+    expect((await api(t.url, t.adminKey, 'GET', '/models/draft')).status).toBe(404);
   });
 
   const refusals: [string, string[], number, string][] = [
