@@ -194,6 +194,31 @@ describe('GET and POST /api/v1/plan', () => {
     expect(r.status).toBe(status);
   });
 
+  it("lets a user key plan the catalog's models, and refuses it a source", async () => {
+    const key = (await api(t.url, t.adminKey, 'POST', '/keys', { name: 'reader', role: 'user' })).body
+      .secret as string;
+    expect((await api(t.url, key, 'GET', '/plan?model=qwen-7b&class=l4-24g')).status).toBe(200);
+    const r = await api(t.url, key, 'POST', '/plan', { source: llamaSource, classes: ['l4-24g'] });
+    expect(r.body.error.message).toBe(
+      `planning a definition or a source resolves it as adding a model does, which needs an admin key; key "reader" has the user role (any key plans the catalog's models: ?model=NAME)`,
+    );
+    expect(r.status).toBe(403);
+  });
+
+  it('refuses a model of the catalog whose shape is unknown, saying what is', async () => {
+    const added = await api(t.url, t.adminKey, 'POST', '/models', {
+      name: 'no-shape',
+      source: 'hf://org/no-config',
+      profiles: [{ name: 'p', engine: 'vllm', gpu_class: 'l4-24g' }],
+    });
+    expect(added.status).toBe(201);
+    const r = await get('model=no-shape&class=l4-24g');
+    expect(r.body.error.message).toBe(
+      'model "no-shape" cannot be planned: its shape (layers, heads, weights) is not known: hf://org/no-config has neither a GGUF file nor a config.json: what the model is (its shape) is unknown',
+    );
+    expect(r.status).toBe(412);
+  });
+
   it('refuses a definition that is not valid, as model add does', async () => {
     const r = await post({ spec: { name: 'x', source: llamaSource, profiles: [] }, classes: ['l4-24g'] });
     expect(r.status).toBe(400);

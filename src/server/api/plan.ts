@@ -18,7 +18,7 @@ import {
 } from '../../planner/index.js';
 import type { NodeView } from '../../protocol/node-views.js';
 import { invalidModel } from '../catalog.js';
-import { jsonBody, type ApiDeps, type ApiEnv } from './context.js';
+import { jsonBody, principalOf, type ApiContext, type ApiDeps, type ApiEnv } from './context.js';
 
 /** The least context the catalog takes (context_length) and the most the planner looks at. */
 const MIN_CONTEXT = 256;
@@ -53,21 +53,33 @@ export function planRoutes(deps: ApiDeps): Hono<ApiEnv> {
     const classes = c.req.queries('class')?.flatMap((v) => v.split(','));
     const context = c.req.query('context');
     return c.json<PlanAnswer>(
-      await plan(deps, { model, context: context === undefined ? undefined : contextOf(context), classes }),
+      await plan(c, deps, {
+        model,
+        context: context === undefined ? undefined : contextOf(context),
+        classes,
+      }),
     );
   });
 
-  app.post('/', async (c) => c.json<PlanAnswer>(await plan(deps, await jsonBody(c, planBody))));
+  app.post('/', async (c) => c.json<PlanAnswer>(await plan(c, deps, await jsonBody(c, planBody))));
 
   return app;
 }
 
-async function plan(deps: ApiDeps, body: PlanBody): Promise<PlanAnswer> {
+async function plan(c: ApiContext, deps: ApiDeps, body: PlanBody): Promise<PlanAnswer> {
   const given = [body.model, body.spec, body.source].filter((x) => x !== undefined).length;
   if (given !== 1) {
     throw new LlmgwError(
       'invalid_argument',
       `give exactly one of model (a model of the catalog), spec (a model definition) or source (hf://ORG/REPO, a URL or a path); got ${given}`,
+    );
+  }
+  // Resolving makes the control plane fetch URLs and read its own files: as adding a model does, admins only.
+  const who = principalOf(c);
+  if (body.model === undefined && who.role !== 'admin') {
+    throw new LlmgwError(
+      'permission_denied',
+      `planning a definition or a source resolves it as adding a model does, which needs an admin key; key "${who.name}" has the ${who.role} role (any key plans the catalog's models: ?model=NAME)`,
     );
   }
   // The classes are checked before any source is resolved: a typo costs no hub request.
