@@ -133,8 +133,11 @@ describe('GET and POST /api/v1/plan', () => {
 
   it('takes the classes of the nodes, with the memory they report, and CPUs', async () => {
     agents.push(await startTestAgent(t, 'gpu-node', [a100(0, { memory_total_mib: 81000 })]));
-    for (let i = 0; i < 100 && (await get('model=qwen-7b')).body.options === undefined; i++)
-      await new Promise((r) => setTimeout(r, 50));
+    // Joined is not yet reported: wait for its card.
+    const cards = async () =>
+      ((await api(t.url, t.adminKey, 'GET', '/nodes')).body.items as { devices: unknown[] }[])[0]?.devices
+        .length ?? 0;
+    for (let i = 0; i < 200 && (await cards()) === 0; i++) await new Promise((r) => setTimeout(r, 25));
     const r = await get('model=qwen-7b');
     expect(r.status).toBe(200);
     const classes = new Set((r.body.options as { class: string }[]).map((o) => o.class));
