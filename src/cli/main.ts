@@ -8,6 +8,7 @@ import { registerKeys } from './ctl/keys.js';
 import { registerLogin } from './ctl/login.js';
 import { registerModels } from './ctl/models.js';
 import { registerNodes } from './ctl/nodes.js';
+import { registerPlan } from './ctl/plan.js';
 import { registerPull } from './ctl/pull.js';
 import { registerReplicas } from './ctl/replicas.js';
 import { registerUsage } from './ctl/usage.js';
@@ -51,6 +52,7 @@ export function buildProgram(run: Runner): Command {
   registerAudit(ctl, run);
   registerConfig(ctl, run);
   registerNodes(ctl, run);
+  registerPlan(ctl, run);
   registerReplicas(ctl, run);
   registerUsage(ctl, run);
 

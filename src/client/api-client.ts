@@ -10,6 +10,7 @@ import type {
   UsageRow,
   WhoAmI,
 } from '../core/api-types.js';
+import type { PlanAnswer } from '../planner/index.js';
 import type { CacheView, ModelDownloads, PullStarted, PurgeResult } from '../protocol/cache-views.js';
 import type { ModelView } from '../protocol/model-views.js';
 import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../protocol/node-views.js';
@@ -47,6 +48,15 @@ export interface KeyLimitsBody {
   models?: string[] | null;
   rpm?: number | null;
   tpm?: number | null;
+}
+
+/** What to plan: one of a model of the catalog, a model definition or a source; classes default to the cluster's. */
+export interface PlanRequest {
+  model?: string | undefined;
+  spec?: unknown;
+  source?: string | undefined;
+  context?: number | undefined;
+  classes?: readonly string[] | undefined;
 }
 
 /** A refusal from the control plane, with its code, HTTP status and message as sent. */
@@ -117,6 +127,22 @@ export class ApiClient {
   }
   async getModel(name: string): Promise<ModelView> {
     return (await this.request<ModelView>('GET', `/models/${encodeURIComponent(name)}`)).body;
+  }
+  /** GET /plan for a model of the catalog; POST /plan for a definition or a source (resolved at the hub, not stored). */
+  async plan(req: PlanRequest): Promise<PlanAnswer> {
+    const classes = req.classes === undefined || req.classes.length === 0 ? undefined : req.classes;
+    if (req.model !== undefined && req.spec === undefined && req.source === undefined) {
+      const query = { model: req.model, context: req.context, class: classes?.join(',') };
+      return (await this.request<PlanAnswer>('GET', '/plan', { query })).body;
+    }
+    const json = {
+      ...(req.model === undefined ? {} : { model: req.model }),
+      ...(req.spec === undefined ? {} : { spec: req.spec }),
+      ...(req.source === undefined ? {} : { source: req.source }),
+      ...(req.context === undefined ? {} : { context: req.context }),
+      ...(classes === undefined ? {} : { classes }),
+    };
+    return (await this.request<PlanAnswer>('POST', '/plan', { json, timeoutMs: resolvingMs })).body;
   }
   async addModel(spec: unknown): Promise<ModelView> {
     return (await this.request<ModelView>('POST', '/models', { json: spec, timeoutMs: resolvingMs })).body;

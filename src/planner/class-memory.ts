@@ -48,3 +48,8 @@ export function classMemoryBytes(name: string): number | undefined {
   const gb = Number(/-(\d+)g$/.exec(cls.card)?.[1] ?? NaN);
   return Number.isFinite(gb) ? Math.floor(gb * 1024 * CARD_SHARE) * MIB : undefined;
 }
+
+/** The card classes whose memory is known without a node reporting it. */
+export function knownCardClasses(): string[] {
+  return Object.keys(CARD_MIB);
+}

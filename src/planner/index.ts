@@ -3,11 +3,19 @@
  * what each card needs as its engine budgets it, whether that fits, the largest context that
  * does, and why not. No I/O: callers read shapes, files' sizes and nodes' memory.
  */
-export { classMemoryBytes } from './class-memory.js';
+export { classMemoryBytes, knownCardClasses } from './class-memory.js';
 export { type HeadsCheck, splitsHeads, tensorParallelSizes } from './heads.js';
 export { kvLayers, type KvLayers, LLAMACPP_CACHE_TYPES } from './kv-cache.js';
 export { LLAMACPP_DEFAULT_SLOTS } from './llamacpp-budget.js';
 export { ENGINE_LABELS, fewestCards, planProfile } from './plan.js';
+export {
+  type ClassMemory,
+  enginesFor,
+  type OptionsInput,
+  type PlanAnswer,
+  type PlanOption,
+  planOptions,
+} from './options.js';
 export { defaultMemFractionStatic } from './sglang-budget.js';
 export type {
   CardMemory,

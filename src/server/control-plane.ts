@@ -1,4 +1,3 @@
-
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 
@@ -178,6 +177,7 @@ export class ControlPlane {
       hub,
       fleet,
       originOf: options.originOf ?? (async (name) => (await catalog.origins()).get(name)),
+      resolveSource: (source) => origins.resolve(source),
       mirror,
     });
 

@@ -11,6 +11,7 @@ import { pino } from 'pino';
 import { Agent } from '../../src/agent/agent.js';
 import { ShardExecutor } from '../../src/agent/shard-executor.js';
 import { Supervisor } from '../../src/agent/supervisor/supervisor.js';
+import type { Card } from '../../src/gpu/types.js';
 
 import { api, type TestControlPlane } from './control-plane.js';
 import { inventoryWith } from './inventory.js';
@@ -21,7 +22,12 @@ export interface TestAgent {
   stop: () => Promise<void>;
 }
 
-export async function startTestAgent(t: TestControlPlane, name: string): Promise<TestAgent> {
+/** `cards`: the GPUs its inventory reports (none by default). */
+export async function startTestAgent(
+  t: TestControlPlane,
+  name: string,
+  cards: Card[] = [],
+): Promise<TestAgent> {
   const quiet = pino({ level: 'silent' });
   const dataDir = mkdtempSync(join(tmpdir(), `llmgw-agent-${name}-`));
   const token = (await api(t.url, t.adminKey, 'POST', '/node-tokens', {})).body.secret as string;
@@ -52,7 +58,7 @@ export async function startTestAgent(t: TestControlPlane, name: string): Promise
     name,
     dataDir,
     logger: quiet,
-    inventory: () => Promise.resolve(inventoryWith([], name)),
+    inventory: () => Promise.resolve(inventoryWith(cards, name)),
     backoff: { initialMs: 20, maxMs: 200 },
     onMessage: (m) => exec.handle(m),
     onWelcome: () => exec.report(),

@@ -15,6 +15,7 @@ import { errorResponse } from './errors.js';
 import { keyRoutes } from './keys.js';
 import { modelRoutes } from './models.js';
 import { nodeRoutes, statusRoute, tokenRoutes } from './nodes.js';
+import { planRoutes } from './plan.js';
 import { replicaRoutes, scaleRoute } from './replicas.js';
 import { gatewayRoutes, usageRoutes } from './gateway-routes.js';
 import { checkJoinToken } from '../nodes/join-token.js';
@@ -119,6 +120,7 @@ export function createApi(deps: ApiDeps) {
   app.route('/nodes', nodeRoutes(deps));
   app.route('/node-tokens', tokenRoutes(deps));
   app.route('/status', statusRoute(deps));
+  app.route('/plan', planRoutes(deps));
   app.route('/gateway', gatewayRoutes(deps));
   app.route('/usage', usageRoutes(deps));
   return app;

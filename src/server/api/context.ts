@@ -10,6 +10,7 @@ import type { Origin } from '../../models/origin.js';
 import type { CacheEntry } from '../../protocol/agent-protocol.js';
 import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
+import type { Resolution } from '../model-origins.js';
 import type { Fleet } from '../fleet/fleet.js';
 import type { AgentHub } from '../nodes/agent-hub.js';
 import type { NodeRegistry } from '../nodes/node-registry.js';
@@ -35,6 +36,8 @@ export interface ApiDeps {
   mirror?: MirrorFiles | undefined;
   /** A model's pinned origin, as resolved when it was added; undefined when it never was. */
   originOf?: ((model: string) => Promise<Origin | undefined>) | undefined;
+  /** Resolves a source as adding a model would, storing nothing (GET and POST /plan). */
+  resolveSource?: ((source: string) => Promise<Resolution>) | undefined;
 }
 
 export interface ApiEnv {
