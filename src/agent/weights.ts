@@ -422,7 +422,10 @@ export class AgentWeights {
    * Where a file comes from: the control plane's mirror with the node's credential, or the
    * hub with its token (sent to the hub only, never to a plain URL).
    */
-  #where(origin: Origin, file: Origin['files'][number]): { url: string; headers?: Record<string, string> } {
+  #where(
+    origin: Origin,
+    file: Origin['files'][number],
+  ): { url: string; headers?: Record<string, string>; connections?: number } {
     const w = this.#settings ?? {
       mirror: false,
       hub_endpoint: process.env['HF_ENDPOINT'] ?? 'https://huggingface.co',
@@ -432,6 +435,9 @@ export class AgentWeights {
       const cp = this.#o.controlPlane();
       return {
         url: `${cp.url.replace(/\/+$/, '')}/api/v1/mirror/blobs/${blobKey(origin, file)}`,
+        // One connection from the mirror: it serves the bytes in order as they arrive from the hub,
+        // and one stream on a LAN goes at the disk's pace (several only help across the internet).
+        connections: 1,
         ...(cp.credential === undefined
           ? {}
           : {

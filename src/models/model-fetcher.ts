@@ -14,7 +14,12 @@ import { DigestMismatchError, fetchFile, type FetchFileOptions, type FileDigest 
 import type { Origin, OriginFile } from './origin.js';
 
 /** Where one file of an origin is fetched from, and with which headers (a hub token). */
-export type FileSource = (file: OriginFile) => { url: string; headers?: Record<string, string> };
+/** Where one file comes from; `connections` overrides the fetcher's (e.g. one, from a mirror on the LAN). */
+export type FileSource = (file: OriginFile) => {
+  url: string;
+  headers?: Record<string, string>;
+  connections?: number;
+};
 
 /** What of fetchFile's options every download of a fetcher shares. */
 export type FetchDefaults = Pick<
@@ -362,10 +367,11 @@ export class ModelFetcher {
         controller,
         promise: Promise.resolve(),
       };
-      const { url, headers } = where(f.file);
+      const { url, headers, connections } = where(f.file);
       const once = () =>
         fetchFile({
           ...this.#defaults,
+          ...(connections === undefined ? {} : { connections }),
           url,
           ...(headers === undefined ? {} : { headers }),
           dest: f.blob,
