@@ -410,10 +410,9 @@ describe('fetchFile in a program started with --input-type=module', () => {
         process.stdout.write('ok');
       `;
       // Not spawnSync: the server answering it runs in this process.
-      const r = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
+      const r = await new Promise<{ stdout: string; stderr: string }>((resolve) => {
         execFile(process.execPath, ['--input-type=module', '-e', script], (e, stdout, stderr) => {
-          if (e !== null && stderr === '') reject(e);
-          else resolve({ stdout, stderr });
+          resolve({ stdout, stderr: stderr === '' && e !== null ? e.message : stderr });
         });
       });
       expect(r.stderr).toBe('');
