@@ -1,7 +1,7 @@
 /**
  * Reading what a profile's args set, as each engine reads its own command line: both
- * `--flag value` and `--flag=value`, the last occurrence winning. The engines' own reader
- * (src/engines/args.ts) sits beside this layer, not below it, so the planner keeps its own.
+ * `--flag value` and `--flag=value`, the last occurrence winning. The engines' commands read
+ * flags with these same functions (src/engines/args.ts re-exports them).
  */
 
 /** The value the last of these flags is given; undefined when none is set. */
