@@ -303,3 +303,22 @@ async function until(check: () => boolean, ms = 5000): Promise<void> {
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+describe('connections per source', () => {
+  it('takes the connections a file source names over the fetcher’s (one from a mirror, several elsewhere)', async () => {
+    const server = await serveRanges({ '/w': weights });
+    servers.push(server);
+    const origin = hfOrigin([files.weights]);
+    const fetchWith = async (connections?: number) => {
+      const fetcher = new ModelFetcher({ root: tempRoot(), fetchDefaults: { connections: 4 } });
+      const before = server.requests.length;
+      await fetcher.ensure(origin, () => ({
+        url: server.url('/w'),
+        ...(connections === undefined ? {} : { connections }),
+      })).done;
+      return server.requests.slice(before).length;
+    };
+    expect(await fetchWith()).toBe(4);
+    expect(await fetchWith(1)).toBe(1);
+  });
+});
