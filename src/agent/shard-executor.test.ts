@@ -5,9 +5,10 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 
+import { cpuModel, testEngines } from '../../test/support/assignments.js';
 import { freePort } from '../../test/fakes/engines/fake-engines.js';
 import type { ModelSpec } from '../catalog/model-spec.js';
-import type { AgentMessage, AssignedShard, EngineSettingsWire } from '../protocol/agent-protocol.js';
+import type { AgentMessage, AssignedShard } from '../protocol/agent-protocol.js';
 
 import { fetchedWeights, ShardExecutor } from './shard-executor.js';
 import { Supervisor } from './supervisor/supervisor.js';
@@ -20,35 +21,8 @@ afterEach(async () => {
   await Promise.all(executors.splice(0).map((e) => e.stop()));
 });
 
-const engines: EngineSettingsWire = {
-  llamacpp: { parallel: 4, threads: 1, build: 'b10587', release_url: 'http://127.0.0.1:9/releases' },
-  vllm: { bin: 'vllm' },
-  sglang: { bin: 'python3' },
-  trtllm: { bin: 'trtllm-serve' },
-  stop_grace_s: 2,
-};
-
-function model(name: string, source: string): ModelSpec {
-  return {
-    name,
-    source,
-    replicas: 1,
-    profiles: [
-      {
-        name: 'cpu',
-        engine: 'llamacpp',
-        cpu: true,
-        tp: 1,
-        pp: 1,
-        gpus_per_node: 0,
-        nodes: 1,
-        args: [],
-        env: {},
-        adapters: [],
-      },
-    ],
-  };
-}
+const engines = testEngines(4);
+const model = cpuModel;
 
 function assigned(replica: string, m: ModelSpec, port: number): AssignedShard {
   return {

@@ -22,15 +22,14 @@ import { freePort } from '../../test/fakes/engines/fake-engines.js';
 import { llama31_8b, tinyTensors } from '../../test/fakes/gguf/models.js';
 import { writeGguf } from '../../test/fakes/gguf/writer.js';
 import { startFakeHub, type FakeHub } from '../../test/fakes/hub/hub.js';
+import { cpuModel, testEngines } from '../../test/support/assignments.js';
 import { recordingLlamaServer } from '../../test/support/fleet.js';
-import type { ModelSpec } from '../catalog/model-spec.js';
 import { resolveOrigin } from '../models/resolve.js';
 import type { Origin } from '../models/origin.js';
 import type {
   AgentMessage,
   AssignedShard,
   DownloadReport,
-  EngineSettingsWire,
   ServerMessage,
   ShardStatusWire,
 } from '../protocol/agent-protocol.js';
@@ -169,35 +168,8 @@ async function startFileHub(repos: Record<string, Record<string, Buffer>>) {
   };
 }
 
-const engines: EngineSettingsWire = {
-  llamacpp: { parallel: 1, threads: 1, build: 'b10587', release_url: 'http://127.0.0.1:9/releases' },
-  vllm: { bin: 'vllm' },
-  sglang: { bin: 'python3' },
-  trtllm: { bin: 'trtllm-serve' },
-  stop_grace_s: 2,
-};
-
-function model(name: string, source: string): ModelSpec {
-  return {
-    name,
-    source,
-    replicas: 1,
-    profiles: [
-      {
-        name: 'cpu',
-        engine: 'llamacpp',
-        cpu: true,
-        tp: 1,
-        pp: 1,
-        gpus_per_node: 0,
-        nodes: 1,
-        args: [],
-        env: {},
-        adapters: [],
-      },
-    ],
-  };
-}
+const engines = testEngines(1);
+const model = cpuModel;
 
 async function shard(replica: string, name: string, origin: Origin): Promise<AssignedShard> {
   return {
