@@ -36,6 +36,7 @@ import {
 } from '../../protocol/cache-views.js';
 import type { NodeView } from '../../protocol/node-views.js';
 import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
+import type { RollOptions, RolloutView } from '../../protocol/rollout-views.js';
 import type { FleetChange, ReplicaRecord, Store } from '../../store/store.js';
 import type { RouteReplica, RouteTable } from '../../protocol/routes.js';
 import type { Catalog } from '../catalog.js';
@@ -449,6 +450,34 @@ export class Fleet implements HubListener {
       replica: id,
       mode: 'surge',
       message: `a new replica of ${r.model} is starting beside ${id}, which stops once the new one is ready`,
+    };
+  }
+
+  /**
+   * Rolls a change of a model's spec over its replicas (ctl model gpus and context): unless
+   * in place, refuses (conflict, naming --in-place) when a successor would find no room beside
+   * the replica it replaces; then `write` stores the new spec (and audits it), the roll is
+   * recorded, and placement runs.
+   * TODO(rolling): placeholder with the final signature; the rolling work fills it in.
+   */
+  async rollModel(
+    model: string,
+    _next: ModelSpec,
+    o: RollOptions,
+    write: () => Promise<void>,
+  ): Promise<RolloutView> {
+    await write();
+    await this.reconcile();
+    const total = this.#specOf(model)?.replicas ?? 0;
+    return {
+      model,
+      change: o.change,
+      mode: o.inPlace ? 'in-place' : 'surge',
+      by: o.actor,
+      started_at: new Date().toISOString(),
+      state: 'rolling',
+      replaced: 0,
+      total,
     };
   }
 
