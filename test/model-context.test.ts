@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { setModelContext } from '../src/server/model-context.js';
+
 import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { llamaGgufFile, llamaGgufRepo } from './support/hub.js';
@@ -200,6 +202,23 @@ describe('POST /api/v1/models/{name}/context', () => {
     expect(r.body.error.message).toMatch(
       /the card gives 16\.2 \(vLLM's 0\.92 of 17\.6\): a context up to (\d+) fits, or 2 cards \(llmgw ctl model context qwen \1, or llmgw ctl model gpus qwen 2 --profile l4\)$/,
     );
+  });
+
+  it('does not overwrite a change made while it was planned', async () => {
+    const cp = t.cp;
+    const racing = {
+      rollModel: async (...args: Parameters<typeof cp.fleet.rollModel>) => {
+        // Another admin scales the model between the read and the write.
+        await cp.catalog.patch('llama-cpu', { replicas: 2 }, 'other');
+        return cp.fleet.rollModel(...args);
+      },
+    };
+    const deps = { catalog: cp.catalog, registry: cp.registry, settings: cp.settings, fleet: racing };
+    await expect(setModelContext(deps, 'llama-cpu', { tokens: 2048 }, 'admin')).rejects.toThrow(
+      /^model "llama-cpu" changed since you read it \(version \d+, now \d+\): read it again and reapply your change$/,
+    );
+    const stored = (await model('llama-cpu')).body;
+    expect(stored).toMatchObject({ replicas: 2, context_length: 8192 });
   });
 
   it('is for admins', async () => {

@@ -6,6 +6,7 @@ import type { RolloutView } from '../protocol/rollout-views.js';
 
 import { clusterClasses } from './api/plan.js';
 import type { ApiDeps } from './api/context.js';
+import type { Fleet } from './fleet/fleet.js';
 
 /**
  * POST /api/v1/models/{name}/context: a served model's context changed (`llmgw ctl model
@@ -24,8 +25,13 @@ export type ContextBody = z.output<typeof contextBody>;
 /** The answer: the change, and the rollout of the replicas onto it. */
 export type ContextChangeView = ContextChange & { rollout: RolloutView };
 
+/** What the change reads and calls: the catalog, the nodes' memory, the settings and the fleet's rollout. */
+export type ContextDeps = Pick<ApiDeps, 'catalog' | 'registry' | 'settings'> & {
+  fleet: Pick<Fleet, 'rollModel'>;
+};
+
 export async function setModelContext(
-  deps: Pick<ApiDeps, 'catalog' | 'registry' | 'settings' | 'fleet'>,
+  deps: ContextDeps,
   name: string,
   body: ContextBody,
   actor: string,
