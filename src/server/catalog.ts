@@ -141,6 +141,30 @@ export class Catalog {
   }
 
   /**
+   * Changes a stored model's spec under its row lock, audited as `action` (`model.context`):
+   * for commands that change one thing of a model and store it with the rest kept. The source
+   * stays as it is, so nothing is resolved; the result is validated as any spec.
+   */
+  async change(
+    name: string,
+    next: (current: ModelSpec) => ModelSpec,
+    o: { actor: string; action: string; expectVersion?: number | undefined },
+  ): Promise<ModelView> {
+    this.#refuseDeclared(name);
+    const updated = await this.#o.store.models.update(
+      name,
+      (current) => {
+        const spec = validated(next(current.spec));
+        if (spec.source !== current.spec.source)
+          throw new LlmgwError('internal', `a ${o.action} change may not change model "${name}"'s source`);
+        return spec;
+      },
+      o,
+    );
+    return this.#changed(storedView(updated, await this.#o.store.origins.get(name)));
+  }
+
+  /**
    * Updates a stored model and, when its source is new (or was never resolved), its origin,
    * resolved first: in one transaction, or not at all.
    */

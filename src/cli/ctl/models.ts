@@ -12,6 +12,7 @@ import { UsageError } from '../usage-error.js';
 
 import { purgeText } from './cache.js';
 import { connect } from './connection.js';
+import { registerModelContext } from './model-context.js';
 import { modelDetail } from './model-detail.js';
 
 export function registerModels(ctl: Command, run: Runner): void {
@@ -160,6 +161,8 @@ export function registerModels(ctl: Command, run: Runner): void {
         );
       }),
     );
+
+  registerModelContext(model, run);
 }
 
 function resolvedText(m: ModelView): string {

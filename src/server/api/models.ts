@@ -2,7 +2,16 @@ import { Hono } from 'hono';
 
 import type { ListOf } from '../../core/api-types.js';
 import type { ModelView } from '../../protocol/model-views.js';
-import { adminOnly, ifMatchVersion, principalOf, rawJson, type ApiDeps, type ApiEnv } from './context.js';
+import { contextBody, setModelContext } from '../model-context.js';
+import {
+  adminOnly,
+  ifMatchVersion,
+  jsonBody,
+  principalOf,
+  rawJson,
+  type ApiDeps,
+  type ApiEnv,
+} from './context.js';
 
 export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
@@ -46,6 +55,13 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   // Re-pin: resolve the source again (a branch moved on), keeping the old record on a refusal.
   app.post('/:name/resolve', adminOnly, async (c) =>
     c.json(await deps.catalog.resolve(c.req.param('name'), principalOf(c).name)),
+  );
+
+  // The context one request may use, in the catalog, the engines' args and their memory; replicas rolled onto it.
+  app.post('/:name/context', adminOnly, async (c) =>
+    c.json(
+      await setModelContext(deps, c.req.param('name'), await jsonBody(c, contextBody), principalOf(c).name),
+    ),
   );
 
   app.delete('/:name', adminOnly, async (c) =>

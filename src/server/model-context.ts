@@ -1,0 +1,72 @@
+import { z } from 'zod';
+
+import { LLAMACPP_DEFAULT_SLOTS } from '../planner/index.js';
+import { changeContext, type ContextChange } from '../planner/change-context.js';
+import type { RolloutView } from '../protocol/rollout-views.js';
+
+import { clusterClasses } from './api/plan.js';
+import type { ApiDeps } from './api/context.js';
+import type { Fleet } from './fleet/fleet.js';
+
+/**
+ * POST /api/v1/models/{name}/context: a served model's context changed (`llmgw ctl model
+ * context`). The pure core (planner/change-context.ts) decides the new spec or refuses; this
+ * reads what it needs, and hands the spec to the fleet, which rolls the replicas over to it and
+ * calls `write` to store it, audited as `model.context`, in one transaction.
+ */
+
+export const contextBody = z.strictObject({
+  tokens: z.int(),
+  slots: z.int().optional(),
+  in_place: z.boolean().optional(),
+});
+export type ContextBody = z.output<typeof contextBody>;
+
+/** The answer: the change, and the rollout of the replicas onto it. */
+export type ContextChangeView = ContextChange & { rollout: RolloutView };
+
+/** What the change reads and calls: the catalog, the nodes' memory, the settings and the fleet's rollout. */
+export type ContextDeps = Pick<ApiDeps, 'catalog' | 'registry' | 'settings'> & {
+  fleet: Pick<Fleet, 'rollModel'>;
+};
+
+export async function setModelContext(
+  deps: ContextDeps,
+  name: string,
+  body: ContextBody,
+  actor: string,
+): Promise<ContextChangeView> {
+  const view = await deps.catalog.get(name);
+  const { metadata, status, ...spec } = view;
+  const parallel = deps.settings.current.settings.agent.engines.llamacpp.parallel;
+  const { spec: next, change } = changeContext({
+    spec,
+    declared: metadata.origin === 'config',
+    shape: status.shape,
+    shapeProblem: status.problem,
+    files: status.origin?.files,
+    tokens: body.tokens,
+    slots: body.slots,
+    classes: clusterClasses(deps.registry.views()),
+    defaultSlots: parallel > 0 ? parallel : LLAMACPP_DEFAULT_SLOTS,
+  });
+  const slots = body.slots === undefined ? '' : ` × ${body.slots} slots`;
+  const rollout = await deps.fleet.rollModel(
+    name,
+    next,
+    {
+      inPlace: body.in_place === true,
+      actor,
+      change: `context ${spec.context_length ?? 'default'} → ${body.tokens}${slots}`,
+    },
+    // Stored only if the model is still the version read: a change made meanwhile is not undone.
+    async () => {
+      await deps.catalog.change(name, () => next, {
+        actor,
+        action: 'model.context',
+        expectVersion: metadata.version,
+      });
+    },
+  );
+  return { ...change, rollout };
+}

@@ -1,0 +1,88 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { llmgw } from './support/cli.js';
+import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
+
+/** `llmgw ctl model context` as a user runs it (the built CLI, `npm run build` first), on a cluster with no nodes. */
+describe('llmgw ctl model context', () => {
+  let t: TestControlPlane;
+  let env: Record<string, string>;
+  const ctl = (...args: string[]) => llmgw(['ctl', 'model', 'context', ...args], env);
+
+  beforeAll(async () => {
+    t = await startControlPlane();
+    env = { LLMGW_SERVER: t.url, LLMGW_KEY: t.adminKey };
+    const qwen = {
+      name: 'qwen',
+      source: 'hf://Qwen/Qwen2.5-7B-Instruct',
+      context_length: 8192,
+      replicas: 0,
+      profiles: [{ name: 'l4', engine: 'vllm', gpu_class: 'l4-24g' }],
+    };
+    expect((await api(t.url, t.adminKey, 'POST', '/models', qwen)).status).toBe(201);
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  it("shows each profile's memory before → after, and the rollout", async () => {
+    const r = await ctl('qwen', '16384');
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout.trimEnd().split('\n')).toEqual([
+      'model "qwen": context 8192 → 16384 tokens (trained for 32768)',
+      'max output: unset (the rest of the context)',
+      expect.stringMatching(
+        /^profile l4 \(vLLM on l4-24g\): [\d.]+ of 20\.7 GiB a card \(weights 14\.2, KV 0\.4 at 8192 tokens\) → [\d.]+ of 20\.7 GiB a card \(weights 14\.2, KV 0\.9 at 16384 tokens\)$/,
+      ),
+      '  args: --max-model-len 16384',
+      'rollout: context 8192 → 16384, surge, 0 of 0 replicas replaced (rolling)',
+    ]);
+  });
+
+  it('--json prints the API answer', async () => {
+    const r = await ctl('qwen', '8192', '--in-place', '--json');
+    expect(r.code).toBe(0);
+    const answer = JSON.parse(r.stdout);
+    expect(Object.keys(answer).sort()).toEqual([
+      'after',
+      'before',
+      'max_output',
+      'model',
+      'profiles',
+      'rollout',
+      'trained',
+    ]);
+    expect(answer).toMatchObject({
+      model: 'qwen',
+      before: 16384,
+      after: 8192,
+      rollout: { mode: 'in-place' },
+    });
+    expect((await api(t.url, t.adminKey, 'GET', '/models/qwen')).body.context_length).toBe(8192);
+  });
+
+  const usage: [string[], string][] = [
+    [
+      ['qwen', '32k'],
+      'error: TOKENS is a whole number of tokens one request may use, such as 32768 (got "32k")',
+    ],
+    [
+      ['qwen', '8192', '--slots', 'two'],
+      'error: --slots is a whole number of requests at once, 1 to 64 (got "two")',
+    ],
+  ];
+  it.each(usage)('a wrong command line %j exits 2 and says why', async (args, message) => {
+    const r = await ctl(...args);
+    expect(r.stderr.trim()).toBe(message);
+    expect(r.code).toBe(2);
+  });
+
+  it("exits 1 with the server's refusal", async () => {
+    const r = await ctl('qwen', '65536');
+    expect(r.stderr.trim()).toBe(
+      'error: qwen was trained for a context of 32768 tokens: past it the model answers worse, and vLLM refuses to start with it; ask for 32768 tokens or fewer',
+    );
+    expect(r.code).toBe(1);
+  });
+});
