@@ -1,8 +1,18 @@
 import { Hono } from 'hono';
 
 import type { ListOf } from '../../core/api-types.js';
+import type { ModelGpusView } from '../../protocol/model-gpus-views.js';
 import type { ModelView } from '../../protocol/model-views.js';
-import { adminOnly, ifMatchVersion, principalOf, rawJson, type ApiDeps, type ApiEnv } from './context.js';
+import { changeModelGpus, gpusBody } from '../model-gpus.js';
+import {
+  adminOnly,
+  ifMatchVersion,
+  jsonBody,
+  principalOf,
+  rawJson,
+  type ApiDeps,
+  type ApiEnv,
+} from './context.js';
 
 export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
@@ -46,6 +56,13 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   // Re-pin: resolve the source again (a branch moved on), keeping the old record on a refusal.
   app.post('/:name/resolve', adminOnly, async (c) =>
     c.json(await deps.catalog.resolve(c.req.param('name'), principalOf(c).name)),
+  );
+
+  // Cards a replica uses (llmgw ctl model gpus), rolled over the replicas.
+  app.post('/:name/gpus', adminOnly, async (c) =>
+    c.json<ModelGpusView>(
+      await changeModelGpus(deps, c.req.param('name'), await jsonBody(c, gpusBody), principalOf(c).name),
+    ),
   );
 
   app.delete('/:name', adminOnly, async (c) =>
