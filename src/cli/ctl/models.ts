@@ -13,6 +13,7 @@ import { UsageError } from '../usage-error.js';
 import { purgeText } from './cache.js';
 import { connect } from './connection.js';
 import { modelDetail } from './model-detail.js';
+import { registerModelGpus } from './model-gpus.js';
 
 export function registerModels(ctl: Command, run: Runner): void {
   ctl
@@ -143,6 +144,8 @@ export function registerModels(ctl: Command, run: Runner): void {
         emit(o, m, (v) => `model "${v.name}" scaled to ${v.replicas} replica${v.replicas === 1 ? '' : 's'}`);
       }),
     );
+
+  registerModelGpus(model, run);
 
   model
     .command('rm')
