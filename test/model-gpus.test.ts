@@ -4,7 +4,7 @@ import type { ModelGpusView } from '../src/protocol/model-gpus-views.js';
 
 import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
-import { testRepos } from './support/hub.js';
+import { llamaGgufFile, llamaGgufRepo, testRepos } from './support/hub.js';
 import { a100 } from './support/inventory.js';
 
 const declared = `models:
@@ -28,6 +28,13 @@ const twoProfiles = {
   source: 'hf://Qwen/Qwen2.5-7B-Instruct',
   replicas: 0,
   profiles: [profile, { ...profile, name: 'l4-pair', tp: 2 }],
+};
+/** Llama 3.1 8B as a GGUF on llama.cpp, its layers split 3:1 over two cards. */
+const gguf = {
+  name: 'llama-gguf',
+  source: `hf://${llamaGgufRepo}/${llamaGgufFile}`,
+  replicas: 0,
+  profiles: [{ name: 'l4', engine: 'llamacpp', gpu_class: 'l4-24g', gpus_per_node: 2, args: ['-ts', '3,1'] }],
 };
 /** A source with no config.json: no shape. */
 const shapeless = {
@@ -54,7 +61,7 @@ describe('POST /api/v1/models/{name}/gpus', () => {
         'org/no-config': { files: { 'model.safetensors': Buffer.alloc(1024, 1) } },
       },
     });
-    for (const m of [qwen, big, twoProfiles, shapeless])
+    for (const m of [qwen, big, twoProfiles, gguf, shapeless])
       expect((await api(t.url, t.adminKey, 'POST', '/models', m)).status).toBe(201);
     userKey = (await api(t.url, t.adminKey, 'POST', '/keys', { name: 'reader', role: 'user' })).body.secret;
     agents.push(await startTestAgent(t, 'gpu-a', [l4(0), l4(1)]));
@@ -131,6 +138,26 @@ describe('POST /api/v1/models/{name}/gpus', () => {
     expect(back.status).toBe(200);
     expect(back.body.rollout).toMatchObject({ change: 'gpus 2 → 1', mode: 'in-place' });
     expect((await stored('qwen-7b')).profiles[0]).toMatchObject({ tp: 1, gpus_per_node: 1 });
+  });
+
+  it("spreads llama.cpp's layers over 4 cards, its split for 2 dropped: the planner's remedy taken", async () => {
+    const r = await gpus('llama-gguf', { gpus: 4 });
+    expect(r.status).toBe(200);
+    expect(r.body.note).toBeNull();
+    expect(r.body.profiles[0]).toMatchObject({
+      engine: 'llamacpp',
+      // 3:1 over 2 cards, 4 slots of the 131072 tokens it was trained for: too much on card 1.
+      before: {
+        cards: 2,
+        tp: 1,
+        fits: false,
+        reason: expect.stringMatching(/^needs [\d.]+ GiB on card 1 of 2 on l4-24g .*, or 4 cards$/),
+      },
+      after: { cards: 4, tp: 1, fits: true },
+      dropped_args: ['-ts 3,1'],
+    });
+    expect(r.body.profiles[0].after.need_gib).toBeLessThan(r.body.profiles[0].before.need_gib);
+    expect((await stored('llama-gguf')).profiles[0]).toMatchObject({ tp: 1, gpus_per_node: 4, args: [] });
   });
 
   it('says once what it could not check when the shape is not known', async () => {
