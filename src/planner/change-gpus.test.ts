@@ -114,6 +114,16 @@ describe('changeGpus: what is refused, and why', () => {
       'profile "gpu" of "m" runs on a100-80g-mig-3g.40gb, a MIG instance, and a replica runs on exactly one (a process opens one MIG device, and instances have no NVLink or P2P between them): for 2 cards give it a whole-card class such as a100-80g (llmgw ctl model get m, then llmgw ctl model apply -f FILE)',
     ],
     [
+      'llama.cpp told to keep the model on one card',
+      input({
+        spec: model([prof({ engine: 'llamacpp', args: ['-sm', 'none'] })]),
+        gpus: 2,
+        shape: llamaGguf,
+      }),
+      'precondition_failed',
+      'profile "gpu" of "m" runs llama.cpp with --split-mode none, which keeps the whole model on one card however many it is given: remove it from the profile\'s args to split the layers over 2 cards (llmgw ctl model get m, then llmgw ctl model apply -f FILE)',
+    ],
+    [
       'the count it has',
       input({ spec: model([prof({ tp: 2, gpus_per_node: 2 })]), gpus: 2 }),
       'invalid_argument',

@@ -3,7 +3,7 @@ import { isMigClass, parseGpuClass } from '../catalog/gpu-class.js';
 import { didYouMeanSuffix } from '../core/did-you-mean.js';
 import { LlmgwError } from '../core/errors.js';
 import type { ModelShape } from '../models/shape.js';
-import { hasFlag } from './args.js';
+import { flagValue, hasFlag } from './args.js';
 import { classMemoryBytes } from './class-memory.js';
 import { splitsHeads } from './heads.js';
 import type { ClassMemory } from './options.js';
@@ -104,6 +104,14 @@ export function changeGpus(input: GpusChangeInput): GpusChange {
       'precondition_failed',
       `${which} runs on ${cls}, a MIG instance, and a replica runs on exactly one (a process opens one MIG device, and instances have no NVLink or P2P between them): ` +
         `for ${n} cards give it a whole-card class such as ${parseGpuClass(cls)?.card ?? cls} (llmgw ctl model get ${spec.name}, then llmgw ctl model apply -f FILE)`,
+    );
+  }
+  // llama.cpp's --split-mode none keeps the whole model on its main card, whatever it is given.
+  if (old.engine === 'llamacpp' && n > 1 && flagValue(old.args, '--split-mode', '-sm') === 'none') {
+    throw new LlmgwError(
+      'precondition_failed',
+      `${which} runs llama.cpp with --split-mode none, which keeps the whole model on one card however many it is given: ` +
+        `remove it from the profile's args to split the layers over ${n} cards (llmgw ctl model get ${spec.name}, then llmgw ctl model apply -f FILE)`,
     );
   }
   if (old.gpus_per_node === n) {
