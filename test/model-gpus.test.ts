@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { ModelGpusView } from '../src/protocol/model-gpus-views.js';
+import type { Fleet } from '../src/server/fleet/fleet.js';
+import { changeModelGpus } from '../src/server/model-gpus.js';
 
 import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
@@ -239,6 +241,28 @@ describe('POST /api/v1/models/{name}/gpus', () => {
       if (typeof message === 'string') expect(r.body.error.message).toBe(message);
       else expect(r.body.error.message).toMatch(message);
       if (before !== undefined) expect(await stored(name)).toEqual(before);
+    });
+
+    it('a model changed between the read and the write: refused, the other change kept', async () => {
+      const { cp } = t;
+      const before = await stored('qwen-7b');
+      const version = before.metadata.version as number;
+      // Another admin changes it while the roll is being readied.
+      const fleet = {
+        rollModel: async (_m: string, _n: unknown, _o: unknown, write: () => Promise<void>) => {
+          await cp.catalog.patch('qwen-7b', { max_output: 1000 }, 'other');
+          await write();
+          throw new Error('not reached');
+        },
+      } as unknown as Fleet;
+      const deps = { catalog: cp.catalog, registry: cp.registry, settings: cp.settings, fleet };
+      await expect(changeModelGpus(deps, 'qwen-7b', { gpus: 2, in_place: false }, 'admin')).rejects.toThrow(
+        `model "qwen-7b" changed since you read it (version ${version}, now ${version + 1}): read it again and reapply your change`,
+      );
+      const after = await stored('qwen-7b');
+      expect(after.profiles).toEqual(before.profiles);
+      expect(after.max_output).toBe(1000);
+      await cp.catalog.patch('qwen-7b', { max_output: null }, 'other');
     });
 
     it('is for admins only', async () => {

@@ -141,31 +141,19 @@ export class Catalog {
   }
 
   /**
-   * Stores a model's next spec, made by a command (`model.gpus`): validated, written with its
-   * audit entry under `action` in one transaction, refused when the model changed since
-   * `expectVersion` was read. Its source stays, so its origin is kept as it is.
+   * Stores a model's next spec, made by a command from the one it read (`model.gpus`):
+   * validated, written with its audit entry under `action` in one transaction, refused when the
+   * model changed since version `expectVersion` was read. Its source stays, so does its origin.
    */
   async updateSpec(
     name: string,
     next: ModelSpec,
-    o: { actor: string; action: string; expectVersion?: number | undefined },
+    o: { actor: string; action: string; expectVersion: number | undefined },
   ): Promise<ModelView> {
     this.#refuseDeclared(name);
     const spec = validated(next);
     const record = await this.#o.store.origins.get(name);
-    const updated = await this.#o.store.models.update(
-      name,
-      (current) => {
-        if (current.spec.source !== spec.source) {
-          throw new LlmgwError(
-            'conflict',
-            `model "${name}" changed its source meanwhile: read it again and redo your change`,
-          );
-        }
-        return spec;
-      },
-      o,
-    );
+    const updated = await this.#o.store.models.update(name, () => spec, o);
     return this.#changed(storedView(updated, record));
   }
 
