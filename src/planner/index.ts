@@ -3,6 +3,7 @@
  * what each card needs as its engine budgets it, whether that fits, the largest context that
  * does, and why not. No I/O: callers read shapes, files' sizes and nodes' memory.
  */
+export { changeGpus, type GpusChange, type GpusChangeInput, type GpusSide, MAX_GPUS } from './change-gpus.js';
 export { classMemoryBytes, knownCardClasses } from './class-memory.js';
 export { type HeadsCheck, splitsHeads, tensorParallelSizes } from './heads.js';
 export { kvLayers, type KvLayers, LLAMACPP_CACHE_TYPES } from './kv-cache.js';

@@ -14,6 +14,7 @@ import { purgeText } from './cache.js';
 import { connect } from './connection.js';
 import { registerModelContext } from './model-context.js';
 import { modelDetail } from './model-detail.js';
+import { registerModelGpus } from './model-gpus.js';
 
 export function registerModels(ctl: Command, run: Runner): void {
   ctl
@@ -144,6 +145,8 @@ export function registerModels(ctl: Command, run: Runner): void {
         emit(o, m, (v) => `model "${v.name}" scaled to ${v.replicas} replica${v.replicas === 1 ? '' : 's'}`);
       }),
     );
+
+  registerModelGpus(model, run);
 
   model
     .command('rm')

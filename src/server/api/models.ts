@@ -1,8 +1,10 @@
 import { Hono } from 'hono';
 
 import type { ListOf } from '../../core/api-types.js';
+import type { ModelGpusView } from '../../protocol/model-gpus-views.js';
 import type { ModelView } from '../../protocol/model-views.js';
 import { contextBody, setModelContext } from '../model-context.js';
+import { changeModelGpus, gpusBody } from '../model-gpus.js';
 import {
   adminOnly,
   ifMatchVersion,
@@ -61,6 +63,13 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   app.post('/:name/context', adminOnly, async (c) =>
     c.json(
       await setModelContext(deps, c.req.param('name'), await jsonBody(c, contextBody), principalOf(c).name),
+    ),
+  );
+
+  // Cards a replica uses (llmgw ctl model gpus), rolled over the replicas.
+  app.post('/:name/gpus', adminOnly, async (c) =>
+    c.json<ModelGpusView>(
+      await changeModelGpus(deps, c.req.param('name'), await jsonBody(c, gpusBody), principalOf(c).name),
     ),
   );
 
