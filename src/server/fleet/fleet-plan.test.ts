@@ -641,6 +641,26 @@ const rolls: [string, FleetPlanInput, Expected][] = [
     {},
   ],
   [
+    'a later change after a failed one: the failed successor goes, and one of the later change is placed beside the replaced one',
+    {
+      ...input({
+        specs: [model('m', 2, { context_length: 9 })],
+        running: [
+          running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20, retiring: 'the model changed' }),
+          running('m-2', m2, { card: 1, port: 20001, minutesAgo: 15 }),
+          running('m-3', next2, { card: 2, port: 20002, minutesAgo: 1 }),
+        ],
+        nodes: [node('node-a', { cards: 4 })],
+        ready: ['m-1', 'm-2'],
+      }),
+      rollouts: rolling('surge', 'rolling', model('m', 2, { context_length: 9 })),
+    },
+    {
+      remove: ['m-3: the model changed again before it was ready'],
+      add: ['m@main node-a [3] :20003'],
+    },
+  ],
+  [
     'a rollout of an earlier change (the model changed again since) halts nothing: the new change surges',
     {
       ...input({

@@ -166,8 +166,16 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
     replacing.set(spec.name, marked);
     const roll = input.rollouts?.get(spec.name);
     const current = roll !== undefined && rollsTo(roll, spec) ? roll : undefined;
-    if (marked > 0 || current?.state === 'failed') continue;
+    if (current?.state === 'failed') continue;
     const stale = mine.sort(byAge).filter((r) => !runsAsSpecified(r, spec));
+    if (marked > 0) {
+      // A successor of an earlier change that never came up (its engine fails) stands in the
+      // way of the one being replaced: it goes, so that a successor of this change is placed.
+      for (const r of stale)
+        if (!r.retiring && onReadyNodes(r) && !input.ready.has(r.id))
+          drop(r.id, 'the model changed again before it was ready');
+      continue;
+    }
     if (stale.length === 0) continue;
     if (current?.state === 'rolling' && current.mode === 'in-place') {
       const down = (r: PlanReplica) => !input.ready.has(r.id);
