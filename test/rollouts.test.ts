@@ -10,12 +10,37 @@ import type { RolloutView } from '../src/protocol/rollout-views.js';
 
 import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
-import { fakeLlamaServer } from './fakes/engines/fake-engines.js';
+import { fakeLlamaServer, freePort } from './fakes/engines/fake-engines.js';
 import { enginePorts, until } from './support/fleet.js';
 
 // Issue 12 item 6: a change rolls over a model's replicas, beside each (surge) or in place, one
 // at a time; a successor that fails halts it with the engine's error; restarts are rollouts too.
 // Each node here is a CPU machine of 16 threads: a CPU replica takes half, so two fit a node.
+
+/** A cluster's settings: a placement range of its own, quick heartbeats, the fake llama-server. */
+async function settingsText(bin: string): Promise<string> {
+  const ports = await enginePorts();
+  return [
+    `placement: {ports: ${ports.first}-${ports.last}}`,
+    'agent:',
+    '  heartbeat_ms: 200',
+    '  stop_grace_s: 2',
+    '  engines:',
+    '    llamacpp:',
+    `      bin: ${bin}`,
+  ].join('\n');
+}
+
+/** The model of these tests: CPU replicas of llama.cpp, over an empty GGUF file (the fake reads none). */
+function cpuModel(name: string, source: string, replicas: number) {
+  return {
+    name,
+    source,
+    replicas,
+    context_length: 2048,
+    profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+  };
+}
 
 describe('rolling changes over replicas on test agents', () => {
   let t: TestControlPlane;
@@ -26,7 +51,6 @@ describe('rolling changes over replicas on test agents', () => {
   let failFile = '';
 
   beforeAll(async () => {
-    const ports = await enginePorts();
     dir = mkdtempSync(join(tmpdir(), 'llmgw-rollouts-'));
     source = join(dir, 'm.gguf');
     writeFileSync(source, '');
@@ -42,17 +66,7 @@ describe('rolling changes over replicas on test agents', () => {
       ].join('\n'),
     );
     chmodSync(bin, 0o755);
-    t = await startControlPlane({
-      config: [
-        `placement: {ports: ${ports.first}-${ports.last}}`,
-        'agent:',
-        '  heartbeat_ms: 200',
-        '  stop_grace_s: 2',
-        '  engines:',
-        '    llamacpp:',
-        `      bin: ${bin}`,
-      ].join('\n'),
-    });
+    t = await startControlPlane({ config: await settingsText(bin) });
     agents.push(await startTestAgent(t, 'node-a'), await startTestAgent(t, 'node-b'));
   });
   afterAll(async () => {
@@ -62,13 +76,7 @@ describe('rolling changes over replicas on test agents', () => {
   });
 
   const addModel = async (name: string, replicas: number) => {
-    const r = await api(t.url, t.adminKey, 'POST', '/models', {
-      name,
-      source,
-      replicas,
-      context_length: 2048,
-      profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
-    });
+    const r = await api(t.url, t.adminKey, 'POST', '/models', cpuModel(name, source, replicas));
     expect(r.status, JSON.stringify(r.body)).toBe(201);
   };
   const specOf = async (name: string): Promise<ModelSpec> => {
@@ -280,6 +288,76 @@ describe('rolling changes over replicas on test agents', () => {
       expect(ready('b').map((r) => r.id)).toEqual([other!.id]);
     } finally {
       rmSync(failFile, { force: true });
+    }
+  });
+});
+
+describe('an in-place roll when the control plane restarts midway', () => {
+  it('goes on in place from where it was, from what the store kept', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-rollouts-restart-'));
+    const source = join(dir, 'm.gguf');
+    writeFileSync(source, '');
+    const bin = join(dir, 'llama-server');
+    writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" "${fakeLlamaServer}" "$@"\n`);
+    chmodSync(bin, 0o755);
+    // Same port, database, admin key and engine-key secret: as a control plane restarted by systemd.
+    const same = {
+      config: await settingsText(bin),
+      listen: `127.0.0.1:${await freePort()}`,
+      adminKey: 'restart-admin-key-0123456789abcdef',
+      env: { LLMGW_ENGINE_KEY_SECRET: 'rollout-engine-key-secret-0123456789abcdef' },
+    };
+    const t1 = await startControlPlane(same);
+    const agents = [await startTestAgent(t1, 'node-a'), await startTestAgent(t1, 'node-b')];
+    let t2: TestControlPlane | undefined;
+    try {
+      expect((await api(t1.url, t1.adminKey, 'POST', '/models', cpuModel('c', source, 2))).status).toBe(201);
+      const before = await until('2 ready replicas of c', () => {
+        const list = t1.cp.fleet.replicas('c');
+        return list.length === 2 && list.every((r) => r.state === 'ready') ? list : undefined;
+      });
+      const spec = (await t1.cp.store.models.get('c'))!.spec;
+      // Successors that take a while to load: the control plane stops while the first one does.
+      const next: ModelSpec = {
+        ...spec,
+        profiles: spec.profiles.map((p) => ({ ...p, env: { FAKE_LLAMA_LOAD_MS: '1500' } })),
+      };
+      await t1.cp.fleet.rollModel('c', next, { inPlace: true, actor: 'admin', change: 'env' }, async () => {
+        await t1.cp.store.models.update('c', () => next, { actor: 'admin' });
+      });
+      expect(t1.cp.fleet.replicas('c').filter((r) => before.some((b) => b.id === r.id))).toHaveLength(1);
+      const database = t1.cp.settings.current.settings.database;
+      await t1.cp.stop();
+
+      t2 = await startControlPlane({ ...same, database });
+      const end = await until(
+        'the rollout of c to end',
+        async () => {
+          const r = (await api(t2!.url, t2!.adminKey, 'GET', '/models/c')).body.status.rollout as
+            RolloutView | undefined;
+          return r?.state === 'rolling' ? undefined : r;
+        },
+        40_000,
+      );
+      expect(end).toMatchObject({ state: 'done', mode: 'in-place', change: 'env', replaced: 2, total: 2 });
+      // Both old replicas stopped in place (none marked to stop beside a successor, as a surge would).
+      const audit = await t2.cp.store.audit.list({ limit: 200 });
+      const of = (id: string | null) => audit.filter((e) => e.target === `replica/${id ?? ''}`);
+      for (const b of before) {
+        expect(of(b.id).map((e) => `${e.action}: ${String(e.detail['reason'])}`)).toEqual([
+          'replica.remove: the model changed (in place)',
+          'replica.create: undefined',
+        ]);
+      }
+    } finally {
+      for (const a of agents) await a.stop();
+      if (t2 === undefined) await t1.stop();
+      else {
+        await t2.stop();
+        await t1.hub.close();
+        rmSync(t1.dir, { recursive: true, force: true });
+      }
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
