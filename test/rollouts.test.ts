@@ -9,6 +9,7 @@ import { LlmgwError } from '../src/core/errors.js';
 import type { RolloutView } from '../src/protocol/rollout-views.js';
 
 import { startTestAgent, type TestAgent } from './support/agents.js';
+import { llmgw } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { fakeLlamaServer, freePort } from './fakes/engines/fake-engines.js';
 import { enginePorts, until } from './support/fleet.js';
@@ -197,7 +198,16 @@ describe('rolling changes over replicas on test agents', () => {
     expect(old.filter((r) => r.retiring === true)).toHaveLength(1);
     const [end] = await t.cp.store.audit.list({ target: 'model/a', action: 'model.rollout.failed' });
     expect(end?.actor).toBe('system');
-    expect(end?.detail['error']).toBe((await rolloutOf('a'))?.error);
+    const error = (await rolloutOf('a'))?.error ?? '';
+    expect(end?.detail['error']).toBe(error);
+
+    // ctl model show says so (the built CLI: npm run build first), in words and in --json.
+    const env = { LLMGW_SERVER: t.url, LLMGW_KEY: t.adminKey };
+    const shown = await llmgw(['ctl', 'model', 'show', 'a'], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`Change:             args, surge, by admin: failed: ${error}\n`);
+    const json = JSON.parse((await llmgw(['ctl', 'model', 'show', 'a', '--json'], env)).stdout);
+    expect(json.status.rollout).toMatchObject({ change: 'args', state: 'failed', error });
 
     // A later change starts afresh, and rolls.
     const fixed = { ...good, context_length: 8192 };
