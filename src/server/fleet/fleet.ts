@@ -571,12 +571,14 @@ export class Fleet implements HubListener {
     this.#held++;
     try {
       await write();
+      // The spec as stored (the write may fill in defaults): the rollout is of that one.
+      const stored = (await this.#o.catalog.specs()).find((s) => s.name === model) ?? next;
       await this.#o.store.rollouts.start({
         model,
         change: o.change,
         mode: o.inPlace ? 'in-place' : 'surge',
         by: o.actor,
-        spec: next,
+        spec: stored,
         replica: null,
         started_at,
       });
