@@ -2,6 +2,8 @@ import type { ModelSpec } from '../catalog/model-spec.js';
 import type { Origin } from '../models/origin.js';
 import type { ModelShape } from '../models/shape.js';
 
+import type { RolloutView } from './rollout-views.js';
+
 /** How the API shows models; shared by the server and its clients. */
 
 export interface ModelMetadata {
@@ -26,6 +28,8 @@ export interface ModelStatus {
   /** Why the origin or the shape is not known. */
   problem?: string;
   resolved_at?: string;
+  /** The model's latest rolling change (GET /models/NAME only). */
+  rollout?: RolloutView;
 }
 
 export type ModelView = ModelSpec & { metadata: ModelMetadata; status: ModelStatus };

@@ -9,6 +9,7 @@ import { LlmgwError } from '../core/errors.js';
 import type { Dialect } from './migrations.js';
 import { Fleet } from './kysely-fleet.js';
 import { ModelOrigins } from './kysely-origins.js';
+import { Rollouts } from './kysely-rollouts.js';
 import { Usage } from './kysely-usage.js';
 import { JoinTokens, Nodes } from './kysely-nodes.js';
 import { isUniqueViolation, writeAudit, type Context } from './kysely-shared.js';
@@ -25,6 +26,7 @@ import type {
   KeyRepository,
   ModelOriginRepository,
   NodeRepository,
+  RolloutRepository,
   UsageRepository,
   ModelRepository,
   NewApiKey,
@@ -53,6 +55,7 @@ export class KyselyStore implements Store {
   readonly nodes: NodeRepository;
   readonly fleet: FleetRepository;
   readonly usage: UsageRepository;
+  readonly rollouts: RolloutRepository;
   readonly #db: Kysely<Database>;
   readonly #options: KyselyStoreOptions;
   readonly #inTransaction: boolean;
@@ -77,6 +80,7 @@ export class KyselyStore implements Store {
     this.nodes = new Nodes(ctx);
     this.fleet = new Fleet(ctx);
     this.usage = new Usage(ctx);
+    this.rollouts = new Rollouts(ctx);
   }
 
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T> {

@@ -177,5 +177,24 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // Each model's latest rolling change, so that a roll in place goes on after a restart
+    // and a failed one stays reported (keyed by name: declared models have no `models` row).
+    '0007_rollouts': {
+      async up(db) {
+        await db.schema
+          .createTable('rollouts')
+          .addColumn('model', 'text', (c) => c.primaryKey())
+          .addColumn('change', 'text', (c) => c.notNull())
+          .addColumn('mode', 'text', (c) => c.notNull())
+          .addColumn('by_actor', 'text', (c) => c.notNull())
+          .addColumn('spec', 'text', (c) => c.notNull())
+          .addColumn('replica', 'text')
+          .addColumn('started_at', 'text', (c) => c.notNull())
+          .addColumn('state', 'text', (c) => c.notNull())
+          .addColumn('finished_at', 'text')
+          .addColumn('error', 'text')
+          .execute();
+      },
+    },
   };
 }

@@ -97,6 +97,20 @@ export interface Database {
     problem: string | null;
     resolved_at: string;
   };
+  /** The latest rollout of each model (store.ts RolloutRecord). */
+  rollouts: {
+    model: string;
+    change: string;
+    mode: string;
+    by_actor: string;
+    /** JSON: the ModelSpec it rolls to. */
+    spec: string;
+    replica: string | null;
+    started_at: string;
+    state: string;
+    finished_at: string | null;
+    error: string | null;
+  };
   /** One row per key, model and hour (`hour`: the ISO time the hour starts). */
   usage: UsageRow;
 }

@@ -458,6 +458,75 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       ]);
     });
 
+    it("keeps each model's latest rollout, ends it once, and audits its end", async () => {
+      const first = {
+        model: 'roll-model',
+        change: 'gpus 1 → 2',
+        mode: 'surge' as const,
+        by: 'admin',
+        spec: spec('roll-model', { replicas: 2 }),
+        replica: null,
+        started_at: '2026-01-01T00:00:00.000Z',
+      };
+      expect(await store.rollouts.get('roll-model')).toBeUndefined();
+      await store.rollouts.start(first);
+      expect(await store.rollouts.get('roll-model')).toEqual({
+        ...first,
+        state: 'rolling',
+        finished_at: null,
+        error: null,
+      });
+      const failed = {
+        state: 'failed' as const,
+        error: 'replica roll-model-3: llama-server exited with code 1',
+      };
+      expect(await store.rollouts.finish('roll-model', first.started_at, failed, 'system')).toBe(true);
+      // Ended once: a second end (another control plane's) writes nothing.
+      expect(await store.rollouts.finish('roll-model', first.started_at, { state: 'done' }, 'system')).toBe(
+        false,
+      );
+      expect(await store.rollouts.get('roll-model')).toMatchObject({
+        state: 'failed',
+        finished_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+        error: failed.error,
+      });
+      const [entry] = await store.audit.list({ target: 'model/roll-model' });
+      expect(entry).toMatchObject({
+        actor: 'system',
+        action: 'model.rollout.failed',
+        detail: { change: 'gpus 1 → 2', mode: 'surge', by: 'admin', error: failed.error },
+      });
+
+      // A later change starts afresh; the end of the older one no longer applies to it.
+      const second = {
+        ...first,
+        change: 'restart of roll-model-1',
+        mode: 'in-place' as const,
+        replica: 'roll-model-1',
+        started_at: '2026-01-01T01:00:00.000Z',
+      };
+      await store.rollouts.start(second);
+      expect(await store.rollouts.finish('roll-model', first.started_at, { state: 'done' }, 'system')).toBe(
+        false,
+      );
+      expect(await store.rollouts.get('roll-model')).toEqual({
+        ...second,
+        state: 'rolling',
+        finished_at: null,
+        error: null,
+      });
+      expect(await store.rollouts.finish('roll-model', second.started_at, { state: 'done' }, 'system')).toBe(
+        true,
+      );
+      expect((await store.rollouts.list()).filter((r) => r.model === 'roll-model')).toEqual([
+        expect.objectContaining({ state: 'done', error: null, mode: 'in-place' }),
+      ]);
+      expect((await store.audit.list({ target: 'model/roll-model' })).map((e) => e.action)).toEqual([
+        'model.rollout.done',
+        'model.rollout.failed',
+      ]);
+    });
+
     it('replaces sealed engine keys, and keeps the first check value of their secret', async () => {
       const replica = {
         id: 'sealed-model-1',
@@ -486,6 +555,7 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       try {
         expect((await second.models.get('durable'))?.spec.name).toBe('durable');
         expect(await second.origins.get('o-one')).toMatchObject({ model: 'o-one', source: origin.source });
+        expect(await second.rollouts.get('roll-model')).toMatchObject({ state: 'done', mode: 'in-place' });
       } finally {
         await second.close();
       }

@@ -22,6 +22,8 @@ export interface Store {
   readonly nodes: NodeRepository;
   readonly fleet: FleetRepository;
   readonly usage: UsageRepository;
+  /** Each model's latest rolling change (ctl model gpus and context, ctl replica restart). */
+  readonly rollouts: RolloutRepository;
   /** Runs work in one transaction: all of it lands, or none. */
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T>;
   /** A cheap round trip, for health checks. */
@@ -260,6 +262,47 @@ export interface FleetRepository {
    * over the database they share, and each sees the others' shards.
    */
   locked<T>(work: (tx: Store) => Promise<T>): Promise<T>;
+}
+
+/**
+ * A change rolling over a model's replicas, the latest of each model: kept so that a roll
+ * goes on (in place, one replica at a time) after the control plane restarts.
+ */
+export interface RolloutRecord {
+  model: string;
+  /** In words: `gpus 1 → 2`, `restart of qwen-3`. */
+  change: string;
+  mode: 'surge' | 'in-place';
+  /** The key that made the change. */
+  by: Actor;
+  /** The model it rolls to: a model changed again since is another change, not this one. */
+  spec: ModelSpec;
+  /** The replica restarted (`ctl replica restart`); null for a change of the model. */
+  replica: string | null;
+  started_at: string;
+  state: 'rolling' | 'done' | 'failed';
+  finished_at: string | null;
+  /** When failed: the replica and its engine's last error. */
+  error: string | null;
+}
+
+export interface RolloutRepository {
+  /** By model name. */
+  list(): Promise<RolloutRecord[]>;
+  get(model: string): Promise<RolloutRecord | undefined>;
+  /** Starts a model's rollout (state rolling), replacing the one it had. */
+  start(record: Omit<RolloutRecord, 'state' | 'finished_at' | 'error'>): Promise<void>;
+  /**
+   * Ends a model's rollout started at `startedAt`, auditing its end as `actor`; false (and
+   * nothing written) when that rollout is no longer rolling (another control plane ended it,
+   * or a newer one replaced it).
+   */
+  finish(
+    model: string,
+    startedAt: string,
+    end: { state: 'done' } | { state: 'failed'; error: string },
+    actor: Actor,
+  ): Promise<boolean>;
 }
 
 /** Counts to add, or the counts stored: one key, model and hour. */

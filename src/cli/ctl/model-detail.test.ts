@@ -144,3 +144,40 @@ describe('what runs of a model, in model show', () => {
     expect(text).not.toContain('Downloads:');
   });
 });
+
+describe('a change rolling over a model, in model show', () => {
+  const rollout = {
+    model: 'm',
+    change: 'gpus 1 → 2',
+    mode: 'surge' as const,
+    by: 'admin',
+    started_at: '2026-01-01T00:00:00.000Z',
+    replaced: 1,
+    total: 2,
+  };
+  it('shows how far a rolling change is', () => {
+    const text = modelDetail(view({ rollout: { ...rollout, state: 'rolling' } }));
+    expect(text).toMatch(/^Change: +gpus 1 → 2, surge, by admin: 1 of 2 replicas replaced$/m);
+  });
+  it("shows a failed change with the replica and its engine's error", () => {
+    const text = modelDetail(
+      view({
+        rollout: {
+          ...rollout,
+          mode: 'in-place',
+          state: 'failed',
+          replaced: 0,
+          finished_at: '2026-01-01T00:01:00.000Z',
+          error: 'replica m-3: llama-server exited with code 1',
+        },
+      }),
+    );
+    expect(text).toMatch(
+      /^Change: +gpus 1 → 2, in-place, by admin: failed: replica m-3: llama-server exited with code 1$/m,
+    );
+  });
+  it('shows no change once it is done', () => {
+    const text = modelDetail(view({ rollout: { ...rollout, state: 'done', replaced: 2 } }));
+    expect(text).not.toContain('Change:');
+  });
+});

@@ -9,6 +9,7 @@ import { formatSize } from '../../models/source.js';
 import { progressText, type NodeDownload } from '../../protocol/cache-views.js';
 import type { ModelView } from '../../protocol/model-views.js';
 import type { ReplicaView } from '../../protocol/replica-views.js';
+import type { RolloutView } from '../../protocol/rollout-views.js';
 import { age, table } from '../output.js';
 
 import { profilesSummary } from './models.js';
@@ -118,6 +119,14 @@ function shapeLines(s: ModelShape): string[] {
   ];
 }
 
+/** A change rolling over a model, in one line: what, how, by whom, and how far or why it failed. */
+export function changeText(r: RolloutView): string {
+  const what = `${r.change}, ${r.mode}, by ${r.by}`;
+  if (r.state === 'failed') return `${what}: failed: ${r.error ?? 'no reason given'}`;
+  if (r.state === 'done') return `${what}: done`;
+  return `${what}: ${r.replaced} of ${r.total} replica${r.total === 1 ? '' : 's'} replaced`;
+}
+
 /** The sections of `model show`, in order; more (replicas, downloads) are added after these. */
 export function modelSections(m: ModelView): string[][] {
   const by =
@@ -133,6 +142,8 @@ export function modelSections(m: ModelView): string[][] {
   const st = m.status;
   if (st.resolved_at !== undefined)
     head.push(`${label('Resolved')}${st.resolved_at} (${age(st.resolved_at)} ago)`);
+  if (st.rollout !== undefined && st.rollout.state !== 'done')
+    head.push(`${label('Change')}${changeText(st.rollout)}`);
   const sections = [head];
   if (st.origin !== undefined) sections[0] = [...head, ...originLines(st.origin)];
   else if (st.resolved_at === undefined)

@@ -23,7 +23,10 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   app.get('/:name', async (c) => {
     const model = await deps.catalog.get(c.req.param('name'));
     if (model.metadata.version !== undefined) c.header('ETag', `"${model.metadata.version}"`);
-    return c.json(model);
+    const rollout = await deps.fleet.rollout(model.name);
+    return c.json<ModelView>(
+      rollout === undefined ? model : { ...model, status: { ...model.status, rollout } },
+    );
   });
 
   app.post('/', adminOnly, async (c) => {

@@ -11,6 +11,7 @@ import {
   type FleetPlanInput,
   type PlanNode,
   type PlanReplica,
+  type PlanRollout,
 } from './fleet-plan.js';
 
 const A100 = 'a100-80g';
@@ -478,6 +479,209 @@ const cases: [string, FleetPlanInput, Expected][] = [
     { remove: ['m-2: scaled down'], add: ['n@main node-a [2] :20002'] },
   ],
 ];
+
+const next2 = changed(m2);
+const rolling = (mode: PlanRollout['mode'], state: PlanRollout['state'] = 'rolling', spec = next2) =>
+  new Map<string, PlanRollout>([['m', { mode, state, spec }]]);
+
+/** Rolling changes: in place one at a time, surge as without a rollout, and a failed one halted. */
+const rolls: [string, FleetPlanInput, Expected][] = [
+  [
+    'in place: the oldest replica of the old spec stops first; its successor waits for its card',
+    {
+      ...input({
+        specs: [next2],
+        running: [
+          running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }),
+          running('m-2', m2, { card: 1, port: 20001 }),
+        ],
+      }),
+      rollouts: rolling('in-place'),
+    },
+    {
+      remove: ['m-1: the model changed (in place)'],
+      pending: ['m ×1: no ready node has a free a100-80g card (node-a: 2 of 2 in use)'],
+    },
+  ],
+  [
+    'in place: the successor is placed where the old one was, and the next old one waits for it',
+    {
+      ...input({
+        specs: [next2],
+        running: [running('m-2', m2, { card: 1, port: 20001 })],
+      }),
+      rollouts: rolling('in-place'),
+    },
+    { add: ['m@main node-a [0] :20000'] },
+  ],
+  [
+    'in place: while the successor starts, no other replica stops',
+    {
+      ...input({
+        specs: [next2],
+        running: [
+          running('m-2', m2, { card: 1, port: 20001, minutesAgo: 20 }),
+          running('m-3', next2, { card: 0, port: 20000, minutesAgo: 1 }),
+        ],
+        ready: ['m-2'],
+      }),
+      rollouts: rolling('in-place'),
+    },
+    {},
+  ],
+  [
+    'in place: once the successor is ready, the next old replica stops',
+    {
+      ...input({
+        specs: [next2],
+        running: [
+          running('m-2', m2, { card: 1, port: 20001, minutesAgo: 20 }),
+          running('m-3', next2, { card: 0, port: 20000, minutesAgo: 1 }),
+        ],
+      }),
+      rollouts: rolling('in-place'),
+    },
+    {
+      remove: ['m-2: the model changed (in place)'],
+      pending: ['m ×1: no ready node has a free a100-80g card (node-a: 2 of 2 in use)'],
+    },
+  ],
+  [
+    'in place: an old replica that does not serve goes first, though another is older',
+    {
+      ...input({
+        specs: [next2],
+        running: [
+          running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }),
+          running('m-2', m2, { card: 1, port: 20001 }),
+        ],
+        ready: ['m-1'],
+      }),
+      rollouts: rolling('in-place'),
+    },
+    {
+      remove: ['m-2: the model changed (in place)'],
+      pending: ['m ×1: no ready node has a free a100-80g card (node-a: 2 of 2 in use)'],
+    },
+  ],
+  [
+    'in place: a model already short of a ready replica stops no serving one',
+    {
+      ...input({
+        specs: [model('m', 3, { profiles: next2.profiles })],
+        running: [
+          running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }),
+          running('m-2', m2, { card: 1, port: 20001 }),
+        ],
+      }),
+      rollouts: rolling('in-place'),
+    },
+    { pending: ['m ×1: no ready node has a free a100-80g card (node-a: 2 of 2 in use)'] },
+  ],
+  [
+    'surge rollout: as without one, one replica marked and its successor beside it',
+    {
+      ...input({
+        specs: [next2],
+        running: [
+          running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }),
+          running('m-2', m2, { card: 1, port: 20001 }),
+        ],
+        nodes: [node('node-a', { cards: 3 })],
+      }),
+      rollouts: rolling('surge'),
+    },
+    { retire: ['m-1: the model changed'], add: ['m@main node-a [2] :20002'] },
+  ],
+  [
+    'failed surge rollout: the replaced one keeps serving beside its failed successor; no other is marked',
+    {
+      ...input({
+        specs: [next2],
+        running: [
+          running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20, retiring: 'the model changed' }),
+          running('m-2', m2, { card: 1, port: 20001, minutesAgo: 15 }),
+          running('m-3', next2, { card: 2, port: 20002, minutesAgo: 1 }),
+        ],
+        nodes: [node('node-a', { cards: 3 })],
+        ready: ['m-1', 'm-2'],
+      }),
+      rollouts: rolling('surge', 'failed'),
+    },
+    {},
+  ],
+  [
+    'failed surge rollout: once the one being replaced is gone, no other old one is marked',
+    {
+      ...input({
+        specs: [next2],
+        running: [
+          running('m-2', m2, { card: 1, port: 20001, minutesAgo: 15 }),
+          running('m-3', next2, { card: 2, port: 20002, minutesAgo: 1 }),
+        ],
+        nodes: [node('node-a', { cards: 3 })],
+      }),
+      rollouts: rolling('surge', 'failed'),
+    },
+    {},
+  ],
+  [
+    'failed in-place rollout: the old replica left keeps serving beside the failed successor',
+    {
+      ...input({
+        specs: [next2],
+        running: [
+          running('m-2', m2, { card: 1, port: 20001, minutesAgo: 20 }),
+          running('m-3', next2, { card: 0, port: 20000, minutesAgo: 1 }),
+        ],
+        ready: ['m-2'],
+      }),
+      rollouts: rolling('in-place', 'failed'),
+    },
+    {},
+  ],
+  [
+    'a later change after a failed one: the failed successor goes, and one of the later change is placed beside the replaced one',
+    {
+      ...input({
+        specs: [model('m', 2, { context_length: 9 })],
+        running: [
+          running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20, retiring: 'the model changed' }),
+          running('m-2', m2, { card: 1, port: 20001, minutesAgo: 15 }),
+          running('m-3', next2, { card: 2, port: 20002, minutesAgo: 1 }),
+        ],
+        nodes: [node('node-a', { cards: 4 })],
+        ready: ['m-1', 'm-2'],
+      }),
+      rollouts: rolling('surge', 'rolling', model('m', 2, { context_length: 9 })),
+    },
+    {
+      remove: ['m-3: the model changed again before it was ready'],
+      add: ['m@main node-a [3] :20003'],
+    },
+  ],
+  [
+    'a rollout of an earlier change (the model changed again since) halts nothing: the new change surges',
+    {
+      ...input({
+        specs: [next2],
+        running: [
+          running('m-1', m2, { card: 0, port: 20000, minutesAgo: 20 }),
+          running('m-2', m2, { card: 1, port: 20001 }),
+        ],
+        nodes: [node('node-a', { cards: 3 })],
+      }),
+      rollouts: rolling('in-place', 'failed', model('m', 2, { context_length: 9 })),
+    },
+    { retire: ['m-1: the model changed'], add: ['m@main node-a [2] :20002'] },
+  ],
+];
+
+describe('planFleet: rolling changes', () => {
+  it.each(rolls)('%s', (_what, inp, expected) => {
+    expect(brief(planFleet(inp))).toEqual(expected);
+  });
+});
 
 describe('planFleet', () => {
   it.each(cases)('%s', (_what, inp, expected) => {

@@ -4,7 +4,7 @@ import type { ModelSpec } from '../../catalog/model-spec.js';
 import { naturalCompare } from '../../placement/keep.js';
 import { place } from '../../placement/place.js';
 import type { PendingReplica, PlacementNode, Shard } from '../../placement/types.js';
-import type { ReplicaRecord } from '../../store/store.js';
+import type { ReplicaRecord, RolloutRecord } from '../../store/store.js';
 
 import { retirable } from './retirement.js';
 
@@ -13,6 +13,9 @@ export type PlanReplica = Pick<
   ReplicaRecord,
   'id' | 'model' | 'profile' | 'created_at' | 'spec' | 'retiring' | 'retire_reason' | 'retiring_since'
 >;
+
+/** A model's latest rollout, as planning reads it. */
+export type PlanRollout = Pick<RolloutRecord, 'mode' | 'state' | 'spec'>;
 
 export interface PlanNode {
   node: PlacementNode;
@@ -44,6 +47,8 @@ export interface FleetPlanInput {
   reconnectS: number;
   ports: { first: number; last: number };
   cpuThreads: number;
+  /** Each model's latest rollout, by model name: how its replicas roll, and whether that halted. */
+  rollouts?: ReadonlyMap<string, PlanRollout>;
 }
 
 /** A replica to add; the caller names it, and gives that id to its shards. */
@@ -82,7 +87,11 @@ export interface FleetPlan {
  * - A replica being replaced stops once a successor is ready (retirement.ts).
  * - A replica whose engine would now start differently (runsAsSpecified) is replaced, one
  *   replica of a model at a time: it is marked, a successor is placed beside it, and it
- *   stops once that one is ready.
+ *   stops once that one is ready. While the model's rollout (of this change) is in place,
+ *   the replica is removed instead, the next one only once the model has as many ready
+ *   replicas as it wants and every replica running the change is ready: never more than
+ *   one of the model down. A failed rollout halts: nothing more is marked or removed for
+ *   it, and the old replicas keep serving.
  * - New replicas are placed (placement/place.ts) next to those kept, each replica being
  *   replaced counting on top so that its successor finds room beside it.
  */
@@ -155,10 +164,32 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
     const mine = live(spec.name);
     const marked = mine.filter((r) => r.retiring).length;
     replacing.set(spec.name, marked);
-    if (marked > 0) continue;
-    const stale = mine.sort(byAge).find((r) => !runsAsSpecified(r, spec));
-    if (stale === undefined) continue;
-    retire.push({ id: stale.id, reason: 'the model changed' });
+    const roll = input.rollouts?.get(spec.name);
+    const current = roll !== undefined && rollsTo(roll, spec) ? roll : undefined;
+    if (current?.state === 'failed') continue;
+    const stale = mine.sort(byAge).filter((r) => !runsAsSpecified(r, spec));
+    if (marked > 0) {
+      // A successor of an earlier change that never came up (its engine fails) stands in the
+      // way of the one being replaced: it goes, so that a successor of this change is placed.
+      for (const r of stale)
+        if (!r.retiring && onReadyNodes(r) && !input.ready.has(r.id))
+          drop(r.id, 'the model changed again before it was ready');
+      continue;
+    }
+    if (stale.length === 0) continue;
+    if (current?.state === 'rolling' && current.mode === 'in-place') {
+      const down = (r: PlanReplica) => !input.ready.has(r.id);
+      const missing = spec.replicas - mine.filter((r) => !down(r)).length;
+      const starting = mine.some((r) => down(r) && runsAsSpecified(r, spec));
+      // One that does not serve anyway goes first: stopping it takes nothing away.
+      const next = stale.find(down) ?? stale[0];
+      if (next !== undefined && (down(next) || (missing <= 0 && !starting)))
+        drop(next.id, 'the model changed (in place)');
+      continue;
+    }
+    const [oldest] = stale;
+    if (oldest === undefined) continue;
+    retire.push({ id: oldest.id, reason: 'the model changed' });
     replacing.set(spec.name, 1);
   }
 
@@ -196,6 +227,17 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
  */
 export function runsAsSpecified(r: Pick<PlanReplica, 'spec' | 'profile'>, spec: ModelSpec): boolean {
   return isDeepStrictEqual(runOf(r.spec, r.profile), runOf(spec, r.profile));
+}
+
+/**
+ * Whether a rollout is of the change the model is at now: the model it rolls to, all but the
+ * replica count (a model scaled during a roll goes on rolling). A model changed again since
+ * (`ctl model apply`, the settings file) is another change.
+ */
+export function rollsTo(rollout: Pick<RolloutRecord, 'spec'>, spec: ModelSpec): boolean {
+  const { replicas: _a, ...to } = rollout.spec;
+  const { replicas: _b, ...now } = spec;
+  return isDeepStrictEqual(JSON.parse(JSON.stringify(to)), JSON.parse(JSON.stringify(now)));
 }
 
 function runOf(spec: ModelSpec, profile: string): unknown {

@@ -37,7 +37,7 @@ import {
 import type { NodeView } from '../../protocol/node-views.js';
 import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
 import type { RollOptions, RolloutView } from '../../protocol/rollout-views.js';
-import type { FleetChange, ReplicaRecord, Store } from '../../store/store.js';
+import type { FleetChange, ReplicaRecord, RolloutRecord, Store } from '../../store/store.js';
 import type { RouteReplica, RouteTable } from '../../protocol/routes.js';
 import type { Catalog } from '../catalog.js';
 import type { AgentHub, HubListener } from '../nodes/agent-hub.js';
@@ -48,7 +48,8 @@ import { systemActor } from '../admin-key.js';
 
 import { unavailableReason, type ReplicaOfModel } from './availability.js';
 import type { EngineKeys } from './engine-keys.js';
-import { planFleet, type NewReplica } from './fleet-plan.js';
+import { planFleet, type FleetPlanInput, type NewReplica, type PlanRollout } from './fleet-plan.js';
+import { rolloutProgress } from './rollout.js';
 
 export interface FleetOptions {
   store: Store;
@@ -119,6 +120,12 @@ export class Fleet implements HubListener {
   #specs = new Map<string, ModelSpec>();
   #replicas: ReplicaRecord[] = [];
   #shards: Shard[] = [];
+  /** Each model's latest rollout, as the last placement read it. */
+  #rollouts = new Map<string, RolloutRecord>();
+  /** Why each replica's engine last failed, as its agent said (a failed shard soon starts again). */
+  readonly #failures = new Map<string, string>();
+  /** While a rollout is being recorded: placement waits, so it never runs the change before its mode is known. */
+  #held = 0;
   #running: Promise<void> | undefined;
   #again = false;
   #timer: NodeJS.Timeout | undefined;
@@ -147,7 +154,7 @@ export class Fleet implements HubListener {
   /** Places again soon: the catalog, a node or a replica changed. Calls close together run once. */
   poke(): void {
     if (this.#stopped) return;
-    if (this.#running !== undefined) {
+    if (this.#running !== undefined || this.#held > 0) {
       this.#again = true;
       return;
     }
@@ -168,37 +175,13 @@ export class Fleet implements HubListener {
   }
 
   async reconcile(): Promise<void> {
-    const settings = this.#o.settings.current.settings;
-    const views = this.#o.registry.views();
     const now = Date.now();
     const { specs, unresolved } = await this.#resolvedSpecs();
-    const [first, last] = settings.placement.ports.split('-').map(Number) as [number, number];
 
     const result = await this.#o.store.fleet.locked(async (tx) => {
-      const replicas = await tx.fleet.replicas();
-      const shards = await tx.fleet.shards();
-      const { ready, portTaken } = this.#reportedOf(shards, views);
-      const plan = planFleet({
-        specs,
-        replicas,
-        shards,
-        nodes: views.map((v) => ({
-          node: placementNode(v, {
-            portsTaken: this.#portsTaken.get(v.id) ?? [],
-            heard: this.#reported.has(v.id) || !this.#o.registry.isConnected(v.id),
-          }),
-          lastSeen: Date.parse(v.last_seen),
-        })),
-        ready,
-        unkeyed: new Set(replicas.filter((r) => this.#engineKey(r) === undefined).map((r) => r.id)),
-        portTaken,
-        now,
-        upSince: this.#o.registry.upSince,
-        lostAfterS: settings.placement.node_lost_after_s,
-        reconnectS: agentReconnectMaxMs / 1000,
-        ports: { first, last },
-        cpuThreads: settings.placement.cpu_threads,
-      });
+      const input = await this.#planInput(tx, specs, now);
+      const { ready } = input;
+      const plan = planFleet(input);
       for (const r of plan.retire) await tx.fleet.retire(r.id, r.reason, systemActor);
       const add = await this.#named(tx, plan.add);
       if (add.length > 0 || plan.remove.length > 0)
@@ -209,8 +192,11 @@ export class Fleet implements HubListener {
         this.#o.logger.info({ replica: r.id, reason: r.reason }, 'replica removed');
       for (const a of add)
         this.#o.logger.info({ replica: a.replica.id, nodes: a.shards.map((s) => s.node) }, 'replica placed');
-      return { pending: plan.pending, replicas: await tx.fleet.replicas(), shards: await tx.fleet.shards() };
+      const after = await tx.fleet.replicas();
+      const rollouts = await this.#endRollouts(tx, specs, after, ready);
+      return { pending: plan.pending, replicas: after, shards: await tx.fleet.shards(), rollouts };
     });
+    this.#rollouts = result.rollouts;
     this.#pending = [...result.pending, ...unresolved];
     this.#specs = new Map(specs.map((s) => [s.name, s]));
     this.#replicas = result.replicas;
@@ -220,7 +206,88 @@ export class Fleet implements HubListener {
     const live = new Set(this.#replicas.map((r) => r.id));
     for (const id of this.#keys.keys()) if (!live.has(id)) this.#keys.delete(id);
     for (const id of this.#unkeyed) if (!live.has(id)) this.#unkeyed.delete(id);
+    for (const id of this.#failures.keys()) if (!live.has(id)) this.#failures.delete(id);
     this.#pushAll();
+  }
+
+  /** What planning reads, from the store (`tx`) and what the nodes said: one assembly for placement and its dry runs. */
+  async #planInput(tx: Store, specs: readonly ModelSpec[], now: number): Promise<FleetPlanInput> {
+    const settings = this.#o.settings.current.settings;
+    const views = this.#o.registry.views();
+    const [first, last] = settings.placement.ports.split('-').map(Number) as [number, number];
+    const replicas = await tx.fleet.replicas();
+    const shards = await tx.fleet.shards();
+    const rollouts = new Map<string, PlanRollout>((await tx.rollouts.list()).map((r) => [r.model, r]));
+    const { ready, portTaken } = this.#reportedOf(shards, views);
+    return {
+      specs,
+      replicas,
+      shards,
+      nodes: views.map((v) => ({
+        node: placementNode(v, {
+          portsTaken: this.#portsTaken.get(v.id) ?? [],
+          heard: this.#reported.has(v.id) || !this.#o.registry.isConnected(v.id),
+        }),
+        lastSeen: Date.parse(v.last_seen),
+      })),
+      ready,
+      unkeyed: new Set(replicas.filter((r) => this.#engineKey(r) === undefined).map((r) => r.id)),
+      portTaken,
+      now,
+      upSince: this.#o.registry.upSince,
+      lostAfterS: settings.placement.node_lost_after_s,
+      reconnectS: agentReconnectMaxMs / 1000,
+      ports: { first, last },
+      cpuThreads: settings.placement.cpu_threads,
+      rollouts,
+    };
+  }
+
+  /**
+   * Ends the rollouts that are done or failed, after a placement pass (in its transaction),
+   * each end audited as the system; returns every model's latest rollout.
+   */
+  async #endRollouts(
+    tx: Store,
+    specs: readonly ModelSpec[],
+    replicas: readonly ReplicaRecord[],
+    ready: ReadonlySet<string>,
+  ): Promise<Map<string, RolloutRecord>> {
+    const out = new Map<string, RolloutRecord>();
+    for (const r of await tx.rollouts.list()) {
+      out.set(r.model, r);
+      const spec = specs.find((s) => s.name === r.model);
+      if (r.state !== 'rolling' || spec === undefined) continue;
+      const { end } = rolloutProgress(r, spec, replicas, {
+        isReady: (id) => ready.has(id),
+        failure: (id) => this.#failure(id),
+      });
+      if (end === undefined || !(await tx.rollouts.finish(r.model, r.started_at, end, systemActor))) continue;
+      const error = end.state === 'failed' ? end.error : null;
+      out.set(r.model, { ...r, state: end.state, finished_at: new Date().toISOString(), error });
+      if (error === null) this.#o.logger.info({ model: r.model, change: r.change }, 'rollout done');
+      else this.#o.logger.warn({ model: r.model, change: r.change, err: error }, 'rollout failed');
+    }
+    return out;
+  }
+
+  /**
+   * Why a replica's engine failed, in its own words: the last failure its agent reported (an
+   * exit with its last error line, files that could not be fetched), else its last exit.
+   * Undefined for one that has not failed; a port another program took is no failure of it.
+   */
+  #failure(id: string): string | undefined {
+    const seen = this.#failures.get(id);
+    if (seen !== undefined) return seen;
+    for (const s of this.#shards.filter((x) => x.replica === id)) {
+      const exit = this.#statuses.get(`${s.replica}/${s.rank}`)?.status.last_exit;
+      if (exit === undefined) continue;
+      const how =
+        exit.signal === null ? `exited with code ${exit.code ?? '?'}` : `was killed by ${exit.signal}`;
+      const line = exit.log_tail.findLast((l) => /error/i.test(l));
+      return `its engine ${how}${line === undefined ? '' : `; its last error line: ${line.trim().slice(0, 300)}`}`;
+    }
+    return undefined;
   }
 
   /**
@@ -344,15 +411,31 @@ export class Fleet implements HubListener {
       const portsBefore = this.#portsTakenSeen();
       const firstReport = !this.#reported.has(nodeId);
       this.#reported.add(nodeId);
-      for (const s of m.statuses) this.#statuses.set(s.key, { nodeId, status: s });
+      let failedRolling = false;
+      for (const s of m.statuses) {
+        this.#statuses.set(s.key, { nodeId, status: s });
+        if (s.state !== 'failed' || s.port_taken !== undefined) continue;
+        // The agent starts a failed engine again soon: what it said now is kept for the rollout.
+        this.#failures.set(
+          s.replica,
+          (s.reason ?? 'its engine failed').replace(/; restarting in [^;]*$/, ''),
+        );
+        const model = this.#replicas.find((r) => r.id === s.replica)?.model;
+        if (model !== undefined && this.#rollouts.get(model)?.state === 'rolling') failedRolling = true;
+      }
       if (m.engines !== undefined) this.#engines.set(nodeId, m.engines);
       if (m.ports_taken !== undefined)
         this.#portsTaken.set(
           nodeId,
           m.ports_taken.slice(0, maxPortRanges).map(([first, last]) => ({ first, last })),
         );
-      // A replica that became ready may let a replaced one stop.
-      if (this.#readyReplicas() !== before && this.#replicas.some((r) => r.retiring)) this.poke();
+      // A replica that became ready may let a replaced one stop, or a roll go on; a failed one ends a roll.
+      const rolling = [...this.#rollouts.values()].some((r) => r.state === 'rolling');
+      if (
+        failedRolling ||
+        (this.#readyReplicas() !== before && (rolling || this.#replicas.some((r) => r.retiring)))
+      )
+        this.poke();
       // A node heard from for the first time takes new shards; a shard whose port another program took is placed again.
       else if (firstReport || this.#portsTakenSeen() !== portsBefore) this.poke();
       return;
@@ -417,16 +500,30 @@ export class Fleet implements HubListener {
     return this.#view(r, this.#o.registry.views());
   }
 
-  /** Restarts a replica: a new one beside it first, or (in place) it stops first. */
+  /**
+   * Restarts a replica: a new one beside it first, or (in place) it stops first. Recorded as
+   * its model's rollout (`restart of ID`), which says when the new one is ready or failed.
+   */
   async restart(id: string, inPlace: boolean, actor: string): Promise<RestartResult> {
     const r = this.#replicas.find((x) => x.id === id);
     if (r === undefined)
       throw new LlmgwError('not_found', `no replica is named "${id}" (llmgw ctl replicas lists them)`);
+    const rollout = {
+      model: r.model,
+      change: `restart of ${id}`,
+      mode: inPlace ? ('in-place' as const) : ('surge' as const),
+      by: actor,
+      spec: this.#specOf(r.model) ?? r.spec,
+      replica: id,
+      // Before the replica is marked or removed: its successor is made after this.
+      started_at: new Date().toISOString(),
+    };
     if (inPlace) {
       await this.#o.store.fleet.apply(
         { add: [], remove: [{ id, reason: `restarted in place by ${actor}` }] },
         actor,
       );
+      await this.#o.store.rollouts.start(rollout);
       await this.reconcile();
       return {
         replica: id,
@@ -446,6 +543,8 @@ export class Fleet implements HubListener {
         `no room beside replica ${id} for the new one (${pending.reason}): restart it in place with --in-place, which stops it first`,
       );
     }
+    await this.#o.store.rollouts.start(rollout);
+    this.poke();
     return {
       replica: id,
       mode: 'surge',
@@ -456,28 +555,97 @@ export class Fleet implements HubListener {
   /**
    * Rolls a change of a model's spec over its replicas (ctl model gpus and context): unless
    * in place, refuses (conflict, naming --in-place) when a successor would find no room beside
-   * the replica it replaces; then `write` stores the new spec (and audits it), the roll is
-   * recorded, and placement runs.
-   * TODO(rolling): placeholder with the final signature; the rolling work fills it in.
+   * the replica it replaces, before anything is written; then `write` stores the new spec (and
+   * audits it), the roll is recorded (placement waits meanwhile, so that an in-place roll never
+   * starts as a surge), and placement runs.
    */
   async rollModel(
     model: string,
-    _next: ModelSpec,
+    next: ModelSpec,
     o: RollOptions,
     write: () => Promise<void>,
   ): Promise<RolloutView> {
-    await write();
+    if (!o.inPlace) await this.#roomBeside(model, next);
+    const started_at = new Date().toISOString();
+    while (this.#running !== undefined) await this.#running;
+    this.#held++;
+    try {
+      await write();
+      // The spec as stored (the write may fill in defaults): the rollout is of that one.
+      const stored = (await this.#o.catalog.specs()).find((s) => s.name === model) ?? next;
+      await this.#o.store.rollouts.start({
+        model,
+        change: o.change,
+        mode: o.inPlace ? 'in-place' : 'surge',
+        by: o.actor,
+        spec: stored,
+        replica: null,
+        started_at,
+      });
+    } finally {
+      this.#held--;
+    }
     await this.reconcile();
-    const total = this.#specOf(model)?.replicas ?? 0;
+    // A placement asked for while the rollout was being recorded runs now.
+    if (this.#again) {
+      this.#again = false;
+      this.poke();
+    }
+    const view = await this.rollout(model);
+    if (view === undefined) throw new Error(`the rollout of ${model} was recorded but cannot be read back`);
+    return view;
+  }
+
+  /**
+   * Refuses a surge roll of `next` when the first replica it replaces would find no room beside
+   * it: a dry run of placement with `next` in place of the model's spec.
+   */
+  async #roomBeside(model: string, next: ModelSpec): Promise<void> {
+    const { specs } = await this.#resolvedSpecs();
+    if (!specs.some((s) => s.name === model)) return;
+    const input = await this.#planInput(
+      this.#o.store,
+      specs.map((s) => (s.name === model ? next : s)),
+      Date.now(),
+    );
+    const rollouts = new Map(input.rollouts);
+    rollouts.set(model, { mode: 'surge', state: 'rolling', spec: next });
+    const plan = planFleet({ ...input, rollouts });
+    const mine = new Set(input.replicas.filter((r) => r.model === model).map((r) => r.id));
+    const replaced = plan.retire.find((c) => mine.has(c.id));
+    const pending = plan.pending.find((p) => p.model === model);
+    if (replaced === undefined || pending === undefined) return;
+    throw new LlmgwError(
+      'conflict',
+      `no room beside replica ${replaced.id} for a replica of the changed model ${model} (${pending.reason}): roll the change in place with --in-place, which stops each replica first, one at a time`,
+    );
+  }
+
+  /** A model's latest rollout, with how many of its replicas run the change; undefined when it never had one. */
+  async rollout(model: string): Promise<RolloutView | undefined> {
+    const r = await this.#o.store.rollouts.get(model);
+    if (r === undefined) return undefined;
+    const spec = this.#specOf(model) ?? r.spec;
+    const views = this.#o.registry.views();
+    const { replaced, total } = rolloutProgress(r, spec, this.#replicas, {
+      isReady: (id) => {
+        const x = this.#replicas.find((y) => y.id === id);
+        return x !== undefined && this.#view(x, views).state === 'ready';
+      },
+      failure: () => undefined,
+    });
     return {
       model,
-      change: o.change,
-      mode: o.inPlace ? 'in-place' : 'surge',
-      by: o.actor,
-      started_at: new Date().toISOString(),
-      state: 'rolling',
-      replaced: 0,
+      change: r.change,
+      mode: r.mode,
+      by: r.by,
+      started_at: r.started_at,
+      state: r.state,
+      // A finished roll replaced what it replaced, whatever ran since.
+      replaced: r.state === 'done' ? total : replaced,
       total,
+      ...(r.finished_at === null ? {} : { finished_at: r.finished_at }),
+      ...(r.error === null ? {} : { error: r.error }),
     };
   }
 
