@@ -14,7 +14,7 @@ import { blobKey } from '../../models/cache-layout.js';
 import { defaultHubEndpoint, type HubAccess } from '../../models/hub.js';
 import type { Origin } from '../../models/origin.js';
 import { parseSource } from '../../models/source.js';
-import type { PendingReplica, PlacementNode, PortRange, Shard } from '../../placement/types.js';
+import type { ModelMemory, PendingReplica, PlacementNode, PortRange, Shard } from '../../placement/types.js';
 import {
   agentReconnectMaxMs,
   maxPortRanges,
@@ -171,7 +171,7 @@ export class Fleet implements HubListener {
     const settings = this.#o.settings.current.settings;
     const views = this.#o.registry.views();
     const now = Date.now();
-    const { specs, unresolved } = await this.#resolvedSpecs();
+    const { specs, unresolved, memory } = await this.#resolvedSpecs();
     const [first, last] = settings.placement.ports.split('-').map(Number) as [number, number];
 
     const result = await this.#o.store.fleet.locked(async (tx) => {
@@ -180,6 +180,7 @@ export class Fleet implements HubListener {
       const { ready, portTaken } = this.#reportedOf(shards, views);
       const plan = planFleet({
         specs,
+        memory,
         replicas,
         shards,
         nodes: views.map((v) => ({
@@ -227,13 +228,20 @@ export class Fleet implements HubListener {
    * The specs placement may place: a model fetched from the hub or a URL only once its source
    * resolved to pinned files (agents download nothing else). Those not resolved yet wait, with why.
    */
-  async #resolvedSpecs(): Promise<{ specs: ModelSpec[]; unresolved: PendingReplica[] }> {
+  async #resolvedSpecs(): Promise<{
+    specs: ModelSpec[];
+    unresolved: PendingReplica[];
+    memory: Map<string, ModelMemory>;
+  }> {
     const models = await this.#o.catalog.list();
     const specs: ModelSpec[] = [];
     const unresolved: PendingReplica[] = [];
+    const memory = new Map<string, ModelMemory>();
     const blobs = new Set<string>();
     for (const { metadata: _m, status, ...spec } of models) {
       const origin = status.origin;
+      // Placement asks the memory planner where a replica fits once the shape is known.
+      if (status.shape !== undefined) memory.set(spec.name, { shape: status.shape, files: origin?.files });
       if (origin !== undefined) {
         this.#origins.set(spec.source, origin);
         for (const f of origin.files) blobs.add(blobKey(origin, f));
@@ -253,7 +261,7 @@ export class Fleet implements HubListener {
       specs.push(spec);
     }
     this.#catalogBlobs = [...blobs].sort();
-    return { specs, unresolved };
+    return { specs, unresolved, memory };
   }
 
   /** Gives new replicas their ids (never reused) and engine keys, sealed for the store. */
