@@ -1,7 +1,8 @@
 import { Hono } from 'hono';
 
 import type { ListOf } from '../../core/api-types.js';
-import type { ModelView } from '../../protocol/model-views.js';
+import type { ModelChange, ModelView } from '../../protocol/model-views.js';
+import { fitWarnings } from '../model-fit.js';
 import { adminOnly, ifMatchVersion, principalOf, rawJson, type ApiDeps, type ApiEnv } from './context.js';
 
 export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
@@ -18,7 +19,7 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   app.post('/', adminOnly, async (c) => {
     const model = await deps.catalog.add(stripMetadata(await rawJson(c)), principalOf(c).name);
     c.header('Location', `/api/v1/models/${model.name}`);
-    return c.json(model, 201);
+    return c.json(withWarnings(deps, model), 201);
   });
 
   app.put('/:name', adminOnly, async (c) => {
@@ -29,7 +30,7 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
       principalOf(c).name,
       expectedVersion(c, body),
     );
-    return c.json(model);
+    return c.json(withWarnings(deps, model));
   });
 
   app.patch('/:name', adminOnly, async (c) => {
@@ -40,7 +41,7 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
       principalOf(c).name,
       expectedVersion(c, body),
     );
-    return c.json(model);
+    return c.json(withWarnings(deps, model));
   });
 
   // Re-pin: resolve the source again (a branch moved on), keeping the old record on a refusal.
@@ -53,6 +54,12 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   );
 
   return app;
+}
+
+/** The model, with why it would fit no class of the cluster: accepted, but not silently. */
+function withWarnings(deps: ApiDeps, model: ModelView): ModelChange {
+  const warnings = fitWarnings(model, deps.registry.views());
+  return warnings.length === 0 ? model : { ...model, warnings };
 }
 
 /**
