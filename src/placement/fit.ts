@@ -14,6 +14,8 @@ import type { ModelMemory } from './types.js';
 export class ProfileFit {
   /** Names the model and profile, for the memo of reasons. */
   readonly key: string;
+  /** The class the profile runs on: its gpu_class, or `cpu`. */
+  readonly cls: string;
   readonly #memory: ModelMemory;
   readonly #profile: ProfileSpec;
   readonly #context: number | undefined;
@@ -21,17 +23,15 @@ export class ProfileFit {
   readonly #quick = new Map<string, MemoryPlan>();
   /** With the fewest cards that would fit, for reasons. */
   readonly #full = new Map<string, MemoryPlan>();
+  /** fits() on the profile's own class by memory: the hot path, a number key. */
+  readonly #own = new Map<number, boolean>();
 
   constructor(o: { model: string; memory: ModelMemory; profile: ProfileSpec; context: number | undefined }) {
     this.key = `${o.model}\u0000${o.profile.name}`;
     this.#memory = o.memory;
     this.#profile = o.profile;
     this.#context = o.context;
-  }
-
-  /** The class the profile runs on: its gpu_class, or `cpu`. */
-  get cls(): string {
-    return isCpuProfile(this.#profile) ? cpuClass : (this.#profile.gpu_class ?? '');
+    this.cls = isCpuProfile(o.profile) ? cpuClass : (o.profile.gpu_class ?? '');
   }
 
   /**
@@ -39,8 +39,14 @@ export class ProfileFit {
    * What the planner could not check (an unknown shape's parts, an unreported memory) counts as
    * fitting: placement then claims nothing, as before it knew memory.
    */
-  fits(memoryMib: number, cls = this.cls): boolean {
-    return this.plan(memoryMib, cls).fits;
+  fits(memoryMib: number, cls?: string): boolean {
+    if (cls !== undefined && cls !== this.cls) return this.plan(memoryMib, cls).fits;
+    let fits = this.#own.get(memoryMib);
+    if (fits === undefined) {
+      fits = this.plan(memoryMib).fits;
+      this.#own.set(memoryMib, fits);
+    }
+    return fits;
   }
 
   /** Fits, and nothing it needed was unknown: what a suggestion of another class asks. */

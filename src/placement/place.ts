@@ -200,27 +200,15 @@ class Placer {
     }
   }
 
-  #placeGpu(model: string, { profile, key, perNode, nodes, fit, need }: Plan): Shard[] | undefined {
+  #placeGpu(model: string, { profile, key, perNode, nodes, takes, takesHead }: Plan): Shard[] | undefined {
     const c = this.#candidates;
-    // Cards (or an instance) too small for a replica do not count, however many are free.
-    const lists = need.kind === 'cards' ? (s: NodeState) => s.cards : (s: NodeState) => s.instances;
-    const cls = need.kind === 'cards' || need.kind === 'instance' ? need.cls : '';
-    const holds =
-      fit === undefined
-        ? () => true
-        : (s: NodeState) => {
-            const list = lists(s).get(cls);
-            return list !== undefined && fit.fits(memoryMibOf(list));
-          };
-    const ports1 = fit === undefined ? onePort : (s: NodeState) => onePort(s) && holds(s);
-    // The head of a multi-node replica also needs the port its other ranks join at.
-    const head = c.best(key, perNode, nodes > 1 ? (s) => twoPorts(s) && holds(s) : ports1);
+    const head = c.best(key, perNode, nodes > 1 ? takesHead : takes);
     if (head === undefined) return undefined;
     const chosen = [head];
     if (nodes > 1) {
       c.detach(head);
       while (chosen.length < nodes) {
-        const next = c.best(key, perNode, ports1);
+        const next = c.best(key, perNode, takes);
         if (next === undefined) break;
         c.detach(next);
         chosen.push(next);
@@ -295,6 +283,9 @@ interface Plan {
   nodes: number;
   /** The memory planner's view of it, when the model's shape is known. */
   fit: ProfileFit | undefined;
+  /** GPU profiles: whether a node can take a shard (a free port, devices that hold it), and a head (two ports). */
+  takes: (s: NodeState) => boolean;
+  takesHead: (s: NodeState) => boolean;
   /** Nothing is freed while placing: once a replica of it fits nowhere, none will this pass. */
   failed: boolean;
 }
@@ -309,7 +300,25 @@ function planOf(model: ModelSpec, p: ProfileSpec, memory: ModelMemory | undefine
   const key = need.kind === 'refused' ? '' : poolKey(need);
   const perNode = need.kind === 'cards' ? need.perNode : 1;
   const nodes = need.kind === 'cards' ? need.nodes : 1;
-  return { profile: p.name, need, key, perNode, nodes, fit, failed: false };
+  // Made once per pass: devices too small for a replica do not count, however many are free.
+  let takes = onePort;
+  let takesHead = twoPorts;
+  if (fit !== undefined && (need.kind === 'cards' || need.kind === 'instance')) {
+    const { cls } = need;
+    const holds =
+      need.kind === 'cards'
+        ? (s: NodeState) => {
+            const list = s.cards.get(cls);
+            return list !== undefined && fit.fits(memoryMibOf(list));
+          }
+        : (s: NodeState) => {
+            const list = s.instances.get(cls);
+            return list !== undefined && fit.fits(memoryMibOf(list));
+          };
+    takes = (s) => s.freePorts >= 1 && holds(s);
+    takesHead = (s) => s.freePorts >= 2 && holds(s);
+  }
+  return { profile: p.name, need, key, perNode, nodes, fit, takes, takesHead, failed: false };
 }
 
 /**
