@@ -6,6 +6,7 @@
 import { cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
 
+import { shapeFromConfig } from '../dist/models/config-shape.js';
 import { place } from '../dist/placement/place.js';
 
 const sizes = [2500, 5000, 10000];
@@ -93,21 +94,45 @@ function makeNode(i) {
   return { name, ready: true, devices, excluded: [], cpus: 64, memory_mib: 1024 * 1024, address: name };
 }
 
+/**
+ * Every GPU model's shape is known, so placement asks the memory planner on every pass: a
+ * Llama-3.1-8B config.json with 2 GiB of weights (a 1B-sized model), at 4096 tokens, fits every
+ * device here, so the shards placed are those the first-fit baseline places.
+ */
+const shape = shapeFromConfig({
+  config: {
+    architectures: ['LlamaForCausalLM'],
+    model_type: 'llama',
+    hidden_size: 4096,
+    intermediate_size: 14336,
+    max_position_embeddings: 131072,
+    num_attention_heads: 32,
+    num_hidden_layers: 32,
+    num_key_value_heads: 8,
+    torch_dtype: 'bfloat16',
+  },
+  weightBytes: 2 * 2 ** 30,
+});
+
 function workload(replicas) {
   const scale = replicas / 10000;
   const models = [];
+  const memory = new Map();
   for (const m of mix) {
     for (let k = 0; k < m.models; k++) {
+      const name = `${m.kind.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}-${k}`;
       models.push({
-        name: `${m.kind.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}-${k}`,
+        name,
         source: '/m',
+        context_length: 4096,
         replicas: Math.round((m.replicas / m.models) * scale),
         profiles: [m.profile],
       });
+      if (m.profile.cpu !== true) memory.set(name, { shape });
     }
   }
   const nodes = Array.from({ length: replicas / 10 }, (_, i) => makeNode(i));
-  return { models, nodes, shards: [], ports: { first: 20000, last: 20199 }, cpuThreads: 0 };
+  return { models, nodes, shards: [], ports: { first: 20000, last: 20199 }, cpuThreads: 0, memory };
 }
 
 function ids() {

@@ -12,7 +12,7 @@ import type {
 } from '../core/api-types.js';
 import type { PlanAnswer } from '../planner/index.js';
 import type { CacheView, ModelDownloads, PullStarted, PurgeResult } from '../protocol/cache-views.js';
-import type { ModelView } from '../protocol/model-views.js';
+import type { ModelChange, ModelView } from '../protocol/model-views.js';
 import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../protocol/node-views.js';
 import type { ReplicaView, RestartResult } from '../protocol/replica-views.js';
 import { errorStatus, LlmgwError, messageOf, type ErrorCode, type Issue } from '../core/errors.js';
@@ -144,20 +144,20 @@ export class ApiClient {
     };
     return (await this.request<PlanAnswer>('POST', '/plan', { json, timeoutMs: resolvingMs })).body;
   }
-  async addModel(spec: unknown): Promise<ModelView> {
-    return (await this.request<ModelView>('POST', '/models', { json: spec, timeoutMs: resolvingMs })).body;
+  async addModel(spec: unknown): Promise<ModelChange> {
+    return (await this.request<ModelChange>('POST', '/models', { json: spec, timeoutMs: resolvingMs })).body;
   }
-  async replaceModel(name: string, spec: unknown): Promise<ModelView> {
+  async replaceModel(name: string, spec: unknown): Promise<ModelChange> {
     return (
-      await this.request<ModelView>('PUT', `/models/${encodeURIComponent(name)}`, {
+      await this.request<ModelChange>('PUT', `/models/${encodeURIComponent(name)}`, {
         json: spec,
         timeoutMs: resolvingMs,
       })
     ).body;
   }
-  async patchModel(name: string, patch: unknown): Promise<ModelView> {
+  async patchModel(name: string, patch: unknown): Promise<ModelChange> {
     return (
-      await this.request<ModelView>('PATCH', `/models/${encodeURIComponent(name)}`, {
+      await this.request<ModelChange>('PATCH', `/models/${encodeURIComponent(name)}`, {
         json: patch,
         timeoutMs: resolvingMs,
       })

@@ -1,5 +1,6 @@
 export { place } from './place.js';
 export type {
+  ModelMemory,
   PendingReplica,
   PlacementInput,
   PlacementNode,

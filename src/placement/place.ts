@@ -1,11 +1,12 @@
 import type { ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
 
 import { Candidates, type PoolRule } from './candidates.js';
+import { memoryMibOf, ProfileFit } from './fit.js';
 import { keepShards, type KeptReplica } from './keep.js';
 import { needOf, poolKey, type Need } from './need.js';
 import { buildNodes, cpuThreadsOn, takePort, type DeviceList, type NodeState } from './node-state.js';
 import { explainer } from './reasons.js';
-import type { PendingReplica, PlacementInput, PlacementResult, Shard } from './types.js';
+import type { ModelMemory, PendingReplica, PlacementInput, PlacementResult, Shard } from './types.js';
 
 /**
  * Places replicas: keeps what runs, stops what is no longer wanted, and adds shards for the
@@ -21,6 +22,9 @@ import type { PendingReplica, PlacementInput, PlacementResult, Shard } from './t
  *   next pass gives them out.
  * - Nothing is freed while placing, so once a replica of a model fits nowhere, no later one
  *   does either: the model's remaining replicas are pending at once.
+ * - A model whose shape is known (input.memory) goes only where the memory planner says a
+ *   replica fits: onto cards (or a MIG instance) whose memory holds it, and on CPUs with the
+ *   RAM it counts reserved. One whose shape is not known is placed by its cards alone.
  *
  * Pure: the same input gives the same output; the only call out is input.newReplicaId, once
  * per replica added.
@@ -38,7 +42,7 @@ export function place(input: PlacementInput): PlacementResult {
     input.ports,
   );
   const hosts = hostCounts(kept.replicas, byName);
-  const placer = new Placer(input, states, hosts);
+  const placer = new Placer(input, states, hosts, [...models.values()]);
 
   const added: Shard[] = [];
   const failed: { model: ModelSpec; pending: PendingReplica }[] = [];
@@ -53,7 +57,7 @@ export function place(input: PlacementInput): PlacementResult {
   // Reasons last, from the final state, and only for what is pending.
   const why = explainer({ states, ports: input.ports, cpuThreads: input.cpuThreads });
   for (const { model, pending } of failed) {
-    const reasons = model.profiles.map((p) => ({ name: p.name, text: why(needOf(p)) }));
+    const reasons = placer.plansOf(model.name).map((p) => ({ name: p.profile, text: why(p.need, p.fit) }));
     pending.reason =
       reasons.length === 1
         ? (reasons[0]?.text ?? '')
@@ -96,16 +100,32 @@ class Placer {
   readonly #hosts: Map<string, Map<number, number>>;
   /** Hosts of the model being placed. */
   #current = new Map<number, number>();
+  /** Each model's profiles as placement reads them, by model name. */
+  readonly #plans = new Map<string, Plan[]>();
 
-  constructor(input: PlacementInput, states: readonly NodeState[], hosts: Map<string, Map<number, number>>) {
+  constructor(
+    input: PlacementInput,
+    states: readonly NodeState[],
+    hosts: Map<string, Map<number, number>>,
+    models: readonly ModelSpec[],
+  ) {
     this.#input = input;
     this.#hosts = hosts;
     const cpuThreads = input.cpuThreads;
+    // A CPU replica the largest node's RAM cannot hold fits none.
+    let ramMib = 0;
+    for (const s of states) if (s.node.cpus > 0) ramMib = Math.max(ramMib, s.node.memory_mib);
+    for (const m of models) {
+      const memory = input.memory?.get(m.name);
+      this.#plans.set(
+        m.name,
+        m.profiles.map((p) => planOf(m, p, memory, ramMib)),
+      );
+    }
     // CPU nodes stay candidates while they could take the smallest CPU shard any model asks for.
     let minCpuMemory = Infinity;
-    for (const m of input.models) {
-      for (const p of m.profiles) {
-        const need = needOf(p);
+    for (const plans of this.#plans.values()) {
+      for (const { need } of plans) {
         if (need.kind === 'cpu') minCpuMemory = Math.min(minCpuMemory, need.memoryMib);
       }
     }
@@ -133,6 +153,11 @@ class Placer {
     });
   }
 
+  /** A model's profiles as placement read them (for reasons). */
+  plansOf(model: string): readonly Plan[] {
+    return this.#plans.get(model) ?? [];
+  }
+
   /** Adds up to `missing` replicas of a model to `out`; returns how many it placed. */
   placeModel(model: ModelSpec, missing: number, out: Shard[]): number {
     let hosts = this.#hosts.get(model.name);
@@ -141,15 +166,17 @@ class Placer {
       this.#hosts.set(model.name, hosts);
     }
     this.#current = hosts;
-    const plans = model.profiles.map(planOf);
+    const plans = this.plansOf(model.name);
     this.#candidates.begin(hosts);
     let placed = 0;
     try {
       for (; placed < missing; placed++) {
         let shards: Shard[] | undefined;
         for (const plan of plans) {
+          if (plan.failed) continue;
           shards = this.#placeReplica(model.name, plan);
           if (shards !== undefined) break;
+          plan.failed = true;
         }
         if (shards === undefined) break;
         for (const s of shards) out.push(s);
@@ -173,16 +200,15 @@ class Placer {
     }
   }
 
-  #placeGpu(model: string, { profile, key, perNode, nodes }: Plan): Shard[] | undefined {
+  #placeGpu(model: string, { profile, key, perNode, nodes, takes, takesHead }: Plan): Shard[] | undefined {
     const c = this.#candidates;
-    // The head of a multi-node replica also needs the port its other ranks join at.
-    const head = c.best(key, perNode, nodes > 1 ? twoPorts : onePort);
+    const head = c.best(key, perNode, nodes > 1 ? takesHead : takes);
     if (head === undefined) return undefined;
     const chosen = [head];
     if (nodes > 1) {
       c.detach(head);
       while (chosen.length < nodes) {
-        const next = c.best(key, perNode, onePort);
+        const next = c.best(key, perNode, takes);
         if (next === undefined) break;
         c.detach(next);
         chosen.push(next);
@@ -247,7 +273,7 @@ class Placer {
   }
 }
 
-/** A profile read once per model: what a replica of it takes, and from which pool. */
+/** A profile read once per pass: what a replica of it takes, and from which pool. */
 interface Plan {
   profile: string;
   need: Need;
@@ -255,14 +281,57 @@ interface Plan {
   /** GPU profiles: cards (or one instance) on each of `nodes` nodes. */
   perNode: number;
   nodes: number;
+  /** The memory planner's view of it, when the model's shape is known. */
+  fit: ProfileFit | undefined;
+  /** GPU profiles: whether a node can take a shard (a free port, devices that hold it), and a head (two ports). */
+  takes: (s: NodeState) => boolean;
+  takesHead: (s: NodeState) => boolean;
+  /** Nothing is freed while placing: once a replica of it fits nowhere, none will this pass. */
+  failed: boolean;
 }
 
-function planOf(p: ProfileSpec): Plan {
-  const need = needOf(p);
+function planOf(model: ModelSpec, p: ProfileSpec, memory: ModelMemory | undefined, ramMib: number): Plan {
+  let need = needOf(p);
+  const fit =
+    memory === undefined || need.kind === 'refused'
+      ? undefined
+      : new ProfileFit({ model: model.name, memory, profile: p, context: model.context_length });
+  if (fit !== undefined && need.kind === 'cpu') need = cpuNeed(need.memoryMib, fit, ramMib);
   const key = need.kind === 'refused' ? '' : poolKey(need);
   const perNode = need.kind === 'cards' ? need.perNode : 1;
   const nodes = need.kind === 'cards' ? need.nodes : 1;
-  return { profile: p.name, need, key, perNode, nodes };
+  // Made once per pass: devices too small for a replica do not count, however many are free.
+  let takes = onePort;
+  let takesHead = twoPorts;
+  if (fit !== undefined && (need.kind === 'cards' || need.kind === 'instance')) {
+    const { cls } = need;
+    const holds =
+      need.kind === 'cards'
+        ? (s: NodeState) => {
+            const list = s.cards.get(cls);
+            return list !== undefined && fit.fits(memoryMibOf(list));
+          }
+        : (s: NodeState) => {
+            const list = s.instances.get(cls);
+            return list !== undefined && fit.fits(memoryMibOf(list));
+          };
+    takes = (s) => s.freePorts >= 1 && holds(s);
+    takesHead = (s) => s.freePorts >= 2 && holds(s);
+  }
+  return { profile: p.name, need, key, perNode, nodes, fit, takes, takesHead, failed: false };
+}
+
+/**
+ * A CPU replica reserves the RAM the planner counts (weights, KV cache, compute) when that is
+ * more than its profile's min_memory_gb; one that not even the largest node's RAM holds is
+ * refused with the planner's reason.
+ */
+function cpuNeed(memoryMib: number, fit: ProfileFit, ramMib: number): Need {
+  if (ramMib <= 0) return { kind: 'cpu', memoryMib };
+  if (!fit.fits(ramMib)) {
+    return { kind: 'refused', reason: fit.explained(ramMib).reason ?? "does not fit in any node's RAM" };
+  }
+  return { kind: 'cpu', memoryMib: Math.max(memoryMib, fit.ramMib(ramMib) ?? 0) };
 }
 
 const onePort = (s: NodeState) => s.freePorts >= 1;

@@ -1,8 +1,9 @@
 import { parseGpuClass, type GpuClass } from '../catalog/gpu-class.js';
 import type { ExcludedCard } from '../gpu/types.js';
 
+import { memoryMibOf, type ProfileFit, shortNeed } from './fit.js';
 import type { Need } from './need.js';
-import { cpuThreadsOn, type NodeState, type PortRange } from './node-state.js';
+import { cpuThreadsOn, type DeviceList, type NodeState, type PortRange } from './node-state.js';
 
 /** Entries in one reason before the rest are counted: a reason stays short on a big cluster. */
 const namedNodes = 5;
@@ -29,20 +30,25 @@ interface Detail {
  * Says why a profile cannot take one more replica, from the state placement ended in: what
  * was needed, then each node's shortfall. Nothing is freed while placing, so a need that
  * failed part-way still fails at the end, and these are the numbers `llmgw ctl nodes` shows.
+ * With the planner's view of the profile (`fit`), devices too small for a replica say so; when
+ * every device of the class is, the planner's reason is the answer, with the other classes of
+ * the cluster where a replica would fit.
  * The function it returns remembers each answer: many models often share one need.
  */
-export function explainer(ctx: ReasonContext): (need: Need) => string {
+export function explainer(ctx: ReasonContext): (need: Need, fit?: ProfileFit) => string {
   const said = new Map<string, string>();
   const parsed = new Map<string, GpuClass | undefined>();
   const classOf = (cls: string) => {
     if (!parsed.has(cls)) parsed.set(cls, parseGpuClass(cls));
     return parsed.get(cls);
   };
-  return (need) => {
-    const key = JSON.stringify(need);
+  let classes: Map<string, number> | undefined;
+  const memory = () => (classes ??= classMemory(ctx.states));
+  return (need, fit) => {
+    const key = fit === undefined ? JSON.stringify(need) : `${JSON.stringify(need)}\u0000${fit.key}`;
     let text = said.get(key);
     if (text === undefined) {
-      text = whyNot(need, ctx, classOf);
+      text = whyNot(need, ctx, { classOf, fit, memory });
       said.set(key, text);
     }
     return text;
@@ -51,14 +57,21 @@ export function explainer(ctx: ReasonContext): (need: Need) => string {
 
 type ClassOf = (cls: string) => GpuClass | undefined;
 
-function whyNot(need: Need, ctx: ReasonContext, classOf: ClassOf): string {
+interface Helpers {
+  classOf: ClassOf;
+  fit: ProfileFit | undefined;
+  /** The largest memory (MiB) a node reports for each device class (cards and MIG instances). */
+  memory: () => ReadonlyMap<string, number>;
+}
+
+function whyNot(need: Need, ctx: ReasonContext, h: Helpers): string {
   if (need.kind === 'refused') return need.reason;
   if (ctx.states.length === 0) return 'no ready node (no node has joined)';
   switch (need.kind) {
     case 'cards':
-      return whyNotCards(need, ctx, classOf);
+      return whyNotCards(need, ctx, h);
     case 'instance':
-      return whyNotInstance(need.cls, ctx, classOf);
+      return whyNotInstance(need.cls, ctx, h);
     case 'cpu':
       return whyNotCpu(need.memoryMib, ctx);
   }
@@ -67,17 +80,23 @@ function whyNot(need: Need, ctx: ReasonContext, classOf: ClassOf): string {
 function whyNotCards(
   { cls, perNode, nodes }: { cls: string; perNode: number; nodes: number },
   ctx: ReasonContext,
-  classOf: ClassOf,
+  h: Helpers,
 ): string {
+  const classOf = h.classOf;
   const relevant = ctx.states.filter(
     (s) =>
       s.cards.has(cls) || migCardsOf(s, cls, classOf) > 0 || s.node.excluded.some((e) => e.class === cls),
   );
   if (relevant.length === 0) return `no node has ${cls} cards (${classesHere(ctx.states)})`;
+  const small = tooSmall(relevant, (s) => s.cards.get(cls), h);
+  if (small.all !== undefined) return small.all;
   if (!ctx.states.some((s) => s.node.ready)) return noReadyNode(relevant);
 
   const fits = (s: NodeState) =>
-    s.node.ready && (s.cards.get(cls)?.free.length ?? 0) >= perNode && s.freePorts >= 1;
+    s.node.ready &&
+    !small.nodes.has(s) &&
+    (s.cards.get(cls)?.free.length ?? 0) >= perNode &&
+    s.freePorts >= 1;
   const what = perNode === 1 ? `a free ${cls} card` : `${perNode} free ${cls} cards`;
   const details: Detail[] = [];
   for (const s of relevant) {
@@ -89,16 +108,19 @@ function whyNotCards(
     if (!s.node.ready) parts.push('not ready');
     else {
       const migCards = migCardsOf(s, cls, classOf);
+      const smallText = small.nodes.get(s);
       if (whole === 0) {
         if (migCards > 0) parts.push('MIG mode, no whole cards');
-      } else if (free >= perNode) parts.push(portShortfall(ctx.ports));
+      } else if (smallText !== undefined) parts.push(`cards too small (${smallText})`);
+      else if (free >= perNode) parts.push(portShortfall(ctx.ports));
       else if (free === 0) parts.push(`${whole} of ${whole} in use`);
       else parts.push(`${free} free`);
       if (whole > 0 && migCards > 0) parts.push(`${migCards} in MIG mode`);
       const excluded = s.node.excluded.filter((e) => e.class === cls);
       if (excluded.length > 0) parts.push(excludedText(excluded));
     }
-    details.push({ state: s, text: parts.join(', '), score: free });
+    // A node whose cards are too small is further from fitting than one whose cards are busy.
+    details.push({ state: s, text: parts.join(', '), score: small.nodes.has(s) ? -1 : free });
   }
   if (nodes === 1) return `no ready node has ${what} (${listNodes(details)})`;
 
@@ -116,7 +138,8 @@ function whyNotCards(
   return `${head}, and ${have} (${listNodes(details)})`;
 }
 
-function whyNotInstance(cls: string, ctx: ReasonContext, classOf: ClassOf): string {
+function whyNotInstance(cls: string, ctx: ReasonContext, h: Helpers): string {
+  const classOf = h.classOf;
   const parsed = classOf(cls);
   const card = parsed?.card ?? cls;
   const profile = parsed?.migProfile ?? cls;
@@ -137,6 +160,8 @@ function whyNotInstance(cls: string, ctx: ReasonContext, classOf: ClassOf): stri
       s.node.excluded.some((e) => e.class === card),
   );
   if (relevant.length === 0) return `no node has ${cls} instances (${classesHere(ctx.states)})`;
+  const small = tooSmall(relevant, (s) => s.instances.get(cls), h);
+  if (small.all !== undefined) return small.all;
   if (!ctx.states.some((s) => s.node.ready)) return noReadyNode(relevant);
 
   const details: Detail[] = [];
@@ -144,18 +169,20 @@ function whyNotInstance(cls: string, ctx: ReasonContext, classOf: ClassOf): stri
     const list = s.instances.get(cls);
     const total = list?.devices.length ?? 0;
     const free = list?.free.length ?? 0;
-    if (s.node.ready && free >= 1 && s.freePorts >= 1) continue;
+    const smallText = small.nodes.get(s);
+    if (s.node.ready && smallText === undefined && free >= 1 && s.freePorts >= 1) continue;
     const parts: string[] = [];
     if (!s.node.ready) parts.push('not ready');
     else {
       const others = otherProfiles(s);
-      if (total > 0) parts.push(free > 0 ? portShortfall(ctx.ports) : `${total} of ${total} in use`);
+      if (smallText !== undefined) parts.push(`instances too small (${smallText})`);
+      else if (total > 0) parts.push(free > 0 ? portShortfall(ctx.ports) : `${total} of ${total} in use`);
       else if (others.length > 0) parts.push(`no ${profile} instances (has ${others.join(' and ')})`);
       else if (s.cards.has(card)) parts.push('MIG mode off');
       const excluded = s.node.excluded.filter((e) => e.class === card);
       if (excluded.length > 0) parts.push(excludedText(excluded));
     }
-    details.push({ state: s, text: parts.join(', '), score: free });
+    details.push({ state: s, text: parts.join(', '), score: small.nodes.has(s) ? -1 : free });
   }
   return `no ready node has a free ${cls} instance (${listNodes(details)})`;
 }
@@ -184,6 +211,55 @@ function whyNotCpu(memoryMib: number, ctx: ReasonContext): string {
     details.push({ state: s, text: parts.join(', '), score: free });
   }
   return `no ready node has ${threads} and ${memoryMib} MiB of RAM (${listNodes(details)})`;
+}
+
+/**
+ * The nodes whose devices of a class are too small for a replica (with the need against what
+ * they give); when every node with such devices is, the planner's reason at the largest, and
+ * the classes of the cluster where a replica would fit.
+ */
+function tooSmall(
+  relevant: readonly NodeState[],
+  listOf: (s: NodeState) => DeviceList | undefined,
+  { fit, memory }: Helpers,
+): { nodes: Map<NodeState, string>; all: string | undefined } {
+  const nodes = new Map<NodeState, string>();
+  if (fit === undefined) return { nodes, all: undefined };
+  let having = 0;
+  let largest = 0;
+  for (const s of relevant) {
+    const list = listOf(s);
+    if (list === undefined || list.devices.length === 0) continue;
+    having++;
+    const mib = memoryMibOf(list);
+    if (fit.fits(mib)) continue;
+    largest = Math.max(largest, mib);
+    nodes.set(s, shortNeed(fit.plan(mib)));
+  }
+  if (having === 0 || nodes.size < having) return { nodes, all: undefined };
+  const reason = fit.explained(largest).reason ?? 'a replica does not fit';
+  const elsewhere = [...memory()]
+    .filter(([c, mib]) => c !== fit.cls && fit.surelyFits(mib, c))
+    .map(([c]) => c)
+    .sort();
+  if (elsewhere.length === 0) return { nodes, all: reason };
+  const shown = elsewhere.slice(0, namedClasses).join(' or ');
+  const more =
+    elsewhere.length > namedClasses ? ` (and ${elsewhere.length - namedClasses} more classes)` : '';
+  // The planner's last remedy may be `a class with more memory`: name those the cluster has.
+  const joint = reason.endsWith('a class with more memory') ? ' such as' : ', or';
+  return { nodes, all: `${reason}${joint} ${shown}${more}` };
+}
+
+/** The largest memory (MiB) any node reports for each device class, cards and MIG instances. */
+function classMemory(states: readonly NodeState[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const s of states) {
+    for (const lists of [s.cards, s.instances]) {
+      for (const [c, list] of lists) out.set(c, Math.max(out.get(c) ?? 0, memoryMibOf(list)));
+    }
+  }
+  return out;
 }
 
 function noReadyNode(relevant: readonly NodeState[]): string {

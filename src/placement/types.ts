@@ -1,5 +1,6 @@
 import type { ModelSpec } from '../catalog/model-spec.js';
 import type { Device, ExcludedCard } from '../gpu/types.js';
+import type { ModelShape } from '../models/shape.js';
 
 /**
  * Placement is a pure function: the models and how many replicas each wants, the nodes
@@ -73,6 +74,21 @@ export interface PlacementInput {
   cpuThreads: number;
   /** Makes replica ids; injected so results are reproducible in tests. */
   newReplicaId: (model: string) => string;
+  /**
+   * What the memory planner needs of each model whose shape is known, by name: a profile of
+   * one is then placed only where a replica fits its cards (or RAM), as its engine budgets
+   * memory. A model missing here is placed by its cards alone, claiming no memory.
+   */
+  memory?: ReadonlyMap<string, ModelMemory>;
+}
+
+/** A model's shape and files (its source resolved), as the planner reads them. */
+export interface ModelMemory {
+  shape: ModelShape;
+  /** The source's files, for the weights' bytes where the shape does not hold them. */
+  files?: readonly { path: string; size: number }[] | undefined;
+  /** The engine's version where known (vLLM's defaults changed at 0.21); else the newest's. */
+  engineVersion?: string | undefined;
 }
 
 export interface PlacementResult {

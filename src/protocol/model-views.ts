@@ -33,3 +33,9 @@ export interface ModelStatus {
 }
 
 export type ModelView = ModelSpec & { metadata: ModelMetadata; status: ModelStatus };
+
+/**
+ * The answer to adding or changing a model: the model as stored, and `warnings` (absent when
+ * none), such as that none of its profiles fits any class of the cluster.
+ */
+export type ModelChange = ModelView & { warnings?: string[] };

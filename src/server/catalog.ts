@@ -1,3 +1,5 @@
+import { isDeepStrictEqual } from 'node:util';
+
 import type { ModelSpec } from '../catalog/model-spec.js';
 import { validateModel } from '../catalog/validate.js';
 import { didYouMean } from '../core/did-you-mean.js';
@@ -7,6 +9,7 @@ import type { Origin } from '../models/origin.js';
 import type { ModelStatus, ModelView } from '../protocol/model-views.js';
 import type { ModelOriginRecord, Store, StoredModel } from '../store/store.js';
 
+import { refuseUnsplitHeads } from './model-fit.js';
 import type { ModelOrigins, Resolution } from './model-origins.js';
 
 export interface CatalogOptions {
@@ -101,6 +104,7 @@ export class Catalog {
       );
     }
     const resolved = await this.#o.origins.resolve(spec.source);
+    refuseUnsplitHeads(spec, resolved.shape);
     const record = this.#o.origins.record(spec.name, resolved);
     const stored = await this.#o.store.transaction(async (tx) => {
       const created = await tx.models.create(spec, actor);
@@ -188,6 +192,9 @@ export class Catalog {
               `model "${name}" changed its source while the new one was being resolved: read it again and redo your change`,
             );
           }
+          // Held to the heads when its profiles or its shape change: a scale alone is not refused.
+          if (resolved !== undefined || !isDeepStrictEqual(current.spec.profiles, next.profiles))
+            refuseUnsplitHeads(next, record?.shape);
           return next;
         },
         options,

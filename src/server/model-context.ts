@@ -4,7 +4,7 @@ import { LLAMACPP_DEFAULT_SLOTS } from '../planner/index.js';
 import { changeContext, type ContextChange } from '../planner/change-context.js';
 import type { RolloutView } from '../protocol/rollout-views.js';
 
-import { clusterClasses } from './api/plan.js';
+import { clusterClasses } from './model-fit.js';
 import type { ApiDeps } from './api/context.js';
 import type { Fleet } from './fleet/fleet.js';
 

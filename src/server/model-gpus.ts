@@ -4,7 +4,7 @@ import { LlmgwError } from '../core/errors.js';
 import { changeGpus, type GpusSide, MAX_GPUS, type MemoryPlan, toGib } from '../planner/index.js';
 import type { GpusSideView, ModelGpusView } from '../protocol/model-gpus-views.js';
 import type { ApiDeps } from './api/context.js';
-import { clusterClasses } from './api/plan.js';
+import { clusterClasses } from './model-fit.js';
 
 /** POST /api/v1/models/{name}/gpus. */
 export const gpusBody = z.strictObject({

@@ -5,9 +5,9 @@ import type { Command } from 'commander';
 import { ApiError } from '../../client/api-client.js';
 import { parseYamlText } from '../../config/yaml-error.js';
 import { messageOf } from '../../core/errors.js';
-import type { ModelView } from '../../protocol/model-views.js';
+import type { ModelChange, ModelView } from '../../protocol/model-views.js';
 import { stringOpt, type Runner } from '../command.js';
-import { age, emit, table, yaml } from '../output.js';
+import { age, emit, type Output, table, yaml } from '../output.js';
 import { UsageError } from '../usage-error.js';
 
 import { purgeText } from './cache.js';
@@ -99,6 +99,7 @@ export function registerModels(ctl: Command, run: Runner): void {
       run.action(async ({ opts, o, conn }) => {
         const spec = readDefinition(stringOpt(opts, 'file') ?? '-');
         const m = await connect(conn).addModel(spec);
+        warnings(o, m);
         emit(
           o,
           m,
@@ -118,7 +119,7 @@ export function registerModels(ctl: Command, run: Runner): void {
         const name = (spec as { name?: unknown } | null)?.name;
         if (typeof name !== 'string') throw new UsageError('the definition has no name: write name: MODEL');
         const client = connect(conn);
-        let m: ModelView;
+        let m: ModelChange;
         let verb = 'replaced';
         try {
           m = await client.replaceModel(name, spec);
@@ -127,6 +128,7 @@ export function registerModels(ctl: Command, run: Runner): void {
           m = await client.addModel(spec);
           verb = 'added';
         }
+        warnings(o, m);
         emit(o, m, (v) => `model "${v.name}" ${verb} (version ${v.metadata.version ?? '-'})`);
       }),
     );
@@ -166,6 +168,11 @@ export function registerModels(ctl: Command, run: Runner): void {
     );
 
   registerModelContext(model, run);
+}
+
+/** What the control plane warned of (a model that fits no class of the cluster), on stderr; --json has them too. */
+function warnings(o: Output, m: ModelChange): void {
+  for (const w of m.warnings ?? []) o.err(`warning: ${w}`);
 }
 
 function resolvedText(m: ModelView): string {

@@ -2,8 +2,9 @@ import { Hono } from 'hono';
 
 import type { ListOf } from '../../core/api-types.js';
 import type { ModelGpusView } from '../../protocol/model-gpus-views.js';
-import type { ModelView } from '../../protocol/model-views.js';
+import type { ModelChange, ModelView } from '../../protocol/model-views.js';
 import { contextBody, setModelContext } from '../model-context.js';
+import { fitWarnings } from '../model-fit.js';
 import { changeModelGpus, gpusBody } from '../model-gpus.js';
 import {
   adminOnly,
@@ -32,7 +33,7 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   app.post('/', adminOnly, async (c) => {
     const model = await deps.catalog.add(stripMetadata(await rawJson(c)), principalOf(c).name);
     c.header('Location', `/api/v1/models/${model.name}`);
-    return c.json(model, 201);
+    return c.json(withWarnings(deps, model), 201);
   });
 
   app.put('/:name', adminOnly, async (c) => {
@@ -43,7 +44,7 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
       principalOf(c).name,
       expectedVersion(c, body),
     );
-    return c.json(model);
+    return c.json(withWarnings(deps, model));
   });
 
   app.patch('/:name', adminOnly, async (c) => {
@@ -54,7 +55,7 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
       principalOf(c).name,
       expectedVersion(c, body),
     );
-    return c.json(model);
+    return c.json(withWarnings(deps, model));
   });
 
   // Re-pin: resolve the source again (a branch moved on), keeping the old record on a refusal.
@@ -81,6 +82,12 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   );
 
   return app;
+}
+
+/** The model, with why it would fit no class of the cluster: accepted, but not silently. */
+function withWarnings(deps: ApiDeps, model: ModelView): ModelChange {
+  const warnings = fitWarnings(model, deps.registry.views());
+  return warnings.length === 0 ? model : { ...model, warnings };
 }
 
 /**

@@ -9,15 +9,10 @@ import { clientText } from '../../core/redact.js';
 import { cpuClass } from '../../gpu/classes.js';
 import type { Origin } from '../../models/origin.js';
 import type { ModelShape } from '../../models/shape.js';
-import {
-  type ClassMemory,
-  knownCardClasses,
-  MIB,
-  type PlanAnswer,
-  planOptions,
-} from '../../planner/index.js';
+import { type ClassMemory, knownCardClasses, type PlanAnswer, planOptions } from '../../planner/index.js';
 import type { NodeView } from '../../protocol/node-views.js';
 import { invalidModel } from '../catalog.js';
+import { clusterClasses } from '../model-fit.js';
 import { jsonBody, principalOf, type ApiContext, type ApiDeps, type ApiEnv } from './context.js';
 
 /** The least context the catalog takes (context_length) and the most the planner looks at. */
@@ -136,24 +131,6 @@ function unknownShape(what: string, problem: string | null | undefined): LlmgwEr
     'precondition_failed',
     `${what} cannot be planned: its shape (layers, heads, weights) is not known: ${problem}`,
   );
-}
-
-/**
- * The device classes of the nodes, each with the largest memory a node reported for it (a
- * replica goes where it fits), and `cpu` with the largest node's RAM; or the classes named.
- */
-export function clusterClasses(nodes: readonly NodeView[]): ClassMemory[] {
-  const memory = new Map<string, number>();
-  for (const n of nodes) {
-    for (const d of n.devices) {
-      const bytes = d.memory_total_mib * MIB;
-      memory.set(d.class, Math.max(memory.get(d.class) ?? 0, bytes));
-    }
-  }
-  const gpus = [...memory.keys()].sort().map((c) => ({ class: c, memoryBytes: memory.get(c) }));
-  if (nodes.length === 0) return gpus;
-  const ram = Math.max(...nodes.map((n) => n.host.memory.total_mib)) * MIB;
-  return [...gpus, { class: cpuClass, memoryBytes: ram > 0 ? ram : undefined }];
 }
 
 function classesToPlan(

@@ -3,7 +3,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { ModelSpec } from '../../catalog/model-spec.js';
 import { naturalCompare } from '../../placement/keep.js';
 import { place } from '../../placement/place.js';
-import type { PendingReplica, PlacementNode, Shard } from '../../placement/types.js';
+import type { ModelMemory, PendingReplica, PlacementNode, Shard } from '../../placement/types.js';
 import type { ReplicaRecord, RolloutRecord } from '../../store/store.js';
 
 import { retirable } from './retirement.js';
@@ -26,6 +26,8 @@ export interface PlanNode {
 export interface FleetPlanInput {
   /** The catalog, in placement priority order. */
   specs: readonly ModelSpec[];
+  /** What the memory planner needs of the models whose shape is known (placement's input.memory). */
+  memory?: ReadonlyMap<string, ModelMemory>;
   replicas: readonly PlanReplica[];
   shards: readonly Shard[];
   nodes: readonly PlanNode[];
@@ -204,6 +206,7 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
     cpuThreads: input.cpuThreads,
     // Only told apart among the shards added, never looked up among stored replicas.
     newReplicaId: () => String(next++),
+    memory: input.memory,
   });
 
   const add: NewReplica[] = [];

@@ -14,7 +14,7 @@ import { blobKey } from '../../models/cache-layout.js';
 import { defaultHubEndpoint, type HubAccess } from '../../models/hub.js';
 import type { Origin } from '../../models/origin.js';
 import { parseSource } from '../../models/source.js';
-import type { PendingReplica, PlacementNode, PortRange, Shard } from '../../placement/types.js';
+import type { ModelMemory, PendingReplica, PlacementNode, PortRange, Shard } from '../../placement/types.js';
 import {
   agentReconnectMaxMs,
   maxPortRanges,
@@ -176,10 +176,10 @@ export class Fleet implements HubListener {
 
   async reconcile(): Promise<void> {
     const now = Date.now();
-    const { specs, unresolved } = await this.#resolvedSpecs();
+    const { specs, unresolved, memory } = await this.#resolvedSpecs();
 
     const result = await this.#o.store.fleet.locked(async (tx) => {
-      const input = await this.#planInput(tx, specs, now);
+      const input = await this.#planInput(tx, specs, memory, now);
       const { ready } = input;
       const plan = planFleet(input);
       for (const r of plan.retire) await tx.fleet.retire(r.id, r.reason, systemActor);
@@ -211,7 +211,12 @@ export class Fleet implements HubListener {
   }
 
   /** What planning reads, from the store (`tx`) and what the nodes said: one assembly for placement and its dry runs. */
-  async #planInput(tx: Store, specs: readonly ModelSpec[], now: number): Promise<FleetPlanInput> {
+  async #planInput(
+    tx: Store,
+    specs: readonly ModelSpec[],
+    memory: FleetPlanInput['memory'],
+    now: number,
+  ): Promise<FleetPlanInput> {
     const settings = this.#o.settings.current.settings;
     const views = this.#o.registry.views();
     const [first, last] = settings.placement.ports.split('-').map(Number) as [number, number];
@@ -221,6 +226,7 @@ export class Fleet implements HubListener {
     const { ready, portTaken } = this.#reportedOf(shards, views);
     return {
       specs,
+      memory,
       replicas,
       shards,
       nodes: views.map((v) => ({
@@ -294,13 +300,20 @@ export class Fleet implements HubListener {
    * The specs placement may place: a model fetched from the hub or a URL only once its source
    * resolved to pinned files (agents download nothing else). Those not resolved yet wait, with why.
    */
-  async #resolvedSpecs(): Promise<{ specs: ModelSpec[]; unresolved: PendingReplica[] }> {
+  async #resolvedSpecs(): Promise<{
+    specs: ModelSpec[];
+    unresolved: PendingReplica[];
+    memory: Map<string, ModelMemory>;
+  }> {
     const models = await this.#o.catalog.list();
     const specs: ModelSpec[] = [];
     const unresolved: PendingReplica[] = [];
+    const memory = new Map<string, ModelMemory>();
     const blobs = new Set<string>();
     for (const { metadata: _m, status, ...spec } of models) {
       const origin = status.origin;
+      // Placement asks the memory planner where a replica fits once the shape is known.
+      if (status.shape !== undefined) memory.set(spec.name, { shape: status.shape, files: origin?.files });
       if (origin !== undefined) {
         this.#origins.set(spec.source, origin);
         for (const f of origin.files) blobs.add(blobKey(origin, f));
@@ -320,7 +333,7 @@ export class Fleet implements HubListener {
       specs.push(spec);
     }
     this.#catalogBlobs = [...blobs].sort();
-    return { specs, unresolved };
+    return { specs, unresolved, memory };
   }
 
   /** Gives new replicas their ids (never reused) and engine keys, sealed for the store. */
@@ -601,11 +614,12 @@ export class Fleet implements HubListener {
    * it: a dry run of placement with `next` in place of the model's spec.
    */
   async #roomBeside(model: string, next: ModelSpec): Promise<void> {
-    const { specs } = await this.#resolvedSpecs();
+    const { specs, memory } = await this.#resolvedSpecs();
     if (!specs.some((s) => s.name === model)) return;
     const input = await this.#planInput(
       this.#o.store,
       specs.map((s) => (s.name === model ? next : s)),
+      memory,
       Date.now(),
     );
     const rollouts = new Map(input.rollouts);

@@ -1,0 +1,102 @@
+import type { ModelSpec } from '../catalog/model-spec.js';
+import { LlmgwError } from '../core/errors.js';
+import { cpuClass } from '../gpu/classes.js';
+import type { ModelShape } from '../models/shape.js';
+import { type ClassMemory, MIB, type PlanDevice, planProfile, splitsHeads } from '../planner/index.js';
+import type { ModelView } from '../protocol/model-views.js';
+import type { NodeView } from '../protocol/node-views.js';
+
+/**
+ * Whether a model fits the cluster, as the catalog tells it when a model is added or changed:
+ * the planner on the classes the nodes report, the same answer placement gives later.
+ */
+
+/**
+ * The device classes of the nodes, each with the largest memory a node reported for it (a
+ * replica goes where it fits), and `cpu` with the largest node's RAM.
+ */
+export function clusterClasses(nodes: readonly NodeView[]): ClassMemory[] {
+  const memory = new Map<string, number>();
+  for (const n of nodes) {
+    for (const d of n.devices) {
+      const bytes = d.memory_total_mib * MIB;
+      memory.set(d.class, Math.max(memory.get(d.class) ?? 0, bytes));
+    }
+  }
+  const gpus = [...memory.keys()].sort().map((c) => ({ class: c, memoryBytes: memory.get(c) }));
+  if (nodes.length === 0) return gpus;
+  const ram = Math.max(...nodes.map((n) => n.host.memory.total_mib)) * MIB;
+  return [...gpus, { class: cpuClass, memoryBytes: ram > 0 ? ram : undefined }];
+}
+
+/** Device classes named in one warning. */
+const namedClasses = 6;
+
+/**
+ * Why none of a model's profiles fits any class of the cluster, one line per profile, in the
+ * planner's words with the classes of the cluster where it would fit; empty when one profile
+ * fits, when the model's shape is not known, or when no node has joined (nothing to judge).
+ * What the planner could not check counts as fitting: a warning is only said when sure.
+ */
+export function fitWarnings(model: ModelView, nodes: readonly NodeView[]): string[] {
+  const shape = model.status.shape;
+  if (shape === undefined || nodes.length === 0) return [];
+  const classes = clusterClasses(nodes);
+  const memory = new Map(classes.map((c) => [c.class, c.memoryBytes]));
+  const device = (cls: string, bytes: number | undefined): PlanDevice =>
+    cls === cpuClass ? { cpu: true, ramBytes: bytes ?? NaN } : { class: cls, memoryBytes: bytes ?? NaN };
+  const base = { shape, files: model.status.origin?.files, context: model.context_length };
+
+  const lines: string[] = [];
+  for (const p of model.profiles) {
+    const cls = p.cpu === true ? cpuClass : (p.gpu_class ?? '');
+    if (!memory.has(cls)) {
+      const here = classes.map((c) => c.class).join(', ');
+      lines.push(`profile "${p.name}": no node has ${cls} cards (classes here: ${here})`);
+      continue;
+    }
+    const plan = planProfile({ ...base, profile: p, device: device(cls, memory.get(cls)) });
+    if (plan.fits) return [];
+    const elsewhere = classes
+      .filter((c) => c.class !== cls && c.class !== cpuClass)
+      .filter((c) => {
+        const there = planProfile({
+          ...base,
+          profile: p,
+          device: device(c.class, c.memoryBytes),
+          maxCards: 0,
+        });
+        return there.fits && there.checked;
+      })
+      .map((c) => c.class);
+    const reason = plan.reason ?? `a replica does not fit ${cls}`;
+    lines.push(`profile "${p.name}": ${reason}${alsoOn(reason, elsewhere)}`);
+  }
+  return lines;
+}
+
+/** `, or a100-80g`: the classes of the cluster where the profile would fit, as placement says them. */
+function alsoOn(reason: string, classes: readonly string[]): string {
+  if (classes.length === 0) return '';
+  const shown = classes.slice(0, namedClasses).join(' or ');
+  const more = classes.length > namedClasses ? ` (and ${classes.length - namedClasses} more classes)` : '';
+  return `${reason.endsWith('a class with more memory') ? ' such as' : ', or'} ${shown}${more}`;
+}
+
+/**
+ * Refuses a profile whose tensor parallel the model's heads cannot split, in vLLM's words
+ * (the planner's splitsHeads, the rule `llmgw ctl model gpus` holds to too): vLLM and SGLang
+ * would not start it. Only once the shape is known; llama.cpp splits by layer, not heads.
+ */
+export function refuseUnsplitHeads(spec: ModelSpec, shape: ModelShape | null | undefined): void {
+  if (shape === null || shape === undefined) return;
+  for (const p of spec.profiles) {
+    if (p.engine === 'llamacpp' || p.cpu === true) continue;
+    const check = splitsHeads(shape, p.tp);
+    if (check.ok) continue;
+    throw new LlmgwError(
+      'invalid_argument',
+      `profile "${p.name}" of model "${spec.name}" cannot run with tp ${p.tp}, nothing was changed: ${check.reason}`,
+    );
+  }
+}
