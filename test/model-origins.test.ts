@@ -444,8 +444,11 @@ describe('re-pinning a model, and llmgw ctl model show', () => {
     expect(out).toMatch(/^ {2}Trained context: +131072 tokens$/m);
     expect(out).toMatch(/^ {2}Dtype: +Q4_K_M$/m);
     expect(out).toMatch(/^ {2}KV cache: +131072 B per token at 2 bytes a value$/m);
+    // No node has joined: whether it fits cannot be told, and show says why rather than failing.
+    expect(out).toMatch(/^Memory: +not planned: .*--class/m);
     const json = JSON.parse((await llmgw(['ctl', 'model', 'show', 'llama', '--json'], env)).stdout);
     expect(json.status.origin.commit).toBe('0123456789abcdef0123456789abcdef01234567');
+    expect(json.plan.error).toMatch(/--class/);
 
     await api(t.url, t.adminKey, 'POST', '/models', {
       name: 'qwen',

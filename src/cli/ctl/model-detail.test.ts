@@ -4,6 +4,7 @@ import { deepseekV2Lite, gemma2_9b } from '../../../test/fakes/gguf/models.js';
 import { asMetadata } from '../../../test/fakes/gguf/metadata.js';
 import { shapeFromGguf } from '../../models/gguf-shape.js';
 import { progressText } from '../../protocol/cache-views.js';
+import type { PlanOption } from '../../planner/index.js';
 import type { ModelView } from '../../protocol/model-views.js';
 
 import { formatCount, layersSummary, modelDetail } from './model-detail.js';
@@ -179,5 +180,58 @@ describe('a change rolling over a model, in model show', () => {
   it('shows no change once it is done', () => {
     const text = modelDetail(view({ rollout: { ...rollout, state: 'done', replaced: 2 } }));
     expect(text).not.toContain('Change:');
+  });
+});
+
+describe("llmgw ctl model show's memory", () => {
+  const option: PlanOption = {
+    profile: 'main',
+    engine: 'vllm',
+    class: 'l4-24g',
+    cards: 1,
+    tp: 1,
+    fits: false,
+    need_gib: 32.7,
+    budget_gib: 20.7,
+    weights_gib: 15,
+    kv_gib: 16,
+    max_context: 33024,
+    reason: 'needs 32.7 GiB a card on l4-24g: a context up to 33024 fits, or 2 cards',
+  };
+
+  it('says per profile whether it fits, as ctl plan does, and leaves out the engines no profile names', () => {
+    const text = modelDetail(view({}), {
+      plan: {
+        model: 'm',
+        context: 131072,
+        options: [
+          option,
+          {
+            ...option,
+            class: 'a100-80g',
+            fits: true,
+            need_gib: 40.2,
+            budget_gib: 73.6,
+            max_context: 131072,
+            reason: null,
+          },
+          { ...option, profile: null, engine: 'sglang' },
+        ],
+      },
+    });
+    expect(text).toContain('Memory at 131072 tokens (llmgw ctl plan m for every engine and class):');
+    expect(text).toContain(
+      '  main  vllm on l4-24g ×1: does not fit: needs 32.7 GiB a card on l4-24g: a context up to 33024 fits, or 2 cards',
+    );
+    expect(text).toContain(
+      '  main  vllm on a100-80g ×1: fits, 40.2 of 73.6 GiB a card, a context up to 131072 fits',
+    );
+    expect(text).not.toContain('sglang');
+  });
+
+  it('says why it could not plan', () => {
+    expect(modelDetail(view({}), { plan: { error: 'no class on a cluster without nodes' } })).toMatch(
+      /^Memory: +not planned: no class on a cluster without nodes$/m,
+    );
   });
 });

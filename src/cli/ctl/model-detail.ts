@@ -4,6 +4,7 @@
  * figure llmgw could not read shown as unknown with the reason.
  */
 import type { Origin } from '../../models/origin.js';
+import type { PlanAnswer } from '../../planner/index.js';
 import type { Known, ModelShape, SlidingWindow } from '../../models/shape.js';
 import { formatSize } from '../../models/source.js';
 import { progressText, type NodeDownload } from '../../protocol/cache-views.js';
@@ -159,6 +160,32 @@ export function modelSections(m: ModelView): string[][] {
 export interface ModelLive {
   replicas?: readonly ReplicaView[];
   downloads?: readonly NodeDownload[];
+  /** What `llmgw ctl plan NAME` answers, or why it could not. */
+  plan?: PlanAnswer | { error: string };
+}
+
+/**
+ * Whether each of the model's profiles fits the cluster, as `ctl plan` answers: one line a
+ * profile and class, the need a card against the budget, the longest context, or why not.
+ */
+export function memoryLines(plan: PlanAnswer | { error: string }): string[] {
+  if ('error' in plan) return [`${label('Memory')}not planned: ${plan.error}`];
+  const mine = plan.options.filter((p) => p.profile !== null);
+  if (mine.length === 0) return [`${label('Memory')}no profile runs on the cluster's classes`];
+  const at = plan.context === null ? '' : ` at ${plan.context} tokens`;
+  return [
+    `Memory${at} (llmgw ctl plan ${plan.model} for every engine and class):`,
+    ...mine.map((p) => {
+      const where = p.class === 'cpu' ? `${p.engine} on cpu` : `${p.engine} on ${p.class} ×${p.cards}`;
+      const need =
+        p.need_gib === null
+          ? ''
+          : `, ${p.need_gib.toFixed(1)}${p.budget_gib === null ? '' : ` of ${p.budget_gib.toFixed(1)}`} GiB ${p.class === 'cpu' ? 'of RAM' : 'a card'}`;
+      const longest = p.max_context === null ? '' : `, a context up to ${p.max_context} fits`;
+      const verdict = p.fits ? `fits${need}${longest}` : `does not fit: ${p.reason ?? 'no reason given'}`;
+      return `  ${p.profile ?? '-'}  ${where}: ${verdict}`;
+    }),
+  ];
 }
 
 function replicaLines(replicas: readonly ReplicaView[]): string[] {
@@ -188,5 +215,6 @@ export function modelDetail(m: ModelView, live: ModelLive = {}): string {
   const sections = modelSections(m);
   if (live.replicas !== undefined) sections.push(replicaLines(live.replicas));
   if (live.downloads !== undefined && live.downloads.length > 0) sections.push(downloadLines(live.downloads));
+  if (live.plan !== undefined) sections.push(memoryLines(live.plan));
   return sections.map((s) => s.join('\n')).join('\n\n');
 }

@@ -54,11 +54,13 @@ export function registerModels(ctl: Command, run: Runner): void {
         const client = connect(conn);
         const m = await client.getModel(name);
         // What runs of it now: replicas (downloading ones with their progress) and the nodes' downloads.
-        const [replicas, downloads] = await Promise.all([
+        // and whether its profiles fit the cluster, as llmgw ctl plan says (or why that cannot be told).
+        const [replicas, downloads, plan] = await Promise.all([
           client.listReplicas(name),
           m.status.origin === undefined ? undefined : client.modelDownloads(name).then((d) => d.nodes),
+          client.plan({ model: name }).catch((e: unknown) => ({ error: messageOf(e) })),
         ]);
-        const live = { replicas, ...(downloads === undefined ? {} : { downloads }) };
+        const live = { replicas, plan, ...(downloads === undefined ? {} : { downloads }) };
         emit(o, { ...m, ...live }, () => modelDetail(m, live));
       }),
     );
