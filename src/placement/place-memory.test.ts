@@ -12,6 +12,7 @@ import { GIB, MIB, planProfile } from '../planner/index.js';
 import { ProfileFit } from './fit.js';
 import { place } from './place.js';
 import type { ModelMemory, PlacementInput, PlacementNode, Shard } from './types.js';
+import { cpuProfile } from '../../test/support/profiles.js';
 
 /** Llama-3.1-8B's original weights (bf16, 14.96 GiB; 128 KiB of KV a token). */
 const llama8b = shapeFromConfig({
@@ -70,18 +71,7 @@ function gpu(cls: string, tp = 1, more: Partial<ProfileSpec> = {}): ProfileSpec 
   };
 }
 
-const cpu: ProfileSpec = {
-  name: 'cpu',
-  engine: 'llamacpp',
-  cpu: true,
-  tp: 1,
-  pp: 1,
-  gpus_per_node: 0,
-  nodes: 1,
-  args: [],
-  env: {},
-  adapters: [],
-};
+const cpu = cpuProfile();
 
 function model(name: string, o: { replicas?: number; context?: number; profiles: ProfileSpec[] }): ModelSpec {
   return {

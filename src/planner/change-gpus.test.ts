@@ -9,6 +9,7 @@ import { shapeFromGguf } from '../models/gguf-shape.js';
 import { known, type ModelShape } from '../models/shape.js';
 import { changeGpus, type GpusChangeInput } from './change-gpus.js';
 import { GIB, MIB } from './units.js';
+import { gpuProfile } from '../../test/support/profiles.js';
 
 /** Llama-3.1-8B bf16: 32 heads, 8 KV heads, 14.96 GiB, 131072 tokens trained. */
 const llama8b = shapeFromConfig({
@@ -25,19 +26,7 @@ const llamaGguf: ModelShape = {
   weightBytes: known(4.58 * GIB),
 };
 
-const prof = (more: Partial<ProfileSpec> = {}): ProfileSpec => ({
-  name: 'gpu',
-  engine: 'vllm',
-  gpu_class: 'l4-24g',
-  tp: 1,
-  pp: 1,
-  gpus_per_node: 1,
-  nodes: 1,
-  args: [],
-  env: {},
-  adapters: [],
-  ...more,
-});
+const prof = gpuProfile;
 const cpu = prof({ name: 'cpu', engine: 'llamacpp', gpu_class: undefined, cpu: true, gpus_per_node: 0 });
 const model = (profiles: ProfileSpec[], more: Partial<ModelSpec> = {}): ModelSpec => ({
   name: 'm',

@@ -3,19 +3,9 @@ import { describe, expect, it } from 'vitest';
 import type { ModelSpec } from '../../catalog/model-spec.js';
 
 import { rolloutProgress, type RolloutProgress } from './rollout.js';
+import { cpuProfile } from '../../../test/support/profiles.js';
 
-const profile = {
-  name: 'cpu',
-  engine: 'llamacpp' as const,
-  cpu: true,
-  tp: 1,
-  pp: 1,
-  gpus_per_node: 0,
-  nodes: 1,
-  args: [],
-  env: {},
-  adapters: [],
-};
+const profile = cpuProfile();
 const before: ModelSpec = { name: 'm', source: '/m.gguf', replicas: 2, profiles: [profile] };
 const after: ModelSpec = { ...before, context_length: 8192 };
 const started = '2026-03-01T12:00:00.000Z';
