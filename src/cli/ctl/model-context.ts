@@ -8,6 +8,7 @@ import { emit } from '../output.js';
 import { UsageError } from '../usage-error.js';
 
 import { connect } from './connection.js';
+import { rollingLines } from './rollout-text.js';
 
 /** `llmgw ctl model context MODEL TOKENS [--slots N] [--in-place]`, under `ctl model`. */
 export function registerModelContext(model: Command, run: Runner): void {
@@ -52,10 +53,7 @@ export function contextText(v: ContextChangeView): string {
     `max output: ${v.max_output ?? 'unset (the rest of the context)'}`,
   ];
   for (const p of v.profiles) lines.push(...profileLines(p));
-  const r = v.rollout;
-  lines.push(
-    `rollout: ${r.change}, ${r.mode}, ${r.replaced} of ${r.total} replica${r.total === 1 ? '' : 's'} replaced (${r.state})${r.error === undefined ? '' : `: ${r.error}`}`,
-  );
+  lines.push(...rollingLines(v.rollout));
   if (v.note !== undefined) lines.push(`note: ${v.note}`);
   return lines.join('\n');
 }

@@ -95,9 +95,16 @@ describe('llmgw ctl model gpus: what it prints', () => {
     ]);
   });
 
+  it("says a roll that failed at once, with the engine's error", () => {
+    const failed = { ...view.rollout, state: 'failed' as const, error: 'replica q-4: exited with code 1' };
+    expect(gpusText({ ...view, rollout: failed })).toContain(
+      'The change failed to roll: replica q-4: exited with code 1',
+    );
+  });
+
   it('with no replica running, says the next ones start on the new cards', () => {
     expect(gpusText({ ...view, rollout: { ...view.rollout, total: 0 } })).toContain(
-      'It runs no replica: its next ones start on the new cards.',
+      'It runs no replica: its next ones start with the change.',
     );
   });
 });

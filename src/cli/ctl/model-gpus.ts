@@ -7,6 +7,7 @@ import { emit } from '../output.js';
 import { UsageError } from '../usage-error.js';
 
 import { connect } from './connection.js';
+import { rollingLines } from './rollout-text.js';
 
 /** `llmgw ctl model gpus MODEL N [--profile P] [--in-place]`: the cards of a node each replica uses. */
 export function registerModelGpus(model: Command, run: Runner): void {
@@ -73,18 +74,7 @@ export function gpusText(v: ModelGpusView): string {
     );
     if (p.dropped_args.length > 0) lines.push(`  left out of its args: ${p.dropped_args.join(' ')}`);
   }
-  const r = v.rollout;
-  if (r.total === 0) {
-    lines.push('It runs no replica: its next ones start on the new cards.');
-  } else {
-    const them = r.total === 1 ? 'Its replica starts' : `Its ${r.total} replicas start`;
-    lines.push(
-      r.mode === 'in-place'
-        ? `${them} again in place, one at a time: each stops before its successor starts.`
-        : `${them} again beside the old ones, each old one stopping once its successor is ready.`,
-      `llmgw ctl model show ${v.model} follows the change.`,
-    );
-  }
+  lines.push(...rollingLines(v.rollout));
   if (v.note !== null) lines.push(`Note: ${v.note}`);
   return lines.join('\n');
 }

@@ -1,0 +1,17 @@
+import type { RolloutView } from '../../protocol/rollout-views.js';
+
+/**
+ * What a change does to a model's replicas, in the words both `ctl model gpus` and
+ * `ctl model context` end with: none to restart, how they restart, or why the roll failed.
+ */
+export function rollingLines(r: RolloutView): string[] {
+  if (r.state === 'failed') return [`The change failed to roll: ${r.error ?? 'no reason given'}`];
+  if (r.total === 0) return ['It runs no replica: its next ones start with the change.'];
+  const them = r.total === 1 ? 'Its replica starts' : `Its ${r.total} replicas start`;
+  return [
+    r.mode === 'in-place'
+      ? `${them} again in place, one at a time: each stops before its successor starts.`
+      : `${them} again beside the old ones, each old one stopping once its successor is ready.`,
+    `llmgw ctl model show ${r.model} follows the change.`,
+  ];
+}
