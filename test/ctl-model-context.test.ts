@@ -36,7 +36,7 @@ describe('llmgw ctl model context', () => {
         /^profile l4 \(vLLM on l4-24g\): [\d.]+ of 20\.7 GiB a card \(weights 14\.2, KV 0\.4 at 8192 tokens\) → [\d.]+ of 20\.7 GiB a card \(weights 14\.2, KV 0\.9 at 16384 tokens\)$/,
       ),
       '  args: --max-model-len 16384',
-      'It runs no replica: its next ones start with the change.',
+      'No running replica runs what changed, so none restarts: new ones start with the change.',
     ]);
   });
 

@@ -35,7 +35,7 @@ describe('llmgw ctl model gpus', () => {
     expect(r.stdout.trimEnd().split('\n')).toEqual([
       'model "qwen-7b", profile "l4" (vllm on l4-24g): 1 → 2 cards of a node a replica, tensor parallel 1 → 2',
       '  need a card: 17.6 of 20.7 GiB, fits → 9.5 of 20.7 GiB, fits',
-      'It runs no replica: its next ones start with the change.',
+      'No running replica runs what changed, so none restarts: new ones start with the change.',
       'Note: not checked: no node with l4-24g cards has joined: whether one has 2 is not checked',
     ]);
   });

@@ -167,6 +167,34 @@ describe('rolling changes over replicas on test agents', () => {
     expect(end).toMatchObject({ actor: 'system', detail: { change: 'context 2048 → 4096', by: 'admin' } });
   });
 
+  it('ends at once a change of a profile no replica runs, restarting none', async () => {
+    await addModel('idle', 1);
+    const [only] = await allReady('idle', 1);
+    const spec = await specOf('idle');
+    const gpu = { ...spec.profiles[0]!, name: 'gpu', cpu: false, gpu_class: 'l4-24g', gpus_per_node: 1 };
+    // A GPU profile after the CPU one: the replica runs on CPUs and never ran the GPU profile.
+    const withGpu: ModelSpec = { ...spec, profiles: [...spec.profiles, gpu] };
+    await writer('idle', withGpu)();
+    await t.cp.fleet.reconcile();
+    const next: ModelSpec = {
+      ...withGpu,
+      profiles: [withGpu.profiles[0]!, { ...gpu, gpus_per_node: 2 }],
+    };
+    const view = await t.cp.fleet.rollModel(
+      'idle',
+      next,
+      { inPlace: false, actor: 'admin', change: 'gpus 1 → 2' },
+      writer('idle', next),
+    );
+    expect(view).toMatchObject({ state: 'done', replaced: 0, total: 0 });
+    expect(t.cp.fleet.replicas('idle').map((r) => r.id)).toEqual([only?.id]);
+    // The room it took is for the tests after it.
+    expect((await api(t.url, t.adminKey, 'DELETE', '/models/idle')).status).toBe(200);
+    await until('the idle model to be gone', () =>
+      t.cp.fleet.replicas('idle').length === 0 ? true : undefined,
+    );
+  });
+
   it("halts a change whose new replica fails: the old ones keep serving, and the rollout says the engine's error", async () => {
     const before = await allReady('a', 2);
     const good = await specOf('a');

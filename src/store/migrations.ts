@@ -189,6 +189,7 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('by_actor', 'text', (c) => c.notNull())
           .addColumn('spec', 'text', (c) => c.notNull())
           .addColumn('replica', 'text')
+          .addColumn('replaces', 'integer', (c) => c.notNull().defaultTo(0))
           .addColumn('started_at', 'text', (c) => c.notNull())
           .addColumn('state', 'text', (c) => c.notNull())
           .addColumn('finished_at', 'text')

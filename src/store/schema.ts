@@ -106,6 +106,7 @@ export interface Database {
     /** JSON: the ModelSpec it rolls to. */
     spec: string;
     replica: string | null;
+    replaces: number;
     started_at: string;
     state: string;
     finished_at: string | null;

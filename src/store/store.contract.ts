@@ -466,6 +466,7 @@ export function storeContract(name: string, options: ContractOptions, harness: (
         by: 'admin',
         spec: spec('roll-model', { replicas: 2 }),
         replica: null,
+        replaces: 2,
         started_at: '2026-01-01T00:00:00.000Z',
       };
       expect(await store.rollouts.get('roll-model')).toBeUndefined();

@@ -279,6 +279,8 @@ export interface RolloutRecord {
   spec: ModelSpec;
   /** The replica restarted (`ctl replica restart`); null for a change of the model. */
   replica: string | null;
+  /** Replicas it restarts: those that did not run `spec` when it started (1 for a restart). */
+  replaces: number;
   started_at: string;
   state: 'rolling' | 'done' | 'failed';
   finished_at: string | null;

@@ -89,7 +89,7 @@ describe('llmgw ctl model gpus: what it prints', () => {
     expect(text.split('\n')).toEqual([
       'model "qwen-7b", profile "l4" (llamacpp on l4-24g): 1 → 4 cards of a node a replica, its layers split over them',
       '  need a card: not checked → not checked',
-      'Its replica starts again in place, one at a time: each stops before its successor starts.',
+      'Its replica starts again in place: it stops before its successor starts.',
       'llmgw ctl model show qwen-7b follows the change.',
       'Note: not checked: its shape is not known (no config.json)',
     ]);
@@ -102,9 +102,9 @@ describe('llmgw ctl model gpus: what it prints', () => {
     );
   });
 
-  it('with no replica running, says the next ones start on the new cards', () => {
+  it('with no replica running what changed, says none restarts', () => {
     expect(gpusText({ ...view, rollout: { ...view.rollout, total: 0 } })).toContain(
-      'It runs no replica: its next ones start with the change.',
+      'No running replica runs what changed, so none restarts: new ones start with the change.',
     );
   });
 });

@@ -6,12 +6,18 @@ import type { RolloutView } from '../../protocol/rollout-views.js';
  */
 export function rollingLines(r: RolloutView): string[] {
   if (r.state === 'failed') return [`The change failed to roll: ${r.error ?? 'no reason given'}`];
-  if (r.total === 0) return ['It runs no replica: its next ones start with the change.'];
-  const them = r.total === 1 ? 'Its replica starts' : `Its ${r.total} replicas start`;
+  if (r.total === 0)
+    return ['No running replica runs what changed, so none restarts: new ones start with the change.'];
+  const one = r.total === 1;
+  const them = one ? 'Its replica starts' : `Its ${r.total} replicas start`;
   return [
     r.mode === 'in-place'
-      ? `${them} again in place, one at a time: each stops before its successor starts.`
-      : `${them} again beside the old ones, each old one stopping once its successor is ready.`,
+      ? one
+        ? `${them} again in place: it stops before its successor starts.`
+        : `${them} again in place, one at a time: each stops before its successor starts.`
+      : one
+        ? `${them} again beside the old one, which stops once its successor is ready.`
+        : `${them} again beside the old ones, each old one stopping once its successor is ready.`,
     `llmgw ctl model show ${r.model} follows the change.`,
   ];
 }

@@ -48,7 +48,13 @@ import { systemActor } from '../admin-key.js';
 
 import { unavailableReason, type ReplicaOfModel } from './availability.js';
 import type { EngineKeys } from './engine-keys.js';
-import { planFleet, type FleetPlanInput, type NewReplica, type PlanRollout } from './fleet-plan.js';
+import {
+  planFleet,
+  runsAsSpecified,
+  type FleetPlanInput,
+  type NewReplica,
+  type PlanRollout,
+} from './fleet-plan.js';
 import { rolloutProgress } from './rollout.js';
 
 export interface FleetOptions {
@@ -528,6 +534,7 @@ export class Fleet implements HubListener {
       by: actor,
       spec: this.#specOf(r.model) ?? r.spec,
       replica: id,
+      replaces: 1,
       // Before the replica is marked or removed: its successor is made after this.
       started_at: new Date().toISOString(),
     };
@@ -593,6 +600,10 @@ export class Fleet implements HubListener {
         by: o.actor,
         spec: stored,
         replica: null,
+        // What runs something else now: a change to a profile no replica runs restarts none.
+        replaces: this.#replicas.filter(
+          (r) => r.model === model && !r.retiring && !runsAsSpecified(r, stored),
+        ).length,
         started_at,
       });
     } finally {

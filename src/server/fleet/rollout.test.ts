@@ -21,8 +21,8 @@ const replica = (id: string, spec: ModelSpec, created_at: string, retiring = fal
   retiring,
 });
 
-const change = { spec: after, replica: null, started_at: started };
-const restart = { spec: before, replica: 'm-1', started_at: started };
+const change = { spec: after, replaces: 2, started_at: started };
+const restart = { spec: before, replaces: 1, started_at: started };
 
 const cases: [
   string,
@@ -55,6 +55,14 @@ const cases: [
     [replica('m-3', after, later), replica('m-4', after, later)],
     { ready: ['m-3', 'm-4'] },
     { replaced: 2, total: 2, end: { state: 'done' } },
+  ],
+  [
+    'a change of a profile no replica runs restarts none: done at once',
+    { ...change, replaces: 0 },
+    after,
+    [replica('m-1', after, earlier), replica('m-2', after, earlier)],
+    { ready: ['m-1', 'm-2'] },
+    { replaced: 0, total: 0, end: { state: 'done' } },
   ],
   [
     'a successor failed: failed, with the replica and its engine error',

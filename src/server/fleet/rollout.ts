@@ -13,19 +13,20 @@ export interface RolloutProgress {
 
 /**
  * How far a rolling change is, from the model's replicas after a placement pass. Done once as
- * many replicas made since it started run the change and are ready as it replaces (every replica
- * the model wants; one for a restart), none is being replaced and none runs anything else. Failed
+ * many replicas made since it started run the change and are ready as it replaces (those that
+ * ran something else when it started; one for a restart), none is being replaced and none runs anything else. Failed
  * when a replica made since it started, running the change, failed (its engine exited, or its
  * files could not be fetched), with that replica and its engine's last error; or when the model
  * was changed again before it was done.
  */
 export function rolloutProgress(
-  rollout: Pick<RolloutRecord, 'spec' | 'replica' | 'started_at'>,
+  rollout: Pick<RolloutRecord, 'spec' | 'replaces' | 'started_at'>,
   spec: ModelSpec,
   replicas: readonly Pick<PlanReplica, 'id' | 'model' | 'profile' | 'spec' | 'created_at' | 'retiring'>[],
   o: { isReady: (id: string) => boolean; failure: (id: string) => string | undefined },
 ): RolloutProgress {
-  const total = rollout.replica === null ? spec.replicas : 1;
+  // Scaled down meanwhile: fewer to replace.
+  const total = Math.min(rollout.replaces, spec.replicas);
   const mine = replicas.filter((r) => r.model === spec.name);
   const successors = mine.filter(
     (r) => r.created_at >= rollout.started_at && runsAsSpecified(r, rollout.spec),
