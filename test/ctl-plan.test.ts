@@ -47,11 +47,10 @@ describe('llmgw ctl plan', () => {
       'REASON',
     ]);
     const rows = lines.slice(2).map((l) => l.split(/\s{2,}/));
-    // The profile and the 3 engines on an L4 at one card, then the 3 on two T4s.
+    // The profile and the 2 other engines on an L4 at one card (vLLM's defaults are the profile's), then the 3 on two T4s.
     expect(rows.map((c) => c.slice(0, 5).join(' '))).toEqual([
       '- trtllm l4-24g 1 yes',
       'l4 vllm l4-24g 1 yes',
-      '- vllm l4-24g 1 yes',
       '- sglang l4-24g 1 yes',
       '- trtllm t4-16g 2 yes',
       '- vllm t4-16g 2 yes',

@@ -47,7 +47,7 @@ describe('planOptions: each engine on each class at the fewest cards that fit, b
       ['- trtllm t4-16g ×2 tp2 fits', '- vllm t4-16g ×2 tp2 fits', '- sglang t4-16g ×2 tp2 fits'],
     ],
     [
-      "Qwen2.5 7B's own profiles beside the engines' defaults: tp 1 on an L4 before tp 2, and no CPUs for safetensors",
+      "Qwen2.5 7B's own profiles beside the engines' defaults (but those a profile repeats): tp 1 on an L4 before tp 2, and no CPUs for safetensors",
       {
         model: 'qwen',
         shape: qwen7b,
@@ -69,7 +69,7 @@ describe('planOptions: each engine on each class at the fewest cards that fit, b
         '- trtllm l4-24g ×1 tp1 fits',
         '- vllm l4-24g ×1 tp1 fits',
         'sglang-l4 sglang l4-24g ×1 tp1 fits',
-        '- sglang l4-24g ×1 tp1 fits',
+        // SGLang's defaults on one L4 say what sglang-l4 says: that row alone.
         'vllm-tp2 vllm l4-24g ×2 tp2 fits',
       ],
     ],

@@ -110,14 +110,19 @@ export function planOptions(input: OptionsInput): PlanAnswer {
     }
   }
 
-  rows.sort(
+  // An engine's row that says what a profile's row says (a profile with the engine's defaults) is left out.
+  const same = (a: PlanOption, b: PlanOption) =>
+    a.engine === b.engine && a.class === b.class && a.cards === b.cards && a.need_gib === b.need_gib;
+  const named = rows.filter((r) => r.option.profile !== null).map((r) => r.option);
+  const kept = rows.filter((r) => r.option.profile !== null || !named.some((n) => same(n, r.option)));
+  kept.sort(
     (a, b) =>
       Number(b.option.fits) - Number(a.option.fits) ||
       cardRank(a.option) - cardRank(b.option) ||
       b.headroom - a.headroom,
   );
   const trained = input.shape.trainedContext.known ? input.shape.trainedContext.value : undefined;
-  return { model: input.model, context: context ?? trained ?? null, options: rows.map((r) => r.option) };
+  return { model: input.model, context: context ?? trained ?? null, options: kept.map((r) => r.option) };
 }
 
 /** Fewer cards first; CPUs after every GPU option (slower whatever their headroom). */
