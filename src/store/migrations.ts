@@ -189,11 +189,19 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('by_actor', 'text', (c) => c.notNull())
           .addColumn('spec', 'text', (c) => c.notNull())
           .addColumn('replica', 'text')
-          .addColumn('replaces', 'integer', (c) => c.notNull().defaultTo(0))
           .addColumn('started_at', 'text', (c) => c.notNull())
           .addColumn('state', 'text', (c) => c.notNull())
           .addColumn('finished_at', 'text')
           .addColumn('error', 'text')
+          .execute();
+      },
+    },
+    // How many replicas a rollout restarts, counted when it starts (0: none ran what changed).
+    '0008_rollout_replaces': {
+      async up(db) {
+        await db.schema
+          .alterTable('rollouts')
+          .addColumn('replaces', 'integer', (c) => c.notNull().defaultTo(0))
           .execute();
       },
     },
