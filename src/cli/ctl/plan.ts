@@ -70,7 +70,12 @@ const num = (v: number | null, digits = 1) => (v === null ? '-' : v.toFixed(digi
 
 export function planText(a: PlanAnswer): string {
   const head = `${a.model}${a.context === null ? '' : ` at ${a.context} tokens`}: per card, GiB`;
-  if (a.options.length === 0) return `${head}\nNo engine runs these weights on the classes asked about.`;
+  if (a.options.length === 0)
+    return (
+      `${head}\nNo engine runs these weights on the classes asked about: original weights (safetensors) ` +
+      'run on vLLM, SGLang and TensorRT-LLM, on GPUs only. Name GPU classes (--class l4-24g,a100-80g), ' +
+      'or plan a GGUF file, which llama.cpp also runs on CPUs.'
+    );
   const rows = a.options.map((p: PlanOption) => [
     p.profile ?? '-',
     p.engine,
