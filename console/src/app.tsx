@@ -76,9 +76,7 @@ export function App() {
       />
     );
   }
-  return (
-<Shell signed={signed} signOut={signOut} />
-  );
+  return <Shell signed={signed} signOut={signOut} />;
 }
 
 function Shell({ signed, signOut }: { signed: Signed; signOut: () => void }) {

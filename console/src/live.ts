@@ -119,7 +119,8 @@ export async function follow(o: LiveOptions, signal: AbortSignal): Promise<void>
     } catch {
       // Unreachable, or the stream broke: retried below, without a word (the views show errors).
     }
-    if (signal.aborted) break;
+    // Narrowed by the loop's condition, though an await above may have aborted it.
+    if ((signal as { aborted: boolean }).aborted) break;
     await wait(backoffMs(attempt++), signal);
   }
 }

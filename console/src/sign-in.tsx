@@ -1,4 +1,4 @@
-import { useState, type FormEvent } from 'react';
+import { useState, type SyntheticEvent } from 'react';
 
 import { Api, type WhoAmI } from './api.js';
 import { consoleRefusal } from './session.js';
@@ -16,7 +16,7 @@ export function SignIn({ onSignedIn, makeApi = (key) => new Api({ key }) }: Sign
   const [error, setError] = useState<string | undefined>();
   const [busy, setBusy] = useState(false);
 
-  const submit = async (e: FormEvent) => {
+  const submit = async (e: SyntheticEvent<HTMLFormElement>) => {
     e.preventDefault();
     const typed = key.trim();
     if (typed === '') {
@@ -40,7 +40,10 @@ export function SignIn({ onSignedIn, makeApi = (key) => new Api({ key }) }: Sign
   return (
     <main className="sign-in">
       <h1>llmgw</h1>
-      <form onSubmit={(e) => void submit(e)} aria-describedby={error === undefined ? undefined : 'sign-in-error'}>
+      <form
+        onSubmit={(e) => void submit(e)}
+        aria-describedby={error === undefined ? undefined : 'sign-in-error'}
+      >
         <label htmlFor="api-key">API key</label>
         <input
           id="api-key"
@@ -61,7 +64,9 @@ export function SignIn({ onSignedIn, makeApi = (key) => new Api({ key }) }: Sign
           </p>
         )}
       </form>
-      <p className="hint">The key stays in this tab only (session storage) and is sent to this control plane alone.</p>
+      <p className="hint">
+        The key stays in this tab only (session storage) and is sent to this control plane alone.
+      </p>
     </main>
   );
 }

@@ -66,7 +66,11 @@ export function nodeCounts(nodes: readonly NodeView[]): NodeCounts {
     ready: nodes.filter((n) => n.state === 'ready').length,
     notReady: nodes
       .filter((n) => n.state !== 'ready')
-      .map((n) => ({ name: n.name, lastSeen: n.last_seen, ...(n.reason === undefined ? {} : { reason: n.reason }) })),
+      .map((n) => ({
+        name: n.name,
+        lastSeen: n.last_seen,
+        ...(n.reason === undefined ? {} : { reason: n.reason }),
+      })),
   };
 }
 

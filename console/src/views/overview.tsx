@@ -107,7 +107,9 @@ function DevicesPanel({
   return (
     <>
       {groups.length === 0 ? (
-        <p className="hint">No GPUs: no node has joined with one (llmgw ctl node token makes a join token).</p>
+        <p className="hint">
+          No GPUs: no node has joined with one (llmgw ctl node token makes a join token).
+        </p>
       ) : (
         <div className="table-scroll">
           <table>
