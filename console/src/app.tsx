@@ -4,7 +4,7 @@ import { Link, Route, Switch, useRoute } from 'wouter';
 
 import { Api, type WhoAmI } from './api.js';
 import { startLive } from './live.js';
-import { keyStore, SessionProvider, type Session } from './session.js';
+import { consoleRefusal, keyStore, SessionProvider, type Session } from './session.js';
 import { SignIn } from './sign-in.js';
 import { ThemeSelect } from './theme.js';
 import { NotBuilt } from './views/not-built.js';
@@ -55,7 +55,8 @@ export function App() {
     new Api({ key })
       .whoami()
       .then((who) => {
-        setSigned({ key, who });
+        if (consoleRefusal(who) === undefined) setSigned({ key, who });
+        else keyStore.clear();
       })
       .catch(() => {
         keyStore.clear();
