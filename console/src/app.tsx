@@ -2,7 +2,7 @@ import { useQueryClient } from '@tanstack/react-query';
 import { useCallback, useEffect, useMemo, useState, type ComponentType } from 'react';
 import { Link, Route, Switch, useRoute } from 'wouter';
 
-import { Api, type WhoAmI } from './api.js';
+import { Api, ApiError, type WhoAmI } from './api.js';
 import { startLive } from './live.js';
 import { consoleRefusal, keyStore, SessionProvider, type Session } from './session.js';
 import { SignIn } from './sign-in.js';
@@ -43,8 +43,10 @@ interface Signed {
 export function App() {
   const [signed, setSigned] = useState<Signed | undefined>();
   const [resuming, setResuming] = useState(() => keyStore.load() !== undefined);
-  const signOut = useCallback(() => {
+  const [notice, setNotice] = useState<string | undefined>();
+  const signOut = useCallback((why?: string) => {
     keyStore.clear();
+    setNotice(why);
     setSigned(undefined);
   }, []);
 
@@ -70,7 +72,9 @@ export function App() {
   if (signed === undefined) {
     return (
       <SignIn
+        {...(notice === undefined ? {} : { notice })}
         onSignedIn={(key, who) => {
+          setNotice(undefined);
           keyStore.save(key);
           setSigned({ key, who });
         }}
@@ -80,13 +84,31 @@ export function App() {
   return <Shell signed={signed} signOut={signOut} />;
 }
 
-function Shell({ signed, signOut }: { signed: Signed; signOut: () => void }) {
+function Shell({ signed, signOut }: { signed: Signed; signOut: (why?: string) => void }) {
   const client = useQueryClient();
   const session = useMemo<Session>(
-    () => ({ api: new Api({ key: signed.key }), name: signed.who.name, role: signed.who.role, signOut }),
+    () => ({
+      api: new Api({ key: signed.key }),
+      name: signed.who.name,
+      role: signed.who.role,
+      signOut: () => {
+        signOut();
+      },
+    }),
     [signed, signOut],
   );
   useEffect(() => startLive(session.api, client), [session, client]);
+  // A key revoked while signed in: every view would fail alike, so the console signs out and says why.
+  useEffect(
+    () =>
+      client.getQueryCache().subscribe((e) => {
+        const error: unknown = e.query.state.error;
+        if (e.type === 'updated' && error instanceof ApiError && error.status === 401) {
+          signOut(`Signed out: ${error.message}`);
+        }
+      }),
+    [client, signOut],
+  );
   // Another key's answers must not show: the cache goes with the key.
   useEffect(
     () => () => {
@@ -115,7 +137,7 @@ function Shell({ signed, signOut }: { signed: Signed; signOut: () => void }) {
           <span>
             {session.name} <span className="role">({session.role})</span>
           </span>
-          <button type="button" onClick={signOut}>
+          <button type="button" onClick={session.signOut}>
             Sign out
           </button>
         </div>

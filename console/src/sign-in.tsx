@@ -8,10 +8,12 @@ export interface SignInProps {
   onSignedIn: (key: string, who: WhoAmI) => void;
   /** Tests pass a client over their own fetch. */
   makeApi?: (key: string) => Api;
+  /** Why the last session ended, when the console ended it. */
+  notice?: string;
 }
 
 /** Sign-in with an API key, checked with GET /api/v1/whoami; a refusal shows the server's message. */
-export function SignIn({ onSignedIn, makeApi = (key) => new Api({ key }) }: SignInProps) {
+export function SignIn({ onSignedIn, makeApi = (key) => new Api({ key }), notice }: SignInProps) {
   const [key, setKey] = useState('');
   const [error, setError] = useState<string | undefined>();
   const [busy, setBusy] = useState(false);
@@ -40,6 +42,11 @@ export function SignIn({ onSignedIn, makeApi = (key) => new Api({ key }) }: Sign
   return (
     <main className="sign-in">
       <h1>llmgw</h1>
+      {notice !== undefined && error === undefined && (
+        <p role="status" className="error">
+          {notice}
+        </p>
+      )}
       <form
         onSubmit={(e) => void submit(e)}
         aria-describedby={error === undefined ? undefined : 'sign-in-error'}
