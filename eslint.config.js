@@ -1,6 +1,7 @@
 // @ts-check
 import js from '@eslint/js';
 import importX, { createNodeResolver } from 'eslint-plugin-import-x';
+import reactHooks from 'eslint-plugin-react-hooks';
 import tseslint from 'typescript-eslint';
 
 /**
@@ -59,8 +60,8 @@ export default tseslint.config(
       // mapping no import resolves, and no-restricted-paths silently skips what it cannot resolve.
       'import-x/resolver-next': [
         createNodeResolver({
-          extensions: ['.ts', '.mts', '.js', '.mjs', '.cjs', '.json', '.node'],
-          extensionAlias: { '.js': ['.ts', '.js'], '.mjs': ['.mts', '.mjs'] },
+          extensions: ['.ts', '.tsx', '.mts', '.js', '.mjs', '.cjs', '.json', '.node'],
+          extensionAlias: { '.js': ['.ts', '.tsx', '.js'], '.mjs': ['.mts', '.mjs'] },
           conditionNames: ['types', 'import', 'node', 'require', 'default'],
         }),
       ],
@@ -108,11 +109,38 @@ export default tseslint.config(
     },
   },
   {
-    files: ['eslint.config.js', 'vitest.config.ts'],
+    files: ['eslint.config.js', 'vitest.config.ts', 'console/vite.config.ts'],
     rules: { 'import-x/no-default-export': 'off' },
   },
   {
-    files: ['test/**', 'bench/**', 'src/**/*.test.ts', 'src/**/*.contract.ts'],
+    // The web console: React in the browser, a client of /api/v1 like llmgw ctl.
+    files: ['console/src/**/*.{ts,tsx}'],
+    ...reactHooks.configs.flat['recommended-latest'],
+    rules: {
+      ...reactHooks.configs.flat['recommended-latest'].rules,
+      // The server's wire types, never its code: a value import would bundle the server into the page.
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/src/**'],
+              allowTypeImports: true,
+              message: 'the console imports only types from src/ (import type): its code runs on the server.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: [
+      'test/**',
+      'bench/**',
+      'src/**/*.test.ts',
+      'src/**/*.contract.ts',
+      'console/src/**/*.test.{ts,tsx}',
+    ],
     rules: {
       '@typescript-eslint/no-non-null-assertion': 'off',
       '@typescript-eslint/no-unsafe-member-access': 'off',

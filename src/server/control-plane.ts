@@ -12,7 +12,8 @@ import { ensureAdminKey } from './admin-key.js';
 import { apiPrefix, createApi } from './api/app.js';
 import { Catalog } from './catalog.js';
 import { ModelOrigins } from './model-origins.js';
-import { HttpServer, type RequestHandler } from './http-server.js';
+import { consoleRoute } from './console-route.js';
+import { HttpServer, notFound, type RequestHandler } from './http-server.js';
 import { agentChannelPath } from '../protocol/agent-protocol.js';
 import { messageOf } from '../core/errors.js';
 import { loadEngineKeys, prepareEngineKeys } from './fleet/engine-keys.js';
@@ -47,6 +48,8 @@ export interface ControlPlaneOptions {
   fetch?: typeof fetch;
   /** Each model's pinned origin, for pull, purge and the mirror's list; the catalog's unless given (tests). */
   originOf?: (model: string) => Promise<Origin | undefined>;
+  /** The built web console served at /; default the package's dist/console. */
+  consoleDir?: string;
 }
 
 /** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
@@ -193,6 +196,10 @@ export class ControlPlane {
     http.mount(`${apiPrefix}/`, (req, res) => {
       void apiListener(req, res);
     });
+    // The web console takes every path no other part serves, but the API's and the gateway's.
+    http.fallback(
+      consoleRoute({ notFound, ...(options.consoleDir === undefined ? {} : { dir: options.consoleDir }) }),
+    );
     const url = await http.listen(options.listen ?? options.settings.settings.listen);
     settings.onChange((next, previous) => {
       logger.info({ from: previous.source.path }, 'settings replaced');

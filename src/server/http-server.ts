@@ -65,6 +65,19 @@ function bodyUnread(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
+/** What answers a path no part serves. */
+export const notFound: RequestHandler = (_req, res) => {
+  res.writeHead(404, { 'content-type': 'application/json' });
+  res.end(
+    JSON.stringify({
+      error: {
+        code: 'not_found',
+        message: 'nothing here: the API is under /api/v1, the OpenAI-compatible gateway under /v1',
+      },
+    }),
+  );
+};
+
 /**
  * One listening socket for the control plane's parts (API, gateway, agent channel,
  * console), each mounted on a path prefix. Every connection is read first by the front
@@ -78,17 +91,7 @@ export class HttpServer {
   readonly #door: FrontDoor;
   readonly #mounts: Mount[] = [];
   readonly #upgrades = new Map<string, UpgradeHandler>();
-  #fallback: RequestHandler = (_req, res) => {
-    res.writeHead(404, { 'content-type': 'application/json' });
-    res.end(
-      JSON.stringify({
-        error: {
-          code: 'not_found',
-          message: 'nothing here: the API is under /api/v1, the OpenAI-compatible gateway under /v1',
-        },
-      }),
-    );
-  };
+  #fallback: RequestHandler = notFound;
 
   constructor(options: HttpServerOptions = {}) {
     const limits: RequestLimits = {

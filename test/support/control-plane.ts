@@ -41,6 +41,8 @@ export interface StartOptions {
   fetch?: typeof fetch;
   /** Each model's pinned origin, where a test gives them. */
   originOf?: ControlPlaneOptions['originOf'];
+  /** The built console it serves at / (ControlPlaneOptions.consoleDir). */
+  consoleDir?: string;
 }
 
 /** A control plane in this process on 127.0.0.1:0, with its own data dir and SQLite file. */
@@ -90,6 +92,7 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
       ...(options.mirrorLookup === undefined ? {} : { mirrorLookup: options.mirrorLookup }),
       ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
       ...(options.originOf === undefined ? {} : { originOf: options.originOf }),
+      ...(options.consoleDir === undefined ? {} : { consoleDir: options.consoleDir }),
     });
   } catch (e) {
     // A refused start (the test of a refusal) leaves nothing open behind.

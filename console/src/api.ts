@@ -1,0 +1,140 @@
+/**
+ * The console's client of /api/v1. Types come from the server's own wire types, imported as
+ * types only: nothing of the server is bundled into the console.
+ */
+import type { ErrorBody, ListOf, Role, WhoAmI } from '../../src/core/api-types.js';
+import type { ClusterStatus, NodeView } from '../../src/protocol/node-views.js';
+import type { ReplicaView } from '../../src/protocol/replica-views.js';
+
+export type { ClusterStatus, ListOf, NodeView, ReplicaView, Role, WhoAmI };
+
+export const apiBase = '/api/v1';
+
+/** A refusal of the control plane (its code and message as sent), or why it could not be reached. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly issues: NonNullable<ErrorBody['error']['issues']>;
+  constructor(o: { status: number; code: string; message: string; issues?: ApiError['issues'] }) {
+    super(o.message);
+    this.name = 'ApiError';
+    this.status = o.status;
+    this.code = o.code;
+    this.issues = o.issues ?? [];
+  }
+}
+
+export interface ApiOptions {
+  key: string;
+  /** Tests pass their own; the browser's otherwise. */
+  fetch?: typeof fetch;
+}
+
+export interface RequestOptions {
+  method?: string;
+  json?: unknown;
+  signal?: AbortSignal;
+}
+
+function isErrorBody(v: unknown): v is ErrorBody {
+  const e = (v as { error?: { message?: unknown } } | null)?.error;
+  return typeof e?.message === 'string';
+}
+
+/** The server's error body as an ApiError; anything else (a proxy's page) by its status. */
+export async function errorOf(res: Response): Promise<ApiError> {
+  let body: unknown;
+  try {
+    body = await res.json();
+  } catch {
+    body = undefined;
+  }
+  if (isErrorBody(body)) {
+    return new ApiError({
+      status: res.status,
+      code: body.error.code,
+      message: body.error.message,
+      ...(body.error.issues === undefined ? {} : { issues: body.error.issues }),
+    });
+  }
+  return new ApiError({
+    status: res.status,
+    code: 'http_error',
+    message: `the control plane answered ${res.status} ${res.statusText} without a message`,
+  });
+}
+
+/** One key's client of the API: every call sends it as a bearer token. */
+export class Api {
+  readonly #key: string;
+  readonly #fetch: typeof fetch;
+
+  constructor(o: ApiOptions) {
+    this.#key = o.key;
+    this.#fetch = o.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  }
+
+  /** GET or send JSON to a path under /api/v1; resolves with the parsed answer, rejects with ApiError. */
+  async request<T>(path: string, o: RequestOptions = {}): Promise<T> {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.#key}` };
+    if (o.json !== undefined) headers['content-type'] = 'application/json';
+    let res: Response;
+    try {
+      res = await this.#fetch(`${apiBase}${path}`, {
+        method: o.method ?? 'GET',
+        headers,
+        ...(o.json === undefined ? {} : { body: JSON.stringify(o.json) }),
+        ...(o.signal === undefined ? {} : { signal: o.signal }),
+      });
+    } catch (e) {
+      if (o.signal?.aborted === true) throw e;
+      throw new ApiError({
+        status: 0,
+        code: 'unreachable',
+        message: `cannot reach the control plane: ${e instanceof Error ? e.message : String(e)}`,
+      });
+    }
+    if (!res.ok) throw await errorOf(res);
+    return (await res.json()) as T;
+  }
+
+  /** Opens the server-sent events stream (live.ts reads it). */
+  events(signal: AbortSignal): Promise<Response> {
+    return this.#fetch(`${apiBase}/events`, {
+      headers: { authorization: `Bearer ${this.#key}`, accept: 'text/event-stream' },
+      signal,
+    });
+  }
+
+  whoami(): Promise<WhoAmI> {
+    return this.request<WhoAmI>('/whoami');
+  }
+
+  nodes(): Promise<NodeView[]> {
+    return this.request<ListOf<NodeView>>('/nodes').then((l) => l.items);
+  }
+
+  status(): Promise<ClusterStatus> {
+    return this.request<ClusterStatus>('/status');
+  }
+
+  replicas(): Promise<ReplicaView[]> {
+    return this.request<ListOf<ReplicaView>>('/replicas').then((l) => l.items);
+  }
+}
+
+/**
+ * TanStack Query keys, one per resource. live.ts invalidates them by topic, so every view
+ * that reads a resource through these keys follows the cluster without polling.
+ */
+export const queryKeys = {
+  nodes: ['nodes'],
+  status: ['status'],
+  replicas: ['replicas'],
+  models: ['models'],
+  rollouts: ['rollouts'],
+  keys: ['keys'],
+  config: ['config'],
+  usage: ['usage'],
+  audit: ['audit'],
+} as const;
