@@ -76,12 +76,16 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   const gateway = newGateway({
     keys: storeKeys(cp.authenticator),
     routes: () => cp.fleet.routeTable(),
-    usage: (rows) => cp.store.usage.add(rows),
+    usage: async (rows) => {
+      await cp.store.usage.add(rows);
+      if (rows.length > 0) cp.events.publish('usage');
+    },
     logger: createLogger('gateway', process.env, { async: true }),
     settings: loaded.settings,
   });
   await gateway.start();
   mountGateway(cp, gateway);
+  cp.traffic.attach(() => gateway.metrics.counts());
   cp.beforeStoreClose(() => gateway.stop());
   if (cp.generatedAdminKey !== undefined)
     announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
