@@ -41,6 +41,10 @@ export interface StartOptions {
   fetch?: typeof fetch;
   /** Each model's pinned origin, where a test gives them. */
   originOf?: ControlPlaneOptions['originOf'];
+  /** GET /events' heartbeat and gap between events (ControlPlaneOptions.events). */
+  events?: ControlPlaneOptions['events'];
+  /** How often GET /traffic samples the gateway (ControlPlaneOptions.trafficStepMs). */
+  trafficStepMs?: number;
 }
 
 /** A control plane in this process on 127.0.0.1:0, with its own data dir and SQLite file. */
@@ -90,6 +94,8 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
       ...(options.mirrorLookup === undefined ? {} : { mirrorLookup: options.mirrorLookup }),
       ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
       ...(options.originOf === undefined ? {} : { originOf: options.originOf }),
+      ...(options.events === undefined ? {} : { events: options.events }),
+      ...(options.trafficStepMs === undefined ? {} : { trafficStepMs: options.trafficStepMs }),
     });
   } catch (e) {
     // A refused start (the test of a refusal) leaves nothing open behind.

@@ -65,6 +65,8 @@ export function eventsRoute(o: EventsRouteOptions): Hono<ApiEnv> {
       headers: {
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-cache',
+        // The stream holds its connection to the end; once ended, closed (a stopping server waits for none).
+        connection: 'close',
         // nginx buffers answers unless told not to: events would arrive in bursts.
         'x-accel-buffering': 'no',
       },
