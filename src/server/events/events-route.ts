@@ -46,17 +46,16 @@ export function eventsRoute(o: EventsRouteOptions): Hono<ApiEnv> {
         };
         write(`retry: ${o.retryMs ?? 3000}\n\n`);
         write(sseEvent('ready', { topics }));
-        unsubscribe = o.events.subscribe(
-          topics,
-          (topic, data) => write(sseEvent(topic, data)),
-          () => {
-            stop();
-            controller.close();
-          },
-        );
-        // The client went away: node-server aborts the request's signal, and cancels the body.
+        // The server stops: the body ends, and the connection with it (Connection: close).
+        const end = (): void => {
+          if (!open) return;
+          stop();
+          controller.close();
+        };
+        unsubscribe = o.events.subscribe(topics, (topic, data) => write(sseEvent(topic, data)), end);
         c.req.raw.signal.addEventListener('abort', stop);
       },
+      // The client went away: node-server cancels the body (and aborts the request's signal).
       cancel() {
         stop();
       },
