@@ -13,6 +13,7 @@ import { llmgw } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { fakeLlamaServer, freePort } from './fakes/engines/fake-engines.js';
 import { enginePorts, until } from './support/fleet.js';
+import { subscribeEvents } from './support/sse.js';
 
 // Issue 12 item 6: a change rolls over a model's replicas, beside each (surge) or in place, one
 // at a time; a successor that fails halts it with the engine's error; restarts are rollouts too.
@@ -137,6 +138,8 @@ describe('rolling changes over replicas on test agents', () => {
   it('rolls a change beside each replica, never with fewer ready replicas than before', async () => {
     await addModel('a', 2);
     const before = await allReady('a', 2);
+    const events = await subscribeEvents(t.url, t.adminKey);
+    await events.next((e) => e.event === 'ready');
     const next = { ...(await specOf('a')), context_length: 4096 };
     let view: RolloutView | undefined;
     const fewest = await fewestReady('a', async () => {
@@ -165,6 +168,17 @@ describe('rolling changes over replicas on test agents', () => {
     for (const r of after) expect(stored.find((s) => s.id === r.id)?.spec.context_length).toBe(4096);
     const [end] = await t.cp.store.audit.list({ target: 'model/a', action: 'model.rollout.done' });
     expect(end).toMatchObject({ actor: 'system', detail: { change: 'context 2048 → 4096', by: 'admin' } });
+    // GET /events told of it: the rollout (started, progressed, ended) and every replica it placed.
+    const of = (topic: string, key: string) =>
+      events.events
+        .filter((e) => e.event === topic)
+        .flatMap((e) => (e.data as Record<string, string[]>)[key] ?? []);
+    expect(events.events.filter((e) => e.event === 'rollouts').length).toBeGreaterThanOrEqual(2);
+    expect(new Set(of('rollouts', 'models'))).toEqual(new Set(['a']));
+    expect(of('replicas', 'replicas')).toEqual(
+      expect.arrayContaining([...before, ...after].map((r) => r.id)),
+    );
+    events.close();
   });
 
   it('ends at once a change of a profile no replica runs, restarting none', async () => {

@@ -8,6 +8,8 @@ import type { GatewayKeys } from '../gateway/keys.js';
 import type { UsageSink } from '../gateway/usage-recorder.js';
 import type { RouteTable } from '../protocol/routes.js';
 import type { HttpServer } from '../server/http-server.js';
+import type { ControlPlane } from '../server/control-plane.js';
+import { storeKeys } from '../gateway/keys.js';
 
 export function gatewayOptions(settings: Settings): {
   maxBodyBytes: number;
@@ -59,4 +61,30 @@ export function mountGateway(host: GatewayHost, gateway: Gateway): void {
     fallback: (req, res) => gateway.handle(nodeRequest(req), res),
   });
   host.mount('/metrics', (req, res) => void gateway.metricsHandler(nodeRequest(req), res));
+}
+
+/**
+ * The gateway in the control plane's process (`llmgw server`, `llmgw up`): keys and routes
+ * from it, usage written to its store (told to GET /events), its counters sampled for GET
+ * /traffic. Stopped before the store closes.
+ */
+export async function startLocalGateway(
+  cp: ControlPlane,
+  o: { logger: Logger; settings: Settings; routes?: () => Promise<RouteTable> },
+): Promise<Gateway> {
+  const gateway = newGateway({
+    keys: storeKeys(cp.authenticator),
+    routes: o.routes ?? (() => cp.fleet.routeTable()),
+    usage: async (rows) => {
+      await cp.store.usage.add(rows);
+      if (rows.length > 0) cp.events.publish('usage');
+    },
+    logger: o.logger,
+    settings: o.settings,
+  });
+  await gateway.start();
+  mountGateway(cp, gateway);
+  cp.traffic.attach(() => gateway.metrics.counts());
+  cp.beforeStoreClose(() => gateway.stop());
+  return gateway;
 }

@@ -15,8 +15,7 @@ import { describeFix, secureDataDir, secureSqliteFile, type OnFixed } from './pr
 import { commandSettings } from './settings.js';
 import { loadIdentity } from '../agent/identity.js';
 import { generateSecret, hashSecret, secretPrefix } from '../core/secrets.js';
-import { storeKeys } from '../gateway/keys.js';
-import { mountGateway, newGateway } from './gateway-compose.js';
+import { startLocalGateway } from './gateway-compose.js';
 import { startNodeAgent, type NodeAgent } from './node-agent.js';
 import { version } from './version.js';
 import { untilSignalled } from './signals.js';
@@ -73,16 +72,10 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
     throw e;
   }
   // The OpenAI-compatible gateway on the same address: /v1, and its /metrics.
-  const gateway = newGateway({
-    keys: storeKeys(cp.authenticator),
-    routes: () => cp.fleet.routeTable(),
-    usage: (rows) => cp.store.usage.add(rows),
+  await startLocalGateway(cp, {
     logger: createLogger('gateway', process.env, { async: true }),
     settings: loaded.settings,
   });
-  await gateway.start();
-  mountGateway(cp, gateway);
-  cp.beforeStoreClose(() => gateway.stop());
   if (cp.generatedAdminKey !== undefined)
     announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
   // `llmgw up` is also this machine's node: its agent runs here, joined over loopback.

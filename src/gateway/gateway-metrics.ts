@@ -1,6 +1,7 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 
 import type { CatalogEntry } from '../protocol/routes.js';
+import type { GatewayCounts, ModelCounts } from '../protocol/traffic-views.js';
 
 import { CounterTable, HistogramTable, type CounterCell, type HistogramCell } from './metric-tables.js';
 
@@ -52,6 +53,9 @@ export class MetricLabels {
  * in when scraped, from the router's view.
  */
 type Observer = { observe: (v: number) => void };
+
+/** Seconds, ascending (HistogramTable sorts its buckets; these are sorted already). */
+const ttftBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /** Everything one (model, key) pair counts, found once per request. */
 interface Account {
@@ -125,6 +129,34 @@ export class GatewayMetrics {
     return this.#model(model).itl;
   }
 
+  /** Every model's counters as they stand (the control plane samples them for its traffic series). */
+  counts(): GatewayCounts {
+    const out = new Map<string, ModelCounts>();
+    for (const [label, m] of this.#models) {
+      let requests = 0;
+      let errors = 0;
+      let prompt = 0;
+      let completion = 0;
+      for (const a of m.keys.values()) {
+        prompt += a.prompt.value;
+        completion += a.completion.value;
+        for (const [status, cell] of a.statuses) {
+          requests += cell.value;
+          if (status === 'other' || Number(status) >= 400) errors += cell.value;
+        }
+      }
+      const counted = m.ttft.counts.reduce((x, n) => x + n, 0);
+      out.set(label, {
+        requests,
+        errors,
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        ttft: { bounds: ttftBuckets, counts: [...m.ttft.counts, m.ttft.count - counted] },
+      });
+    }
+    return out;
+  }
+
   retry(model: string | undefined): void {
     this.#model(model).retries.value++;
   }
@@ -188,7 +220,7 @@ export class GatewayMetrics {
     this.ttft = new HistogramTable({
       name: 'llmgw_gateway_time_to_first_token_seconds',
       help: 'From arrival to the first token of a streamed answer',
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      buckets: ttftBuckets,
       registers,
     });
     this.itl = new HistogramTable({

@@ -25,6 +25,8 @@ import { mirrorPrefix, mirrorRoute } from './mirror/mirror-route.js';
 import { AgentHub } from './nodes/agent-hub.js';
 import { NodeRegistry } from './nodes/node-registry.js';
 import { SettingsHolder } from './settings-holder.js';
+import { EventHub } from './events/event-hub.js';
+import { TrafficSampler } from './traffic/traffic-sampler.js';
 
 export interface ControlPlaneOptions {
   settings: LoadedSettings;
@@ -50,6 +52,10 @@ export interface ControlPlaneOptions {
   originOf?: (model: string) => Promise<Origin | undefined>;
   /** The built web console served at /; default the package's dist/console. */
   consoleDir?: string;
+  /** GET /events: heartbeat and least gap between events of a topic (tests shorten them). */
+  events?: { heartbeatMs?: number; minGapMs?: number };
+  /** How often the gateway's traffic is sampled (GET /traffic); 10 s unless given (tests). */
+  trafficStepMs?: number;
 }
 
 /** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
@@ -71,6 +77,10 @@ export class ControlPlane {
   /** The cluster's mirror of model files (list and purge for ctl cache and model rm --purge). */
   readonly mirror: Mirror;
   readonly #hub: AgentHub;
+  /** What changed, told to the clients of GET /events (this control plane's only). */
+  readonly events: EventHub;
+  /** The gateway's traffic over the last hour (GET /traffic): attach the gateway run in this process. */
+  readonly traffic: TrafficSampler;
   readonly #beforeStoreClose: (() => Promise<void>)[] = [];
 
   private constructor(init: {
@@ -87,7 +97,11 @@ export class ControlPlane {
     fleet: Fleet;
     auth: Authenticator;
     mirror: Mirror;
+    events: EventHub;
+    traffic: TrafficSampler;
   }) {
+    this.events = init.events;
+    this.traffic = init.traffic;
     this.mirror = init.mirror;
     this.registry = init.registry;
     this.fleet = init.fleet;
@@ -135,6 +149,17 @@ export class ControlPlane {
     const registry = new NodeRegistry({ store, logger, heartbeatMs });
     await registry.start();
     const hub = new AgentHub({ store, registry, logger, heartbeatMs });
+    const events = new EventHub({
+      ...(options.events?.minGapMs === undefined ? {} : { minGapMs: options.events.minGapMs }),
+    });
+    registry.onStateChange((name) => events.publish('nodes', { nodes: [name] }));
+    registry.onReport((name) => events.publish('nodes', { nodes: [name] }));
+    catalog.onChange(() => events.publish('models'));
+    origins.onResolved(() => events.publish('models'));
+    settings.onChange(() => events.publish('config'));
+    const traffic = new TrafficSampler({
+      ...(options.trafficStepMs === undefined ? {} : { stepMs: options.trafficStepMs }),
+    });
     const fleet = new Fleet({
       store,
       catalog,
@@ -144,6 +169,7 @@ export class ControlPlane {
       logger,
       keys,
       hubAccess: () => origins.access(),
+      events,
     });
     catalog.onChange(() => fleet.poke());
     origins.onResolved(() => fleet.poke());
@@ -182,6 +208,11 @@ export class ControlPlane {
       originOf: options.originOf ?? (async (name) => (await catalog.origins()).get(name)),
       resolveSource: (source) => origins.resolve(source),
       mirror,
+      events,
+      traffic,
+      eventsOptions: {
+        ...(options.events?.heartbeatMs === undefined ? {} : { heartbeatMs: options.events.heartbeatMs }),
+      },
     });
 
     const http = new HttpServer({
@@ -230,6 +261,8 @@ export class ControlPlane {
       fleet,
       auth,
       mirror,
+      events,
+      traffic,
     });
   }
 
@@ -254,6 +287,9 @@ export class ControlPlane {
     await this.fleet.stop();
     await this.origins.stop();
     this.#hub.close();
+    // Before the server closes: it waits for open answers, and an event stream never ends by itself.
+    this.events.close();
+    this.traffic.stop();
     await this.#http.close();
     await this.mirror.close();
     await this.registry.stop();

@@ -43,6 +43,10 @@ export interface StartOptions {
   originOf?: ControlPlaneOptions['originOf'];
   /** The built console it serves at / (ControlPlaneOptions.consoleDir). */
   consoleDir?: string;
+  /** GET /events' heartbeat and gap between events (ControlPlaneOptions.events). */
+  events?: ControlPlaneOptions['events'];
+  /** How often GET /traffic samples the gateway (ControlPlaneOptions.trafficStepMs). */
+  trafficStepMs?: number;
 }
 
 /** A control plane in this process on 127.0.0.1:0, with its own data dir and SQLite file. */
@@ -93,6 +97,8 @@ export async function startControlPlane(options: StartOptions = {}): Promise<Tes
       ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
       ...(options.originOf === undefined ? {} : { originOf: options.originOf }),
       ...(options.consoleDir === undefined ? {} : { consoleDir: options.consoleDir }),
+      ...(options.events === undefined ? {} : { events: options.events }),
+      ...(options.trafficStepMs === undefined ? {} : { trafficStepMs: options.trafficStepMs }),
     });
   } catch (e) {
     // A refused start (the test of a refusal) leaves nothing open behind.

@@ -19,6 +19,8 @@ import { planRoutes } from './plan.js';
 import { replicaRoutes, scaleRoute } from './replicas.js';
 import { gatewayRoutes, usageRoutes } from './gateway-routes.js';
 import { checkJoinToken } from '../nodes/join-token.js';
+import { eventsRoute } from '../events/events-route.js';
+import { trafficRoute } from './traffic.js';
 
 export const apiPrefix = '/api/v1';
 
@@ -123,5 +125,8 @@ export function createApi(deps: ApiDeps) {
   app.route('/plan', planRoutes(deps));
   app.route('/gateway', gatewayRoutes(deps));
   app.route('/usage', usageRoutes(deps));
+  if (deps.events !== undefined)
+    app.route('/events', eventsRoute({ events: deps.events, ...deps.eventsOptions }));
+  if (deps.traffic !== undefined) app.route('/traffic', trafficRoute(deps.traffic));
   return app;
 }

@@ -10,6 +10,8 @@ import type { Origin } from '../../models/origin.js';
 import type { CacheEntry } from '../../protocol/agent-protocol.js';
 import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
+import type { EventHub } from '../events/event-hub.js';
+import type { TrafficSampler } from '../traffic/traffic-sampler.js';
 import type { Resolution } from '../model-origins.js';
 import type { Fleet } from '../fleet/fleet.js';
 import type { AgentHub } from '../nodes/agent-hub.js';
@@ -36,6 +38,12 @@ export interface ApiDeps {
   mirror?: MirrorFiles | undefined;
   /** A model's pinned origin, as resolved when it was added; undefined when it never was. */
   originOf?: ((model: string) => Promise<Origin | undefined>) | undefined;
+  /** Changes told to the clients of GET /events (absent: the route is not served). */
+  events?: EventHub | undefined;
+  /** The gateway's rates over time (GET /traffic; absent: not served). */
+  traffic?: TrafficSampler | undefined;
+  /** GET /events' heartbeat (tests shorten it). */
+  eventsOptions?: { heartbeatMs?: number } | undefined;
   /** Resolves a source as adding a model would, storing nothing (GET and POST /plan). */
   resolveSource?: ((source: string) => Promise<Resolution>) | undefined;
 }

@@ -63,6 +63,7 @@ export function gatewayRoutes(deps: ApiDeps): Hono<ApiEnv> {
   app.post('/usage', async (c) => {
     const { rows } = await jsonBody(c, usageSchema);
     await deps.store.usage.add(rows.map((r) => ({ ...r, hour: new Date(r.hour).toISOString() })));
+    if (rows.length > 0) deps.events?.publish('usage');
     return c.json({ written: rows.length });
   });
   return app;

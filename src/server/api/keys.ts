@@ -59,6 +59,7 @@ export function keyRoutes(deps: ApiDeps): Hono<ApiEnv> {
       },
       principalOf(c).name,
     );
+    deps.events?.publish('keys', { keys: [key.name] });
     return c.json<CreatedKey>({ key: keyView(key), secret }, 201);
   });
 
@@ -74,6 +75,7 @@ export function keyRoutes(deps: ApiDeps): Hono<ApiEnv> {
       principalOf(c).name,
     );
     deps.auth.forget();
+    deps.events?.publish('keys', { keys: [key.name] });
     return c.json(keyView(key));
   });
 
@@ -87,6 +89,7 @@ export function keyRoutes(deps: ApiDeps): Hono<ApiEnv> {
     }
     const key = await deps.store.keys.revoke(name, principalOf(c).name);
     deps.auth.forget();
+    deps.events?.publish('keys', { keys: [key.name] });
     return c.json(keyView(key));
   });
 

@@ -53,6 +53,7 @@ export function nodeRoutes(deps: NodeDeps): Hono<ApiEnv> {
     const removed = await deps.store.nodes.remove(c.req.param('name'), principalOf(c).name);
     deps.hub.disconnect(removed.id, 'the node was removed from the cluster');
     deps.registry.forget(removed.id);
+    deps.events?.publish('nodes', { nodes: [removed.name] });
     return c.json({ name: removed.name, id: removed.id });
   });
 

@@ -56,6 +56,14 @@ import {
   type PlanRollout,
 } from './fleet-plan.js';
 import { rolloutProgress } from './rollout.js';
+import type { EventPublisher } from '../events/event-hub.js';
+import {
+  publishDownloads,
+  publishPlacement,
+  publishStatuses,
+  statusChanges,
+  type PlacementView,
+} from '../events/fleet-changes.js';
 
 export interface FleetOptions {
   store: Store;
@@ -70,6 +78,8 @@ export interface FleetOptions {
   intervalMs?: number;
   /** The hub agents fetch from when the mirror is off (hub.endpoint, hub.token). */
   hubAccess?: () => HubAccess;
+  /** Told what placement and the agents' reports changed (GET /events). */
+  events?: EventPublisher;
 }
 
 interface Reported {
@@ -202,6 +212,7 @@ export class Fleet implements HubListener {
       const rollouts = await this.#endRollouts(tx, specs, after, ready);
       return { pending: plan.pending, replicas: after, shards: await tx.fleet.shards(), rollouts };
     });
+    const before = this.#placementView();
     this.#rollouts = result.rollouts;
     this.#pending = [...result.pending, ...unresolved];
     this.#specs = new Map(specs.map((s) => [s.name, s]));
@@ -214,6 +225,16 @@ export class Fleet implements HubListener {
     for (const id of this.#unkeyed) if (!live.has(id)) this.#unkeyed.delete(id);
     for (const id of this.#failures.keys()) if (!live.has(id)) this.#failures.delete(id);
     this.#pushAll();
+    if (this.#o.events !== undefined) publishPlacement(this.#o.events, before, this.#placementView());
+  }
+
+  #placementView(): PlacementView {
+    return {
+      replicas: this.#replicas,
+      shards: this.#shards,
+      pending: this.#pending,
+      rollouts: this.#rollouts,
+    };
   }
 
   /** What planning reads, from the store (`tx`) and what the nodes said: one assembly for placement and its dry runs. */
@@ -426,6 +447,7 @@ export class Fleet implements HubListener {
   message(nodeId: string, m: Exclude<AgentMessage, { type: 'inventory' | 'heartbeat' }>): void {
     if (m.type === 'shards') {
       const before = this.#readyReplicas();
+      const statusesBefore = new Map(this.#statuses);
       for (const [key, r] of this.#statuses) if (r.nodeId === nodeId) this.#statuses.delete(key);
       const portsBefore = this.#portsTakenSeen();
       const firstReport = !this.#reported.has(nodeId);
@@ -450,6 +472,8 @@ export class Fleet implements HubListener {
         );
       // A replica that became ready may let a replaced one stop, or a roll go on; a failed one ends a roll.
       const rolling = [...this.#rollouts.values()].some((r) => r.state === 'rolling');
+      if (this.#o.events !== undefined)
+        publishStatuses(this.#o.events, statusChanges(statusesBefore, this.#statuses), this.#placementView());
       if (
         failedRolling ||
         (this.#readyReplicas() !== before && (rolling || this.#replicas.some((r) => r.retiring)))
@@ -461,6 +485,7 @@ export class Fleet implements HubListener {
     }
     if (m.type === 'downloads') {
       this.#downloads.set(nodeId, m.downloads);
+      if (this.#o.events !== undefined) publishDownloads(this.#o.events, m.downloads, this.#placementView());
       return;
     }
     if (m.type === 'cache') {

@@ -40,6 +40,7 @@ export class NodeRegistry {
   readonly #o: Required<Omit<NodeRegistryOptions, 'now'>> & { now: () => number };
   readonly #nodes = new Map<string, Entry>();
   readonly #listeners: NodeListener[] = [];
+  readonly #reportListeners: ((name: string) => void)[] = [];
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> = Promise.resolve();
   #lastFlush = 0;
@@ -81,6 +82,11 @@ export class NodeRegistry {
     this.#listeners.push(listener);
   }
 
+  /** A node reported (an inventory, a heartbeat's telemetry), by name: for GET /events. */
+  onReport(listener: (name: string) => void): void {
+    this.#reportListeners.push(listener);
+  }
+
   /** A node's agent is connected (its record is in the store). */
   connected(record: NodeRecord): void {
     const now = this.#o.now();
@@ -113,6 +119,7 @@ export class NodeRegistry {
     if (e === undefined) return;
     e.inventory = inventory;
     this.#seen(e);
+    for (const l of this.#reportListeners) l(e.record.name);
     await this.#o.store.nodes.updateInventory(id, inventory, new Date(this.#o.now()).toISOString());
   }
 
@@ -121,6 +128,7 @@ export class NodeRegistry {
     if (e === undefined) return;
     e.inventory = withTelemetry(e.inventory, telemetry);
     this.#seen(e);
+    for (const l of this.#reportListeners) l(e.record.name);
   }
 
   /** Marks silent nodes not ready, and ready ones that were heard from again. */
