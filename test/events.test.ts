@@ -57,11 +57,11 @@ describe('GET /api/v1/events', () => {
     expect(admin.contentType).toMatch(/^text\/event-stream/);
     const ready = await admin.next((e) => e.event === 'ready');
     expect(ready.data).toEqual({
-      topics: ['nodes', 'replicas', 'models', 'rollouts', 'keys', 'config', 'usage'],
+      topics: ['nodes', 'replicas', 'models', 'rollouts', 'traffic', 'keys', 'config', 'usage'],
     });
     expect(admin.events[0]).toMatchObject({ retry: 3000 });
     expect((await user.next((e) => e.event === 'ready')).data).toEqual({
-      topics: ['nodes', 'replicas', 'models', 'rollouts'],
+      topics: ['nodes', 'replicas', 'models', 'rollouts', 'traffic'],
     });
     await until('both subscribed', () => (t.cp.events.size === 2 ? true : undefined));
 

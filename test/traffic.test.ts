@@ -59,6 +59,8 @@ describe('GET /api/v1/traffic', () => {
 
   it('shows a streamed completion: requests, tokens and time to first token, in total and for its model', async () => {
     const events = await subscribeEvents(t.url, t.adminKey);
+    // Each sample is told to the console, which reads the series again then.
+    await events.next((e) => e.event === 'traffic');
     const before = (await api(t.url, userKey, 'GET', '/traffic')).body as TrafficView;
     expect(before.step_s).toBe(0.2);
     expect(before.gateway).toBe(true);

@@ -159,6 +159,7 @@ export class ControlPlane {
     settings.onChange(() => events.publish('config'));
     const traffic = new TrafficSampler({
       ...(options.trafficStepMs === undefined ? {} : { stepMs: options.trafficStepMs }),
+      onSample: () => events.publish('traffic'),
     });
     const fleet = new Fleet({
       store,

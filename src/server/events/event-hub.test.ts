@@ -4,9 +4,9 @@ import { EventHub, topicsFor, type EventData, type EventTopic } from './event-hu
 
 describe('topicsFor', () => {
   it.each([
-    ['admin', ['nodes', 'replicas', 'models', 'rollouts', 'keys', 'config', 'usage']],
-    ['user', ['nodes', 'replicas', 'models', 'rollouts']],
-    ['gateway', ['nodes', 'replicas', 'models', 'rollouts']],
+    ['admin', ['nodes', 'replicas', 'models', 'rollouts', 'traffic', 'keys', 'config', 'usage']],
+    ['user', ['nodes', 'replicas', 'models', 'rollouts', 'traffic']],
+    ['gateway', ['nodes', 'replicas', 'models', 'rollouts', 'traffic']],
     ['metrics', []],
   ] as const)('%s follows %j', (role, topics) => {
     expect(topicsFor(role)).toEqual(topics);

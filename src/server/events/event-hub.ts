@@ -1,7 +1,16 @@
 import type { Role } from '../../core/api-types.js';
 
 /** What a client of GET /api/v1/events can be told changed. */
-export const eventTopics = ['nodes', 'replicas', 'models', 'rollouts', 'keys', 'config', 'usage'] as const;
+export const eventTopics = [
+  'nodes',
+  'replicas',
+  'models',
+  'rollouts',
+  'traffic',
+  'keys',
+  'config',
+  'usage',
+] as const;
 export type EventTopic = (typeof eventTopics)[number];
 
 /** Topics whose routes need an admin key (keys, config, usage); the others any API key reads. */

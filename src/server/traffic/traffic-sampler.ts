@@ -11,6 +11,8 @@ export interface TrafficSamplerOptions {
   /** Points kept: 360 steps of 10 s, an hour. */
   capacity?: number;
   now?: () => number;
+  /** Told after each point is added (the console's overview follows it as the `traffic` event). */
+  onSample?: () => void;
 }
 
 /**
@@ -22,6 +24,7 @@ export class TrafficSampler {
   readonly #stepMs: number;
   readonly #capacity: number;
   readonly #now: () => number;
+  readonly #onSample: (() => void) | undefined;
   #source: (() => GatewayCounts) | undefined;
   #last: { at: number; counts: GatewayCounts } | undefined;
   #total: TrafficPoint[] = [];
@@ -32,6 +35,7 @@ export class TrafficSampler {
     this.#stepMs = options.stepMs ?? 10_000;
     this.#capacity = options.capacity ?? 360;
     this.#now = options.now ?? Date.now;
+    this.#onSample = options.onSample;
   }
 
   /** Samples this gateway's counters from now on (the gateway in this process). */
@@ -68,6 +72,7 @@ export class TrafficSampler {
         this.#push(this.#models.get(model) ?? [], pointBetween(last.counts.get(model), c, o)),
       );
     }
+    this.#onSample?.();
   }
 
   view(): TrafficView {
