@@ -5,8 +5,9 @@
 import type { ErrorBody, ListOf, Role, WhoAmI } from '../../src/core/api-types.js';
 import type { ClusterStatus, NodeView } from '../../src/protocol/node-views.js';
 import type { ReplicaView } from '../../src/protocol/replica-views.js';
+import type { TrafficView } from '../../src/protocol/traffic-views.js';
 
-export type { ClusterStatus, ListOf, NodeView, ReplicaView, Role, WhoAmI };
+export type { ClusterStatus, ListOf, NodeView, ReplicaView, Role, TrafficView, WhoAmI };
 
 export const apiBase = '/api/v1';
 
@@ -121,6 +122,11 @@ export class Api {
   replicas(): Promise<ReplicaView[]> {
     return this.request<ListOf<ReplicaView>>('/replicas').then((l) => l.items);
   }
+
+  /** The gateway's rates over the last hour (a point every 10 s). */
+  traffic(): Promise<TrafficView> {
+    return this.request<TrafficView>('/traffic');
+  }
 }
 
 /**
@@ -137,4 +143,5 @@ export const queryKeys = {
   config: ['config'],
   usage: ['usage'],
   audit: ['audit'],
+  traffic: ['traffic'],
 } as const;

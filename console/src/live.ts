@@ -8,7 +8,7 @@ import type { QueryClient, QueryKey } from '@tanstack/react-query';
 
 import { queryKeys, type Api } from './api.js';
 
-export const topics = ['nodes', 'replicas', 'models', 'rollouts', 'keys', 'config'] as const;
+export const topics = ['nodes', 'replicas', 'models', 'rollouts', 'traffic', 'keys', 'config'] as const;
 export type Topic = (typeof topics)[number];
 
 /** What each topic's change makes stale. */
@@ -18,6 +18,7 @@ export const topicQueries: Record<Topic, readonly QueryKey[]> = {
   replicas: [queryKeys.replicas, queryKeys.status],
   models: [queryKeys.models, queryKeys.replicas],
   rollouts: [queryKeys.rollouts, queryKeys.models],
+  traffic: [queryKeys.traffic],
   keys: [queryKeys.keys],
   config: [queryKeys.config],
 };

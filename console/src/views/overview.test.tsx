@@ -176,6 +176,31 @@ describe('Overview', () => {
         ],
       },
       '/status': status,
+      '/traffic': {
+        step_s: 10,
+        gateway: true,
+        models: {},
+        points: [
+          {
+            t: '2026-12-03T13:00:00.000Z',
+            requests_per_s: 2,
+            prompt_tokens_per_s: 20,
+            completion_tokens_per_s: 60,
+            ttft_p50_ms: 120,
+            ttft_p95_ms: 400,
+            errors_per_s: 0,
+          },
+          {
+            t: '2026-12-03T13:00:10.000Z',
+            requests_per_s: 0.5,
+            prompt_tokens_per_s: 5,
+            completion_tokens_per_s: 15,
+            ttft_p50_ms: 200,
+            ttft_p95_ms: 600,
+            errors_per_s: 0.1,
+          },
+        ],
+      },
       '/replicas': {
         items: [
           replica({ id: null, model: 'llama', state: 'pending', reason: 'no node has 2 free a100-80g' }),
@@ -209,6 +234,15 @@ describe('Overview', () => {
         .map((c) => c.textContent),
     ).toEqual(['card', '2', '1', '1']);
     expect(screen.getByText(/MIG mode changes at the next reset/)).toBeTruthy();
+    // The gateway's figures now (the last step) and over the series.
+    const traffic = await screen.findByRole('table', { name: /traffic now and over the last hour/ });
+    const cells = (name: RegExp) =>
+      within(within(traffic).getByRole('row', { name }))
+        .getAllByRole('cell')
+        .map((c) => c.textContent);
+    expect(cells(/^Requests\/s/)).toEqual(['0.5', '1.3']);
+    expect(cells(/^Tokens\/s/)).toEqual(['20', '50']);
+    expect(cells(/p95/)).toEqual(['600 ms', '440 ms']);
     expect((await screen.findByText(/no heartbeat for 45 s/)).closest('li')?.textContent).toContain('gpu-2');
     expect((await screen.findByText(/no node has 2 free a100-80g/)).closest('li')?.textContent).toBe(
       'llama pending: no node has 2 free a100-80g',
@@ -216,7 +250,11 @@ describe('Overview', () => {
   });
 
   it("shows a refusal in the server's words where the data would be", async () => {
-    const api = fakeApi({ '/nodes': { items: [] }, '/replicas': { items: [] } });
+    const api = fakeApi({
+      '/nodes': { items: [] },
+      '/replicas': { items: [] },
+      '/traffic': { step_s: 10, gateway: false, points: [], models: {} },
+    });
     render(
       <QueryClientProvider client={new QueryClient({ defaultOptions: { queries: { retry: false } } })}>
         <SessionProvider session={{ api, name: 'ops', role: 'user', signOut: () => undefined }}>
@@ -227,5 +265,6 @@ describe('Overview', () => {
     expect((await screen.findByRole('alert')).textContent).toBe(
       "Could not load the cluster's status: no /status",
     );
+    expect(await screen.findByText(/The gateway runs apart \(llmgw gateway\)/)).toBeTruthy();
   });
 });

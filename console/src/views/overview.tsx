@@ -4,6 +4,7 @@ import { queryKeys } from '../api.js';
 import { useSession } from '../session.js';
 import { QueryError } from '../query-error.js';
 import { deviceGroups, nodeCounts, replicaCounts } from './overview-counts.js';
+import { TrafficPanel } from './overview-traffic-panel.js';
 
 /** The cluster at a glance: nodes by state, devices by class used and free, replicas by state. */
 export function Overview() {
@@ -11,6 +12,7 @@ export function Overview() {
   const nodes = useQuery({ queryKey: queryKeys.nodes, queryFn: () => api.nodes() });
   const status = useQuery({ queryKey: queryKeys.status, queryFn: () => api.status() });
   const replicas = useQuery({ queryKey: queryKeys.replicas, queryFn: () => api.replicas() });
+  const traffic = useQuery({ queryKey: queryKeys.traffic, queryFn: () => api.traffic() });
 
   return (
     <section aria-labelledby="view-title" className="overview">
@@ -27,6 +29,11 @@ export function Overview() {
           {replicas.data && <ReplicasPanel counts={replicaCounts(replicas.data)} />}
         </article>
       </div>
+      <article aria-labelledby="traffic-title" className="card">
+        <h2 id="traffic-title">Traffic</h2>
+        <QueryError query={traffic} what="the gateway's traffic" />
+        {traffic.data && <TrafficPanel traffic={traffic.data} />}
+      </article>
       <article aria-labelledby="devices-title" className="card">
         <h2 id="devices-title">Devices by class</h2>
         <QueryError query={status} what="the cluster's status" />
