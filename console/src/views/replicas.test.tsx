@@ -203,6 +203,25 @@ describe('Replicas', () => {
     expect(signal?.aborted).toBe(true);
   });
 
+  it('says when a followed log ends, keeping its lines', async () => {
+    const { api } = fakeApi({
+      ...list,
+      'GET /replicas/r-1': { json: ready },
+      'GET /replicas/r-1/logs': () => new Response('--- llmgw: the engine exited with code 137\n'),
+    });
+    show(api, 'admin');
+    fireEvent.click(await screen.findByRole('button', { name: 'Show replica r-1' }));
+    fireEvent.click(await screen.findByRole('button', { name: 'Follow the log' }));
+    const logs = screen.getByRole('region', { name: 'Log' });
+    expect((await within(logs).findByRole('status')).textContent).toBe(
+      'The log ended: the shard stopped or has not started.',
+    );
+    expect(within(logs).getByRole('log').textContent).toBe('--- llmgw: the engine exited with code 137');
+    expect(within(logs).getByRole('button', { name: 'Follow the log' }).getAttribute('aria-pressed')).toBe(
+      'false',
+    );
+  });
+
   it("shows the server's refusal of the logs beside the button", async () => {
     const message = 'no replica is named "r-1" (llmgw ctl replicas lists them)';
     const { api } = fakeApi({

@@ -237,6 +237,7 @@ export function Logs({ replica }: { replica: ReplicaView }) {
   const [following, setFollowing] = useState(false);
   const [text, setText] = useState('');
   const [error, setError] = useState<string | undefined>();
+  const [ended, setEnded] = useState(false);
   const pre = useRef<HTMLPreElement>(null);
 
   useEffect(() => {
@@ -257,7 +258,10 @@ export function Logs({ replica }: { replica: ReplicaView }) {
           lines.push(decoder.decode(value, { stream: true }));
           setText(lines.text());
         }
-        if (!ac.signal.aborted) setFollowing(false);
+        if (!ac.signal.aborted) {
+          setEnded(true);
+          setFollowing(false);
+        }
       } catch (e) {
         if (ac.signal.aborted) return;
         setError(e instanceof Error ? e.message : String(e));
@@ -305,6 +309,7 @@ export function Logs({ replica }: { replica: ReplicaView }) {
             if (!following) {
               setText('');
               setError(undefined);
+              setEnded(false);
             }
             setFollowing(!following);
           }}
@@ -315,6 +320,11 @@ export function Logs({ replica }: { replica: ReplicaView }) {
           <p role="alert" className="error">
             {error}
           </p>
+        )}
+        {ended && (
+          <span role="status" className="hint">
+            The log ended: the shard stopped or has not started.
+          </span>
         )}
       </div>
       <pre
