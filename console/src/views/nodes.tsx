@@ -8,6 +8,8 @@ import { useNow } from './use-now.js';
 import { CopyButton } from './copy-button.js';
 import { age, deviceRow, expiryChoices, joinCommand, memoryBar, nodeWarnings } from './nodes-rows.js';
 
+const mib = new Intl.NumberFormat('en-US');
+
 /** Each node: its devices, the cards it leaves out, its warnings; admins make join tokens and remove nodes. */
 export function Nodes() {
   const { api } = useSession();
@@ -47,7 +49,11 @@ function NodeCard({ node: n, now }: { node: NodeView; now: number }) {
         <h2 id={titleId}>{n.name}</h2>
         <span className={`badge state-${n.state}`}>{n.state === 'ready' ? 'Ready' : 'Not ready'}</span>
         <span className="hint">
-          last seen <time dateTime={n.last_seen}>{age(n.last_seen, now)}</time> ago
+          last seen{' '}
+          <time dateTime={n.last_seen} title={new Date(n.last_seen).toLocaleString()}>
+            {age(n.last_seen, now)}
+          </time>{' '}
+          ago
         </span>
         <AdminOnly>
           <RemoveNode name={n.name} />
@@ -74,6 +80,13 @@ function NodeCard({ node: n, now }: { node: NodeView; now: number }) {
         <div>
           <dt>Memory</dt>
           <dd>{ram.text} used</dd>
+        </div>
+        <div>
+          <dt>Disk</dt>
+          <dd>
+            {mib.format(host.disk.free_mib)} MiB free of {mib.format(host.disk.total_mib)} under{' '}
+            {host.disk.path}
+          </dd>
         </div>
         <div>
           <dt>Agent</dt>

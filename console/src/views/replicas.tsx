@@ -1,12 +1,12 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useId, useRef, useState } from 'react';
 
-import { queryKeys, type ReplicaView } from '../api.js';
+import { ApiError, queryKeys, type ReplicaView } from '../api.js';
 import { QueryError } from '../query-error.js';
 import { AdminOnly, useSession } from '../session.js';
 import { useNow } from './use-now.js';
 import { age, unknown } from './nodes-rows.js';
-import { LogLines, replicaRow, shardDevices } from './replicas-rows.js';
+import { LogLines, percentDone, progressText, replicaRow, shardDevices } from './replicas-rows.js';
 
 /** Every replica with its state and why; one's shards, its live log, and restarts (admins). */
 export function Replicas() {
@@ -147,6 +147,11 @@ function ReplicaDetail({ id, onClose }: { id: string; onClose: () => void }) {
                     <td>{s.port}</td>
                     <td className={`state-${s.state}`}>
                       {s.state}
+                      {s.download !== undefined && (
+                        <div className="hint">
+                          {percentDone(s.download)}% — {progressText(s.download)}
+                        </div>
+                      )}
                       {s.reason !== undefined && <div className="reason">{s.reason}</div>}
                       {s.last_exit !== undefined && (
                         <details>
@@ -217,6 +222,9 @@ export function Restart({ replica }: { replica: ReplicaView }) {
       {restart.error !== null && (
         <p id={`${ids}-said`} role="alert" className="error">
           {restart.error.message}
+          {restart.error instanceof ApiError && restart.error.code === 'conflict' && !restart.variables
+            ? ' (here: Restart in place)'
+            : ''}
         </p>
       )}
       {restart.data !== undefined && (
