@@ -172,6 +172,17 @@ describe('Nodes', () => {
     expect(sent.filter((s) => s.method === 'POST')).toHaveLength(1);
   });
 
+  it('opens the token dialog on its name field, and Escape closes it back to its button', async () => {
+    const { api } = fakeApi({ 'GET /nodes': { json: { items: [] } } });
+    show(api, 'admin');
+    const opener = await screen.findByRole('button', { name: 'Join token…' });
+    fireEvent.click(opener);
+    expect(document.activeElement).toBe(screen.getByLabelText('Name (optional)'));
+    fireEvent.keyDown(document.activeElement!, { key: 'Escape' });
+    expect(screen.queryByRole('dialog')).toBeNull();
+    expect(document.activeElement).toBe(opener);
+  });
+
   it('without a clipboard (plain http), selects the token for the user to copy', async () => {
     const { api } = fakeApi({
       'GET /nodes': { json: { items: [] } },
