@@ -8,6 +8,11 @@ import type { ReplicaView } from '../../src/protocol/replica-views.js';
 import type { TrafficView } from '../../src/protocol/traffic-views.js';
 
 export type { ClusterStatus, ListOf, NodeView, ReplicaView, Role, TrafficView, WhoAmI };
+// Nodes and Replicas views.
+import type { Device, ExcludedCard } from '../../src/gpu/types.js';
+import type { CreatedJoinToken } from '../../src/protocol/node-views.js';
+import type { RestartResult, ShardView } from '../../src/protocol/replica-views.js';
+export type { CreatedJoinToken, Device, ExcludedCard, RestartResult, ShardView };
 
 export const apiBase = '/api/v1';
 
@@ -127,6 +132,57 @@ export class Api {
   traffic(): Promise<TrafficView> {
     return this.request<TrafficView>('/traffic');
   }
+
+  /** Removes a node: its agent is disconnected and must join again with a token. */
+  removeNode(name: string): Promise<{ name: string; id: string }> {
+    return this.request(`/nodes/${encodeURIComponent(name)}`, { method: 'DELETE' });
+  }
+
+  /** A join token; its secret is in this answer only. */
+  createJoinToken(o: { name?: string; expires_in?: number }): Promise<CreatedJoinToken> {
+    return this.request('/node-tokens', { method: 'POST', json: o });
+  }
+
+  replica(id: string): Promise<ReplicaView> {
+    return this.request(`/replicas/${encodeURIComponent(id)}`);
+  }
+
+  /** Beside it (surge), or in place (stopped first). */
+  restartReplica(id: string, inPlace: boolean): Promise<RestartResult> {
+    return this.request(`/replicas/${encodeURIComponent(id)}/restart`, {
+      method: 'POST',
+      json: { in_place: inPlace },
+    });
+  }
+
+  /**
+   * A shard's engine log as a text stream (following: until `signal` aborts, like
+   * `ctl logs -f`); rejects with the server's refusal before the stream starts.
+   */
+  async logs(
+    id: string,
+    o: { rank: number; tail: number; follow: boolean; signal: AbortSignal },
+  ): Promise<ReadableStream<Uint8Array>> {
+    const q = new URLSearchParams({ rank: String(o.rank), tail: String(o.tail), follow: String(o.follow) });
+    let res: Response;
+    try {
+      res = await this.#fetch(`${apiBase}/replicas/${encodeURIComponent(id)}/logs?${q.toString()}`, {
+        headers: { authorization: `Bearer ${this.#key}` },
+        signal: o.signal,
+      });
+    } catch (e) {
+      if (o.signal.aborted) throw e;
+      throw new ApiError({
+        status: 0,
+        code: 'unreachable',
+        message: `cannot reach the control plane: ${e instanceof Error ? e.message : String(e)}`,
+      });
+    }
+    if (!res.ok) throw await errorOf(res);
+    if (res.body === null)
+      throw new ApiError({ status: res.status, code: 'http_error', message: 'the log answer had no body' });
+    return res.body;
+  }
 }
 
 /**
@@ -144,4 +200,5 @@ export const queryKeys = {
   usage: ['usage'],
   audit: ['audit'],
   traffic: ['traffic'],
+  replica: (id: string) => ['replicas', id] as const,
 } as const;

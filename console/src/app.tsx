@@ -8,7 +8,9 @@ import { consoleRefusal, keyStore, SessionProvider, type Session } from './sessi
 import { SignIn } from './sign-in.js';
 import { ThemeSelect } from './theme.js';
 import { NotBuilt } from './views/not-built.js';
+import { Nodes } from './views/nodes.js';
 import { Overview } from './views/overview.js';
+import { Replicas } from './views/replicas.js';
 
 export interface View {
   path: string;
@@ -23,10 +25,10 @@ const notBuilt = (title: string) => () => <NotBuilt title={title} />;
 /** The console's views, in the nav's order. A new view is a component here (see console/README.md). */
 export const views: View[] = [
   { path: '/', title: 'Overview', component: Overview },
-  { path: '/nodes', title: 'Nodes', component: notBuilt('Nodes') },
+  { path: '/nodes', title: 'Nodes', component: Nodes },
   { path: '/models', title: 'Models', component: notBuilt('Models') },
   { path: '/plan', title: 'Plan', component: notBuilt('Plan') },
-  { path: '/replicas', title: 'Replicas', component: notBuilt('Replicas') },
+  { path: '/replicas', title: 'Replicas', component: Replicas },
   { path: '/keys', title: 'Keys', admin: true, component: notBuilt('Keys') },
   { path: '/usage', title: 'Usage', component: notBuilt('Usage') },
   { path: '/audit', title: 'Audit', admin: true, component: notBuilt('Audit') },
