@@ -9,6 +9,7 @@ import { SignIn } from './sign-in.js';
 import { ThemeSelect } from './theme.js';
 import { NotBuilt } from './views/not-built.js';
 import { Overview } from './views/overview.js';
+import { Playground } from './views/playground.js';
 
 export interface View {
   path: string;
@@ -31,7 +32,7 @@ export const views: View[] = [
   { path: '/usage', title: 'Usage', component: notBuilt('Usage') },
   { path: '/audit', title: 'Audit', admin: true, component: notBuilt('Audit') },
   { path: '/settings', title: 'Settings', admin: true, component: notBuilt('Settings') },
-  { path: '/playground', title: 'Playground', component: notBuilt('Playground') },
+  { path: '/playground', title: 'Playground', component: Playground },
 ];
 
 interface Signed {
