@@ -114,7 +114,14 @@ describe('Playground', () => {
     const curl = screen.getByRole('heading', { name: 'curl' }).closest('.snippet')?.textContent ?? '';
     expect(curl).toContain('Bearer $LLMGW_KEY');
     expect(curl).toContain('"max_tokens": 32');
-    expect(curl).toContain('"content": "Hello, world"');
+    expect(curl).toContain('"content": "Hi"');
+    expect(curl).not.toContain('Hello, world');
+    // With a next question typed, the code is of the request Send would make: the answer goes with it.
+    fireEvent.change(screen.getByLabelText('Message'), { target: { value: 'And then?' } });
+    const python =
+      screen.getByRole('heading', { name: 'Python (openai)' }).closest('.snippet')?.textContent ?? '';
+    expect(python).toContain('{"role": "assistant", "content": "Hello, world"},');
+    expect(python).toContain('{"role": "user", "content": "And then?"},');
     expect(document.body.textContent).not.toContain(secret);
   });
 

@@ -11,6 +11,7 @@ import {
   numberField,
   pythonCode,
   type ChatMessage,
+  type ChatRequest,
   type ChatSettings,
 } from './playground-request.js';
 import { readChatStream } from './playground-stream.js';
@@ -54,6 +55,7 @@ export function Playground() {
   const [draft, setDraft] = useState('');
   const [turns, setTurns] = useState<Turn[]>([]);
   const [running, setRunning] = useState<AbortController | undefined>();
+  const [lastSent, setLastSent] = useState<ChatRequest | undefined>();
   const nextId = useRef(0);
   const log = useRef<HTMLOListElement>(null);
 
@@ -67,11 +69,11 @@ export function Playground() {
     ...(temp.value === undefined ? {} : { temperature: temp.value }),
     ...(max.value === undefined ? {} : { maxTokens: max.value }),
   };
-  const next = [
-    ...history(turns),
-    ...(draft.trim() === '' ? [] : [{ role: 'user' as const, content: draft }]),
-  ];
-  const shown = chatRequest(settings, next);
+  // The code shows what Send would send; with nothing typed, the request of the last answer.
+  const shown =
+    draft.trim() === '' && lastSent !== undefined
+      ? lastSent
+      : chatRequest(settings, [...history(turns), { role: 'user', content: draft }]);
 
   useEffect(() => {
     const el = log.current;
@@ -98,6 +100,7 @@ export function Playground() {
       { id, role: 'assistant', content: '', model, state: 'streaming', timing: { sentAt: now(), pieces: 0 } },
     ]);
     setDraft('');
+    setLastSent(body);
     setRunning(ac);
     try {
       const res = await api.chat(body, ac.signal);
@@ -277,6 +280,7 @@ export function Playground() {
                 disabled={running !== undefined || turns.length === 0}
                 onClick={() => {
                   setTurns([]);
+                  setLastSent(undefined);
                 }}
               >
                 Clear
