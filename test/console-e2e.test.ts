@@ -219,9 +219,11 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
       await page.getByLabel('Temperature').fill('0.2');
       await page.getByLabel('Message').fill('What is llmgw?');
       await page.getByRole('button', { name: 'Send' }).click();
-      // Stop shows while the answer streams, and goes when it ends.
-      await page.getByRole('button', { name: 'Stop' }).waitFor();
+      // Streamed: text and its time to first token show while the answer is still coming, with Stop.
       const answer = page.locator('.turn-assistant');
+      await answer.locator('.turn-figures', { hasText: /^answering… · time to first token/ }).waitFor();
+      expect(((await answer.locator('.turn-text').textContent()) ?? '').length).toBeGreaterThan(0);
+      expect(await page.getByRole('button', { name: 'Stop' }).isVisible()).toBe(true);
       await answer.locator('.turn-figures', { hasText: /^time to first token/ }).waitFor();
       const figures = (await answer.locator('.turn-figures').textContent()) ?? '';
       expect(figures).toMatch(/^time to first token \d+ ms · [\d.]+ tokens\/s · 24 tokens$/);
@@ -239,6 +241,11 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
           .getByRole('link', { name: new RegExp(`^${v}$`, 'i') })
           .click();
         await page.getByRole('heading', { level: 1 }).waitFor();
+        // A view's data in place of its "Loading …" lines (QueryError), before its picture.
+        await page
+          .getByText(/^Loading .*…$/)
+          .first()
+          .waitFor({ state: 'detached' });
         await shoot(page, v);
       }
     } finally {
@@ -246,7 +253,7 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
     }
   });
 
-  it('a user key sees no admin views; the console fits a phone, dark', async () => {
+  it('a user key sees no admin views, and chats; the console fits a phone, dark', async () => {
     const context = await browser!.newContext({ viewport: { width: 390, height: 844 }, colorScheme: 'dark' });
     const page = await context.newPage();
     try {
@@ -269,6 +276,21 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
       // Nothing wider than the phone: the page does not scroll sideways.
       expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
       await shoot(page, 'overview-phone-dark');
+
+      // A user key chats through the gateway too, and the Playground fits the phone.
+      await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Playground' }).click();
+      await eventually(
+        page,
+        'tiny in the Playground',
+        async () => (await page.getByLabel('Model').inputValue()) === 'tiny',
+      );
+      await page.getByLabel('Message').fill('Hi');
+      await page.getByLabel('Message').press('Enter');
+      await page
+        .locator('.turn-assistant .turn-figures', { hasText: /^time to first token .* 24 tokens$/ })
+        .waitFor();
+      expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
+      await shoot(page, 'playground-phone-dark');
     } finally {
       await context.close();
     }
