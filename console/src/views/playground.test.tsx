@@ -196,4 +196,36 @@ describe('Playground', () => {
       expect(sent).toEqual([]);
     });
   });
+
+  it('copies the code with the key as $LLMGW_KEY, and says so when the browser refuses', async () => {
+    const copied: string[] = [];
+    let refuse = false;
+    Object.defineProperty(navigator, 'clipboard', {
+      configurable: true,
+      value: {
+        writeText: (text: string) => {
+          if (refuse) return Promise.reject(new Error('Write permission denied.'));
+          copied.push(text);
+          return Promise.resolve();
+        },
+      },
+    });
+    gateway([]);
+    await screen.findByRole('option', { name: 'tiny' });
+    fireEvent.change(screen.getByLabelText('Message'), { target: { value: 'Hi' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Copy the curl code' }));
+    const curl = screen.getByRole('heading', { name: 'curl' }).closest('.snippet');
+    expect(await within(curl as HTMLElement).findByText('Copied')).toBeTruthy();
+    expect(copied).toHaveLength(1);
+    expect(copied[0]).toContain('Bearer $LLMGW_KEY');
+    expect(copied[0]).not.toContain(secret);
+    refuse = true;
+    fireEvent.click(screen.getByRole('button', { name: 'Copy the Python (openai) code' }));
+    const python = screen.getByRole('heading', { name: 'Python (openai)' }).closest('.snippet');
+    expect(
+      await within(python as HTMLElement).findByText(
+        'Could not copy (Write permission denied.): select the text and copy it',
+      ),
+    ).toBeTruthy();
+  });
 });

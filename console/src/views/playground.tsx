@@ -231,7 +231,14 @@ export function Playground() {
         </form>
 
         <div className="card playground-chat">
-          <ol className="chat-log" ref={log} aria-label="Conversation" aria-live="polite">
+          <ol
+            className="chat-log"
+            ref={log}
+            aria-label="Conversation"
+            aria-live="polite"
+            // Read out once an answer is whole, not at each piece.
+            aria-busy={running !== undefined}
+          >
             {turns.length === 0 && <li className="hint">Ask something to start.</li>}
             {turns.map((t) => (
               <li key={t.id} className={`turn turn-${t.role}`}>
