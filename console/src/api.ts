@@ -183,6 +183,52 @@ export class Api {
       throw new ApiError({ status: res.status, code: 'http_error', message: 'the log answer had no body' });
     return res.body;
   }
+
+  /** The gateway's models and adapters this key may use (GET /v1/models, same origin). */
+  async gatewayModels(): Promise<GatewayModel[]> {
+    const res = await this.#gateway('/v1/models', { method: 'GET' });
+    return ((await res.json()) as { data: GatewayModel[] }).data;
+  }
+
+  /**
+   * POST /v1/chat/completions; resolves with the answer, whose body the caller reads (a stream),
+   * or rejects with the gateway's refusal as an ApiError.
+   */
+  chat(body: unknown, signal: AbortSignal): Promise<Response> {
+    return this.#gateway('/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal,
+    });
+  }
+
+  async #gateway(path: string, init: RequestInit): Promise<Response> {
+    let res: Response;
+    try {
+      res = await this.#fetch(path, {
+        ...init,
+        headers: { ...(init.headers as Record<string, string>), authorization: `Bearer ${this.#key}` },
+      });
+    } catch (e) {
+      if (init.signal?.aborted === true) throw e;
+      throw new ApiError({
+        status: 0,
+        code: 'unreachable',
+        message: `cannot reach the gateway: ${e instanceof Error ? e.message : String(e)}`,
+      });
+    }
+    if (!res.ok) throw await errorOf(res);
+    return res;
+  }
+}
+
+/** An entry of the gateway's GET /v1/models (src/gateway/gateway.ts): a model, or MODEL:ADAPTER with its parent. */
+export interface GatewayModel {
+  id: string;
+  parent?: string;
+  ready_replicas: number;
+  context_length?: number;
 }
 
 /**
@@ -201,4 +247,5 @@ export const queryKeys = {
   audit: ['audit'],
   traffic: ['traffic'],
   replica: (id: string) => ['replicas', id] as const,
+  gatewayModels: ['gateway-models'],
 } as const;

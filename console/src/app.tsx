@@ -11,6 +11,7 @@ import { NotBuilt } from './views/not-built.js';
 import { Nodes } from './views/nodes.js';
 import { Overview } from './views/overview.js';
 import { Replicas } from './views/replicas.js';
+import { Playground } from './views/playground.js';
 
 export interface View {
   path: string;
@@ -33,7 +34,7 @@ export const views: View[] = [
   { path: '/usage', title: 'Usage', component: notBuilt('Usage') },
   { path: '/audit', title: 'Audit', admin: true, component: notBuilt('Audit') },
   { path: '/settings', title: 'Settings', admin: true, component: notBuilt('Settings') },
-  { path: '/playground', title: 'Playground', component: notBuilt('Playground') },
+  { path: '/playground', title: 'Playground', component: Playground },
 ];
 
 interface Signed {

@@ -15,8 +15,8 @@ export type Topic = (typeof topics)[number];
 export const topicQueries: Record<Topic, readonly QueryKey[]> = {
   nodes: [queryKeys.nodes, queryKeys.status],
   // The status counts the devices replicas use, and lists downloads.
-  replicas: [queryKeys.replicas, queryKeys.status],
-  models: [queryKeys.models, queryKeys.replicas],
+  replicas: [queryKeys.replicas, queryKeys.status, queryKeys.gatewayModels],
+  models: [queryKeys.models, queryKeys.replicas, queryKeys.gatewayModels],
   rollouts: [queryKeys.rollouts, queryKeys.models],
   traffic: [queryKeys.traffic],
   keys: [queryKeys.keys],
