@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 
 import type { ListOf } from '../../core/api-types.js';
-import type { ModelGpusView } from '../../protocol/model-gpus-views.js';
+import type { ModelGpusCheck, ModelGpusView } from '../../protocol/model-gpus-views.js';
 import type { ModelChange, ModelView } from '../../protocol/model-views.js';
 import { contextBody, setModelContext } from '../model-context.js';
 import { fitWarnings } from '../model-fit.js';
@@ -70,9 +70,9 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
     ),
   );
 
-  // Cards a replica uses (llmgw ctl model gpus), rolled over the replicas.
+  // Cards a replica uses (llmgw ctl model gpus), rolled over the replicas; with dry_run only checked.
   app.post('/:name/gpus', adminOnly, async (c) =>
-    c.json<ModelGpusView>(
+    c.json<ModelGpusView | ModelGpusCheck>(
       await changeModelGpus(deps, c.req.param('name'), await jsonBody(c, gpusBody), principalOf(c).name),
     ),
   );
