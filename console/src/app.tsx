@@ -8,13 +8,17 @@ import { consoleRefusal, keyStore, SessionProvider, type Session } from './sessi
 import { SignIn } from './sign-in.js';
 import { ThemeSelect } from './theme.js';
 import { NotBuilt } from './views/not-built.js';
+import { Models } from './views/models.js';
 import { Overview } from './views/overview.js';
+import { Plan } from './views/plan.js';
 
 export interface View {
   path: string;
   title: string;
   /** Shown to admin keys only: the API refuses the rest. */
   admin?: boolean;
+  /** Its path has pages under it (/models/NAME), routed by the view. */
+  nest?: boolean;
   component: ComponentType;
 }
 
@@ -24,8 +28,8 @@ const notBuilt = (title: string) => () => <NotBuilt title={title} />;
 export const views: View[] = [
   { path: '/', title: 'Overview', component: Overview },
   { path: '/nodes', title: 'Nodes', component: notBuilt('Nodes') },
-  { path: '/models', title: 'Models', component: notBuilt('Models') },
-  { path: '/plan', title: 'Plan', component: notBuilt('Plan') },
+  { path: '/models', title: 'Models', nest: true, component: Models },
+  { path: '/plan', title: 'Plan', component: Plan },
   { path: '/replicas', title: 'Replicas', component: notBuilt('Replicas') },
   { path: '/keys', title: 'Keys', admin: true, component: notBuilt('Keys') },
   { path: '/usage', title: 'Usage', component: notBuilt('Usage') },
@@ -145,7 +149,7 @@ function Shell({ signed, signOut }: { signed: Signed; signOut: (why?: string) =>
       <main id="main" tabIndex={-1}>
         <Switch>
           {shown.map((v) => (
-            <Route key={v.path} path={v.path} component={v.component} />
+            <Route key={v.path} path={v.path} nest={v.nest === true} component={v.component} />
           ))}
           <Route>
             <NotFound />
