@@ -161,7 +161,8 @@ function Shell({ signed, signOut }: { signed: Signed; signOut: (why?: string) =>
 }
 
 function NavItem({ view }: { view: View }) {
-  const [active] = useRoute(view.path);
+  // A nested view's pages (/models/NAME) keep it current in the nav.
+  const [active] = useRoute(view.nest === true ? `${view.path}/*?` : view.path);
   return (
     <li>
       <Link href={view.path} aria-current={active ? 'page' : undefined}>

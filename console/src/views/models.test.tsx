@@ -2,9 +2,10 @@
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { cleanup, fireEvent, render, screen, waitFor, within } from '@testing-library/react';
 import type { ReactNode } from 'react';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { Api, type PlanAnswer, type Role } from '../api.js';
+import { App } from '../app.js';
 import { SessionProvider } from '../session.js';
 import { ModelList } from './models.js';
 import { ModelDetail } from './models-detail.js';
@@ -459,5 +460,45 @@ describe('Plan', () => {
     fireEvent.change(screen.getByRole('textbox', { name: /^Classes/ }), { target: { value: 'l4' } });
     fireEvent.click(screen.getByRole('button', { name: 'Plan' }));
     expect((await screen.findByRole('alert')).textContent).toBe(`Could not load the plan: ${noClass}`);
+  });
+});
+
+describe('routes', () => {
+  afterEach(() => {
+    vi.unstubAllGlobals();
+    sessionStorage.clear();
+    history.replaceState(null, '', '/');
+  });
+
+  it("a model's page at /models/NAME, Models current in the nav, its link back to the catalog", async () => {
+    sessionStorage.setItem('llmgw.key', 'llmgw_user');
+    history.replaceState(null, '', '/models/qwen');
+    const answers: Record<string, unknown> = {
+      '/whoami': { name: 'ana', role: 'user' },
+      '/models/qwen': modelView(),
+      '/models': { items: [modelView()] },
+      '/replicas': { items: [] },
+    };
+    vi.stubGlobal('fetch', (input: string) => {
+      const body = answers[input.replace('/api/v1', '')];
+      return Promise.resolve(
+        body === undefined
+          ? new Response(JSON.stringify({ error: { code: 'not_found', message: 'no' } }), { status: 404 })
+          : new Response(JSON.stringify(body), { status: 200 }),
+      );
+    });
+    render(
+      <QueryClientProvider client={new QueryClient({ defaultOptions: { queries: { retry: false } } })}>
+        <App />
+      </QueryClientProvider>,
+    );
+    expect((await screen.findByRole('heading', { level: 1 })).textContent).toBe('qwen');
+    expect(await screen.findByText('main @ a09a354, 3 files, 14.0 GiB')).toBeTruthy();
+    const nav = screen.getByRole('navigation', { name: 'Views' });
+    expect(within(nav).getByRole('link', { name: 'Models' }).getAttribute('aria-current')).toBe('page');
+    fireEvent.click(screen.getByRole('link', { name: '← Models' }));
+    const table = await screen.findByRole('table', { name: 'The catalog' });
+    expect(location.pathname).toBe('/models');
+    expect(within(table).getByRole('link', { name: 'qwen' }).getAttribute('href')).toBe('/models/qwen');
   });
 });
