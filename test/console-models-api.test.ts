@@ -94,6 +94,14 @@ profiles:
     expect((await api.model('qwen-7b')).profiles[0]).toMatchObject({ gpus_per_node: 1, tp: 1 });
   });
 
+  it('a change applied: the catalog lists the model with its rolling change', async () => {
+    const done = await api.modelGpus('qwen-7b', { gpus: 2 });
+    expect(done.rollout).toMatchObject({ change: 'gpus 1 → 2' });
+    const listed = (await api.models()).find((m) => m.name === 'qwen-7b');
+    expect(listed?.status.rollout).toMatchObject({ model: 'qwen-7b', change: 'gpus 1 → 2', by: 'admin' });
+    expect((await api.models()).find((m) => m.name === 'team-qwen')?.status.rollout).toBeUndefined();
+  });
+
   it("a declared model's change refused with the hint to edit the settings", async () => {
     await expect(api.modelGpus('team-qwen', { gpus: 2, dry_run: true })).rejects.toThrow(
       /^model "team-qwen" is declared in the settings file .*llmgw ctl config edit$/,
@@ -108,7 +116,7 @@ profiles:
       'l4',
       'vllm',
       'l4-24g',
-      '1',
+      '2', // on 2 cards since the change above
       'yes',
     ]);
     expect(rows.every((r) => r.cells[2] === 'l4-24g')).toBe(true);
