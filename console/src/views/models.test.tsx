@@ -300,6 +300,35 @@ profiles:
     expect(status.textContent).toContain(`Warning: ${warning}`);
   });
 
+  it('plans the definition before adding it: the table, or the issue at its line', async () => {
+    const { api, calls } = fakeApi(({ method, path, body }) => {
+      if (method === 'GET') return ok({ items: [] });
+      if (method === 'POST' && path === '/plan') {
+        const gpuClass = (body as { spec: { profiles: { gpu_class: string }[] } }).spec.profiles[0]
+          ?.gpu_class;
+        return gpuClass === 'l4-24g'
+          ? ok(planAt(32768, 17.61, true))
+          : refuse(400, 'invalid_argument', 'invalid model', [
+              { path: 'profiles[0].gpu_class', message: 'unknown device class "l4-24"' },
+            ]);
+      }
+      return undefined;
+    });
+    show(<ModelList />, api);
+    fireEvent.change(screen.getByRole('textbox', { name: /^Model definition/ }), { target: { value: yaml } });
+    fireEvent.click(screen.getByRole('button', { name: 'Plan it first' }));
+    expect(within(await screen.findByRole('alert')).getByRole('listitem').textContent).toBe(
+      'line 6 profiles[0].gpu_class: unknown device class "l4-24"',
+    );
+    fireEvent.change(screen.getByRole('textbox', { name: /^Model definition/ }), {
+      target: { value: yaml.replace('l4-24\n', 'l4-24g\n') },
+    });
+    fireEvent.click(screen.getByRole('button', { name: 'Plan it first' }));
+    expect(await screen.findByRole('table', { name: 'qwen at 32768 tokens: per card, GiB' })).toBeTruthy();
+    expect(screen.queryByRole('alert')).toBeNull();
+    expect(calls.filter((c) => c.path === '/models' && c.method === 'POST')).toEqual([]);
+  });
+
   it('is not offered to a user key', async () => {
     const { api } = fakeApi(() => ok({ items: [modelView()] }));
     show(<ModelList />, api, 'user');

@@ -2,12 +2,13 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useId, useRef, useState } from 'react';
 import { Link, useRoute } from 'wouter';
 
-import { ApiError, queryKeys, type ModelChange, type ModelView } from '../api.js';
+import { ApiError, queryKeys, type ModelChange, type ModelView, type PlanAnswer } from '../api.js';
 import { QueryError } from '../query-error.js';
 import { AdminOnly, useSession } from '../session.js';
 import { ModelDetail } from './models-detail.js';
 import { isDeclared, originText, profileText, rolloutText, shapeText } from './models-rows.js';
 import { parseModelYaml, placeIssues, type PlacedIssue } from './models-yaml.js';
+import { PlanTable } from './plan.js';
 
 /** The catalog at /models, a model's page at /models/NAME (the route is nested: see app.tsx). */
 export function Models() {
@@ -100,23 +101,32 @@ export function AddModel() {
   const [text, setText] = useState(example);
   const [problems, setProblems] = useState<PlacedIssue[]>([]);
   const [added, setAdded] = useState<ModelChange | undefined>();
+  const [planned, setPlanned] = useState<PlanAnswer | undefined>();
+  // The server's issues per field, at their lines; the message alone when it has none.
+  const refused = (e: Error) => {
+    setProblems(
+      e instanceof ApiError && e.issues.length > 0
+        ? placeIssues(text, e.issues)
+        : [{ path: '', message: e.message }],
+    );
+  };
   const add = useMutation({
     mutationFn: (spec: unknown) => api.addModel(spec),
     onSuccess: (m) => {
       setAdded(m);
       void client.invalidateQueries({ queryKey: queryKeys.models });
     },
-    onError: (e) => {
-      // The server's issues per field, at their lines; the message alone when it has none.
-      setProblems(
-        e instanceof ApiError && e.issues.length > 0
-          ? placeIssues(text, e.issues)
-          : [{ path: '', message: e.message }],
-      );
-    },
+    onError: refused,
   });
-  const submit = () => {
+  // The definition planned as it stands (POST /plan {spec}), before adding it.
+  const plan = useMutation({
+    mutationFn: (spec: unknown) => api.plan({ spec }),
+    onSuccess: setPlanned,
+    onError: refused,
+  });
+  const submit = (planOnly = false) => {
     setAdded(undefined);
+    setPlanned(undefined);
     const parsed = parseModelYaml(text);
     if (!parsed.ok) {
       setProblems([
@@ -125,7 +135,8 @@ export function AddModel() {
       return;
     }
     setProblems([]);
-    add.mutate(parsed.value);
+    if (planOnly) plan.mutate(parsed.value);
+    else add.mutate(parsed.value);
   };
   const goTo = (line: number) => {
     const el = area.current;
@@ -182,8 +193,12 @@ export function AddModel() {
         )}
         <button type="submit" disabled={add.isPending}>
           {add.isPending ? 'Adding…' : 'Add'}
+        </button>{' '}
+        <button type="button" disabled={plan.isPending} onClick={() => submit(true)}>
+          {plan.isPending ? 'Planning…' : 'Plan it first'}
         </button>
       </form>
+      {planned !== undefined && <PlanTable answer={planned} />}
       {added !== undefined && (
         <div role="status">
           <p>
