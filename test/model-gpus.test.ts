@@ -180,6 +180,24 @@ describe('POST /api/v1/models/{name}/gpus', () => {
     });
   });
 
+  it('with dry_run answers the check as if applied, and stores, audits and rolls nothing', async () => {
+    const before = await stored('qwen-7b');
+    const audited = async () =>
+      (await api(t.url, t.adminKey, 'GET', '/audit?target=model/qwen-7b')).body.items.length as number;
+    const entries = await audited();
+    const r = await gpus('qwen-7b', { gpus: 4, dry_run: true });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ model: 'qwen-7b', note: null, dry_run: true });
+    expect(r.body.rollout).toBeUndefined();
+    expect(r.body.profiles[0]).toMatchObject({
+      profile: 'l4',
+      before: { cards: 1, tp: 1, fits: true },
+      after: { cards: 4, tp: 4, fits: true },
+    });
+    expect(await stored('qwen-7b')).toEqual(before);
+    expect(await audited()).toBe(entries);
+  });
+
   describe('refusals change nothing', () => {
     const refusals: [string, string, unknown, number, string | RegExp][] = [
       [
@@ -231,6 +249,13 @@ describe('POST /api/v1/models/{name}/gpus', () => {
         404,
         'model "qwen-7" does not exist; did you mean "qwen-7b"? (llmgw ctl models lists them)',
       ],
+      [
+        'a dry run, refused as the change would be',
+        'qwen-7b',
+        { gpus: 3, dry_run: true },
+        412,
+        'vLLM cannot spread qwen-7b over 3 cards (tensor parallel 3): Total number of attention heads (28) must be divisible by tensor parallel size (3). Tensor parallel sizes that split this model: 1, 2, 4.',
+      ],
       ['no count', 'qwen-7b', { gpus: 0 }, 400, /^invalid request body:\n.*gpus/],
       ['an unknown field', 'qwen-7b', { gpus: 2, cards: 2 }, 400, /cards/],
     ];
@@ -256,7 +281,9 @@ describe('POST /api/v1/models/{name}/gpus', () => {
         },
       } as unknown as Fleet;
       const deps = { catalog: cp.catalog, registry: cp.registry, settings: cp.settings, fleet };
-      await expect(changeModelGpus(deps, 'qwen-7b', { gpus: 2, in_place: false }, 'admin')).rejects.toThrow(
+      await expect(
+        changeModelGpus(deps, 'qwen-7b', { gpus: 2, in_place: false, dry_run: false }, 'admin'),
+      ).rejects.toThrow(
         `model "qwen-7b" changed since you read it (version ${version}, now ${version + 1}): read it again and reapply your change`,
       );
       const after = await stored('qwen-7b');

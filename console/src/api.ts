@@ -6,8 +6,33 @@ import type { ErrorBody, ListOf, Role, WhoAmI } from '../../src/core/api-types.j
 import type { ClusterStatus, NodeView } from '../../src/protocol/node-views.js';
 import type { ReplicaView } from '../../src/protocol/replica-views.js';
 import type { TrafficView } from '../../src/protocol/traffic-views.js';
+import type { ModelChange, ModelView } from '../../src/protocol/model-views.js';
+import type { GpusSideView, ModelGpusCheck, ModelGpusView } from '../../src/protocol/model-gpus-views.js';
+import type { RolloutView } from '../../src/protocol/rollout-views.js';
+import type { PlanAnswer, PlanOption } from '../../src/planner/options.js';
+import type { ContextChangeView } from '../../src/server/model-context.js';
 
 export type { ClusterStatus, ListOf, NodeView, ReplicaView, Role, TrafficView, WhoAmI };
+export type {
+  ContextChangeView,
+  GpusSideView,
+  ModelChange,
+  ModelGpusCheck,
+  ModelGpusView,
+  ModelView,
+  PlanAnswer,
+  PlanOption,
+  RolloutView,
+};
+
+/** What POST /plan takes: one of model, spec or source (src/server/api/plan.ts). */
+export interface PlanAsk {
+  model?: string;
+  spec?: unknown;
+  source?: string;
+  context?: number;
+  classes?: string[];
+}
 // Nodes and Replicas views.
 import type { Device, ExcludedCard } from '../../src/gpu/types.js';
 import type { CreatedJoinToken } from '../../src/protocol/node-views.js';
@@ -128,6 +153,69 @@ export class Api {
     return this.request<ListOf<ReplicaView>>('/replicas').then((l) => l.items);
   }
 
+  models(): Promise<ModelView[]> {
+    return this.request<ListOf<ModelView>>('/models').then((l) => l.items);
+  }
+
+  /** One model, with its rolling change (status.rollout). */
+  model(name: string): Promise<ModelView> {
+    return this.request<ModelView>(`/models/${encodeURIComponent(name)}`);
+  }
+
+  /** A model definition as `ctl model add -f` sends it (the parsed YAML); warnings in the answer. */
+  addModel(spec: unknown): Promise<ModelChange> {
+    return this.request<ModelChange>('/models', { method: 'POST', json: spec });
+  }
+
+  /** Replicas wanted (`ctl model scale`): a PATCH of the one field. */
+  scaleModel(name: string, replicas: number): Promise<ModelChange> {
+    return this.request<ModelChange>(`/models/${encodeURIComponent(name)}`, {
+      method: 'PATCH',
+      json: { replicas },
+    });
+  }
+
+  removeModel(name: string): Promise<unknown> {
+    return this.request<unknown>(`/models/${encodeURIComponent(name)}`, { method: 'DELETE' });
+  }
+
+  /** Cards a replica uses; with dry_run the server's check only (nothing stored or rolled). */
+  modelGpus(
+    name: string,
+    body: { gpus: number; profile?: string; in_place?: boolean; dry_run: true },
+  ): Promise<ModelGpusCheck>;
+  modelGpus(
+    name: string,
+    body: { gpus: number; profile?: string; in_place?: boolean; dry_run?: false },
+  ): Promise<ModelGpusView>;
+  modelGpus(
+    name: string,
+    body: { gpus: number; profile?: string; in_place?: boolean; dry_run?: boolean },
+  ): Promise<ModelGpusView | ModelGpusCheck> {
+    return this.request(`/models/${encodeURIComponent(name)}/gpus`, { method: 'POST', json: body });
+  }
+
+  modelContext(
+    name: string,
+    body: { tokens: number; slots?: number; in_place?: boolean },
+  ): Promise<ContextChangeView> {
+    return this.request<ContextChangeView>(`/models/${encodeURIComponent(name)}/context`, {
+      method: 'POST',
+      json: body,
+    });
+  }
+
+  /** The planner's options (`ctl plan`): a model of the catalog by GET, a spec or a source by POST. */
+  plan(ask: PlanAsk): Promise<PlanAnswer> {
+    if (ask.model !== undefined && ask.spec === undefined && ask.source === undefined) {
+      const q = new URLSearchParams({ model: ask.model });
+      if (ask.context !== undefined) q.set('context', String(ask.context));
+      if (ask.classes !== undefined && ask.classes.length > 0) q.set('class', ask.classes.join(','));
+      return this.request<PlanAnswer>(`/plan?${q.toString()}`);
+    }
+    return this.request<PlanAnswer>('/plan', { method: 'POST', json: ask });
+  }
+
   /** The gateway's rates over the last hour (a point every 10 s). */
   traffic(): Promise<TrafficView> {
     return this.request<TrafficView>('/traffic');
@@ -245,6 +333,8 @@ export const queryKeys = {
   config: ['config'],
   usage: ['usage'],
   audit: ['audit'],
+  model: (name: string) => ['models', name] as const,
+  plan: (ask: PlanAsk) => ['plan', ask] as const,
   traffic: ['traffic'],
   replica: (id: string) => ['replicas', id] as const,
   gatewayModels: ['gateway-models'],

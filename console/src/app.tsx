@@ -9,7 +9,9 @@ import { SignIn } from './sign-in.js';
 import { ThemeSelect } from './theme.js';
 import { NotBuilt } from './views/not-built.js';
 import { Nodes } from './views/nodes.js';
+import { Models } from './views/models.js';
 import { Overview } from './views/overview.js';
+import { Plan } from './views/plan.js';
 import { Replicas } from './views/replicas.js';
 import { Playground } from './views/playground.js';
 
@@ -18,6 +20,8 @@ export interface View {
   title: string;
   /** Shown to admin keys only: the API refuses the rest. */
   admin?: boolean;
+  /** Its path has pages under it (/models/NAME), routed by the view. */
+  nest?: boolean;
   component: ComponentType;
 }
 
@@ -27,8 +31,8 @@ const notBuilt = (title: string) => () => <NotBuilt title={title} />;
 export const views: View[] = [
   { path: '/', title: 'Overview', component: Overview },
   { path: '/nodes', title: 'Nodes', component: Nodes },
-  { path: '/models', title: 'Models', component: notBuilt('Models') },
-  { path: '/plan', title: 'Plan', component: notBuilt('Plan') },
+  { path: '/models', title: 'Models', nest: true, component: Models },
+  { path: '/plan', title: 'Plan', component: Plan },
   { path: '/replicas', title: 'Replicas', component: Replicas },
   { path: '/keys', title: 'Keys', admin: true, component: notBuilt('Keys') },
   { path: '/usage', title: 'Usage', component: notBuilt('Usage') },
@@ -148,7 +152,7 @@ function Shell({ signed, signOut }: { signed: Signed; signOut: (why?: string) =>
       <main id="main" tabIndex={-1}>
         <Switch>
           {shown.map((v) => (
-            <Route key={v.path} path={v.path} component={v.component} />
+            <Route key={v.path} path={v.path} nest={v.nest === true} component={v.component} />
           ))}
           <Route>
             <NotFound />
@@ -160,7 +164,8 @@ function Shell({ signed, signOut }: { signed: Signed; signOut: (why?: string) =>
 }
 
 function NavItem({ view }: { view: View }) {
-  const [active] = useRoute(view.path);
+  // A nested view's pages (/models/NAME) keep it current in the nav.
+  const [active] = useRoute(view.nest === true ? `${view.path}/*?` : view.path);
   return (
     <li>
       <Link href={view.path} aria-current={active ? 'page' : undefined}>

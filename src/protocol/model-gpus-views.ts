@@ -39,3 +39,6 @@ export interface ModelGpusView {
   /** What could not be checked, said once; null when everything was. */
   note: string | null;
 }
+
+/** The answer to the same request with `dry_run: true`: what the change would be, checked; nothing stored or restarted. */
+export type ModelGpusCheck = Omit<ModelGpusView, 'rollout'> & { dry_run: true };

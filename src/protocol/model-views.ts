@@ -28,7 +28,7 @@ export interface ModelStatus {
   /** Why the origin or the shape is not known. */
   problem?: string;
   resolved_at?: string;
-  /** The model's latest rolling change (GET /models/NAME only). */
+  /** The model's latest rolling change (GET /models and /models/NAME). */
   rollout?: RolloutView;
 }
 

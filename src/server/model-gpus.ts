@@ -2,7 +2,7 @@ import { z } from 'zod';
 
 import { LlmgwError } from '../core/errors.js';
 import { changeGpus, type GpusSide, MAX_GPUS, type MemoryPlan, toGib } from '../planner/index.js';
-import type { GpusSideView, ModelGpusView } from '../protocol/model-gpus-views.js';
+import type { GpusSideView, ModelGpusCheck, ModelGpusView } from '../protocol/model-gpus-views.js';
 import type { ApiDeps } from './api/context.js';
 import { clusterClasses } from './model-fit.js';
 
@@ -11,6 +11,8 @@ export const gpusBody = z.strictObject({
   gpus: z.int().min(1).max(MAX_GPUS),
   profile: z.string().min(1).optional(),
   in_place: z.boolean().default(false),
+  /** Checked and answered as if applied, nothing stored or restarted: the console's GPUs… dialog asks each count. */
+  dry_run: z.boolean().default(false),
 });
 export type GpusBody = z.output<typeof gpusBody>;
 
@@ -24,7 +26,7 @@ export async function changeModelGpus(
   name: string,
   body: GpusBody,
   actor: string,
-): Promise<ModelGpusView> {
+): Promise<ModelGpusView | ModelGpusCheck> {
   const view = await deps.catalog.get(name);
   if (view.metadata.origin === 'config') {
     throw new LlmgwError(
@@ -44,6 +46,18 @@ export async function changeModelGpus(
     nodes: nodes.map((n) => ({ name: n.name, cards: n.devices_by_class })),
     classes: clusterClasses(nodes),
   });
+  const profiles = [
+    {
+      profile: change.profile,
+      engine: change.engine,
+      class: change.class,
+      before: sideView(change.before),
+      after: sideView(change.after),
+      dropped_args: change.dropped,
+    },
+  ];
+  const note = change.unchecked.length === 0 ? null : `not checked: ${change.unchecked.join('; ')}`;
+  if (body.dry_run) return { model: name, profiles, note, dry_run: true };
   const rollout = await deps.fleet.rollModel(
     name,
     change.spec,
@@ -56,21 +70,7 @@ export async function changeModelGpus(
       });
     },
   );
-  return {
-    model: name,
-    profiles: [
-      {
-        profile: change.profile,
-        engine: change.engine,
-        class: change.class,
-        before: sideView(change.before),
-        after: sideView(change.after),
-        dropped_args: change.dropped,
-      },
-    ],
-    rollout,
-    note: change.unchecked.length === 0 ? null : `not checked: ${change.unchecked.join('; ')}`,
-  };
+  return { model: name, profiles, rollout, note };
 }
 
 function sideView(side: GpusSide): GpusSideView {

@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 
 import type { ListOf } from '../../core/api-types.js';
-import type { ModelGpusView } from '../../protocol/model-gpus-views.js';
+import type { ModelGpusCheck, ModelGpusView } from '../../protocol/model-gpus-views.js';
 import type { ModelChange, ModelView } from '../../protocol/model-views.js';
 import { contextBody, setModelContext } from '../model-context.js';
 import { fitWarnings } from '../model-fit.js';
@@ -19,15 +19,17 @@ import {
 export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
-  app.get('/', async (c) => c.json<ListOf<ModelView>>({ items: await deps.catalog.list() }));
+  // Each with its latest rolling change: the console's catalog shows one in progress.
+  app.get('/', async (c) =>
+    c.json<ListOf<ModelView>>({
+      items: await Promise.all((await deps.catalog.list()).map((m) => withRollout(deps, m))),
+    }),
+  );
 
   app.get('/:name', async (c) => {
     const model = await deps.catalog.get(c.req.param('name'));
     if (model.metadata.version !== undefined) c.header('ETag', `"${model.metadata.version}"`);
-    const rollout = await deps.fleet.rollout(model.name);
-    return c.json<ModelView>(
-      rollout === undefined ? model : { ...model, status: { ...model.status, rollout } },
-    );
+    return c.json<ModelView>(await withRollout(deps, model));
   });
 
   app.post('/', adminOnly, async (c) => {
@@ -70,9 +72,9 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
     ),
   );
 
-  // Cards a replica uses (llmgw ctl model gpus), rolled over the replicas.
+  // Cards a replica uses (llmgw ctl model gpus), rolled over the replicas; with dry_run only checked.
   app.post('/:name/gpus', adminOnly, async (c) =>
-    c.json<ModelGpusView>(
+    c.json<ModelGpusView | ModelGpusCheck>(
       await changeModelGpus(deps, c.req.param('name'), await jsonBody(c, gpusBody), principalOf(c).name),
     ),
   );
@@ -82,6 +84,11 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   );
 
   return app;
+}
+
+async function withRollout(deps: ApiDeps, model: ModelView): Promise<ModelView> {
+  const rollout = await deps.fleet.rollout(model.name);
+  return rollout === undefined ? model : { ...model, status: { ...model.status, rollout } };
 }
 
 /** The model, with why it would fit no class of the cluster: accepted, but not silently. */
