@@ -9,6 +9,10 @@ import { SignIn } from './sign-in.js';
 import { ThemeSelect } from './theme.js';
 import { NotBuilt } from './views/not-built.js';
 import { Overview } from './views/overview.js';
+import { Audit } from './views/audit.js';
+import { Keys } from './views/keys.js';
+import { Settings } from './views/settings.js';
+import { Usage } from './views/usage.js';
 
 export interface View {
   path: string;
@@ -27,10 +31,11 @@ export const views: View[] = [
   { path: '/models', title: 'Models', component: notBuilt('Models') },
   { path: '/plan', title: 'Plan', component: notBuilt('Plan') },
   { path: '/replicas', title: 'Replicas', component: notBuilt('Replicas') },
-  { path: '/keys', title: 'Keys', admin: true, component: notBuilt('Keys') },
-  { path: '/usage', title: 'Usage', component: notBuilt('Usage') },
-  { path: '/audit', title: 'Audit', admin: true, component: notBuilt('Audit') },
-  { path: '/settings', title: 'Settings', admin: true, component: notBuilt('Settings') },
+  { path: '/keys', title: 'Keys', admin: true, component: Keys },
+  // GET /usage is for admin keys: a user key's own usage is not served to it.
+  { path: '/usage', title: 'Usage', admin: true, component: Usage },
+  { path: '/audit', title: 'Audit', admin: true, component: Audit },
+  { path: '/settings', title: 'Settings', admin: true, component: Settings },
   { path: '/playground', title: 'Playground', component: notBuilt('Playground') },
 ];
 

@@ -8,7 +8,7 @@ import type { QueryClient, QueryKey } from '@tanstack/react-query';
 
 import { queryKeys, type Api } from './api.js';
 
-export const topics = ['nodes', 'replicas', 'models', 'rollouts', 'keys', 'config'] as const;
+export const topics = ['nodes', 'replicas', 'models', 'rollouts', 'keys', 'config', 'usage'] as const;
 export type Topic = (typeof topics)[number];
 
 /** What each topic's change makes stale. */
@@ -20,6 +20,8 @@ export const topicQueries: Record<Topic, readonly QueryKey[]> = {
   rollouts: [queryKeys.rollouts, queryKeys.models],
   keys: [queryKeys.keys],
   config: [queryKeys.config],
+  // Usage queries are keyed [...queryKeys.usage, query]: the prefix marks every filter stale.
+  usage: [queryKeys.usage],
 };
 
 export interface SseEvent {
