@@ -5,7 +5,7 @@ import { keyRows, limitsForm, parseLimits } from './keys-rows.js';
 
 const key = (o: Partial<KeyView> & Pick<KeyView, 'name'>): KeyView => ({
   role: 'user',
-  prefix: 'llmgw_key_ab12',
+  prefix: 'llmgw_key_ab12...',
   created_at: '2026-12-01T09:00:00.000Z',
   created_by: 'admin',
   revoked_at: null,

@@ -10,7 +10,7 @@ afterEach(cleanup);
 
 const key = (o: Partial<KeyView> & Pick<KeyView, 'name'>): KeyView => ({
   role: 'user',
-  prefix: 'llmgw_key_ab12',
+  prefix: 'llmgw_key_ab12...',
   created_at: '2026-12-01T09:00:00.000Z',
   created_by: 'root',
   revoked_at: null,

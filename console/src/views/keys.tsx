@@ -266,7 +266,7 @@ function KeyTableRow({ row, view, self }: { row: KeyRow; view: KeyView; self: bo
           {self && <span className="hint"> (this key)</span>}
         </th>
         <td>{row.role}</td>
-        <td className="mono">{row.prefix}…</td>
+        <td className="mono">{row.prefix}</td>
         <td>{row.models}</td>
         <td>{row.rpm}</td>
         <td>{row.tpm}</td>
