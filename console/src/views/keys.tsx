@@ -285,31 +285,33 @@ function KeyTableRow({ row, view, self }: { row: KeyRow; view: KeyView; self: bo
             </>
           )}
         </td>
-        <td className="row-actions">
-          {row.revoked === null && (
-            <>
-              <button
-                type="button"
-                aria-expanded={open === 'edit'}
-                aria-label={`Edit limits of ${row.name}`}
-                onClick={() => {
-                  setOpen(open === 'edit' ? undefined : 'edit');
-                }}
-              >
-                Limits…
-              </button>
-              <button
-                type="button"
-                aria-expanded={open === 'revoke'}
-                aria-label={`Revoke ${row.name}`}
-                onClick={() => {
-                  setOpen(open === 'revoke' ? undefined : 'revoke');
-                }}
-              >
-                Revoke…
-              </button>
-            </>
-          )}
+        <td>
+          <div className="row-actions">
+            {row.revoked === null && (
+              <>
+                <button
+                  type="button"
+                  aria-expanded={open === 'edit'}
+                  aria-label={`Edit limits of ${row.name}`}
+                  onClick={() => {
+                    setOpen(open === 'edit' ? undefined : 'edit');
+                  }}
+                >
+                  Limits…
+                </button>
+                <button
+                  type="button"
+                  aria-expanded={open === 'revoke'}
+                  aria-label={`Revoke ${row.name}`}
+                  onClick={() => {
+                    setOpen(open === 'revoke' ? undefined : 'revoke');
+                  }}
+                >
+                  Revoke…
+                </button>
+              </>
+            )}
+          </div>
         </td>
       </tr>
       {open !== undefined && (

@@ -111,6 +111,7 @@ export function Settings() {
         </span>
         <button
           type="button"
+          className="primary"
           disabled={!changed || save.isPending}
           onClick={() => {
             if (draft !== undefined) save.mutate(draft);

@@ -202,7 +202,7 @@ function UsageData({ rows, by }: { rows: UsageRow[]; by: StackBy }) {
               {rows.slice(0, shownRows).map((r) => (
                 <tr key={`${r.hour} ${r.key_name} ${r.model}`}>
                   <td>
-                    <time dateTime={r.hour}>{new Date(r.hour).toLocaleString()}</time>
+                    <time dateTime={r.hour}>{hourLabel(r.hour)}</time>
                   </td>
                   <td>{r.key_name}</td>
                   <td>{r.model}</td>
