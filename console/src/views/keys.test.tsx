@@ -52,6 +52,7 @@ describe('Keys', () => {
 
     const box = await screen.findByRole('textbox', { name: 'Secret of key ci-bot' });
     expect((box as HTMLInputElement).value).toBe(secret);
+    expect(document.activeElement).toBe(box);
     expect(screen.getByRole('note').textContent).toMatch(/it will not be shown again/);
     expect(JSON.parse(calls.find((c) => c.method === 'POST')?.body ?? '')).toEqual({
       name: 'ci-bot',
@@ -112,6 +113,12 @@ describe('Keys', () => {
       return undefined;
     });
     renderAs(api, <Keys />);
+    // The confirmation opens on Cancel, and Escape closes it without revoking.
+    fireEvent.click(await screen.findByRole('button', { name: 'Revoke app' }));
+    expect(document.activeElement?.textContent).toBe('Cancel');
+    fireEvent.keyDown(screen.getByRole('group', { name: 'Revoke app' }), { key: 'Escape' });
+    expect(screen.queryByRole('group', { name: 'Revoke app' })).toBeNull();
+
     fireEvent.click(await screen.findByRole('button', { name: 'Revoke root' }));
     const confirm = screen.getByRole('group', { name: 'Revoke root' });
     expect(calls.filter((c) => c.method === 'DELETE')).toEqual([]);

@@ -193,6 +193,8 @@ function NewSecret({ created, onDone }: { created: CreatedKey; onDone: () => voi
         <input
           id="new-secret"
           readOnly
+          // Focus goes to the secret, selected, ready to copy with the keyboard.
+          autoFocus
           value={created.secret}
           className="mono"
           onFocus={(e) => {
@@ -397,7 +399,14 @@ function ConfirmRevoke({ name, onClose }: { name: string; onClose: () => void })
     },
   });
   return (
-    <div className="confirm" role="group" aria-label={`Revoke ${name}`}>
+    <div
+      className="confirm"
+      role="group"
+      aria-label={`Revoke ${name}`}
+      onKeyDown={(e) => {
+        if (e.key === 'Escape') onClose();
+      }}
+    >
       <p>
         Revoke key <strong>{name}</strong>? Whatever uses it is refused from now on; this cannot be undone.
       </p>
@@ -412,7 +421,8 @@ function ConfirmRevoke({ name, onClose }: { name: string; onClose: () => void })
         >
           Revoke {name}
         </button>
-        <button type="button" onClick={onClose}>
+        {/* Focus on the safe choice: Enter on a confirmation that just opened cancels. */}
+        <button type="button" autoFocus onClick={onClose}>
           Cancel
         </button>
       </div>

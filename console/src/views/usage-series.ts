@@ -109,3 +109,9 @@ export function usageNames(rows: readonly UsageRow[]): { keys: string[]; models:
     models: [...new Set(rows.map((r) => r.model))].sort(),
   };
 }
+
+/** An hour as the charts and the table show it: `Dec 3 14:00`, in the browser's zone. */
+export function hourLabel(iso: string): string {
+  const d = new Date(iso);
+  return `${d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })} ${String(d.getHours()).padStart(2, '0')}:00`;
+}

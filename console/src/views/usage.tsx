@@ -1,18 +1,13 @@
 import { useQuery } from '@tanstack/react-query';
-import { useState, type SyntheticEvent } from 'react';
-import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
+import { lazy, Suspense, useState, type SyntheticEvent } from 'react';
 
 import { queryKeys, type UsageRow } from '../api.js';
 import { QueryError } from '../query-error.js';
 import { useSession } from '../session.js';
-import {
-  usageNames,
-  usageQuery,
-  usageSeries,
-  usageTotals,
-  type Metric,
-  type StackBy,
-} from './usage-series.js';
+import { hourLabel, usageNames, usageQuery, usageTotals, type StackBy } from './usage-series.js';
+
+// The charts' library is most of the console's weight: it loads with the first chart, not with the console.
+const UsageChart = lazy(() => import('./usage-chart.js').then((m) => ({ default: m.UsageChart })));
 
 const spans = [
   { label: 'the last 24 hours', hours: 24 },
@@ -20,20 +15,6 @@ const spans = [
   { label: 'the last 30 days', hours: 24 * 30 },
   { label: 'all recorded', hours: 0 },
 ] as const;
-
-/** Readable on light and dark backgrounds alike. */
-const palette = [
-  '#4e79a7',
-  '#f28e2b',
-  '#59a14f',
-  '#e15759',
-  '#76b7b2',
-  '#edc948',
-  '#b07aa1',
-  '#ff9da7',
-  '#9c755f',
-  '#8c8c8c',
-];
 
 /** The table shows this many hourly rows at most; the charts and totals count them all. */
 const shownRows = 200;
@@ -147,10 +128,12 @@ function UsageData({ rows, by }: { rows: UsageRow[]; by: StackBy }) {
   const totals = usageTotals(rows, by);
   return (
     <>
-      <div className="cards">
-        <UsageChart rows={rows} by={by} metric="requests" title="Requests per hour" />
-        <UsageChart rows={rows} by={by} metric="tokens" title="Tokens per hour (prompt and completion)" />
-      </div>
+      <Suspense fallback={<p className="hint">Loading the charts…</p>}>
+        <div className="cards">
+          <UsageChart rows={rows} by={by} metric="requests" title="Requests per hour" />
+          <UsageChart rows={rows} by={by} metric="tokens" title="Tokens per hour (prompt and completion)" />
+        </div>
+      </Suspense>
       <article aria-labelledby="totals-title" className="card">
         <h2 id="totals-title">Totals by {by}</h2>
         <div className="table-scroll">
@@ -216,64 +199,5 @@ function UsageData({ rows, by }: { rows: UsageRow[]; by: StackBy }) {
         </div>
       </article>
     </>
-  );
-}
-
-function hourLabel(iso: string): string {
-  const d = new Date(iso);
-  return `${d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })} ${String(d.getHours()).padStart(2, '0')}:00`;
-}
-
-function UsageChart({
-  rows,
-  by,
-  metric,
-  title,
-}: {
-  rows: UsageRow[];
-  by: StackBy;
-  metric: Metric;
-  title: string;
-}) {
-  const series = usageSeries(rows, by, metric);
-  const id = `chart-${metric}`;
-  return (
-    <article aria-labelledby={id} className="card chart">
-      <h2 id={id}>{title}</h2>
-      {/* The tables below carry the same numbers for screen readers. */}
-      <div
-        role="img"
-        aria-label={`${title}, stacked by ${by}: ${series.names.join(', ')}`}
-        className="chart-box"
-      >
-        <ResponsiveContainer width="100%" height={260}>
-          <BarChart data={series.points}>
-            <CartesianGrid strokeDasharray="3 3" stroke="var(--border)" />
-            <XAxis dataKey="hour" tickFormatter={hourLabel} stroke="var(--muted)" minTickGap={24} />
-            <YAxis stroke="var(--muted)" allowDecimals={false} width={56} />
-            <Tooltip
-              labelFormatter={(l) => (typeof l === 'string' ? hourLabel(l) : '')}
-              contentStyle={{
-                background: 'var(--surface)',
-                borderColor: 'var(--border)',
-                color: 'var(--text)',
-              }}
-            />
-            <Legend />
-            {series.names.map((n, i) => (
-              // A function, not a string: names hold dots ("qwen2.5-7b"), which a string key reads as a path.
-              <Bar
-                key={n}
-                name={n}
-                stackId="usage"
-                dataKey={(p: { values: Record<string, number> }) => p.values[n] ?? 0}
-                fill={palette[i % palette.length]}
-                isAnimationActive={false}
-              />
-            ))}
-          </BarChart>
-        </ResponsiveContainer>
-      </div>
-    </article>
   );
 }
