@@ -72,7 +72,8 @@ describe('Usage', () => {
         .getAllByRole('row')
         .map((r) => r.textContent),
     ).toEqual(['KeyRequestsPrompt tokensCompletion tokens', 'ci33060', 'All33060']);
-    expect(screen.getByRole('img', { name: 'Requests per hour, stacked by key: ci' })).toBeTruthy();
+    // The charts load lazily, after the tables.
+    expect(await screen.findByRole('img', { name: 'Requests per hour, stacked by key: ci' })).toBeTruthy();
   });
 
   it("shows the server's refusal where the usage would be", async () => {
