@@ -6,6 +6,7 @@ import type { ErrorBody, ListOf, Role, WhoAmI } from '../../src/core/api-types.j
 import type { ClusterStatus, NodeView } from '../../src/protocol/node-views.js';
 import type { ReplicaView } from '../../src/protocol/replica-views.js';
 import type { TrafficView } from '../../src/protocol/traffic-views.js';
+import type { AuditView, ConfigChangeView, CreatedKey, KeyView, UsageRow } from '../../src/core/api-types.js';
 import type { ModelChange, ModelView } from '../../src/protocol/model-views.js';
 import type { GpusSideView, ModelGpusCheck, ModelGpusView } from '../../src/protocol/model-gpus-views.js';
 import type { RolloutView } from '../../src/protocol/rollout-views.js';
@@ -24,6 +25,24 @@ export type {
   PlanOption,
   RolloutView,
 };
+
+export type { AuditView, ConfigChangeView, CreatedKey, KeyView, UsageRow };
+
+/** The body of POST /keys (create) and, without name and role, of PATCH /keys/NAME. */
+export interface KeyLimitsBody {
+  /** null: every model. */
+  models?: string[] | null;
+  rpm?: number | null;
+  tpm?: number | null;
+}
+
+/** The settings file as GET /config sends it: the text (secrets hidden) and its version tag. */
+export interface ConfigText {
+  text: string;
+  etag: string;
+  path: string;
+  overriddenByEnv: string[];
+}
 
 /** What POST /plan takes: one of model, spec or source (src/server/api/plan.ts). */
 export interface PlanAsk {
@@ -151,6 +170,75 @@ export class Api {
 
   replicas(): Promise<ReplicaView[]> {
     return this.request<ListOf<ReplicaView>>('/replicas').then((l) => l.items);
+  }
+
+  /** Every key, revoked ones included (admin). */
+  keys(): Promise<KeyView[]> {
+    return this.request<ListOf<KeyView>>('/keys?revoked=true').then((l) => l.items);
+  }
+
+  createKey(body: KeyLimitsBody & { name: string; role: Role }): Promise<CreatedKey> {
+    return this.request<CreatedKey>('/keys', { method: 'POST', json: body });
+  }
+
+  updateKey(name: string, body: KeyLimitsBody): Promise<KeyView> {
+    return this.request<KeyView>(`/keys/${encodeURIComponent(name)}`, { method: 'PATCH', json: body });
+  }
+
+  revokeKey(name: string): Promise<KeyView> {
+    return this.request<KeyView>(`/keys/${encodeURIComponent(name)}`, { method: 'DELETE' });
+  }
+
+  /** `query` as views/usage-series.ts builds it ('' or '?key=…'). */
+  usage(query: string): Promise<UsageRow[]> {
+    return this.request<ListOf<UsageRow>>(`/usage${query}`).then((l) => l.items);
+  }
+
+  /** `query` as views/audit-filter.ts builds it; newest first. */
+  audit(query: string): Promise<AuditView[]> {
+    return this.request<ListOf<AuditView>>(`/audit${query}`).then((l) => l.items);
+  }
+
+  /** The settings file as text, with the tag a save sends back as If-Match. */
+  async getConfig(): Promise<ConfigText> {
+    const res = await this.#send('/config', { headers: { accept: 'application/yaml' } });
+    return {
+      text: await res.text(),
+      etag: res.headers.get('etag') ?? '',
+      path: res.headers.get('x-llmgw-config-path') ?? '',
+      overriddenByEnv: (res.headers.get('x-llmgw-overridden-by-env') ?? '')
+        .split(',')
+        .filter((s) => s !== ''),
+    };
+  }
+
+  /** Replaces the settings file; the server validates it first and refuses a stale `etag`. */
+  async putConfig(text: string, etag: string): Promise<ConfigChangeView> {
+    const res = await this.#send('/config', {
+      method: 'PUT',
+      headers: { 'content-type': 'application/yaml', ...(etag === '' ? {} : { 'if-match': etag }) },
+      body: text,
+    });
+    return (await res.json()) as ConfigChangeView;
+  }
+
+  /** A request whose body or answer is not JSON; refusals become ApiError as in `request`. */
+  async #send(path: string, init: { method?: string; headers: Record<string, string>; body?: string }) {
+    let res: Response;
+    try {
+      res = await this.#fetch(`${apiBase}${path}`, {
+        ...init,
+        headers: { ...init.headers, authorization: `Bearer ${this.#key}` },
+      });
+    } catch (e) {
+      throw new ApiError({
+        status: 0,
+        code: 'unreachable',
+        message: `cannot reach the control plane: ${e instanceof Error ? e.message : String(e)}`,
+      });
+    }
+    if (!res.ok) throw await errorOf(res);
+    return res;
   }
 
   models(): Promise<ModelView[]> {

@@ -40,7 +40,6 @@ describe('App', () => {
       'Models',
       'Plan',
       'Replicas',
-      'Usage',
       'Playground',
     ]);
     expect(screen.getByText('(user)')).toBeTruthy();

@@ -7,11 +7,14 @@ import { startLive } from './live.js';
 import { consoleRefusal, keyStore, SessionProvider, type Session } from './session.js';
 import { SignIn } from './sign-in.js';
 import { ThemeSelect } from './theme.js';
-import { NotBuilt } from './views/not-built.js';
 import { Nodes } from './views/nodes.js';
 import { Models } from './views/models.js';
 import { Overview } from './views/overview.js';
 import { Plan } from './views/plan.js';
+import { Audit } from './views/audit.js';
+import { Keys } from './views/keys.js';
+import { Settings } from './views/settings.js';
+import { Usage } from './views/usage.js';
 import { Replicas } from './views/replicas.js';
 import { Playground } from './views/playground.js';
 
@@ -25,8 +28,6 @@ export interface View {
   component: ComponentType;
 }
 
-const notBuilt = (title: string) => () => <NotBuilt title={title} />;
-
 /** The console's views, in the nav's order. A new view is a component here (see console/README.md). */
 export const views: View[] = [
   { path: '/', title: 'Overview', component: Overview },
@@ -34,10 +35,11 @@ export const views: View[] = [
   { path: '/models', title: 'Models', nest: true, component: Models },
   { path: '/plan', title: 'Plan', component: Plan },
   { path: '/replicas', title: 'Replicas', component: Replicas },
-  { path: '/keys', title: 'Keys', admin: true, component: notBuilt('Keys') },
-  { path: '/usage', title: 'Usage', component: notBuilt('Usage') },
-  { path: '/audit', title: 'Audit', admin: true, component: notBuilt('Audit') },
-  { path: '/settings', title: 'Settings', admin: true, component: notBuilt('Settings') },
+  { path: '/keys', title: 'Keys', admin: true, component: Keys },
+  // GET /usage is for admin keys: a user key's own usage is not served to it.
+  { path: '/usage', title: 'Usage', admin: true, component: Usage },
+  { path: '/audit', title: 'Audit', admin: true, component: Audit },
+  { path: '/settings', title: 'Settings', admin: true, component: Settings },
   { path: '/playground', title: 'Playground', component: Playground },
 ];
 

@@ -8,7 +8,16 @@ import type { QueryClient, QueryKey } from '@tanstack/react-query';
 
 import { queryKeys, type Api } from './api.js';
 
-export const topics = ['nodes', 'replicas', 'models', 'rollouts', 'traffic', 'keys', 'config'] as const;
+export const topics = [
+  'nodes',
+  'replicas',
+  'models',
+  'rollouts',
+  'traffic',
+  'keys',
+  'config',
+  'usage',
+] as const;
 export type Topic = (typeof topics)[number];
 
 /** What each topic's change makes stale. */
@@ -21,6 +30,8 @@ export const topicQueries: Record<Topic, readonly QueryKey[]> = {
   traffic: [queryKeys.traffic],
   keys: [queryKeys.keys],
   config: [queryKeys.config],
+  // Usage queries are keyed [...queryKeys.usage, query]: the prefix marks every filter stale.
+  usage: [queryKeys.usage],
 };
 
 export interface SseEvent {
