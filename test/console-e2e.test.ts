@@ -127,6 +127,14 @@ async function signIn(page: Page, key: string): Promise<void> {
   await page.getByRole('navigation', { name: 'Views' }).waitFor();
 }
 
+/** Goes to a view through the navigation, as a user would. */
+async function nav(page: Page, view: string): Promise<void> {
+  await page
+    .getByRole('navigation', { name: 'Views' })
+    .getByRole('link', { name: view, exact: true })
+    .click();
+}
+
 async function shoot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
 }
@@ -146,19 +154,6 @@ async function eventually(page: Page, what: string, check: () => Promise<boolean
     if (Date.now() > end) throw new Error(`timed out waiting for ${what} in the console`);
     await page.reload();
   }
-}
-
-/**
- * Adds the model through the API, as `llmgw ctl model add` does: the step the Models view's
- * form takes where that view is built (its own end-to-end steps then replace this one).
- */
-async function addModelThroughApi(name: string): Promise<void> {
-  const r = await api(url, adminKey, 'POST', '/models', {
-    name,
-    source: join(dir, 'tiny.gguf'),
-    profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
-  });
-  if (r.status !== 201 && r.status !== 200) throw new Error(`adding ${name}: ${JSON.stringify(r.body)}`);
 }
 
 const views = ['nodes', 'models', 'plan', 'replicas', 'keys', 'usage', 'audit', 'settings'];
@@ -201,7 +196,37 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
         'h100-80g-mig-3g.40gb | MIG 3g.40gb | 1 | 0 | 1 (1 held by other processes)',
       ]);
 
-      await addModelThroughApi('tiny');
+      // Models: add tiny from YAML, as `llmgw ctl model add -f` takes it, and watch it become ready.
+      await nav(page, 'Models');
+      await page.getByText('Add a model').click();
+      await page
+        .getByLabel(/^Model definition \(YAML/)
+        .fill(
+          [
+            'name: tiny',
+            `source: ${join(dir, 'tiny.gguf')}`,
+            'profiles:',
+            '  - name: cpu',
+            '    engine: llamacpp',
+            '    cpu: true',
+            '',
+          ].join('\n'),
+        );
+      await page.getByRole('button', { name: 'Add', exact: true }).click();
+      await page
+        .getByRole('status')
+        .filter({ hasText: /^Added tiny\./ })
+        .waitFor();
+      await page.getByRole('table', { name: 'The catalog' }).getByRole('link', { name: 'tiny' }).click();
+      await page.getByRole('heading', { level: 1, name: 'tiny' }).waitFor();
+      const tinyReplicas = page.getByRole('table', { name: 'Replicas of tiny' });
+      await eventually(page, 'a ready replica on the page of tiny', async () =>
+        /^ready/.test(
+          ((await tinyReplicas.getByRole('cell').nth(1).textContent({ timeout: 200 })) ?? '').trim(),
+        ),
+      );
+
+      await nav(page, 'Overview');
       const ready = page.locator('.state-ready');
       await eventually(page, 'a ready replica of tiny on the Overview', async () =>
         /ready\s*1/i.test((await ready.textContent({ timeout: 200 })) ?? ''),
@@ -265,7 +290,6 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
         'Models',
         'Plan',
         'Replicas',
-        'Usage',
         'Playground',
       ]);
       // An admin view's address is not one this key may see.
