@@ -123,3 +123,37 @@ describe('the layers table', () => {
     expect(unplaced).toEqual([]);
   });
 });
+
+describe("the console's rule: the server's types, never its code", () => {
+  const consoleLint = new ESLint({
+    cwd: root,
+    overrideConfig: { languageOptions: { parserOptions: { projectService: false, project: null } } },
+    ruleFilter: ({ ruleId }) => ruleId === '@typescript-eslint/no-restricted-imports',
+  });
+  const messages = async (code: string) => {
+    const [result] = await consoleLint.lintText(code, { filePath: 'console/src/views/new-view.ts' });
+    return (result?.messages ?? []).map((m) => m.message);
+  };
+
+  it.each([
+    ['a value from the server', "import { Catalog } from '../../../src/server/catalog.js';"],
+    [
+      'a value from a protocol module that is not an API view',
+      "import { x } from '../../../src/protocol/agent-protocol.js';",
+    ],
+    ['a value from the planner', "import { planProfile } from '../../../src/planner/index.js';"],
+  ])('refuses %s', async (_what, code) => {
+    expect(await messages(code)).toEqual([
+      expect.stringContaining(
+        'the console imports only types from src/ (import type), and values only from src/protocol/*-views.ts',
+      ),
+    ]);
+  });
+
+  it.each([
+    ['a type from anywhere in src', "import type { Catalog } from '../../../src/server/catalog.js';"],
+    ["an API view's function", "import { progressText } from '../../../src/protocol/cache-views.js';"],
+  ])('allows %s', async (_what, code) => {
+    expect(await messages(code)).toEqual([]);
+  });
+});

@@ -2,40 +2,9 @@
 import type { ReplicaView, ShardView } from '../api.js';
 import { age, unknown } from './nodes-rows.js';
 
-type Download = NonNullable<ReplicaView['download']>;
-
-/** Whole percent done, never 100 before the last byte (as ctl says it). */
-export function percentDone(p: Pick<Download, 'done' | 'total'>): number {
-  if (p.total <= 0) return 0;
-  const pct = Math.floor((p.done / p.total) * 100);
-  return p.done >= p.total ? 100 : Math.min(pct, 99);
-}
-
-const units = ['B', 'kB', 'MB', 'GB', 'TB', 'PB'];
-
-/** `4.7 GB`, `85 MB`: decimal units, as the hub shows sizes. */
-export function bytesText(bytes: number): string {
-  let v = bytes;
-  let i = 0;
-  while (v >= 999.5 && i < units.length - 1) {
-    v /= 1000;
-    i++;
-  }
-  if (i === 0) return `${Math.round(v)} B`;
-  return `${v < 9.95 ? v.toFixed(1) : String(Math.round(v))} ${units[i] ?? ''}`;
-}
-
-/** `3.2 GB of 4.7 GB, 85 MB/s, 18 s left`. */
-export function progressText(p: Download): string {
-  const parts = [`${bytesText(p.done)} of ${bytesText(p.total)}`];
-  if (p.rate_bps > 0) parts.push(`${bytesText(p.rate_bps)}/s`);
-  if (p.eta_s !== undefined && p.rate_bps > 0) {
-    const s = Math.max(0, Math.round(p.eta_s));
-    const m = Math.round(s / 60);
-    parts.push(`${s < 90 ? `${s} s` : m < 90 ? `${m} min` : `${Math.floor(m / 60)} h ${m % 60} min`} left`);
-  }
-  return parts.join(', ');
-}
+// How a download reads, in the same words as llmgw ctl (the API's views module, bundled as is).
+export { bytesText, percentDone, progressText } from '../../../src/protocol/cache-views.js';
+import { percentDone, progressText } from '../../../src/protocol/cache-views.js';
 
 /** A shard's devices: `0,1`, `0/mig1`, or the CPU threads it runs on. */
 export function shardDevices(s: Pick<ShardView, 'devices' | 'threads'>): string {
