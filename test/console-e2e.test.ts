@@ -259,6 +259,58 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
       expect(await page.content()).not.toContain(adminKey);
       await shoot(page, 'playground');
 
+      // tiny's page: Context… refuses a context past the trained one with the server's reason, then
+      // applies a valid one (before → after); GPUs… on a CPU model shows the server's refusal.
+      await nav(page, 'Models');
+      await page.getByRole('table', { name: 'The catalog' }).getByRole('link', { name: 'tiny' }).click();
+      await page.getByRole('button', { name: 'Context…' }).click();
+      const contextDialog = page.getByRole('dialog', { name: 'Context of tiny' });
+      const tokens = contextDialog.getByLabel('Tokens a request may use');
+      await tokens.fill('65536');
+      await contextDialog.getByRole('button', { name: 'Set the context' }).click();
+      await contextDialog
+        .getByRole('alert')
+        .filter({ hasText: 'tiny was trained for a context of 32768 tokens' })
+        .waitFor();
+      await tokens.fill('8192');
+      await contextDialog.getByRole('button', { name: 'Check with the planner' }).click();
+      await contextDialog
+        .getByRole('table', { name: 'Memory per card, before and after' })
+        .getByRole('columnheader', { name: 'At 8192 tokens' })
+        .waitFor();
+      await contextDialog.getByRole('button', { name: 'Set the context' }).click();
+      const changed = contextDialog.getByRole('status').filter({ hasText: /^Context .+ → 8192 tokens\./ });
+      await changed.waitFor();
+      expect(await contextDialog.getByRole('alert').count()).toBe(0);
+      await shoot(page, 'model-context');
+      await contextDialog.getByRole('button', { name: 'Close' }).click();
+      await eventually(page, 'the context of tiny, 8192 tokens, on its page', async () =>
+        /8192 tokens/.test((await page.locator('.facts').textContent({ timeout: 200 })) ?? ''),
+      );
+
+      await page.getByRole('button', { name: 'GPUs…' }).click();
+      const gpusDialog = page.getByRole('dialog', { name: 'GPUs of tiny' });
+      await gpusDialog
+        .getByRole('alert')
+        .filter({
+          hasText: 'model "tiny" runs on CPUs only (profile "cpu"), on no card: give it a GPU profile',
+        })
+        .waitFor();
+      await shoot(page, 'model-gpus');
+      await gpusDialog.getByRole('button', { name: 'Close' }).click();
+      // The new context rolls out: tiny ready again, the change done, before the user's chat.
+      await eventually(
+        page,
+        'tiny ready again after its context change',
+        async () =>
+          (await page.locator('.rollout').count()) === 0 &&
+          /^ready/.test(
+            ((await tinyReplicas.getByRole('cell').nth(1).textContent({ timeout: 200 })) ?? '').trim(),
+          ),
+        30_000,
+      );
+      await shoot(page, 'model');
+
       // Every other view, as this branch has it.
       for (const v of views) {
         await page

@@ -99,12 +99,23 @@ export function GpusDialog({ model, onClose }: { model: ModelView; onClose: () =
       api.modelGpus(model.name, { gpus, ...named, in_place: inPlace }),
     onSuccess: () => void client.invalidateQueries({ queryKey: queryKeys.models }),
   });
+  // No profile has cards: the server's own refusal (a dry run of one card) says why and what to do.
+  const cpuOnly = useQuery({
+    queryKey: [...queryKeys.model(model.name), 'gpus', 'cpu-only'],
+    enabled: profile === undefined,
+    retry: false,
+    queryFn: () =>
+      api.modelGpus(model.name, { gpus: 1, dry_run: true }).then(
+        () => undefined,
+        (e: unknown) => (e instanceof Error ? e.message : String(e)),
+      ),
+  });
 
   if (profile === undefined) {
     return (
       <Dialog title={`GPUs of ${model.name}`} onClose={onClose}>
         <p role="alert" className="error">
-          {model.name} runs on CPUs only: no profile has cards to change.
+          {cpuOnly.data ?? `${model.name} runs on CPUs only: no profile has cards to change.`}
         </p>
       </Dialog>
     );

@@ -140,6 +140,23 @@ describe('GPUs… dialog', () => {
     fireEvent.click(within(dialog).getByRole('button', { name: 'Use 4 cards' }));
     expect((await within(dialog).findByRole('alert')).textContent).toBe(moved);
   });
+
+  it("on a model with no card to change, shows the server's refusal (a dry run), changing nothing", async () => {
+    const cpu =
+      'model "qwen" runs on CPUs only (profile "cpu"), on no card: give it a GPU profile with a gpu_class to run it on cards (llmgw ctl model get qwen, then llmgw ctl model apply -f FILE)';
+    const { api, calls } = fakeApi(() => refuse(412, 'precondition_failed', cpu));
+    const base = modelView();
+    const model = modelView({
+      profiles: [{ ...base.profiles[0]!, name: 'cpu', engine: 'llamacpp', gpu_class: undefined, cpu: true }],
+    });
+    show(<GpusDialog model={model} onClose={() => undefined} />, api);
+    const dialog = screen.getByRole('dialog', { name: 'GPUs of qwen' });
+    await waitFor(() => {
+      expect(within(dialog).getByRole('alert').textContent).toBe(cpu);
+    });
+    expect(calls).toEqual([{ method: 'POST', path: '/models/qwen/gpus', body: { gpus: 1, dry_run: true } }]);
+    expect(within(dialog).queryByRole('radio')).toBeNull();
+  });
 });
 
 const planAt = (context: number, need: number, fits: boolean, reason: string | null = null): PlanAnswer => ({
