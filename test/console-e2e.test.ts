@@ -164,7 +164,7 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
     console.warn('console-e2e skipped: no chromium found (apt-get install chromium, or set LLMGW_CHROMIUM)');
   }
 
-  it('an admin signs in, sees the MIG instances by class, adds a model that becomes ready, and chats with it', async () => {
+  it('an admin signs in, sees the MIG instances by class, adds a model from YAML that becomes ready, chats with it, changes its context, and creates and revokes a key', async () => {
     const context = await browser!.newContext({
       viewport: { width: 1280, height: 800 },
       colorScheme: 'light',
@@ -310,6 +310,31 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
         30_000,
       );
       await shoot(page, 'model');
+
+      // Keys: a new key's secret is shown once, then revoked it is refused and shown revoked.
+      await nav(page, 'Keys');
+      await page.getByLabel('Name').fill('ci-bot');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      await page.getByRole('heading', { name: 'Key ci-bot created' }).waitFor();
+      const secret = await page.getByLabel('Secret of key ci-bot').inputValue();
+      expect(secret.length).toBeGreaterThan(20);
+      expect((await api(url, secret, 'GET', '/models')).status).toBe(200);
+      await page.getByRole('button', { name: 'Done: I have copied it' }).click();
+      await page.getByRole('button', { name: 'Create key' }).waitFor();
+      expect(await page.content()).not.toContain(secret);
+      const keyRow = page.getByRole('table', { name: 'API keys' }).getByRole('row', { name: /^ci-bot / });
+      expect(await keyRow.getByRole('cell').nth(7).textContent()).toBe('no');
+      await keyRow.getByRole('button', { name: 'Revoke ci-bot' }).click();
+      await page
+        .getByRole('group', { name: 'Revoke ci-bot' })
+        .getByRole('button', { name: 'Revoke ci-bot' })
+        .click();
+      await eventually(page, 'ci-bot revoked in the Keys view', async () =>
+        /by /.test((await keyRow.getByRole('cell').nth(7).textContent({ timeout: 200 })) ?? ''),
+      );
+      expect(await keyRow.getAttribute('class')).toBe('revoked');
+      expect(await keyRow.getByRole('button', { name: 'Revoke ci-bot' }).count()).toBe(0);
+      expect((await api(url, secret, 'GET', '/models')).status).toBe(401);
 
       // Every other view, as this branch has it.
       for (const v of views) {
