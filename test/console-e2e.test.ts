@@ -127,6 +127,10 @@ async function signIn(page: Page, key: string): Promise<void> {
   await page.getByRole('navigation', { name: 'Views' }).waitFor();
 }
 
+/** The Playground's model: tiny chosen, and served (its option says "(no ready replica)" until then). */
+const tinyServed = async (page: Page) =>
+  (await page.getByLabel('Model').locator('option:checked').textContent({ timeout: 200 })) === 'tiny';
+
 /** Goes to a view through the navigation, as a user would. */
 async function nav(page: Page, view: string): Promise<void> {
   await page
@@ -235,11 +239,7 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
 
       // The playground: a streamed answer from the fake engine, with its figures.
       await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Playground' }).click();
-      await eventually(
-        page,
-        'tiny served, in the Playground',
-        async () => (await page.getByLabel('Model').inputValue()) === 'tiny',
-      );
+      await eventually(page, 'tiny served, in the Playground', async () => tinyServed(page));
       await page.getByLabel('System prompt').fill('Answer in one sentence.');
       await page.getByLabel('Temperature').fill('0.2');
       await page.getByLabel('Message').fill('What is llmgw?');
@@ -348,6 +348,18 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
           .getByText(/^Loading .*…$/)
           .first()
           .waitFor({ state: 'detached' });
+        // Views whose content follows an action: tiny's plan, a replica's detail and live log.
+        if (v === 'plan') {
+          await page.getByRole('button', { name: 'Plan', exact: true }).click();
+          await page.locator('.plan table').first().waitFor();
+        }
+        if (v === 'replicas') {
+          await page
+            .getByRole('button', { name: /^Show replica tiny-/ })
+            .first()
+            .click();
+          await page.getByRole('heading', { level: 3, name: 'Log' }).waitFor();
+        }
         await shoot(page, v);
       }
     } finally {
@@ -380,11 +392,7 @@ describe.skipIf(browserPath === undefined)('the console in chromium, against llm
 
       // A user key chats through the gateway too, and the Playground fits the phone.
       await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Playground' }).click();
-      await eventually(
-        page,
-        'tiny in the Playground',
-        async () => (await page.getByLabel('Model').inputValue()) === 'tiny',
-      );
+      await eventually(page, 'tiny in the Playground', async () => tinyServed(page));
       await page.getByLabel('Message').fill('Hi');
       await page.getByLabel('Message').press('Enter');
       await page
