@@ -38,7 +38,12 @@ describe('the example models under examples/', () => {
   });
 
   it('are the files the README and docs name', () => {
-    const named = ['README.md', ...readdirSync(join(root, 'docs')).map((f) => join('docs', f))].flatMap((f) =>
+    const named = [
+      'README.md',
+      ...readdirSync(join(root, 'docs'))
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => join('docs', f)),
+    ].flatMap((f) =>
       [...readFileSync(join(root, f), 'utf8').matchAll(/examples\/([\w.-]+\.yaml)/g)].map((m) => m[1]),
     );
     expect(named.length).toBeGreaterThan(0);
