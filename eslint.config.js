@@ -120,16 +120,17 @@ export default tseslint.config(
       ...reactHooks.configs.flat['recommended-latest'].rules,
       // The server's wire types, never its code: a value import would bundle the server into the page.
       // The API's views (src/protocol/*-views.ts) are the exception: they import nothing but types, and
-      // their few functions (how a download's progress reads) say it the same way ctl does.
+      // their few functions (how a download's progress reads) say it the same way ctl does; so is
+      // config/yaml-lines.ts (which line of YAML a field is on), which needs only `yaml`.
       '@typescript-eslint/no-restricted-imports': [
         'error',
         {
           patterns: [
             {
-              regex: '(^|/)src/(?!protocol/[\\w-]+-views\\.js$)',
+              regex: '(^|/)src/(?!protocol/[\\w-]+-views\\.js$|config/yaml-lines\\.js$)',
               allowTypeImports: true,
               message:
-                'the console imports only types from src/ (import type), and values only from src/protocol/*-views.ts: the rest runs on the server.',
+                'the console imports only types from src/ (import type), and values only from src/protocol/*-views.ts and src/config/yaml-lines.ts: the rest runs on the server.',
             },
           ],
         },

@@ -1,8 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 
-import { isMap, isPair, isScalar, isSeq, type Document, type LineCounter, type Node } from 'yaml';
-
 import { validateModels } from '../catalog/validate.js';
 import type { ModelSpec } from '../catalog/model-spec.js';
 import { formatPath, LlmgwError, type Issue } from '../core/errors.js';
@@ -17,6 +15,7 @@ import {
   type PlacementSettings,
 } from './schema.js';
 import { parseYamlText } from './yaml-error.js';
+import { lineOf } from './yaml-lines.js';
 
 /** The effective settings: file, then environment, then defaults; validated and frozen. */
 export interface Settings {
@@ -146,7 +145,7 @@ export function parseSettings(
     const variable = [...envOrigin.entries()].find(([p]) => formatPath(issue.path).startsWith(p))?.[1];
     if (variable !== undefined)
       return { ...issue, message: `${issue.message} (from the environment variable ${variable})` };
-    return { ...issue, line: lineOf(doc, lineCounter, issue.path) };
+    return { ...issue, line: lineOf(doc.contents, lineCounter, issue.path) };
   };
 
   const parsed = settingsSchema.safeParse(merged, { reportInput: true });
@@ -187,7 +186,7 @@ export function parseSettings(
 /** The line of a key in settings text (`['models', 0, 'source']`), for a refusal found after parsing. */
 export function lineOfKey(text: string, path: readonly (string | number)[]): number | undefined {
   const { doc, lineCounter, errors } = parseYamlText(text);
-  return errors.length > 0 ? undefined : lineOf(doc, lineCounter, path);
+  return errors.length > 0 ? undefined : lineOf(doc.contents, lineCounter, path);
 }
 
 function resolveSqlitePath(p: string, cwd: string): string {
@@ -203,31 +202,6 @@ function setIn(target: Record<string, unknown>, path: readonly string[], value: 
   });
   const last = path[path.length - 1];
   if (last !== undefined) node[last] = value;
-}
-
-/** The line of the deepest node along a path: the key itself when the path ends at one. */
-function lineOf(doc: Document, counter: LineCounter, path: readonly (string | number)[]): number | undefined {
-  let node: unknown = doc.contents;
-  let line = rangeLine(node, counter);
-  for (const part of path) {
-    if (isMap(node)) {
-      const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === part);
-      if (pair === undefined) return line;
-      line = rangeLine(pair.key, counter) ?? line;
-      node = pair.value;
-    } else if (isSeq(node) && typeof part === 'number') {
-      node = node.items[part];
-      line = rangeLine(node, counter) ?? line;
-    } else {
-      return line;
-    }
-  }
-  return line;
-}
-
-function rangeLine(node: unknown, counter: LineCounter): number | undefined {
-  const range = (node as Node | null | undefined)?.range;
-  return range === undefined || range === null ? undefined : counter.linePos(range[0]).line;
 }
 
 function indent(text: string): string {

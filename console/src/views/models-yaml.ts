@@ -2,7 +2,9 @@
  * The add form's YAML: parsed in the page (the `yaml` package, as `ctl model add -f` reads the
  * file) and sent as JSON; the server's issues (`profiles[0].gpu_class`) placed at their line.
  */
-import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
+
+import { lineOf } from '../../../src/config/yaml-lines.js';
 
 export type Parsed =
   | { ok: true; value: unknown }
@@ -63,28 +65,4 @@ export function placeIssues(
     const line = doc.errors.length > 0 ? undefined : lineOf(doc.contents, lineCounter, pathParts(i.path));
     return line === undefined ? { path: i.path, message: i.message } : { ...i, line };
   });
-}
-
-function lineOf(root: unknown, counter: LineCounter, path: readonly (string | number)[]): number | undefined {
-  let node = root;
-  let line = rangeLine(node, counter);
-  for (const part of path) {
-    if (isMap(node)) {
-      const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === part);
-      if (pair === undefined) return line;
-      line = rangeLine(pair.key, counter) ?? line;
-      node = pair.value;
-    } else if (isSeq(node) && typeof part === 'number') {
-      node = node.items[part];
-      line = rangeLine(node, counter) ?? line;
-    } else {
-      return line;
-    }
-  }
-  return line;
-}
-
-function rangeLine(node: unknown, counter: LineCounter): number | undefined {
-  const range = (node as Node | null | undefined)?.range;
-  return range === undefined || range === null ? undefined : counter.linePos(range[0]).line;
 }
