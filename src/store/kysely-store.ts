@@ -7,6 +7,7 @@ import { diffJson } from '../core/diff.js';
 import { LlmgwError } from '../core/errors.js';
 
 import type { Dialect } from './migrations.js';
+import { Cluster } from './kysely-cluster.js';
 import { Fleet } from './kysely-fleet.js';
 import { ModelOrigins } from './kysely-origins.js';
 import { Rollouts } from './kysely-rollouts.js';
@@ -14,12 +15,14 @@ import { Usage } from './kysely-usage.js';
 import { JoinTokens, Nodes } from './kysely-nodes.js';
 import { isUniqueViolation, writeAudit, type Context } from './kysely-shared.js';
 import type { Database } from './schema.js';
+import { LocalWakeups, type Wakeups } from './wakeups.js';
 import type {
   Actor,
   ApiKeyRecord,
   AuditEntry,
   AuditFilter,
   AuditRepository,
+  ClusterRepository,
   FleetRepository,
   JoinTokenRepository,
   KeyLimits,
@@ -42,6 +45,8 @@ export interface KyselyStoreOptions {
   /** Closes what the store was opened on (the pool, the file). */
   onClose: () => Promise<void>;
   now?: () => Date;
+  /** How control planes wake each other; in the process unless given (PostgreSQL gives its own). */
+  wakeups?: Wakeups;
 }
 
 /** The Store on Kysely; the dialect only decides row locking and how a duplicate is reported. */
@@ -56,11 +61,14 @@ export class KyselyStore implements Store {
   readonly fleet: FleetRepository;
   readonly usage: UsageRepository;
   readonly rollouts: RolloutRepository;
+  readonly cluster: ClusterRepository;
   readonly #db: Kysely<Database>;
   readonly #options: KyselyStoreOptions;
   readonly #inTransaction: boolean;
 
   constructor(options: KyselyStoreOptions, db: Kysely<Database> = options.db, inTransaction = false) {
+    // One set of wake-ups for the store and every transaction's view of it.
+    options.wakeups ??= new LocalWakeups();
     this.dialect = options.dialect;
     this.#options = options;
     this.#db = db;
@@ -81,6 +89,7 @@ export class KyselyStore implements Store {
     this.fleet = new Fleet(ctx);
     this.usage = new Usage(ctx);
     this.rollouts = new Rollouts(ctx);
+    this.cluster = new Cluster(ctx, options.wakeups);
   }
 
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T> {
@@ -97,6 +106,7 @@ export class KyselyStore implements Store {
   }
 
   async close(): Promise<void> {
+    await this.#options.wakeups?.close();
     await this.#options.onClose();
   }
 }

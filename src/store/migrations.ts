@@ -205,5 +205,34 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // Several control planes: who leads (a lease with a fencing token), who serves, and what
+    // each node last reported, so every control plane routes to every ready replica.
+    '0009_cluster': {
+      async up(db) {
+        await db.schema
+          .createTable('leases')
+          .addColumn('name', 'text', (c) => c.primaryKey())
+          .addColumn('holder', 'text', (c) => c.notNull())
+          .addColumn('token', 'bigint', (c) => c.notNull())
+          .addColumn('since', 'text', (c) => c.notNull())
+          .addColumn('expires_at', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createTable('control_planes')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('url', 'text', (c) => c.notNull())
+          .addColumn('version', 'text', (c) => c.notNull())
+          .addColumn('started_at', 'text', (c) => c.notNull())
+          .addColumn('seen_at', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createTable('node_reports')
+          .addColumn('node', 'text', (c) => c.primaryKey())
+          .addColumn('by_cp', 'text', (c) => c.notNull())
+          .addColumn('at', 'text', (c) => c.notNull())
+          .addColumn('report', 'text', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }

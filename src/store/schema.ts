@@ -112,6 +112,12 @@ export interface Database {
     finished_at: string | null;
     error: string | null;
   };
+  /** Leases with fencing tokens: `leader` is the control plane that places (store.ts ClusterRepository). */
+  leases: { name: string; holder: string; token: number; since: string; expires_at: string };
+  /** The control planes serving on this database, as each last said. */
+  control_planes: { id: string; url: string; version: string; started_at: string; seen_at: string };
+  /** Each node's last shard report (JSON), written by the control plane its agent talks to. */
+  node_reports: { node: string; by_cp: string; at: string; report: string };
   /** One row per key, model and hour (`hour`: the ISO time the hour starts). */
   usage: UsageRow;
 }

@@ -590,6 +590,96 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       },
     );
 
+    it('grants a lease to one holder at a time, renews it in the same term, and hands it over only once it expired', async () => {
+      const a = await store.cluster.claimLease('contract-lease', 'cp-a', 60_000);
+      expect(a.held).toBe(true);
+      const b = await store.cluster.claimLease('contract-lease', 'cp-b', 60_000);
+      expect(b).toMatchObject({ held: false, lease: { holder: 'cp-a', token: a.lease.token } });
+      const renewed = await store.cluster.claimLease('contract-lease', 'cp-a', 60_000);
+      expect(renewed.held).toBe(true);
+      expect(renewed.lease.token).toBe(a.lease.token);
+      expect(renewed.lease.since).toBe(a.lease.since);
+      await store.cluster.releaseLease('contract-lease', 'cp-a');
+      const taken = await store.cluster.claimLease('contract-lease', 'cp-b', 60_000);
+      expect(taken).toMatchObject({ held: true, lease: { holder: 'cp-b', token: a.lease.token + 1 } });
+      expect(await store.cluster.lease('contract-lease')).toMatchObject({ holder: 'cp-b' });
+    });
+
+    it('refuses a fenced write of a holder whose lease was taken over, and writes nothing of it', async () => {
+      const a = await store.cluster.claimLease('contract-fence', 'cp-a', 60_000);
+      const fence = { lease: 'contract-fence', holder: 'cp-a', token: a.lease.token };
+      await store.cluster.checkFence(fence);
+      await store.cluster.releaseLease('contract-fence', 'cp-a');
+      await store.cluster.claimLease('contract-fence', 'cp-b', 60_000);
+      const e = await refusal(
+        store.transaction(async (tx) => {
+          await tx.models.create(spec('fenced-out'), 'system');
+          await tx.cluster.checkFence(fence);
+        }),
+      );
+      expect(e.message).toContain(
+        `this control plane (cp-a, term ${a.lease.token}) no longer holds the contract-fence lease: cp-b holds it now (term ${a.lease.token + 1}`,
+      );
+      expect(await store.models.get('fenced-out')).toBeUndefined();
+      const expired = await store.cluster.claimLease('contract-expiring', 'cp-a', 1);
+      await new Promise((r) => setTimeout(r, 20));
+      const late = await refusal(
+        store.cluster.checkFence({ lease: 'contract-expiring', holder: 'cp-a', token: expired.lease.token }),
+      );
+      expect(late.message).toContain('before this control plane renewed it');
+    });
+
+    it("keeps the control planes that serve, and each node's last report", async () => {
+      const at = new Date().toISOString();
+      await store.cluster.announce({
+        id: 'cp-x',
+        url: 'https://x:8080',
+        version: '1',
+        started_at: at,
+        seen_at: at,
+      });
+      await store.cluster.announce({
+        id: 'cp-x',
+        url: 'https://x:8443',
+        version: '2',
+        started_at: at,
+        seen_at: at,
+      });
+      expect((await store.cluster.controlPlanes()).filter((c) => c.id === 'cp-x')).toEqual([
+        { id: 'cp-x', url: 'https://x:8443', version: '2', started_at: at, seen_at: at },
+      ]);
+      await store.cluster.forget('cp-x');
+      expect((await store.cluster.controlPlanes()).some((c) => c.id === 'cp-x')).toBe(false);
+      await store.cluster.putReport({ node: 'n1', by: 'cp-x', at, report: { statuses: [1] } });
+      await store.cluster.putReport({ node: 'n1', by: 'cp-y', at, report: { statuses: [2] } });
+      expect(await store.cluster.reports()).toContainEqual({
+        node: 'n1',
+        by: 'cp-y',
+        at,
+        report: { statuses: [2] },
+      });
+      await store.cluster.removeReport('n1');
+      expect((await store.cluster.reports()).some((r) => r.node === 'n1')).toBe(false);
+    });
+
+    it('wakes listeners of a channel, after the transaction that notified commits', async () => {
+      const heard: string[] = [];
+      const stop = store.cluster.listen('fleet', (p) => heard.push(p));
+      try {
+        // PostgreSQL's listening connection is opened at the first listen.
+        await new Promise((r) => setTimeout(r, 300));
+        await store.transaction(async (tx) => {
+          await tx.cluster.notify('fleet', 'from-tx');
+        });
+        await store.cluster.notify('models', 'other-channel');
+        const until = Date.now() + 5000;
+        while (!heard.includes('from-tx') && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+        expect(heard).toEqual(['from-tx']);
+      } finally {
+        stop();
+      }
+    });
+
     it('refuses a database written by a newer llmgw, naming the migration', async () => {
       await h.addUnknownMigration('9999_from_the_future');
       const e = await refusal(h.reopen());

@@ -4,6 +4,7 @@ import type { Origin } from '../models/origin.js';
 import type { ModelShape } from '../models/shape.js';
 import type { Shard } from '../placement/types.js';
 import type { JoinTokenView } from '../protocol/node-views.js';
+import { LlmgwError } from '../core/errors.js';
 
 /**
  * The data-access layer of the control plane. One interface, one implementation over
@@ -24,6 +25,8 @@ export interface Store {
   readonly usage: UsageRepository;
   /** Each model's latest rolling change (ctl model gpus and context, ctl replica restart). */
   readonly rollouts: RolloutRepository;
+  /** Several control planes on one database: the leader's lease, who serves, nodes' reports, wake-ups. */
+  readonly cluster: ClusterRepository;
   /** Runs work in one transaction: all of it lands, or none. */
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T>;
   /** A cheap round trip, for health checks. */
@@ -323,3 +326,91 @@ export interface UsageRepository {
   /** Per key, model and hour, newest hour first. */
   list(filter?: UsageFilter): Promise<UsageDelta[]>;
 }
+
+/** A lease: held by `holder` until `expires_at`; `token` grows each time it changes hands. */
+export interface LeaseRecord {
+  name: string;
+  holder: string;
+  /** The fencing token: a write checked against it is refused once another holder took over. */
+  token: number;
+  /** Since when the holder has held it without a break. */
+  since: string;
+  expires_at: string;
+}
+
+/** What a lease holder's writes are checked against. */
+export interface Fence {
+  lease: string;
+  holder: string;
+  token: number;
+}
+
+/** A fenced write by a holder whose lease was lost (expired, or taken over): nothing was written. */
+export class LeaseLost extends LlmgwError {
+  constructor(message: string) {
+    super('conflict', message);
+    this.name = 'LeaseLost';
+  }
+}
+
+export interface ControlPlaneRecord {
+  id: string;
+  /** Where it serves (its API, gateway and agent channel). */
+  url: string;
+  version: string;
+  started_at: string;
+  /** Its last sign of life; a control plane silent past its lease is shown as gone. */
+  seen_at: string;
+}
+
+export interface NodeReportRecord {
+  /** The node's id. */
+  node: string;
+  /** The control plane its agent reported to. */
+  by: string;
+  at: string;
+  /** The agent's last shard report (JSON, as the fleet keeps it). */
+  report: unknown;
+}
+
+/** What control planes wake each other for: placement changed, a node reported, the catalog changed. */
+export type ClusterChannel = 'fleet' | 'reports' | 'models' | 'nodes';
+
+export interface ClusterRepository {
+  /**
+   * Takes `name` for `holder` for `ttlMs` when it is free, expired or already the holder's
+   * (renewing it); the database's clock decides. Answers whether it is held and the lease
+   * as it now is; a change of hands increments the token.
+   */
+  claimLease(name: string, holder: string, ttlMs: number): Promise<{ held: boolean; lease: LeaseRecord }>;
+  /** Gives the lease up now (a clean stop), so another takes over without waiting for it to expire. */
+  releaseLease(name: string, holder: string): Promise<void>;
+  lease(name: string): Promise<LeaseRecord | undefined>;
+  /**
+   * Refuses (LeaseLost) unless the fence's holder still holds the lease with its token and
+   * it has not expired. Run inside the transaction whose writes it guards: the lease row is
+   * locked until it commits, so no new holder's term begins before those writes land.
+   */
+  checkFence(fence: Fence): Promise<void>;
+  /** Records a control plane as serving (insert or refresh). */
+  announce(cp: ControlPlaneRecord): Promise<void>;
+  controlPlanes(): Promise<ControlPlaneRecord[]>;
+  /** A control plane that stopped cleanly. */
+  forget(id: string): Promise<void>;
+  putReport(record: NodeReportRecord): Promise<void>;
+  reports(): Promise<NodeReportRecord[]>;
+  removeReport(node: string): Promise<void>;
+  /**
+   * Wakes every control plane listening on `channel` (itself included). In a transaction it
+   * is sent when that commits (PostgreSQL NOTIFY), not before.
+   */
+  notify(channel: ClusterChannel, payload?: string): Promise<void>;
+  /**
+   * Calls `fn` on each notification of `channel`, and with `resync` after the listening
+   * connection was lost and is back (notifications may have been missed: read everything).
+   */
+  listen(channel: ClusterChannel, fn: (payload: string) => void): () => void;
+}
+
+/** The payload a listener gets when it may have missed notifications. */
+export const resyncPayload = 'resync';

@@ -7,6 +7,8 @@ import { KyselyStore } from '../kysely-store.js';
 import { migrateToLatest } from '../migrate.js';
 import type { Database } from '../schema.js';
 
+import { PgWakeups } from './pg-wakeups.js';
+
 export interface PostgresStoreOptions {
   url: string;
   /** Connections this control plane keeps open. */
@@ -55,6 +57,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   return new KyselyStore({
     db,
     dialect: 'postgres',
+    wakeups: new PgWakeups(options.url, types),
     onClose: () => db.destroy(),
     ...(options.now === undefined ? {} : { now: options.now }),
   });
