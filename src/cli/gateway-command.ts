@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
 
+import { serverList } from '../client/failover-client.js';
+
 import { stringOpt, type Runner } from './command.js';
 import { UsageError } from './usage-error.js';
 
@@ -9,7 +11,10 @@ export function registerGateway(program: Command, run: Runner): void {
     .description(
       'run an OpenAI-compatible gateway of its own (for scale-out): it follows the routes of a control plane and serves alone for a while when that one is away',
     )
-    .option('--server <url>', 'the control plane to follow (default: LLMGW_SERVER)')
+    .option(
+      '--server <urls>',
+      'the control plane to follow, or several of one cluster: URL1,URL2 (default: LLMGW_SERVER)',
+    )
     .option(
       '--key <key>',
       'a key of role gateway (llmgw ctl key create NAME --role gateway); default: LLMGW_KEY',
@@ -27,9 +32,11 @@ export function registerGateway(program: Command, run: Runner): void {
           throw new UsageError(
             'give a key of role gateway: llmgw gateway --server URL --key KEY (llmgw ctl key create NAME --role gateway makes one)',
           );
+        const servers = serverList(server);
+        if (typeof servers === 'string') throw new UsageError(servers);
         const { runGateway } = await import('./run-gateway.js');
         await runGateway({
-          server,
+          servers,
           key,
           listen: stringOpt(opts, 'listen') ?? '127.0.0.1:8081',
           config: stringOpt(opts, 'config'),

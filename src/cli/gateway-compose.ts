@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 
-import type { ApiClient } from '../client/api-client.js';
+import type { Requester } from '../client/failover-client.js';
 import type { Settings } from '../config/load.js';
 import { nodeRequest } from '../http1/client-io.js';
 import { Gateway } from '../gateway/gateway.js';
@@ -24,11 +24,11 @@ export function gatewayOptions(settings: Settings): {
   };
 }
 
-export function remoteRoutes(client: ApiClient): () => Promise<RouteTable> {
+export function remoteRoutes(client: Requester): () => Promise<RouteTable> {
   return async () => (await client.request<RouteTable>('GET', '/gateway/routes')).body;
 }
 
-export function remoteUsage(client: ApiClient): UsageSink {
+export function remoteUsage(client: Requester): UsageSink {
   return async (rows) => {
     await client.request('POST', '/gateway/usage', { json: { rows } });
   };

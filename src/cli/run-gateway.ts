@@ -1,4 +1,6 @@
 import { ApiClient } from '../client/api-client.js';
+import { FailoverClient } from '../client/failover-client.js';
+import type { WhoAmI } from '../core/api-types.js';
 import { HttpServer } from '../server/http-server.js';
 
 import { remoteKeys } from '../gateway/keys.js';
@@ -9,7 +11,8 @@ import { commandSettings } from './settings.js';
 import { UsageError } from './usage-error.js';
 
 export interface RunGatewayOptions {
-  server: string;
+  /** The control planes of the cluster; asked in turn when one is away. */
+  servers: string[];
   key: string;
   listen: string;
   config: string | undefined;
@@ -19,8 +22,9 @@ export interface RunGatewayOptions {
 export async function runGateway(o: RunGatewayOptions): Promise<void> {
   const logger = createLogger('gateway', process.env, { async: true });
   const loaded = commandSettings({ path: o.config, env: process.env });
-  const client = new ApiClient({ server: o.server, key: o.key, timeoutMs: 5000 });
-  const me = await client.whoami();
+  const clients = o.servers.map((server) => new ApiClient({ server, key: o.key, timeoutMs: 5000 }));
+  const client = new FailoverClient(clients);
+  const me = (await client.request<WhoAmI>('GET', '/whoami')).body;
   if (me.role !== 'gateway' && me.role !== 'admin') {
     throw new UsageError(
       `key "${me.name}" has the ${me.role} role; a gateway needs one of role gateway (llmgw ctl key create NAME --role gateway)`,
@@ -39,7 +43,7 @@ export async function runGateway(o: RunGatewayOptions): Promise<void> {
   });
   mountGateway(http, gateway);
   const url = await http.listen(o.listen);
-  logger.info({ url, server: o.server }, 'gateway listening');
+  logger.info({ url, servers: o.servers }, 'gateway listening');
   await untilSignalled(logger);
   await http.close();
   await gateway.stop();

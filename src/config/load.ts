@@ -26,6 +26,8 @@ export interface Settings {
   readonly data_dir: string;
   readonly agent: Readonly<AgentSettings>;
   readonly placement: Readonly<PlacementSettings>;
+  /** Several control planes on one database: the leader's lease. */
+  readonly ha: Readonly<{ lease_s: number }>;
   readonly gateway: Readonly<GatewaySettings>;
   /** The model hub; resolve with models/hub.ts hubAccess, which adds HF_ENDPOINT and HF_TOKEN. */
   readonly hub: Readonly<HubSettings>;
@@ -168,6 +170,7 @@ export function parseSettings(
     data_dir: dataDir,
     agent: parsed.data.agent,
     placement: parsed.data.placement,
+    ha: parsed.data.ha,
     gateway: parsed.data.gateway,
     hub: parsed.data.hub,
     mirror: {

@@ -93,6 +93,16 @@ export const settingsSchema = z.strictObject({
         .prefault({}),
     })
     .prefault({}),
+  /** Several control planes on one PostgreSQL database: one leads (places replicas) at a time. */
+  ha: z
+    .strictObject({
+      /**
+       * How long the leader's lease lasts unrenewed: a leader that dies is replaced within
+       * about this plus a third of it. Renewed every third of it.
+       */
+      lease_s: z.int().min(2).max(300).default(10),
+    })
+    .prefault({}),
   placement: z
     .strictObject({
       /** Ports engines listen on, FIRST-LAST. */

@@ -44,7 +44,7 @@ export function writeFileAtomic(path: string, text: string): void {
 /** Keys that a running control plane cannot take without a restart. */
 const restartKeys = ['listen', 'database', 'data_dir'] as const;
 /** Sections read once at start (the gateway's limits and queue; where the mirror is). */
-const restartSections = ['gateway', 'mirror'] as const;
+const restartSections = ['gateway', 'mirror', 'ha'] as const;
 
 export interface SettingsChange {
   /** Keys whose new value is in effect now. */

@@ -1,5 +1,5 @@
 import type { Authenticator } from '../auth/authenticator.js';
-import type { ApiClient } from '../client/api-client.js';
+import type { Requester } from '../client/failover-client.js';
 import { bearerToken } from '../core/bearer.js';
 import { LlmgwError } from '../core/errors.js';
 import { hashSecret } from '../core/secrets.js';
@@ -114,7 +114,7 @@ export function storeKeys(auth: Authenticator): GatewayKeys {
  * are kept a while, and kept past that while the control plane does not answer, so the
  * gateway serves known keys alone when it is away.
  */
-export function remoteKeys(client: ApiClient, options: { ttlMs?: number } = {}): GatewayKeys {
+export function remoteKeys(client: Requester, options: { ttlMs?: number } = {}): GatewayKeys {
   const ttl = options.ttlMs ?? 30_000;
   const cache = new Map<string, { info: KeyInfo | undefined; until: number }>();
   // Anyone may send made-up keys: what is remembered of them stays bounded.

@@ -46,8 +46,26 @@ export interface ClusterStatus {
   excluded: { node: string; card: number; reason: string }[];
   cpus: number;
   memory_mib: { total: number; free: number };
+  /** The control planes serving on this store, the leader first (absent from older control planes). */
+  control_planes?: ControlPlaneView[];
   /** Model files being fetched onto nodes now (for replicas, or `ctl model pull`); absent when none is. */
   downloads?: NodeDownload[];
+}
+
+export interface ControlPlaneView {
+  id: string;
+  url: string;
+  version: string;
+  started_at: string;
+  seen_at: string;
+  /** Silent for longer than three leases: stopped or cut off (a clean stop removes it). */
+  state: 'serving' | 'silent';
+  leader: boolean;
+  /** The leader's: since when it leads, and its term (the lease's fencing token). */
+  leader_since?: string;
+  term?: number;
+  /** The one that answered this request. */
+  self: boolean;
 }
 
 export interface JoinTokenView {

@@ -26,6 +26,9 @@ import { AgentHub } from './nodes/agent-hub.js';
 import { NodeRegistry } from './nodes/node-registry.js';
 import { SettingsHolder } from './settings-holder.js';
 import { EventHub } from './events/event-hub.js';
+import { controlPlaneId } from './cluster/control-plane-id.js';
+import { Leadership } from './cluster/leadership.js';
+import { controlPlaneViews } from './cluster/control-plane-views.js';
 import { TrafficSampler } from './traffic/traffic-sampler.js';
 
 export interface ControlPlaneOptions {
@@ -81,6 +84,8 @@ export class ControlPlane {
   readonly events: EventHub;
   /** The gateway's traffic over the last hour (GET /traffic): attach the gateway run in this process. */
   readonly traffic: TrafficSampler;
+  /** Which control plane places replicas (this one, alone on SQLite; one of several on PostgreSQL). */
+  readonly leadership: Leadership;
   readonly #beforeStoreClose: (() => Promise<void>)[] = [];
 
   private constructor(init: {
@@ -99,7 +104,9 @@ export class ControlPlane {
     mirror: Mirror;
     events: EventHub;
     traffic: TrafficSampler;
+    leadership: Leadership;
   }) {
+    this.leadership = init.leadership;
     this.events = init.events;
     this.traffic = init.traffic;
     this.mirror = init.mirror;
@@ -149,6 +156,32 @@ export class ControlPlane {
     const registry = new NodeRegistry({ store, logger, heartbeatMs });
     await registry.start();
     const hub = new AgentHub({ store, registry, logger, heartbeatMs });
+    const id = controlPlaneId(options.settings.settings.data_dir);
+    let url = '';
+    const leadership = new Leadership({
+      store,
+      id,
+      url: () => url,
+      version: options.version,
+      leaseMs: options.settings.settings.ha.lease_s * 1000,
+      logger: logger.child({ part: 'leadership' }),
+    });
+    await leadership.start();
+    // Control planes on one PostgreSQL database wake each other: a node joined or left through
+    // another, the catalog changed through another's API.
+    const shared = store.dialect === 'postgres';
+    if (shared) {
+      // Heard until the store closes.
+      store.cluster.listen('nodes', (from) => {
+        if (from !== id) void registry.refresh().catch(() => undefined);
+      });
+      // Of the nodes whose agents talk to this one; the others' are told by theirs.
+      registry.onStateChange((name) => {
+        const node = registry.view(name);
+        if (node !== undefined && registry.isConnected(node.id))
+          void store.cluster.notify('nodes', id).catch(() => undefined);
+      });
+    }
     const events = new EventHub({
       ...(options.events?.minGapMs === undefined ? {} : { minGapMs: options.events.minGapMs }),
     });
@@ -171,9 +204,16 @@ export class ControlPlane {
       keys,
       hubAccess: () => origins.access(),
       events,
+      leader: leadership,
+      controlPlaneId: id,
     });
     catalog.onChange(() => fleet.poke());
     origins.onResolved(() => fleet.poke());
+    if (shared) {
+      const tellOthers = () => void store.cluster.notify('models', id).catch(() => undefined);
+      catalog.onChange(tellOthers);
+      origins.onResolved(tellOthers);
+    }
     await fleet.start();
     // Declared models cannot be refused at start: resolved in the background, failures recorded.
     void origins.syncDeclared(options.settings.settings.models, { retry: true });
@@ -211,6 +251,8 @@ export class ControlPlane {
       mirror,
       events,
       traffic,
+      controlPlanes: () =>
+        controlPlaneViews(store, { self: id, leaseMs: options.settings.settings.ha.lease_s * 1000 }),
       eventsOptions: {
         ...(options.events?.heartbeatMs === undefined ? {} : { heartbeatMs: options.events.heartbeatMs }),
       },
@@ -232,7 +274,7 @@ export class ControlPlane {
     http.fallback(
       consoleRoute({ notFound, ...(options.consoleDir === undefined ? {} : { dir: options.consoleDir }) }),
     );
-    const url = await http.listen(options.listen ?? options.settings.settings.listen);
+    url = await http.listen(options.listen ?? options.settings.settings.listen);
     settings.onChange((next, previous) => {
       logger.info({ from: previous.source.path }, 'settings replaced');
       void origins.declaredChanged(next.settings.models, previous.settings.models);
@@ -264,6 +306,7 @@ export class ControlPlane {
       mirror,
       events,
       traffic,
+      leadership,
     });
   }
 
@@ -286,6 +329,8 @@ export class ControlPlane {
   async stop(): Promise<void> {
     this.#logger.info('control plane stopping');
     await this.fleet.stop();
+    // Given up now, so that another control plane leads at once rather than when it expires.
+    await this.leadership.stop();
     await this.origins.stop();
     this.#hub.close();
     // Before the server closes: it waits for open answers, and an event stream never ends by itself.

@@ -138,6 +138,23 @@ export class Cluster implements ClusterRepository {
     await this.#c.db.deleteFrom('node_reports').where('node', '=', node).execute();
   }
 
+  async putState(key: string, value: string): Promise<void> {
+    await this.#c.db
+      .insertInto('meta')
+      .values({ key: `state.${key}`, value })
+      .onConflict((oc) => oc.column('key').doUpdateSet({ value }))
+      .execute();
+  }
+
+  async state(key: string): Promise<string | undefined> {
+    const row = await this.#c.db
+      .selectFrom('meta')
+      .select('value')
+      .where('key', '=', `state.${key}`)
+      .executeTakeFirst();
+    return row?.value;
+  }
+
   notify(channel: ClusterChannel, payload = ''): Promise<void> {
     return this.#wakeups.send(this.#c.db, channel, payload);
   }

@@ -400,6 +400,9 @@ export interface ClusterRepository {
   putReport(record: NodeReportRecord): Promise<void>;
   reports(): Promise<NodeReportRecord[]>;
   removeReport(node: string): Promise<void>;
+  /** A value the leader shares with the other control planes (the replicas it could not place). */
+  putState(key: string, value: string): Promise<void>;
+  state(key: string): Promise<string | undefined>;
   /**
    * Wakes every control plane listening on `channel` (itself included). In a transaction it
    * is sent when that commits (PostgreSQL NOTIFY), not before.

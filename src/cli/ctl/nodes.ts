@@ -129,7 +129,7 @@ export function registerNodes(ctl: Command, run: Runner): void {
     .action(
       run.action(async ({ o, conn }) => {
         const s = await connect(conn).status();
-        emit(o, s, statusText);
+        emit(o, s, (x) => statusText(x));
       }),
     );
 }
@@ -201,13 +201,41 @@ function nodeDetail(n: NodeView): string {
   return lines.join('\n');
 }
 
-export function statusText(s: ClusterStatus): string {
+export function statusText(s: ClusterStatus, now = Date.now()): string {
   const lines = [
     `Nodes:    ${s.nodes.total} (${s.nodes.ready} ready, ${s.nodes.not_ready} not ready)`,
     `CPUs:     ${s.cpus}`,
     `Memory:   ${gib(s.memory_mib.free)} free of ${gib(s.memory_mib.total)}`,
     '',
   ];
+  const cps = s.control_planes ?? [];
+  if (cps.length > 0) {
+    const leader = cps.find((c) => c.leader);
+    lines.push(
+      `Control planes: ${cps.length}, ${
+        leader === undefined
+          ? 'none leads now (one takes over within a lease: ha.lease_s)'
+          : `${leader.id} leads since ${leader.leader_since ?? '?'} (term ${leader.term ?? '?'})`
+      }`,
+    );
+    lines.push(
+      indent(
+        table(
+          ['ID', 'URL', 'VERSION', 'ROLE', 'STATE', 'UP', 'SEEN'],
+          cps.map((c) => [
+            c.self ? `${c.id} (this one)` : c.id,
+            c.url || '-',
+            c.version,
+            c.leader ? 'leader' : 'follower',
+            c.state,
+            age(c.started_at, now),
+            `${age(c.seen_at, now)} ago`,
+          ]),
+        ),
+      ),
+      '',
+    );
+  }
   if (s.devices.length === 0) lines.push('Devices:  none (CPU only)');
   else {
     lines.push('Devices:');

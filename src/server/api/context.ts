@@ -8,6 +8,7 @@ import { formatIssues, LlmgwError } from '../../core/errors.js';
 import { issuesFromZod } from '../../core/zod-issues.js';
 import type { Origin } from '../../models/origin.js';
 import type { CacheEntry } from '../../protocol/agent-protocol.js';
+import type { ControlPlaneView } from '../../protocol/node-views.js';
 import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
 import type { EventHub } from '../events/event-hub.js';
@@ -46,6 +47,8 @@ export interface ApiDeps {
   eventsOptions?: { heartbeatMs?: number } | undefined;
   /** Resolves a source as adding a model would, storing nothing (GET and POST /plan). */
   resolveSource?: ((source: string) => Promise<Resolution>) | undefined;
+  /** The control planes on this store, for GET /status (absent: not shown). */
+  controlPlanes?: (() => Promise<ControlPlaneView[]>) | undefined;
 }
 
 export interface ApiEnv {

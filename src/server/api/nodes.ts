@@ -90,10 +90,12 @@ export function tokenRoutes(deps: NodeDeps): Hono<ApiEnv> {
 
 export function statusRoute(deps: NodeDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
-  app.get('/', (c) => {
+  app.get('/', async (c) => {
     const downloads = deps.fleet.activeDownloads();
+    const controlPlanes = await deps.controlPlanes?.();
     return c.json<ClusterStatus>({
       ...deps.registry.status(),
+      ...(controlPlanes === undefined ? {} : { control_planes: controlPlanes }),
       ...(downloads.length > 0 ? { downloads } : {}),
     });
   });

@@ -37,9 +37,16 @@ import {
 import type { NodeView } from '../../protocol/node-views.js';
 import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
 import type { RollOptions, RolloutView } from '../../protocol/rollout-views.js';
-import type { FleetChange, ReplicaRecord, RolloutRecord, Store } from '../../store/store.js';
+import {
+  LeaseLost,
+  type FleetChange,
+  type ReplicaRecord,
+  type RolloutRecord,
+  type Store,
+} from '../../store/store.js';
 import type { RouteReplica, RouteTable } from '../../protocol/routes.js';
 import type { Catalog } from '../catalog.js';
+import type { LeaderView } from '../cluster/leadership.js';
 import type { AgentHub, HubListener } from '../nodes/agent-hub.js';
 import type { NodeRegistry } from '../nodes/node-registry.js';
 import type { SettingsHolder } from '../settings-holder.js';
@@ -80,7 +87,21 @@ export interface FleetOptions {
   hubAccess?: () => HubAccess;
   /** Told what placement and the agents' reports changed (GET /events). */
   events?: EventPublisher;
+  /** Whether this control plane leads (places); without it, it always does (one control plane). */
+  leader?: LeaderView;
+  /** This control plane's id: the nodes' reports it shares carry it. */
+  controlPlaneId?: string;
 }
+
+/** What an agent last said of its shards, as control planes share it through the store. */
+interface ShardReport {
+  statuses: ShardStatusWire[];
+  engines?: EngineReport | undefined;
+  ports_taken?: [number, number][] | undefined;
+}
+
+/** How long a follower waits for the leader to place after a change made through it (restart, roll). */
+const leaderPassMs = 5000;
 
 interface Reported {
   nodeId: string;
@@ -146,9 +167,23 @@ export class Fleet implements HubListener {
   #again = false;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
+  /** Reports of nodes connected here, waiting to be written for the other control planes. */
+  readonly #unshared = new Map<string, ShardReport>();
+  #shareTimer: NodeJS.Timeout | undefined;
+  #sharing: Promise<void> = Promise.resolve();
+  /** The pending list as last written for the other control planes. */
+  #pendingShared = '';
+  readonly #unlisten: (() => void)[] = [];
+  /** Followers waiting for the leader's next placement. */
+  #leaderPassed: (() => void)[] = [];
 
   constructor(options: FleetOptions) {
     this.#o = options;
+  }
+
+  /** Several control planes may share this store (PostgreSQL): reports are shared and wake-ups heard. */
+  get #shared(): boolean {
+    return this.#o.store.dialect === 'postgres' && this.#o.controlPlaneId !== undefined;
   }
 
   async start(): Promise<void> {
@@ -156,6 +191,25 @@ export class Fleet implements HubListener {
     this.#o.registry.onStateChange(() => this.poke());
     this.#o.registry.setUsage(() => this.devicesInUse());
     this.#o.settings.onChange(() => this.poke());
+    this.#o.leader?.onChange(() => this.poke());
+    if (this.#shared) {
+      const cluster = this.#o.store.cluster;
+      const me = this.#o.controlPlaneId;
+      this.#unlisten.push(
+        // Another control plane's placement: what runs where changed.
+        cluster.listen('fleet', (from) => {
+          if (from === me) return;
+          for (const done of this.#leaderPassed.splice(0)) done();
+          this.poke();
+        }),
+        // A change made through another control plane's API: the leader places it.
+        cluster.listen('models', (from) => {
+          if (from !== me) this.poke();
+        }),
+        cluster.listen('reports', (payload) => void this.#loadReports(payload)),
+      );
+      await this.#loadReports('');
+    }
     await this.reconcile();
     this.#timer = setInterval(() => this.poke(), this.#o.intervalMs ?? 5000);
     this.#timer.unref();
@@ -164,7 +218,34 @@ export class Fleet implements HubListener {
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
+    for (const u of this.#unlisten.splice(0)) u();
+    for (const done of this.#leaderPassed.splice(0)) done();
     await this.#running;
+    await this.#flushReports();
+  }
+
+  /**
+   * Places now, after a change made through this control plane (a restart, a roll): here when
+   * it leads; else the leader is woken and its placement awaited (for a few seconds at most),
+   * then read.
+   */
+  async #placeNow(): Promise<void> {
+    if (this.leads || !this.#shared) return this.reconcile();
+    const passed = new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, leaderPassMs);
+      this.#leaderPassed.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    await this.#o.store.cluster.notify('models', this.#o.controlPlaneId);
+    await passed;
+    await this.reconcile();
+  }
+
+  /** Whether this control plane places replicas now (the only one, or the leader). */
+  get leads(): boolean {
+    return this.#o.leader?.leads() ?? true;
   }
 
   /** Places again soon: the catalog, a node or a replica changed. Calls close together run once. */
@@ -190,11 +271,31 @@ export class Fleet implements HubListener {
     while (this.#running !== undefined) await this.#running;
   }
 
+  /**
+   * The leader places and writes the result (fenced: a leader that lost its lease writes
+   * nothing); every other control plane reads what the leader wrote. Either way the agents
+   * connected here are told what their nodes should run.
+   */
   async reconcile(): Promise<void> {
+    if (!this.leads) return this.#follow();
+    try {
+      await this.#lead();
+    } catch (e) {
+      if (!(e instanceof LeaseLost)) throw e;
+      this.#o.leader?.lost(e.message);
+      await this.#follow();
+    }
+  }
+
+  async #lead(): Promise<void> {
     const now = Date.now();
     const { specs, unresolved, memory } = await this.#resolvedSpecs();
+    const fence = this.#o.leader?.fence();
+    if (this.#o.leader !== undefined && fence === undefined)
+      throw new LeaseLost('this control plane no longer holds the leader lease');
 
     const result = await this.#o.store.fleet.locked(async (tx) => {
+      if (fence !== undefined) await tx.cluster.checkFence(fence);
       const input = await this.#planInput(tx, specs, memory, now);
       const { ready } = input;
       const plan = planFleet(input);
@@ -209,12 +310,58 @@ export class Fleet implements HubListener {
       for (const a of add)
         this.#o.logger.info({ replica: a.replica.id, nodes: a.shards.map((s) => s.node) }, 'replica placed');
       const after = await tx.fleet.replicas();
-      const rollouts = await this.#endRollouts(tx, specs, after, ready);
-      return { pending: plan.pending, replicas: after, shards: await tx.fleet.shards(), rollouts };
+      const { rollouts, ended } = await this.#endRollouts(tx, specs, after, ready);
+      const pending = [...plan.pending, ...unresolved];
+      if (this.#shared) {
+        const text = JSON.stringify(pending);
+        if (text !== this.#pendingShared) await tx.cluster.putState('pending', text);
+        const changed =
+          add.length + plan.remove.length + plan.retire.length + ended > 0 || text !== this.#pendingShared;
+        this.#pendingShared = text;
+        // Sent when this transaction commits: the others then read what it wrote.
+        if (changed) await tx.cluster.notify('fleet', this.#o.controlPlaneId);
+      }
+      return { pending, replicas: after, shards: await tx.fleet.shards(), rollouts };
     });
+    this.#take(result, specs);
+  }
+
+  /** A follower's pass: what the leader placed, from the store. */
+  async #follow(): Promise<void> {
+    const { specs } = await this.#resolvedSpecs();
+    const store = this.#o.store;
+    const [replicas, shards, rollouts, pending] = await Promise.all([
+      store.fleet.replicas(),
+      store.fleet.shards(),
+      store.rollouts.list(),
+      store.cluster.state('pending'),
+    ]);
+    // Should it lead again, it writes its own list whatever the last one it wrote was.
+    this.#pendingShared = '';
+    this.#take(
+      {
+        replicas,
+        shards,
+        rollouts: new Map(rollouts.map((r) => [r.model, r])),
+        pending: pending === undefined ? [] : (JSON.parse(pending) as PendingReplica[]),
+      },
+      specs,
+    );
+  }
+
+  /** Makes a placement (this one's, or the leader's) the one served here and told to the agents here. */
+  #take(
+    result: {
+      pending: PendingReplica[];
+      replicas: ReplicaRecord[];
+      shards: Shard[];
+      rollouts: Map<string, RolloutRecord>;
+    },
+    specs: readonly ModelSpec[],
+  ): void {
     const before = this.#placementView();
     this.#rollouts = result.rollouts;
-    this.#pending = [...result.pending, ...unresolved];
+    this.#pending = result.pending;
     this.#specs = new Map(specs.map((s) => [s.name, s]));
     this.#replicas = result.replicas;
     this.#shards = result.shards;
@@ -285,8 +432,9 @@ export class Fleet implements HubListener {
     specs: readonly ModelSpec[],
     replicas: readonly ReplicaRecord[],
     ready: ReadonlySet<string>,
-  ): Promise<Map<string, RolloutRecord>> {
+  ): Promise<{ rollouts: Map<string, RolloutRecord>; ended: number }> {
     const out = new Map<string, RolloutRecord>();
+    let ended = 0;
     for (const r of await tx.rollouts.list()) {
       out.set(r.model, r);
       const spec = specs.find((s) => s.name === r.model);
@@ -298,10 +446,11 @@ export class Fleet implements HubListener {
       if (end === undefined || !(await tx.rollouts.finish(r.model, r.started_at, end, systemActor))) continue;
       const error = end.state === 'failed' ? end.error : null;
       out.set(r.model, { ...r, state: end.state, finished_at: new Date().toISOString(), error });
+      ended++;
       if (error === null) this.#o.logger.info({ model: r.model, change: r.change }, 'rollout done');
       else this.#o.logger.warn({ model: r.model, change: r.change, err: error }, 'rollout failed');
     }
-    return out;
+    return { rollouts: out, ended };
   }
 
   /**
@@ -446,41 +595,11 @@ export class Fleet implements HubListener {
 
   message(nodeId: string, m: Exclude<AgentMessage, { type: 'inventory' | 'heartbeat' }>): void {
     if (m.type === 'shards') {
-      const before = this.#readyReplicas();
-      const statusesBefore = new Map(this.#statuses);
-      for (const [key, r] of this.#statuses) if (r.nodeId === nodeId) this.#statuses.delete(key);
-      const portsBefore = this.#portsTakenSeen();
       const firstReport = !this.#reported.has(nodeId);
       this.#reported.add(nodeId);
-      let failedRolling = false;
-      for (const s of m.statuses) {
-        this.#statuses.set(s.key, { nodeId, status: s });
-        if (s.state !== 'failed' || s.port_taken !== undefined) continue;
-        // The agent starts a failed engine again soon: what it said now is kept for the rollout.
-        this.#failures.set(
-          s.replica,
-          (s.reason ?? 'its engine failed').replace(/; restarting in [^;]*$/, ''),
-        );
-        const model = this.#replicas.find((r) => r.id === s.replica)?.model;
-        if (model !== undefined && this.#rollouts.get(model)?.state === 'rolling') failedRolling = true;
-      }
-      if (m.engines !== undefined) this.#engines.set(nodeId, m.engines);
-      if (m.ports_taken !== undefined)
-        this.#portsTaken.set(
-          nodeId,
-          m.ports_taken.slice(0, maxPortRanges).map(([first, last]) => ({ first, last })),
-        );
-      // A replica that became ready may let a replaced one stop, or a roll go on; a failed one ends a roll.
-      const rolling = [...this.#rollouts.values()].some((r) => r.state === 'rolling');
-      if (this.#o.events !== undefined)
-        publishStatuses(this.#o.events, statusChanges(statusesBefore, this.#statuses), this.#placementView());
-      if (
-        failedRolling ||
-        (this.#readyReplicas() !== before && (rolling || this.#replicas.some((r) => r.retiring)))
-      )
-        this.poke();
-      // A node heard from for the first time takes new shards; a shard whose port another program took is placed again.
-      else if (firstReport || this.#portsTakenSeen() !== portsBefore) this.poke();
+      const report: ShardReport = { statuses: m.statuses, engines: m.engines, ports_taken: m.ports_taken };
+      this.#ingest(nodeId, report, firstReport);
+      this.#share(nodeId, report);
       return;
     }
     if (m.type === 'downloads') {
@@ -508,6 +627,94 @@ export class Fleet implements HubListener {
     if (m.done) {
       this.#logRequests.delete(m.request);
       req.onDone(m.error);
+    }
+  }
+
+  /** What a node's agent said of its shards (to this control plane or, through the store, to another). */
+  #ingest(nodeId: string, m: ShardReport, firstReport: boolean): void {
+    const before = this.#readyReplicas();
+    const statusesBefore = new Map(this.#statuses);
+    for (const [key, r] of this.#statuses) if (r.nodeId === nodeId) this.#statuses.delete(key);
+    const portsBefore = this.#portsTakenSeen();
+    let failedRolling = false;
+    for (const s of m.statuses) {
+      this.#statuses.set(s.key, { nodeId, status: s });
+      if (s.state !== 'failed' || s.port_taken !== undefined) continue;
+      // The agent starts a failed engine again soon: what it said now is kept for the rollout.
+      this.#failures.set(s.replica, (s.reason ?? 'its engine failed').replace(/; restarting in [^;]*$/, ''));
+      const model = this.#replicas.find((r) => r.id === s.replica)?.model;
+      if (model !== undefined && this.#rollouts.get(model)?.state === 'rolling') failedRolling = true;
+    }
+    if (m.engines !== undefined) this.#engines.set(nodeId, m.engines);
+    if (m.ports_taken !== undefined)
+      this.#portsTaken.set(
+        nodeId,
+        m.ports_taken.slice(0, maxPortRanges).map(([first, last]) => ({ first, last })),
+      );
+    // A replica that became ready may let a replaced one stop, or a roll go on; a failed one ends a roll.
+    const rolling = [...this.#rollouts.values()].some((r) => r.state === 'rolling');
+    if (this.#o.events !== undefined)
+      publishStatuses(this.#o.events, statusChanges(statusesBefore, this.#statuses), this.#placementView());
+    if (
+      failedRolling ||
+      (this.#readyReplicas() !== before && (rolling || this.#replicas.some((r) => r.retiring)))
+    )
+      this.poke();
+    // A node heard from for the first time takes new shards; a shard whose port another program took is placed again.
+    else if (firstReport || this.#portsTakenSeen() !== portsBefore) this.poke();
+  }
+
+  /** Writes a report of a node connected here for the other control planes, a few at a time. */
+  #share(nodeId: string, report: ShardReport): void {
+    if (!this.#shared) return;
+    this.#unshared.set(nodeId, report);
+    this.#shareTimer ??= setTimeout(() => void this.#flushReports(), 100);
+  }
+
+  #flushReports(): Promise<void> {
+    if (this.#shareTimer !== undefined) clearTimeout(this.#shareTimer);
+    this.#shareTimer = undefined;
+    if (this.#unshared.size === 0) return this.#sharing;
+    const batch = [...this.#unshared];
+    this.#unshared.clear();
+    const by = this.#o.controlPlaneId ?? '';
+    const at = new Date().toISOString();
+    this.#sharing = this.#sharing
+      .then(() =>
+        this.#o.store.transaction(async (tx) => {
+          for (const [node, report] of batch) await tx.cluster.putReport({ node, by, at, report });
+          // The nodes' ids, when they fit a notification; else the listeners read every report.
+          const ids = batch.map(([node]) => node).join(',');
+          await tx.cluster.notify('reports', ids.length < 7000 ? `${by};${ids}` : `${by};`);
+        }),
+      )
+      .catch((e: unknown) =>
+        this.#o.logger.warn({ err: messageOf(e) }, "could not share the nodes' reports"),
+      );
+    return this.#sharing;
+  }
+
+  /**
+   * Reports other control planes wrote (payload `CP;ID,ID`; empty or `resync`: all of them):
+   * those of nodes not connected here are taken as if their agents had said them here.
+   */
+  async #loadReports(payload: string): Promise<void> {
+    const [from, list] = payload.split(';');
+    if (from !== undefined && from === this.#o.controlPlaneId && list !== undefined) return;
+    const wanted = list === undefined || list === '' ? undefined : new Set(list.split(','));
+    let reports;
+    try {
+      reports = await this.#o.store.cluster.reports();
+    } catch (e) {
+      this.#o.logger.warn({ err: messageOf(e) }, "could not read the nodes' reports");
+      return;
+    }
+    for (const r of reports) {
+      if (r.by === this.#o.controlPlaneId || this.#o.registry.isConnected(r.node)) continue;
+      if (wanted !== undefined && !wanted.has(r.node)) continue;
+      const report = r.report as ShardReport;
+      if (!Array.isArray(report.statuses)) continue;
+      this.#ingest(r.node, report, false);
     }
   }
 
@@ -569,7 +776,7 @@ export class Fleet implements HubListener {
         actor,
       );
       await this.#o.store.rollouts.start(rollout);
-      await this.reconcile();
+      await this.#placeNow();
       return {
         replica: id,
         mode: 'in-place',
@@ -577,12 +784,12 @@ export class Fleet implements HubListener {
       };
     }
     await this.#o.store.fleet.retire(id, `restarted by ${actor}`, actor);
-    await this.reconcile();
+    await this.#placeNow();
     const pending = this.#pending.find((p) => p.model === r.model);
     if (pending !== undefined) {
       // No room beside it: keep it running rather than leave a restart hanging.
       await this.#o.store.fleet.retire(id, null, actor);
-      await this.reconcile();
+      await this.#placeNow();
       throw new LlmgwError(
         'conflict',
         `no room beside replica ${id} for the new one (${pending.reason}): restart it in place with --in-place, which stops it first`,
@@ -634,7 +841,7 @@ export class Fleet implements HubListener {
     } finally {
       this.#held--;
     }
-    await this.reconcile();
+    await this.#placeNow();
     // A placement asked for while the rollout was being recorded runs now.
     if (this.#again) {
       this.#again = false;

@@ -272,6 +272,11 @@ export class NodeRegistry {
     };
   }
 
+  /** Reads the nodes again now: another control plane said one joined, left or was removed. */
+  refresh(): Promise<void> {
+    return this.#reload();
+  }
+
   /** Nodes from the store: all of them at start; later, those not connected here (another control plane's). */
   async #reload(): Promise<void> {
     this.#lastReload = this.#o.now();
