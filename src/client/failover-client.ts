@@ -23,8 +23,10 @@ export class FailoverClient implements Requester {
     let last: unknown;
     for (let i = 0; i < this.#clients.length; i++) {
       const at = (this.#current + i) % this.#clients.length;
+      const client = this.#clients[at];
+      if (client === undefined) continue;
       try {
-        const answer = await this.#clients[at]!.request<T>(method, path, options);
+        const answer = await client.request<T>(method, path, options);
         this.#current = at;
         return answer;
       } catch (e) {
