@@ -1,0 +1,401 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import SqliteDatabase from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+
+import { createTempDatabase, type TempDatabase } from '../support/postgres.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+
+import { chaosReport, scaled } from './chaos.js';
+
+/**
+ * kill -9 a control plane while models, keys and settings are written through its API:
+ * every write answered 2xx is there afterwards, read back through the API of a control plane
+ * that did not die and of the one started again, and the settings file on disk is whole.
+ */
+
+const rounds = scaled(2, 10);
+/** Concurrent writers of models and keys, per control plane. */
+const writersPerServer = scaled(4, 8);
+/** How long writes run before the kill, in ms: a random time in this range. */
+const writeWindowMs = scaled([500, 1500] as const, [500, 5000] as const);
+const engineKeySecret = 'kill-writes-engine-key-secret-0123456789abcdef';
+
+/** The settings file at write number `n`: the number is both in a comment and in a value, so a torn file shows. */
+function settingsText(n: number): string {
+  return `# chaos settings write ${n}\nplacement:\n  node_lost_after_s: ${100 + n}\n`;
+}
+
+/** The write number a settings file holds, or why it is not a whole file of ours. */
+function settingsNumber(text: string): number | string {
+  const comment = /^# chaos settings write (\d+)\n/.exec(text);
+  if (comment === null) return `no write number in ${JSON.stringify(text.slice(0, 80))}`;
+  const n = Number(comment[1]);
+  const parsed = parseYaml(text) as { placement?: { node_lost_after_s?: unknown } } | null;
+  if (parsed?.placement?.node_lost_after_s !== 100 + n)
+    return `a torn settings file (write ${n}): ${JSON.stringify(text)}`;
+  return n;
+}
+
+interface SettingsLedger {
+  /** The last write number answered 200. */
+  answered: number;
+  /** The last write number sent (answered or not). */
+  sent: number;
+}
+
+/** What was written and answered, across rounds. */
+class Ledger {
+  readonly models = new Set<string>();
+  readonly keys = new Set<string>();
+  /** By settings file path (one per control plane). */
+  readonly settings = new Map<string, SettingsLedger>();
+  answered = 0;
+  /** Sent, and no answer came: either outcome is right. */
+  inDoubt = 0;
+  /** Answers other than 2xx: none is expected, each is a bug. */
+  readonly refusals: string[] = [];
+}
+
+type Sent = { status: number; text: string } | 'no answer';
+
+async function send(
+  server: ServerProcess,
+  method: string,
+  path: string,
+  body: string,
+  contentType: string,
+): Promise<Sent> {
+  try {
+    const res = await fetch(`${server.url}/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${server.adminKey}`, 'content-type': contentType },
+      body,
+      signal: AbortSignal.timeout(15_000),
+    });
+    return { status: res.status, text: await res.text() };
+  } catch {
+    // Reset, refused, or cut mid-answer: the process is gone.
+    return 'no answer';
+  }
+}
+
+/** Writes models and keys in turn until stopped or the server is gone. */
+async function modelAndKeyWriter(
+  server: ServerProcess,
+  ledger: Ledger,
+  tag: string,
+  stop: AbortSignal,
+): Promise<void> {
+  for (let i = 0; !stop.aborted; i++) {
+    const name = `${tag}-${i}`;
+    const isModel = i % 2 === 0;
+    const r = isModel
+      ? await send(
+          server,
+          'POST',
+          '/models',
+          JSON.stringify({
+            name: `m-${name}`,
+            source: '/models/chaos.gguf',
+            profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+          }),
+          'application/json',
+        )
+      : await send(server, 'POST', '/keys', JSON.stringify({ name: `k-${name}` }), 'application/json');
+    if (r === 'no answer') {
+      ledger.inDoubt++;
+      return;
+    }
+    if (r.status === 201) {
+      ledger.answered++;
+      (isModel ? ledger.models : ledger.keys).add(`${isModel ? 'm' : 'k'}-${name}`);
+    } else {
+      ledger.refusals.push(`${isModel ? 'model' : 'key'} ${name}: ${r.status} ${r.text}`);
+    }
+  }
+}
+
+/** Replaces the settings file, one write after another, each with the next number. */
+async function settingsWriter(server: ServerProcess, ledger: Ledger, stop: AbortSignal): Promise<void> {
+  const mine = ledger.settings.get(server.configPath);
+  if (mine === undefined) throw new Error(`no settings ledger for ${server.configPath}`);
+  while (!stop.aborted) {
+    const n = mine.sent + 1;
+    mine.sent = n;
+    const r = await send(server, 'PUT', '/config', settingsText(n), 'application/yaml');
+    if (r === 'no answer') {
+      ledger.inDoubt++;
+      return;
+    }
+    if (r.status === 200) {
+      ledger.answered++;
+      mine.answered = n;
+    } else {
+      ledger.refusals.push(`settings write ${n}: ${r.status} ${r.text}`);
+    }
+  }
+}
+
+function startWriters(servers: readonly ServerProcess[], ledger: Ledger, round: number, stop: AbortSignal) {
+  return Promise.all(
+    servers.flatMap((s, si) => [
+      settingsWriter(s, ledger, stop),
+      ...Array.from({ length: writersPerServer }, (_, w) =>
+        modelAndKeyWriter(s, ledger, `r${round}-s${si}-w${w}`, stop),
+      ),
+    ]),
+  );
+}
+
+interface Missing {
+  models: number;
+  keys: number;
+  settings: number;
+  /** What is missing, for the failure's message. */
+  what: string[];
+}
+
+/** Reads everything answered back through `reader`'s API, and its own settings file as it serves it. */
+async function missingThrough(reader: ServerProcess, ledger: Ledger): Promise<Missing> {
+  const get = async (path: string) => {
+    const res = await fetch(`${reader.url}/api/v1${path}`, {
+      headers: { authorization: `Bearer ${reader.adminKey}` },
+    });
+    expect(res.status, `GET ${path}`).toBe(200);
+    return res;
+  };
+  const models = new Set(
+    ((await (await get('/models')).json()) as { items: { name: string }[] }).items.map((m) => m.name),
+  );
+  const keys = new Set(
+    ((await (await get('/keys')).json()) as { items: { name: string }[] }).items.map((k) => k.name),
+  );
+  const what: string[] = [];
+  const lostModels = [...ledger.models].filter((m) => !models.has(m));
+  const lostKeys = [...ledger.keys].filter((k) => !keys.has(k));
+  what.push(...lostModels.map((m) => `model ${m}`), ...lostKeys.map((k) => `key ${k}`));
+  let settings = 0;
+  const mine = ledger.settings.get(reader.configPath);
+  if (mine !== undefined) {
+    const shown = settingsNumber(await (await get('/config')).text());
+    if (typeof shown === 'string' || shown < mine.answered || shown > mine.sent) {
+      settings++;
+      what.push(`settings served: ${String(shown)}, answered up to ${mine.answered}, sent ${mine.sent}`);
+    }
+  }
+  return { models: lostModels.length, keys: lostKeys.length, settings, what };
+}
+
+/** The settings file on disk, read while no process holds it: whole, and at the last answered write or later. */
+function settingsFileProblem(server: ServerProcess, ledger: Ledger): string | undefined {
+  const mine = ledger.settings.get(server.configPath);
+  const n = settingsNumber(readFileSync(server.configPath, 'utf8'));
+  if (typeof n === 'string') return n;
+  if (mine !== undefined && (n < mine.answered || n > mine.sent))
+    return `the settings file holds write ${n}, answered up to ${mine.answered}, sent ${mine.sent}`;
+  return undefined;
+}
+
+/** Temporary files of an atomic write of the settings file, beside it. */
+function tempCopies(server: ServerProcess): string[] {
+  const name = basename(server.configPath);
+  return readdirSync(dirname(server.configPath)).filter(
+    (f) => f.startsWith(`${name}.`) && f.endsWith('.tmp'),
+  );
+}
+
+/** Log lines at error or fatal level (a restart that recovered with complaints is not clean). */
+function errorLines(output: string): string[] {
+  return output.split('\n').filter((l) => /"level":"(error|fatal)"/.test(l));
+}
+
+function sqliteIntegrity(database: string): string {
+  const file = new SqliteDatabase(database.slice('sqlite:'.length), { readonly: true, fileMustExist: true });
+  try {
+    return (file.pragma('integrity_check') as { integrity_check: string }[])
+      .map((r) => r.integrity_check)
+      .join('; ');
+  } finally {
+    file.close();
+  }
+}
+
+const randomBetween = ([lo, hi]: readonly [number, number]) => lo + Math.floor(Math.random() * (hi - lo));
+
+interface Totals {
+  kills: number;
+  lost: { models: number; keys: number; settings: number; settings_file: number };
+  problems: string[];
+}
+
+function addMissing(t: Totals, m: Missing, where: string): void {
+  t.lost.models += m.models;
+  t.lost.keys += m.keys;
+  t.lost.settings += m.settings;
+  t.problems.push(...m.what.map((w) => `${where}: ${w}`));
+}
+
+function report(scenario: string, ledger: Ledger, t: Totals): string {
+  return chaosReport(
+    scenario,
+    {
+      rounds,
+      kills: t.kills,
+      answered_writes: ledger.answered,
+      models: ledger.models.size,
+      keys: ledger.keys.size,
+      settings_writes: [...ledger.settings.values()].reduce((a, s) => a + s.answered, 0),
+      in_doubt: ledger.inDoubt,
+    },
+    { ...t.lost, refused_writes: ledger.refusals.length },
+  );
+}
+
+describe('chaos: kill -9 a control plane while models, keys and settings are written', () => {
+  it('SQLite, one control plane: every write answered 2xx is there after each restart, the store passes integrity_check', async () => {
+    const ledger = new Ledger();
+    const server = await startServerProcess({ config: settingsText(0) });
+    ledger.settings.set(server.configPath, { answered: 0, sent: 0 });
+    const t: Totals = { kills: 0, lost: { models: 0, keys: 0, settings: 0, settings_file: 0 }, problems: [] };
+    try {
+      for (let round = 0; round < rounds; round++) {
+        const stop = new AbortController();
+        const writers = startWriters([server], ledger, round, stop.signal);
+        await sleep(randomBetween(writeWindowMs));
+        await server.kill();
+        t.kills++;
+        stop.abort();
+        await writers;
+
+        const fileProblem = settingsFileProblem(server, ledger);
+        if (fileProblem !== undefined) {
+          t.lost.settings_file++;
+          t.problems.push(`round ${round}: ${fileProblem}`);
+        }
+        await server.restart();
+        expect(errorLines(server.output()), 'the restarted control plane logged errors').toEqual([]);
+        addMissing(t, await missingThrough(server, ledger), `round ${round}, after the restart`);
+        expect(sqliteIntegrity(server.database)).toBe('ok');
+      }
+      expect(await server.stop(), 'a clean stop after the last round').toBe(0);
+      expect(sqliteIntegrity(server.database)).toBe('ok');
+    } finally {
+      await server.cleanup();
+    }
+    const line = report('kill-writes-sqlite', ledger, t);
+    expect(ledger.models.size + ledger.keys.size, 'writes were answered before each kill').toBeGreaterThan(0);
+    expect(t.problems, line).toEqual([]);
+    expect(ledger.refusals, line).toEqual([]);
+  });
+
+  describe('PostgreSQL, two control planes on one database', () => {
+    let db: TempDatabase;
+    beforeAll(async () => {
+      db = await createTempDatabase();
+    });
+    afterAll(async () => {
+      await db.drop();
+    });
+
+    it('every write answered 2xx by either is there, through the one that lives on and through the one started again', async () => {
+      const ledger = new Ledger();
+      const env = { LLMGW_ENGINE_KEY_SECRET: engineKeySecret };
+      const servers: ServerProcess[] = [];
+      const t: Totals = {
+        kills: 0,
+        lost: { models: 0, keys: 0, settings: 0, settings_file: 0 },
+        problems: [],
+      };
+      try {
+        // One after the other: the first one migrates the fresh database.
+        for (let i = 0; i < 2; i++) {
+          const s = await startServerProcess({ config: settingsText(0), database: db.url, env });
+          servers.push(s);
+          ledger.settings.set(s.configPath, { answered: 0, sent: 0 });
+        }
+        for (let round = 0; round < rounds; round++) {
+          const victim = servers[round % 2];
+          const survivor = servers[(round + 1) % 2];
+          if (victim === undefined || survivor === undefined) throw new Error('two control planes');
+          const stop = new AbortController();
+          const writers = startWriters(servers, ledger, round, stop.signal);
+          await sleep(randomBetween(writeWindowMs));
+          await victim.kill();
+          t.kills++;
+          // The survivor goes on taking writes for a while with its peer dead.
+          await sleep(300);
+          stop.abort();
+          await writers;
+
+          addMissing(t, await missingThrough(survivor, ledger), `round ${round}, through the survivor`);
+          const fileProblem = settingsFileProblem(victim, ledger);
+          if (fileProblem !== undefined) {
+            t.lost.settings_file++;
+            t.problems.push(`round ${round}: ${fileProblem}`);
+          }
+          await victim.restart();
+          expect(errorLines(victim.output()), 'the restarted control plane logged errors').toEqual([]);
+          addMissing(t, await missingThrough(victim, ledger), `round ${round}, after the restart`);
+        }
+        for (const s of servers) expect(await s.stop(), 'a clean stop after the last round').toBe(0);
+      } finally {
+        for (const s of servers) await s.cleanup();
+      }
+      const line = report('kill-writes-postgres', ledger, t);
+      expect(ledger.models.size + ledger.keys.size, 'writes were answered before each kill').toBeGreaterThan(
+        0,
+      );
+      expect(t.problems, line).toEqual([]);
+      expect(ledger.refusals, line).toEqual([]);
+    });
+  });
+});
+
+describe('chaos: kill -9 a control plane while its settings file is replaced', () => {
+  it('leaves the file whole, at the last answered write or a later one, and no temporary copy of it behind', async () => {
+    const kills = scaled(4, 40);
+    const ledger = new Ledger();
+    const server = await startServerProcess({ config: settingsText(0) });
+    ledger.settings.set(server.configPath, { answered: 0, sent: 0 });
+    const problems: string[] = [];
+    let leftovers = 0;
+    try {
+      for (let k = 0; k < kills; k++) {
+        const stop = new AbortController();
+        const writer = settingsWriter(server, ledger, stop.signal);
+        // Short: most kills land in the middle of a write (each takes a few ms of fsync).
+        await sleep(randomBetween([100, 400]));
+        await server.kill();
+        stop.abort();
+        await writer;
+        const problem = settingsFileProblem(server, ledger);
+        if (problem !== undefined) problems.push(`kill ${k}: ${problem}`);
+        await server.restart();
+        const left = tempCopies(server);
+        leftovers += left.length;
+        problems.push(...left.map((f) => `kill ${k}: left behind ${f}`));
+      }
+      const served = await missingThrough(server, ledger);
+      problems.push(...served.what);
+    } finally {
+      await server.cleanup();
+    }
+    const mine = ledger.settings.get(server.configPath);
+    const line = chaosReport(
+      'kill-settings-file',
+      { kills, answered_writes: ledger.answered, in_doubt: ledger.inDoubt },
+      {
+        torn_or_behind: problems.length - leftovers,
+        temp_copies_left: leftovers,
+        refused_writes: ledger.refusals.length,
+      },
+    );
+    expect(mine?.answered, 'settings writes were answered').toBeGreaterThan(0);
+    expect(problems, line).toEqual([]);
+    expect(ledger.refusals, line).toEqual([]);
+  });
+});
