@@ -20,8 +20,10 @@ import { chaosReport, scaled } from './chaos.js';
 const rounds = scaled(2, 10);
 /** Concurrent writers of models and keys, per control plane. */
 const writersPerServer = scaled(4, 8);
-/** How long writes run before the kill, in ms: a random time in this range. */
-const writeWindowMs = scaled([500, 1500] as const, [500, 5000] as const);
+/** Writes answered in a round before its kill may come (so every kind is written, however loaded the machine). */
+const writesBeforeKill = scaled(20, 60);
+/** Then the kill comes after a random time in this range, in ms. */
+const killAfterMs = scaled([0, 800] as const, [0, 5000] as const);
 const engineKeySecret = 'kill-writes-engine-key-secret-0123456789abcdef';
 
 /** The settings file at write number `n`: the number is both in a comment and in a value, so a torn file shows. */
@@ -49,8 +51,12 @@ interface SettingsLedger {
 
 /** What was written and answered, across rounds. */
 class Ledger {
-  readonly models = new Set<string>();
+  /** Models added, with the version of their last answered change. */
+  readonly models = new Map<string, number>();
+  /** Keys created. */
   readonly keys = new Set<string>();
+  /** Keys revoked: a revocation that comes back undone is a key that works again. */
+  readonly revoked = new Set<string>();
   /** By settings file path (one per control plane). */
   readonly settings = new Map<string, SettingsLedger>();
   answered = 0;
@@ -60,14 +66,14 @@ class Ledger {
   readonly refusals: string[] = [];
 }
 
-type Sent = { status: number; text: string } | 'no answer';
+type Sent = { status: number; body: unknown; text: string } | 'no answer';
 
 async function send(
   server: ServerProcess,
   method: string,
   path: string,
-  body: string,
-  contentType: string,
+  body: string | undefined,
+  contentType = 'application/json',
 ): Promise<Sent> {
   try {
     const res = await fetch(`${server.url}/api/v1${path}`, {
@@ -76,45 +82,73 @@ async function send(
       body,
       signal: AbortSignal.timeout(15_000),
     });
-    return { status: res.status, text: await res.text() };
+    const text = await res.text();
+    return { status: res.status, text, body: contentType === 'application/json' ? JSON.parse(text) : text };
   } catch {
     // Reset, refused, or cut mid-answer: the process is gone.
     return 'no answer';
   }
 }
 
-/** Writes models and keys in turn until stopped or the server is gone. */
+const versionOf = (body: unknown) => (body as { metadata: { version: number } }).metadata.version;
+
+/**
+ * Writes in turn until stopped or the server is gone: adds a model, creates a key, changes
+ * the model it added last, revokes the key it created last.
+ */
 async function modelAndKeyWriter(
   server: ServerProcess,
   ledger: Ledger,
   tag: string,
   stop: AbortSignal,
 ): Promise<void> {
+  let lastModel: string | undefined;
+  let lastKey: string | undefined;
   for (let i = 0; !stop.aborted; i++) {
-    const name = `${tag}-${i}`;
-    const isModel = i % 2 === 0;
-    const r = isModel
-      ? await send(
-          server,
-          'POST',
-          '/models',
-          JSON.stringify({
-            name: `m-${name}`,
-            source: '/models/chaos.gguf',
-            profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
-          }),
-          'application/json',
-        )
-      : await send(server, 'POST', '/keys', JSON.stringify({ name: `k-${name}` }), 'application/json');
+    const step = i % 4;
+    let what: string;
+    let r: Sent;
+    if (step === 0) {
+      what = `add model m-${tag}-${i}`;
+      r = await send(
+        server,
+        'POST',
+        '/models',
+        JSON.stringify({
+          name: `m-${tag}-${i}`,
+          source: '/models/chaos.gguf',
+          profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+        }),
+      );
+    } else if (step === 1) {
+      what = `create key k-${tag}-${i}`;
+      r = await send(server, 'POST', '/keys', JSON.stringify({ name: `k-${tag}-${i}` }));
+    } else if (step === 2 && lastModel !== undefined) {
+      what = `change model ${lastModel}`;
+      r = await send(server, 'PATCH', `/models/${lastModel}`, JSON.stringify({ replicas: 2 }));
+    } else if (step === 3 && lastKey !== undefined) {
+      what = `revoke key ${lastKey}`;
+      r = await send(server, 'DELETE', `/keys/${lastKey}`, undefined);
+    } else continue;
     if (r === 'no answer') {
       ledger.inDoubt++;
       return;
     }
-    if (r.status === 201) {
-      ledger.answered++;
-      (isModel ? ledger.models : ledger.keys).add(`${isModel ? 'm' : 'k'}-${name}`);
-    } else {
-      ledger.refusals.push(`${isModel ? 'model' : 'key'} ${name}: ${r.status} ${r.text}`);
+    if (r.status < 200 || r.status > 299) {
+      ledger.refusals.push(`${what}: ${r.status} ${r.text}`);
+      continue;
+    }
+    ledger.answered++;
+    if (step === 0) {
+      lastModel = `m-${tag}-${i}`;
+      ledger.models.set(lastModel, versionOf(r.body));
+    } else if (step === 1) {
+      lastKey = `k-${tag}-${i}`;
+      ledger.keys.add(lastKey);
+    } else if (step === 2 && lastModel !== undefined) {
+      ledger.models.set(lastModel, versionOf(r.body));
+    } else if (step === 3 && lastKey !== undefined) {
+      ledger.revoked.add(lastKey);
     }
   }
 }
@@ -152,8 +186,11 @@ function startWriters(servers: readonly ServerProcess[], ledger: Ledger, round: 
 }
 
 interface Missing {
+  /** Models added and not there, or there at a version older than the last answered change. */
   models: number;
   keys: number;
+  /** Keys whose revocation was answered, active again. */
+  revocations: number;
   settings: number;
   /** What is missing, for the failure's message. */
   what: string[];
@@ -168,16 +205,27 @@ async function missingThrough(reader: ServerProcess, ledger: Ledger): Promise<Mi
     expect(res.status, `GET ${path}`).toBe(200);
     return res;
   };
-  const models = new Set(
-    ((await (await get('/models')).json()) as { items: { name: string }[] }).items.map((m) => m.name),
+  const models = new Map(
+    (
+      (await (await get('/models')).json()) as { items: { name: string; metadata: { version?: number } }[] }
+    ).items.map((m) => [m.name, m.metadata.version ?? 0]),
   );
-  const keys = new Set(
-    ((await (await get('/keys')).json()) as { items: { name: string }[] }).items.map((k) => k.name),
+  const keys = new Map(
+    (
+      (await (await get('/keys?revoked=true')).json()) as {
+        items: { name: string; revoked_at: string | null }[];
+      }
+    ).items.map((k) => [k.name, k.revoked_at]),
   );
   const what: string[] = [];
-  const lostModels = [...ledger.models].filter((m) => !models.has(m));
+  const lostModels = [...ledger.models].filter(([name, version]) => (models.get(name) ?? -1) < version);
+  what.push(
+    ...lostModels.map(([name, v]) => `model ${name} at version ${models.get(name) ?? 'none'}, answered ${v}`),
+  );
   const lostKeys = [...ledger.keys].filter((k) => !keys.has(k));
-  what.push(...lostModels.map((m) => `model ${m}`), ...lostKeys.map((k) => `key ${k}`));
+  what.push(...lostKeys.map((k) => `key ${k}`));
+  const undone = [...ledger.revoked].filter((k) => keys.has(k) && keys.get(k) === null);
+  what.push(...undone.map((k) => `key ${k} active again after its revocation was answered`));
   let settings = 0;
   const mine = ledger.settings.get(reader.configPath);
   if (mine !== undefined) {
@@ -187,7 +235,7 @@ async function missingThrough(reader: ServerProcess, ledger: Ledger): Promise<Mi
       what.push(`settings served: ${String(shown)}, answered up to ${mine.answered}, sent ${mine.sent}`);
     }
   }
-  return { models: lostModels.length, keys: lostKeys.length, settings, what };
+  return { models: lostModels.length, keys: lostKeys.length, revocations: undone.length, settings, what };
 }
 
 /** The settings file on disk, read while no process holds it: whole, and at the last answered write or later. */
@@ -226,15 +274,24 @@ function sqliteIntegrity(database: string): string {
 
 const randomBetween = ([lo, hi]: readonly [number, number]) => lo + Math.floor(Math.random() * (hi - lo));
 
+/** Waits until `count` more writes are answered (at most 20 s), then a random time. */
+async function killTime(ledger: Ledger, count: number): Promise<void> {
+  const target = ledger.answered + count;
+  const deadline = Date.now() + 20_000;
+  while (ledger.answered < target && Date.now() < deadline) await sleep(20);
+  await sleep(randomBetween(killAfterMs));
+}
+
 interface Totals {
   kills: number;
-  lost: { models: number; keys: number; settings: number; settings_file: number };
+  lost: { models: number; keys: number; revocations: number; settings: number; settings_file: number };
   problems: string[];
 }
 
 function addMissing(t: Totals, m: Missing, where: string): void {
   t.lost.models += m.models;
   t.lost.keys += m.keys;
+  t.lost.revocations += m.revocations;
   t.lost.settings += m.settings;
   t.problems.push(...m.what.map((w) => `${where}: ${w}`));
 }
@@ -248,6 +305,7 @@ function report(scenario: string, ledger: Ledger, t: Totals): string {
       answered_writes: ledger.answered,
       models: ledger.models.size,
       keys: ledger.keys.size,
+      revoked: ledger.revoked.size,
       settings_writes: [...ledger.settings.values()].reduce((a, s) => a + s.answered, 0),
       in_doubt: ledger.inDoubt,
     },
@@ -260,12 +318,16 @@ describe('chaos: kill -9 a control plane while models, keys and settings are wri
     const ledger = new Ledger();
     const server = await startServerProcess({ config: settingsText(0) });
     ledger.settings.set(server.configPath, { answered: 0, sent: 0 });
-    const t: Totals = { kills: 0, lost: { models: 0, keys: 0, settings: 0, settings_file: 0 }, problems: [] };
+    const t: Totals = {
+      kills: 0,
+      lost: { models: 0, keys: 0, revocations: 0, settings: 0, settings_file: 0 },
+      problems: [],
+    };
     try {
       for (let round = 0; round < rounds; round++) {
         const stop = new AbortController();
         const writers = startWriters([server], ledger, round, stop.signal);
-        await sleep(randomBetween(writeWindowMs));
+        await killTime(ledger, writesBeforeKill);
         await server.kill();
         t.kills++;
         stop.abort();
@@ -307,7 +369,7 @@ describe('chaos: kill -9 a control plane while models, keys and settings are wri
       const servers: ServerProcess[] = [];
       const t: Totals = {
         kills: 0,
-        lost: { models: 0, keys: 0, settings: 0, settings_file: 0 },
+        lost: { models: 0, keys: 0, revocations: 0, settings: 0, settings_file: 0 },
         problems: [],
       };
       try {
@@ -323,7 +385,7 @@ describe('chaos: kill -9 a control plane while models, keys and settings are wri
           if (victim === undefined || survivor === undefined) throw new Error('two control planes');
           const stop = new AbortController();
           const writers = startWriters(servers, ledger, round, stop.signal);
-          await sleep(randomBetween(writeWindowMs));
+          await killTime(ledger, writesBeforeKill);
           await victim.kill();
           t.kills++;
           // The survivor goes on taking writes for a while with its peer dead.
