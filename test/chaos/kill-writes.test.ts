@@ -461,3 +461,51 @@ describe('chaos: kill -9 a control plane while its settings file is replaced', (
     expect(ledger.refusals, line).toEqual([]);
   });
 });
+
+describe('chaos: kill -9 a control plane while it starts', () => {
+  const kills = scaled(3, 20);
+
+  /** Kills a first start at a random moment, starts it again: it must come up clean and take a write. */
+  async function killWhileStarting(database: (() => Promise<TempDatabase>) | undefined): Promise<string[]> {
+    const problems: string[] = [];
+    let killedBeforeListening = 0;
+    for (let k = 0; k < kills; k++) {
+      const db = await database?.();
+      const server = await startServerProcess({
+        wait: false,
+        ...(db === undefined ? {} : { database: db.url, env: { LLMGW_ENGINE_KEY_SECRET: engineKeySecret } }),
+      });
+      try {
+        await sleep(randomBetween([0, 2000]));
+        await server.kill();
+        if (!/"msg":"control plane listening"/.test(server.output())) killedBeforeListening++;
+        await server.restart();
+        problems.push(...errorLines(server.output()).map((l) => `kill ${k}, the restart logged: ${l}`));
+        const r = await send(server, 'POST', '/keys', JSON.stringify({ name: `after-kill-${k}` }));
+        if (r === 'no answer' || r.status !== 201)
+          problems.push(`kill ${k}: a key after the restart: ${JSON.stringify(r)}`);
+        if (db === undefined && sqliteIntegrity(server.database) !== 'ok')
+          problems.push(`kill ${k}: ${sqliteIntegrity(server.database)}`);
+      } catch (e) {
+        problems.push(`kill ${k}: ${(e as Error).message}`);
+      } finally {
+        await server.cleanup();
+        await db?.drop();
+      }
+    }
+    chaosReport(
+      database === undefined ? 'kill-start-sqlite' : 'kill-start-postgres',
+      { kills, killed_before_listening: killedBeforeListening },
+      { failed_restarts: problems.length },
+    );
+    return problems;
+  }
+
+  it('on SQLite: each next start is clean, the store whole', async () => {
+    expect(await killWhileStarting(undefined)).toEqual([]);
+  });
+
+  it('on PostgreSQL: each next start is clean', async () => {
+    expect(await killWhileStarting(createTempDatabase)).toEqual([]);
+  });
+});

@@ -25,6 +25,8 @@ export interface ServerProcess {
   readonly database: string;
   /** Whether the current process has not exited. */
   readonly running: boolean;
+  /** Resolves once the current run listens (at once if it does); rejects if it exits first. */
+  listening(): Promise<void>;
   /** The output (JSON log lines) of the current run. */
   output(): string;
   /** The output of every run so far, oldest first. */
@@ -37,7 +39,7 @@ export interface ServerProcess {
    * Starts it again on the same data dir and database, once the last run has exited; on the
    * same port unless told otherwise (then wherever the OS gives).
    */
-  restart(options?: { samePort?: boolean }): Promise<void>;
+  restart(options?: { samePort?: boolean; wait?: boolean }): Promise<void>;
   /** Stops it (SIGKILL) if it runs, and removes its data dir unless it was given one. */
   cleanup(): Promise<void>;
 }
@@ -57,6 +59,8 @@ export interface ServerProcessOptions {
   listen?: string;
   /** How long a start may take before it is a failure; default 30 s. */
   startTimeoutMs?: number;
+  /** Whether to wait until it listens (default); without, see listening(). */
+  wait?: boolean;
 }
 
 export const testAdminKey = 'server-process-admin-key-0123456789abcdef';
@@ -91,9 +95,10 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
   let daemon: Daemon;
   let url = '';
   let exited = false;
+  let listening: Promise<void> = Promise.resolve();
   const outputs: string[] = [];
 
-  const launch = async (listen: string) => {
+  const launch = (listen: string): Promise<void> => {
     exited = false;
     daemon = startDaemon(['server', '--listen', listen], env, dataDir);
     const run = daemon;
@@ -108,8 +113,12 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
     };
     run.child.stdout?.on('data', keep);
     run.child.stderr?.on('data', keep);
-    const line = await run.waitFor(/^.*"msg":"control plane listening".*$/m, timeoutMs);
-    url = listeningUrl(line[0]);
+    listening = run.waitFor(/^.*"msg":"control plane listening".*$/m, timeoutMs).then((line) => {
+      url = listeningUrl(line[0]);
+    });
+    // Awaited by whoever waits; a run killed before it listens is no failure of its own.
+    listening.catch(() => undefined);
+    return listening;
   };
 
   const handle: ServerProcess = {
@@ -126,15 +135,17 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
     get running() {
       return !exited;
     },
+    listening: () => listening,
     output: () => daemon.output(),
     runs: () => [...outputs],
     kill: async () => {
       await daemon.stop('SIGKILL');
     },
     stop: () => daemon.stop('SIGTERM'),
-    restart: async ({ samePort = true } = {}) => {
+    restart: async ({ samePort = true, wait = true } = {}) => {
       if (!exited) throw new Error('restart() needs the last run to have exited: kill() or stop() it first');
-      await launch(samePort ? new URL(url).host : '127.0.0.1:0');
+      const started = launch(samePort && url !== '' ? new URL(url).host : '127.0.0.1:0');
+      if (wait) await started;
     },
     cleanup: async () => {
       started.delete(handle);
@@ -144,7 +155,8 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
   };
   started.add(handle);
   try {
-    await launch(options.listen ?? '127.0.0.1:0');
+    const first = launch(options.listen ?? '127.0.0.1:0');
+    if (options.wait ?? true) await first;
   } catch (e) {
     await handle.cleanup();
     throw e;
