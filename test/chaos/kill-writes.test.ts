@@ -24,6 +24,8 @@ const writersPerServer = scaled(4, 8);
 const writesBeforeKill = scaled(20, 60);
 /** Then the kill comes after a random time in this range, in ms. */
 const killAfterMs = scaled([0, 800] as const, [0, 5000] as const);
+/** Each scenario's limit: it starts and kills processes, slow on a loaded 2-core machine. */
+const timeoutMs = scaled(120_000, 1_800_000);
 const engineKeySecret = 'kill-writes-engine-key-secret-0123456789abcdef';
 
 /** The settings file at write number `n`: the number is both in a comment and in a value, so a torn file shows. */
@@ -314,45 +316,51 @@ function report(scenario: string, ledger: Ledger, t: Totals): string {
 }
 
 describe('chaos: kill -9 a control plane while models, keys and settings are written', () => {
-  it('SQLite, one control plane: every write answered 2xx is there after each restart, the store passes integrity_check', async () => {
-    const ledger = new Ledger();
-    const server = await startServerProcess({ config: settingsText(0) });
-    ledger.settings.set(server.configPath, { answered: 0, sent: 0 });
-    const t: Totals = {
-      kills: 0,
-      lost: { models: 0, keys: 0, revocations: 0, settings: 0, settings_file: 0 },
-      problems: [],
-    };
-    try {
-      for (let round = 0; round < rounds; round++) {
-        const stop = new AbortController();
-        const writers = startWriters([server], ledger, round, stop.signal);
-        await killTime(ledger, writesBeforeKill);
-        await server.kill();
-        t.kills++;
-        stop.abort();
-        await writers;
+  it(
+    'SQLite, one control plane: every write answered 2xx is there after each restart, the store passes integrity_check',
+    async () => {
+      const ledger = new Ledger();
+      const server = await startServerProcess({ config: settingsText(0) });
+      ledger.settings.set(server.configPath, { answered: 0, sent: 0 });
+      const t: Totals = {
+        kills: 0,
+        lost: { models: 0, keys: 0, revocations: 0, settings: 0, settings_file: 0 },
+        problems: [],
+      };
+      try {
+        for (let round = 0; round < rounds; round++) {
+          const stop = new AbortController();
+          const writers = startWriters([server], ledger, round, stop.signal);
+          await killTime(ledger, writesBeforeKill);
+          await server.kill();
+          t.kills++;
+          stop.abort();
+          await writers;
 
-        const fileProblem = settingsFileProblem(server, ledger);
-        if (fileProblem !== undefined) {
-          t.lost.settings_file++;
-          t.problems.push(`round ${round}: ${fileProblem}`);
+          const fileProblem = settingsFileProblem(server, ledger);
+          if (fileProblem !== undefined) {
+            t.lost.settings_file++;
+            t.problems.push(`round ${round}: ${fileProblem}`);
+          }
+          await server.restart();
+          expect(errorLines(server.output()), 'the restarted control plane logged errors').toEqual([]);
+          addMissing(t, await missingThrough(server, ledger), `round ${round}, after the restart`);
+          expect(sqliteIntegrity(server.database)).toBe('ok');
         }
-        await server.restart();
-        expect(errorLines(server.output()), 'the restarted control plane logged errors').toEqual([]);
-        addMissing(t, await missingThrough(server, ledger), `round ${round}, after the restart`);
+        expect(await server.stop(), 'a clean stop after the last round').toBe(0);
         expect(sqliteIntegrity(server.database)).toBe('ok');
+      } finally {
+        await server.cleanup();
       }
-      expect(await server.stop(), 'a clean stop after the last round').toBe(0);
-      expect(sqliteIntegrity(server.database)).toBe('ok');
-    } finally {
-      await server.cleanup();
-    }
-    const line = report('kill-writes-sqlite', ledger, t);
-    expect(ledger.models.size + ledger.keys.size, 'writes were answered before each kill').toBeGreaterThan(0);
-    expect(t.problems, line).toEqual([]);
-    expect(ledger.refusals, line).toEqual([]);
-  });
+      const line = report('kill-writes-sqlite', ledger, t);
+      expect(ledger.models.size + ledger.keys.size, 'writes were answered before each kill').toBeGreaterThan(
+        0,
+      );
+      expect(t.problems, line).toEqual([]);
+      expect(ledger.refusals, line).toEqual([]);
+    },
+    timeoutMs,
+  );
 
   describe('PostgreSQL, two control planes on one database', () => {
     let db: TempDatabase;
@@ -363,103 +371,112 @@ describe('chaos: kill -9 a control plane while models, keys and settings are wri
       await db.drop();
     });
 
-    it('every write answered 2xx by either is there, through the one that lives on and through the one started again', async () => {
-      const ledger = new Ledger();
-      const env = { LLMGW_ENGINE_KEY_SECRET: engineKeySecret };
-      const servers: ServerProcess[] = [];
-      const t: Totals = {
-        kills: 0,
-        lost: { models: 0, keys: 0, revocations: 0, settings: 0, settings_file: 0 },
-        problems: [],
-      };
-      try {
-        // One after the other: the first one migrates the fresh database.
-        for (let i = 0; i < 2; i++) {
-          const s = await startServerProcess({ config: settingsText(0), database: db.url, env });
-          servers.push(s);
-          ledger.settings.set(s.configPath, { answered: 0, sent: 0 });
-        }
-        for (let round = 0; round < rounds; round++) {
-          const victim = servers[round % 2];
-          const survivor = servers[(round + 1) % 2];
-          if (victim === undefined || survivor === undefined) throw new Error('two control planes');
-          const stop = new AbortController();
-          const writers = startWriters(servers, ledger, round, stop.signal);
-          await killTime(ledger, writesBeforeKill);
-          await victim.kill();
-          t.kills++;
-          // The survivor goes on taking writes for a while with its peer dead.
-          await sleep(300);
-          stop.abort();
-          await writers;
-
-          addMissing(t, await missingThrough(survivor, ledger), `round ${round}, through the survivor`);
-          const fileProblem = settingsFileProblem(victim, ledger);
-          if (fileProblem !== undefined) {
-            t.lost.settings_file++;
-            t.problems.push(`round ${round}: ${fileProblem}`);
+    it(
+      'every write answered 2xx by either is there, through the one that lives on and through the one started again',
+      async () => {
+        const ledger = new Ledger();
+        const env = { LLMGW_ENGINE_KEY_SECRET: engineKeySecret };
+        const servers: ServerProcess[] = [];
+        const t: Totals = {
+          kills: 0,
+          lost: { models: 0, keys: 0, revocations: 0, settings: 0, settings_file: 0 },
+          problems: [],
+        };
+        try {
+          // One after the other: the first one migrates the fresh database.
+          for (let i = 0; i < 2; i++) {
+            const s = await startServerProcess({ config: settingsText(0), database: db.url, env });
+            servers.push(s);
+            ledger.settings.set(s.configPath, { answered: 0, sent: 0 });
           }
-          await victim.restart();
-          expect(errorLines(victim.output()), 'the restarted control plane logged errors').toEqual([]);
-          addMissing(t, await missingThrough(victim, ledger), `round ${round}, after the restart`);
+          for (let round = 0; round < rounds; round++) {
+            const victim = servers[round % 2];
+            const survivor = servers[(round + 1) % 2];
+            if (victim === undefined || survivor === undefined) throw new Error('two control planes');
+            const stop = new AbortController();
+            const writers = startWriters(servers, ledger, round, stop.signal);
+            await killTime(ledger, writesBeforeKill);
+            await victim.kill();
+            t.kills++;
+            // The survivor goes on taking writes for a while with its peer dead.
+            await sleep(300);
+            stop.abort();
+            await writers;
+
+            addMissing(t, await missingThrough(survivor, ledger), `round ${round}, through the survivor`);
+            const fileProblem = settingsFileProblem(victim, ledger);
+            if (fileProblem !== undefined) {
+              t.lost.settings_file++;
+              t.problems.push(`round ${round}: ${fileProblem}`);
+            }
+            await victim.restart();
+            expect(errorLines(victim.output()), 'the restarted control plane logged errors').toEqual([]);
+            addMissing(t, await missingThrough(victim, ledger), `round ${round}, after the restart`);
+          }
+          for (const s of servers) expect(await s.stop(), 'a clean stop after the last round').toBe(0);
+        } finally {
+          for (const s of servers) await s.cleanup();
         }
-        for (const s of servers) expect(await s.stop(), 'a clean stop after the last round').toBe(0);
-      } finally {
-        for (const s of servers) await s.cleanup();
-      }
-      const line = report('kill-writes-postgres', ledger, t);
-      expect(ledger.models.size + ledger.keys.size, 'writes were answered before each kill').toBeGreaterThan(
-        0,
-      );
-      expect(t.problems, line).toEqual([]);
-      expect(ledger.refusals, line).toEqual([]);
-    });
+        const line = report('kill-writes-postgres', ledger, t);
+        expect(
+          ledger.models.size + ledger.keys.size,
+          'writes were answered before each kill',
+        ).toBeGreaterThan(0);
+        expect(t.problems, line).toEqual([]);
+        expect(ledger.refusals, line).toEqual([]);
+      },
+      timeoutMs,
+    );
   });
 });
 
 describe('chaos: kill -9 a control plane while its settings file is replaced', () => {
-  it('leaves the file whole, at the last answered write or a later one, and no temporary copy of it behind', async () => {
-    const kills = scaled(4, 40);
-    const ledger = new Ledger();
-    const server = await startServerProcess({ config: settingsText(0) });
-    ledger.settings.set(server.configPath, { answered: 0, sent: 0 });
-    const problems: string[] = [];
-    let leftovers = 0;
-    try {
-      for (let k = 0; k < kills; k++) {
-        const stop = new AbortController();
-        const writer = settingsWriter(server, ledger, stop.signal);
-        // Short: most kills land in the middle of a write (each takes a few ms of fsync).
-        await sleep(randomBetween([100, 400]));
-        await server.kill();
-        stop.abort();
-        await writer;
-        const problem = settingsFileProblem(server, ledger);
-        if (problem !== undefined) problems.push(`kill ${k}: ${problem}`);
-        await server.restart();
-        const left = tempCopies(server);
-        leftovers += left.length;
-        problems.push(...left.map((f) => `kill ${k}: left behind ${f}`));
+  it(
+    'leaves the file whole, at the last answered write or a later one, and no temporary copy of it behind',
+    async () => {
+      const kills = scaled(4, 40);
+      const ledger = new Ledger();
+      const server = await startServerProcess({ config: settingsText(0) });
+      ledger.settings.set(server.configPath, { answered: 0, sent: 0 });
+      const problems: string[] = [];
+      let leftovers = 0;
+      try {
+        for (let k = 0; k < kills; k++) {
+          const stop = new AbortController();
+          const writer = settingsWriter(server, ledger, stop.signal);
+          // Short: most kills land in the middle of a write (each takes a few ms of fsync).
+          await sleep(randomBetween([100, 400]));
+          await server.kill();
+          stop.abort();
+          await writer;
+          const problem = settingsFileProblem(server, ledger);
+          if (problem !== undefined) problems.push(`kill ${k}: ${problem}`);
+          await server.restart();
+          const left = tempCopies(server);
+          leftovers += left.length;
+          problems.push(...left.map((f) => `kill ${k}: left behind ${f}`));
+        }
+        const served = await missingThrough(server, ledger);
+        problems.push(...served.what);
+      } finally {
+        await server.cleanup();
       }
-      const served = await missingThrough(server, ledger);
-      problems.push(...served.what);
-    } finally {
-      await server.cleanup();
-    }
-    const mine = ledger.settings.get(server.configPath);
-    const line = chaosReport(
-      'kill-settings-file',
-      { kills, answered_writes: ledger.answered, in_doubt: ledger.inDoubt },
-      {
-        torn_or_behind: problems.length - leftovers,
-        temp_copies_left: leftovers,
-        refused_writes: ledger.refusals.length,
-      },
-    );
-    expect(mine?.answered, 'settings writes were answered').toBeGreaterThan(0);
-    expect(problems, line).toEqual([]);
-    expect(ledger.refusals, line).toEqual([]);
-  });
+      const mine = ledger.settings.get(server.configPath);
+      const line = chaosReport(
+        'kill-settings-file',
+        { kills, answered_writes: ledger.answered, in_doubt: ledger.inDoubt },
+        {
+          torn_or_behind: problems.length - leftovers,
+          temp_copies_left: leftovers,
+          refused_writes: ledger.refusals.length,
+        },
+      );
+      expect(mine?.answered, 'settings writes were answered').toBeGreaterThan(0);
+      expect(problems, line).toEqual([]);
+      expect(ledger.refusals, line).toEqual([]);
+    },
+    timeoutMs,
+  );
 });
 
 describe('chaos: kill -9 a control plane while it starts', () => {
@@ -501,11 +518,19 @@ describe('chaos: kill -9 a control plane while it starts', () => {
     return problems;
   }
 
-  it('on SQLite: each next start is clean, the store whole', async () => {
-    expect(await killWhileStarting(undefined)).toEqual([]);
-  });
+  it(
+    'on SQLite: each next start is clean, the store whole',
+    async () => {
+      expect(await killWhileStarting(undefined)).toEqual([]);
+    },
+    timeoutMs,
+  );
 
-  it('on PostgreSQL: each next start is clean', async () => {
-    expect(await killWhileStarting(createTempDatabase)).toEqual([]);
-  });
+  it(
+    'on PostgreSQL: each next start is clean',
+    async () => {
+      expect(await killWhileStarting(createTempDatabase)).toEqual([]);
+    },
+    timeoutMs,
+  );
 });
