@@ -342,7 +342,9 @@ describe('chaos: kill -9 a control plane while models, keys and settings are wri
             t.lost.settings_file++;
             t.problems.push(`round ${round}: ${fileProblem}`);
           }
+          const address = server.url;
           await server.restart();
+          expect(server.url, 'started again on the same address').toBe(address);
           expect(errorLines(server.output()), 'the restarted control plane logged errors').toEqual([]);
           addMissing(t, await missingThrough(server, ledger), `round ${round}, after the restart`);
           expect(sqliteIntegrity(server.database)).toBe('ok');

@@ -96,23 +96,17 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
   let url = '';
   let exited = false;
   let listening: Promise<void> = Promise.resolve();
-  const outputs: string[] = [];
+  // Every run, kept: a failed check shows what each one said.
+  const daemons: Daemon[] = [];
 
   const launch = (listen: string): Promise<void> => {
     exited = false;
     daemon = startDaemon(['server', '--listen', listen], env, dataDir);
     const run = daemon;
-    outputs.push('');
-    const index = outputs.length - 1;
+    daemons.push(run);
     run.child.on('exit', () => {
       exited = true;
     });
-    // Each run's output is kept: a failed check shows what every run said.
-    const keep = () => {
-      outputs[index] = run.output();
-    };
-    run.child.stdout?.on('data', keep);
-    run.child.stderr?.on('data', keep);
     listening = run.waitFor(/^.*"msg":"control plane listening".*$/m, timeoutMs).then((line) => {
       url = listeningUrl(line[0]);
     });
@@ -137,7 +131,7 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
     },
     listening: () => listening,
     output: () => daemon.output(),
-    runs: () => [...outputs],
+    runs: () => daemons.map((d) => d.output()),
     kill: async () => {
       await daemon.stop('SIGKILL');
     },
