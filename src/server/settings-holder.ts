@@ -2,6 +2,7 @@ import {
   diffSettings,
   hideSecrets,
   parseSettings,
+  removeTempCopies,
   restoreSecrets,
   withoutSecrets,
   writeFileAtomic,
@@ -46,6 +47,8 @@ export class SettingsHolder {
     this.#store = options.store;
     this.#loadOptions = options.loadOptions;
     this.#vet = options.vet;
+    // A control plane killed mid-write left a temporary copy beside the file (with its secrets).
+    if (options.initial.source.exists) removeTempCopies(options.initial.source.path);
   }
 
   get current(): LoadedSettings {
