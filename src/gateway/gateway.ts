@@ -8,6 +8,7 @@ import type { CatalogEntry, RouteReplica, RouteTable } from '../protocol/routes.
 
 import type { ClientResponse, GatewayRequest } from '../http1/client-io.js';
 import { GatewayMetrics } from './gateway-metrics.js';
+import { nestsDeeperThan } from './json-depth.js';
 import { admitKey, type GatewayKeys, type GatewayPrincipal, type KeyHeaders, type KeyScope } from './keys.js';
 import {
   allFailed,
@@ -44,6 +45,8 @@ const chatPaths = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embed
 const nameMax = 63;
 /** Most of an engine's error body read (its message is what the client needs). */
 const errorBodyMax = 64 * 1024;
+/** The deepest nesting of arrays and objects a body may have (tool schemas nest a few levels; engines' parsers recurse). */
+const depthMax = 100;
 /** Engines that serve OpenAI's Responses API. */
 const responsesEngines = new Set(['vllm', 'sglang']);
 
@@ -214,6 +217,11 @@ export class Gateway {
       );
     }
     const raw = await req.body(this.maxBodyBytes);
+    if (nestsDeeperThan(raw, depthMax))
+      throw new GatewayError(
+        'invalid_json',
+        `the body nests arrays or objects more than ${depthMax} levels deep: no request needs that; flatten it`,
+      );
     let body: Record<string, unknown>;
     try {
       const parsed: unknown = JSON.parse(raw.toString('utf8'));

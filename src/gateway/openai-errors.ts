@@ -1,5 +1,5 @@
 import { clientText } from '../core/redact.js';
-import { BodyTooLargeError } from '../http1/front-door.js';
+import { BodyTooLargeError, RequestAbortedError } from '../http1/front-door.js';
 
 import type { ClientResponse } from '../http1/client-io.js';
 import { RouterError } from './router/types.js';
@@ -112,10 +112,23 @@ export function toGatewayError(e: unknown, ctx: FailureContext): GatewayError {
     );
   }
   if (e instanceof RouterError) return routerRefusal(e, ctx);
+  // The client went away while its body came (the front door's word, or node:http's): no bug of ours.
+  if (e instanceof RequestAbortedError || isAborted(e))
+    return new GatewayError(
+      'invalid_request',
+      'the request body did not come whole: the client closed the connection before sending all of it',
+    );
   ctx.onUnexpected?.(e);
   return new GatewayError(
     'upstream_error',
     'the gateway failed on this request; see its log for the request id',
+  );
+}
+
+/** node:http's error for a request whose connection closed before its body ended. */
+function isAborted(e: unknown): boolean {
+  return (
+    e instanceof Error && ((e as NodeJS.ErrnoException).code === 'ECONNRESET' || e.message === 'aborted')
   );
 }
 
