@@ -493,8 +493,11 @@ export class Gateway {
               const out = relay.push(chunk);
               ok = out === undefined || res.write(out);
             } else {
-              flushHead();
-              ok = held === undefined || res.write(held);
+              ok = true;
+              if (held !== undefined) {
+                flushHead();
+                ok = res.write(held);
+              }
               held = chunk;
               // Usage is at the end of a JSON answer: keep the end to read it.
               tail =
