@@ -18,7 +18,7 @@ import { exchange, type WireAnswer } from './wire.js';
 // requests come from a seeded generator: LLMGW_FUZZ_SEED=N replays a run.
 
 const seed = Number(process.env['LLMGW_FUZZ_SEED'] ?? Math.floor(Math.random() * 2 ** 31));
-const count = scaled(5000, 20_000);
+const count = scaled(4000, 20_000);
 /** LLMGW_FUZZ_CASES=3,17: only those requests of the seed's run, each printed with what came back. */
 const only = process.env['LLMGW_FUZZ_CASES']?.split(',').map(Number);
 const parallel = 24;
