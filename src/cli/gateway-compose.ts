@@ -14,12 +14,14 @@ import { storeKeys } from '../gateway/keys.js';
 export function gatewayOptions(settings: Settings): {
   maxBodyBytes: number;
   retries: number;
+  upstreamIdleMs: number;
   queue: { maxPerModel: number; timeoutMs: number };
 } {
   const g = settings.gateway;
   return {
     maxBodyBytes: Math.round(g.max_body_mb * 1024 * 1024),
     retries: g.retries,
+    upstreamIdleMs: Math.round(g.upstream_idle_timeout_s * 1000),
     queue: { maxPerModel: g.queue.max_per_model, timeoutMs: Math.round(g.queue.timeout_s * 1000) },
   };
 }

@@ -127,6 +127,17 @@ export const settingsSchema = z.strictObject({
       /** Other replicas a request is sent to after a refusal or a 5xx before its first byte. */
       retries: z.int().min(0).max(10).default(2),
       /**
+       * How long an engine may send nothing on a request (before its answer's head, or between
+       * bytes of it) before the client gets 504 (a stream: an error event) and the replica leaves
+       * rotation until it answers a request again. A non-streamed answer comes whole at its
+       * end, so this also bounds the longest non-streamed generation.
+       */
+      upstream_idle_timeout_s: z
+        .number({ error: 'a number of seconds, e.g. 300' })
+        .min(0.5, 'at least 0.5 s')
+        .max(86_400, 'at most 86400 s (a day)')
+        .default(300),
+      /**
        * Connections one client address may hold open on the listen address (API, gateway and
        * agents alike); past it, a new one is answered 503 and closed. A reverse proxy in front
        * is one address: raise it to what the proxy opens.

@@ -8,6 +8,8 @@ import type { CatalogEntry, RouteReplica, RouteTable } from '../protocol/routes.
 
 import type { ClientResponse, GatewayRequest } from '../http1/client-io.js';
 import { GatewayMetrics } from './gateway-metrics.js';
+import { IdleWatch, type Watched } from './idle-watch.js';
+import { nestsDeeperThan } from './json-depth.js';
 import { admitKey, type GatewayKeys, type GatewayPrincipal, type KeyHeaders, type KeyScope } from './keys.js';
 import {
   allFailed,
@@ -15,6 +17,7 @@ import {
   GatewayError,
   sendEngineError,
   sendError,
+  sseError,
   toGatewayError,
 } from './openai-errors.js';
 import { RateLimits } from './rate-limits.js';
@@ -37,6 +40,11 @@ export interface GatewayOptions {
   scrapeMs?: number;
   /** Other replicas tried after a refusal or a 5xx before the first byte. */
   retries?: number;
+  /**
+   * How long an engine may send nothing on a request (before its answer's head, or between
+   * bytes of it) before the request is answered 504 and the replica leaves rotation (default 300 s).
+   */
+  upstreamIdleMs?: number;
 }
 
 const chatPaths = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses']);
@@ -44,6 +52,8 @@ const chatPaths = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embed
 const nameMax = 63;
 /** Most of an engine's error body read (its message is what the client needs). */
 const errorBodyMax = 64 * 1024;
+/** The deepest nesting of arrays and objects a body may have (tool schemas nest a few levels; engines' parsers recurse). */
+const depthMax = 100;
 /** Engines that serve OpenAI's Responses API. */
 const responsesEngines = new Set(['vllm', 'sglang']);
 
@@ -83,6 +93,7 @@ export class Gateway {
   readonly #usage: UsageRecorder;
   readonly metrics: GatewayMetrics;
   readonly #pools = new Map<string, UpstreamPool>();
+  readonly #idle: IdleWatch;
   #table: RouteTable = { replicas: [], models: [] };
   /** The table's models by name. */
   #catalog = new Map<string, CatalogEntry>();
@@ -98,6 +109,7 @@ export class Gateway {
       onFailure: (id, error, kind) => this.router.recordScrapeFailure(id, error, kind),
     });
     this.#usage = new UsageRecorder({ sink: options.usage, logger: options.logger });
+    this.#idle = new IdleWatch(options.upstreamIdleMs ?? 300_000);
     this.metrics = new GatewayMetrics(
       () => this.router.loads(),
       (m) => this.router.queued(m),
@@ -112,6 +124,7 @@ export class Gateway {
 
   async stop(): Promise<void> {
     if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#idle.stop();
     this.#scraper.stop();
     await this.#usage.stop();
     await Promise.all([...this.#pools.values()].map((p) => p.close()));
@@ -214,6 +227,11 @@ export class Gateway {
       );
     }
     const raw = await req.body(this.maxBodyBytes);
+    if (nestsDeeperThan(raw, depthMax))
+      throw new GatewayError(
+        'invalid_json',
+        `the body nests arrays or objects more than ${depthMax} levels deep: no request needs that; flatten it`,
+      );
     let body: Record<string, unknown>;
     try {
       const parsed: unknown = JSON.parse(raw.toString('utf8'));
@@ -395,14 +413,26 @@ export class Gateway {
       /** The engine refused the request (4xx, 501): its body, read to be answered in OpenAI's shape. */
       let refusal: { status: number; parts: Buffer[]; size: number } | undefined;
       let relay: SseRelay | undefined;
+      /**
+       * A plain answer's head, written with its first bytes: until then nothing reached the
+       * client, so an engine that fails or stalls after its head is still retried or answered 504.
+       */
+      let head: { status: number; headers: Record<string, string> } | undefined;
+      const flushHead = () => {
+        if (head === undefined) return;
+        res.writeHead(head.status, head.headers);
+        head = undefined;
+      };
       let tail = '';
       // The last chunk of a plain answer is held back until the next one comes, or the
       // answer ends: a small answer (one chunk, the usual case) then goes out in one write
       // with the end of the response, instead of two.
       let held: Buffer | undefined;
+      const watched: Watched = { lastAt: performance.now(), paused: false, onIdle: () => stalled() };
       const settle = (outcome: Outcome, result: 'done' | 'retry', status?: number) => {
         if (settled) return;
         settled = true;
+        this.#idle.delete(watched);
         x.cancel = undefined;
         lease.release(outcome);
         if (status !== undefined) this.#log(x, status);
@@ -423,6 +453,7 @@ export class Gateway {
         },
         {
           onHead: (status, headers) => {
+            watched.lastAt = performance.now();
             if (!res.headersSent && ((status >= 500 && status !== 501) || status === 401)) {
               failedStatus = status;
               return;
@@ -445,10 +476,12 @@ export class Gateway {
                 },
               });
             }
-            res.writeHead(status, out);
+            if (sse) res.writeHead(status, out);
+            else head = { status, headers: out };
             x.status = status;
           },
           onData: (chunk) => {
+            watched.lastAt = performance.now();
             if (failedStatus !== undefined || settled) return;
             if (refusal !== undefined) {
               if (refusal.size < errorBodyMax) refusal.parts.push(chunk);
@@ -460,7 +493,11 @@ export class Gateway {
               const out = relay.push(chunk);
               ok = out === undefined || res.write(out);
             } else {
-              ok = held === undefined || res.write(held);
+              ok = true;
+              if (held !== undefined) {
+                flushHead();
+                ok = res.write(held);
+              }
               held = chunk;
               // Usage is at the end of a JSON answer: keep the end to read it.
               tail =
@@ -470,7 +507,11 @@ export class Gateway {
             }
             if (!ok) {
               call.pause();
-              res.once('drain', () => call.resume());
+              watched.paused = true;
+              res.once('drain', () => {
+                watched.paused = false;
+                call.resume();
+              });
             }
           },
           onEnd: () => {
@@ -502,6 +543,7 @@ export class Gateway {
               x.usage = relay.usage;
               if (relay.firstTokenAt !== undefined) x.ttftMs = relay.firstTokenAt - x.started;
             } else {
+              flushHead();
               if (held === undefined) res.end();
               else res.end(held);
               held = undefined;
@@ -527,6 +569,34 @@ export class Gateway {
         call.abort();
         settle('cancelled', 'done', 499);
       };
+      // The engine went silent: the client is told so (not retried: the wait was spent, and a
+      // stalled engine's work may still be running), and the replica leaves rotation until a
+      // request to it is answered again.
+      const stalled = () => {
+        if (settled) return;
+        call.abort();
+        const seconds = Math.round(this.#idle.idleMs / 100) / 10;
+        const error = new GatewayError(
+          'upstream_timeout',
+          `replica ${r.id} of ${r.model} sent nothing for ${seconds} s (gateway.upstream_idle_timeout_s); it is taken out of rotation until it answers again: send the request again`,
+        );
+        x.error = error.message;
+        this.metrics.refused(x.model, x.principal?.name, error.code);
+        if (!res.headersSent) {
+          sendError(res, error, x.requestId);
+          settle('stalled', 'done', error.status);
+          return;
+        }
+        if (relay !== undefined) {
+          // A stream already open ends with an error event, as OpenAI's streams carry one.
+          res.end(sseError(error));
+          this.#account(x);
+        } else {
+          res.destroy();
+        }
+        settle('stalled', 'done', x.status ?? 200);
+      };
+      this.#idle.add(watched);
     });
   }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { BodyTooLargeError } from '../http1/front-door.js';
+import { BodyTooLargeError, RequestAbortedError } from '../http1/front-door.js';
 
 import type { ClientResponse } from '../http1/client-io.js';
 import {
@@ -207,6 +207,20 @@ describe('gateway failures, turned into refusals in one place', () => {
     expect(e.message).toBe(
       'the request body is over 0.25 MiB: send a smaller one (images as URLs rather than inline), or raise gateway.max_body_mb',
     );
+  });
+
+  it('takes a client gone before its body came whole as the client’s doing, not a bug of the gateway', () => {
+    const unexpected: unknown[] = [];
+    const onUnexpected = (e: unknown) => unexpected.push(e);
+    const nodeAborted = Object.assign(new Error('aborted'), { code: 'ECONNRESET' });
+    for (const cause of [new RequestAbortedError('the client closed its side'), nodeAborted]) {
+      const e = toGatewayError(cause, { ...ctx, onUnexpected });
+      expect(e).toMatchObject({ code: 'invalid_request', status: 400 });
+      expect(e.message).toBe(
+        'the request body did not come whole: the client closed the connection before sending all of it',
+      );
+    }
+    expect(unexpected).toEqual([]);
   });
 
   it('tells a model that may come up (retry) from one that will not (final, with its reason)', () => {

@@ -1,5 +1,5 @@
 import { clientText } from '../core/redact.js';
-import { BodyTooLargeError } from '../http1/front-door.js';
+import { BodyTooLargeError, RequestAbortedError } from '../http1/front-door.js';
 
 import type { ClientResponse } from '../http1/client-io.js';
 import { RouterError } from './router/types.js';
@@ -29,6 +29,7 @@ export type GatewayErrorCode =
   | 'rate_limit_exceeded'
   | 'no_ready_replica'
   | 'upstream_error'
+  | 'upstream_timeout'
   | 'not_found';
 
 const statusOf: Record<GatewayErrorCode, number> = {
@@ -42,6 +43,7 @@ const statusOf: Record<GatewayErrorCode, number> = {
   rate_limit_exceeded: 429,
   no_ready_replica: 503,
   upstream_error: 502,
+  upstream_timeout: 504,
   not_found: 404,
 };
 
@@ -56,6 +58,7 @@ const typeOf: Record<GatewayErrorCode, string> = {
   rate_limit_exceeded: 'rate_limit_error',
   no_ready_replica: 'service_unavailable',
   upstream_error: 'api_error',
+  upstream_timeout: 'timeout_error',
   not_found: 'invalid_request_error',
 };
 
@@ -112,10 +115,23 @@ export function toGatewayError(e: unknown, ctx: FailureContext): GatewayError {
     );
   }
   if (e instanceof RouterError) return routerRefusal(e, ctx);
+  // The client went away while its body came (the front door's word, or node:http's): no bug of ours.
+  if (e instanceof RequestAbortedError || isAborted(e))
+    return new GatewayError(
+      'invalid_request',
+      'the request body did not come whole: the client closed the connection before sending all of it',
+    );
   ctx.onUnexpected?.(e);
   return new GatewayError(
     'upstream_error',
     'the gateway failed on this request; see its log for the request id',
+  );
+}
+
+/** node:http's error for a request whose connection closed before its body ended. */
+function isAborted(e: unknown): boolean {
+  return (
+    e instanceof Error && ((e as NodeJS.ErrnoException).code === 'ECONNRESET' || e.message === 'aborted')
   );
 }
 
@@ -162,6 +178,11 @@ export function sendError(res: ClientResponse, e: GatewayError, requestId: strin
     headers,
     final: e.final,
   });
+}
+
+/** The gateway's refusal as the last event of a stream already open (OpenAI's streams carry errors so). */
+export function sseError(e: GatewayError): string {
+  return `data: ${JSON.stringify({ error: { message: e.message, type: typeOf[e.code], param: e.param, code: e.code } })}\n\n`;
 }
 
 /** An engine's refusal (4xx, or 501 for what it was not started to do), answered in OpenAI's shape. */

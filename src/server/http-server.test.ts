@@ -53,6 +53,25 @@ describe('HttpServer', () => {
 
   const api = 'GET /api/v1/health HTTP/1.1\r\nHost: t\r\n\r\n';
 
+  it('answers CONNECT 400 with why, and closes (node:http would drop the connection unanswered)', async () => {
+    const conn = await RawConnection.open('127.0.0.1', port);
+    try {
+      await conn.write(['CONNECT /v1/ HTTP/1.1\r\nHost: t\r\n\r\n']);
+      const a = await conn.answer();
+      expect(a.status).toBe(400);
+      expect(JSON.parse(a.body)).toMatchObject({
+        error: {
+          code: 'bad_request',
+          message:
+            'CONNECT is not served: llmgw is no proxy; send requests to the API under /api/v1 or the gateway under /v1',
+        },
+      });
+      expect(await conn.closesWithin(1000)).toBe(true);
+    } finally {
+      conn.socket.destroy();
+    }
+  });
+
   // The probe's cases: one answer, and one close behaviour, whether the front door reads the
   // request (first on its connection) or node:http does (after an /api request handed the
   // connection to it).

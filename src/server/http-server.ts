@@ -17,6 +17,7 @@ import {
   refusalBody,
   refusalText,
   type ClientError,
+  type Refusal,
   type RequestLimits,
 } from '../http1/answers.js';
 import { FrontDoor, type FastHandler, type FastLane } from '../http1/front-door.js';
@@ -64,6 +65,13 @@ function bodyUnread(req: IncomingMessage): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
+
+const noConnect: Refusal = {
+  status: 400,
+  code: 'bad_request',
+  message:
+    'CONNECT is not served: llmgw is no proxy; send requests to the API under /api/v1 or the gateway under /v1',
+};
 
 /** What answers a path no part serves. */
 export const notFound: RequestHandler = (_req, res) => {
@@ -124,6 +132,10 @@ export class HttpServer {
         return;
       }
       closeAfterAnswer(socket, refusalText(refusal));
+    });
+    // CONNECT asks for a tunnel: node:http drops the connection unless someone answers it.
+    this.#server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+      closeAfterAnswer(socket, refusalText(noConnect));
     });
     this.#server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       if (req.headers.host === undefined) {

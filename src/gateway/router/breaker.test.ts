@@ -91,3 +91,20 @@ describe('Breaker', () => {
     expect(b.openUntil).toBe(3000);
   });
 });
+
+describe('a breaker opened by a request that hung', () => {
+  it('is not closed by an answering scrape, only by a trial request that succeeds', () => {
+    const b = new Breaker({ initialMs: 1000 });
+    expect(b.failed(0, { needsRequest: true })).toBe(true);
+    // Its metrics answer after the cooldown: still open, the trial still to come.
+    expect(b.answered(1500)).toBe(false);
+    expect(b.state(1500)).toBe('half-open');
+    expect(b.allows(1500)).toBe(true);
+    const trial = b.admit();
+    b.succeeded(1600, trial);
+    expect(b.state(1600)).toBe('closed');
+    // Closed again, a later plain failure may be closed by a scrape as before.
+    b.failed(2000);
+    expect(b.answered(5000)).toBe(true);
+  });
+});

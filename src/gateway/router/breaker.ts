@@ -25,6 +25,8 @@ export class Breaker {
   #openings = 0;
   /** Whether the half-open trial is in flight. */
   #trial = false;
+  /** Opened by a request that hung: an answering scrape does not close it, only a trial request. */
+  #needsRequest = false;
 
   constructor(options: BreakerOptions = {}) {
     this.#initialMs = options.initialMs ?? 1000;
@@ -72,7 +74,8 @@ export class Breaker {
    * A request failed before any byte reached the client, or the replica refused a
    * connection. Returns true when this opened the breaker (so the caller arms a wake-up).
    */
-  failed(now: number): boolean {
+  failed(now: number, o: { needsRequest?: boolean } = {}): boolean {
+    if (o.needsRequest === true) this.#needsRequest = true;
     // Requests that were already in flight when it opened fail too: one incident, one opening.
     if (this.#open && now < this.#openUntil) return false;
     const cooldown = Math.min(this.#maxMs, this.#initialMs * 2 ** Math.min(this.#openings, 30));
@@ -95,7 +98,7 @@ export class Breaker {
    * when it closed.
    */
   answered(now: number): boolean {
-    if (!this.#open || now < this.#openUntil) return false;
+    if (!this.#open || now < this.#openUntil || this.#needsRequest) return false;
     this.#close();
     return true;
   }
@@ -103,5 +106,6 @@ export class Breaker {
   #close(): void {
     this.#open = false;
     this.#trial = false;
+    this.#needsRequest = false;
   }
 }

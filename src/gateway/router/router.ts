@@ -410,8 +410,9 @@ export class Router {
     const now = this.#now();
     if (outcome === 'ok') {
       entry.breaker.succeeded(now, trial);
-    } else if (outcome === 'failed') {
-      if (entry.breaker.failed(now) && group.head && !entry.removed) this.#armWake(group, now);
+    } else if (outcome === 'failed' || outcome === 'stalled') {
+      if (entry.breaker.failed(now, { needsRequest: outcome === 'stalled' }) && group.head && !entry.removed)
+        this.#armWake(group, now);
     } else {
       entry.breaker.cancelled(trial);
     }

@@ -19,7 +19,12 @@ export type Outcome =
   /** Refused the connection, or answered 5xx before any byte reached the client: try another. */
   | 'failed'
   /** The client went away; says nothing about the replica. */
-  | 'cancelled';
+  | 'cancelled'
+  /**
+   * The engine went silent on the request (gateway.upstream_idle_timeout_s): failed, and only
+   * a request it answers brings it back (its metrics may well answer while requests hang).
+   */
+  | 'stalled';
 
 /** A replica chosen for one request; release it exactly once. */
 export interface Lease {

@@ -44,11 +44,25 @@ function normalise(error: unknown): LlmgwError {
   const status = (error as { status?: unknown } | null)?.status;
   if (status === 413)
     return new LlmgwError('payload_too_large', 'the request body is too large (the API takes up to 1 MiB)');
+  // The client went away while its body was read: its fault, not ours, and nobody reads the answer.
+  if (clientGone(error))
+    return new LlmgwError(
+      'invalid_argument',
+      'the request body did not come whole: the client closed the connection before sending all of it',
+    );
   const requestId = 'see the control plane log';
   return new LlmgwError(
     'internal',
     `internal error (${requestId}); nothing was changed unless the response said so`,
   );
+}
+
+/** node:http's error for a request whose connection closed before its body ended. */
+function clientGone(error: unknown): boolean {
+  for (let e = error; e instanceof Error; e = e.cause) {
+    if ((e as NodeJS.ErrnoException).code === 'ECONNRESET' || e.message === 'aborted') return true;
+  }
+  return false;
 }
 
 function messageWithCause(e: unknown): string {

@@ -2,6 +2,7 @@
 // style, slots and a queue, and the OpenAI routes (chat, completions, embeddings,
 // responses), streamed and not, in each engine's own dialect. Node built-ins only.
 import { Buffer } from 'node:buffer';
+import { existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { clearTimeout, setInterval, setTimeout } from 'node:timers';
@@ -37,7 +38,15 @@ export function fakeSettings(prefix) {
     failStatus: envNumber(prefix, 'FAIL_STATUS', 0),
     failAfterMs: envNumber(prefix, 'FAIL_AFTER_MS', 0),
     failCode: envNumber(prefix, 'FAIL_CODE', 134),
+    // A stalled engine: generation requests get their head (a stream its first event) and then nothing.
+    stall: envNumber(prefix, 'STALL', 0) > 0,
+    stallFile: process.env[`FAKE_${prefix}_STALL_FILE`] || process.env.FAKE_ENGINE_STALL_FILE || undefined,
   };
+}
+
+/** Whether generation stalls now: STALL set, or STALL_FILE names a file that exists (a test switches it). */
+function stalls(settings) {
+  return settings.stall || (settings.stallFile !== undefined && existsSync(settings.stallFile));
 }
 
 /** Crashes the process FAIL_AFTER_MS after start, as an engine that hits an assertion does. */
@@ -420,6 +429,20 @@ export async function serveGeneration({
     timings: undefined,
   };
   try {
+    if (stalls(settings)) {
+      // The head (and a stream's first event), then nothing until the client goes.
+      if (stream) {
+        res.writeHead(200, { ...headers, 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+        const first = d.first(ctx);
+        if (first !== undefined) sse(res, first);
+        else sse(res, d.piece(ctx, ''));
+      } else {
+        res.writeHead(200, { ...headers, 'Content-Type': 'application/json', 'Content-Length': '100' });
+        res.flushHeaders();
+      }
+      await new Promise((resolve) => controller.signal.addEventListener('abort', resolve, { once: true }));
+      return { n: 0, finished: false };
+    }
     if (stream) {
       let opened = false;
       const open = () => {

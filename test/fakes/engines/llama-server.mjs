@@ -7,6 +7,8 @@
 //   FAKE_LLAMA_TOKEN_MS     between tokens (default 5)
 //   FAKE_LLAMA_TOKENS       tokens when a request gives no max_tokens (default 8)
 //   FAKE_LLAMA_FAIL_STATUS  answer every completion with this HTTP status
+//   FAKE_LLAMA_STALL=1      stall: completions get their head (a stream its first event), then nothing
+//   FAKE_LLAMA_STALL_FILE   stall only while this file exists (a test starts and ends the stall)
 //   FAKE_LLAMA_FAIL_AFTER_MS, FAKE_LLAMA_FAIL_CODE  exit with FAIL_CODE (134) after that long
 //   FAKE_LLAMA_DEVICES      what --list-devices prints, one device per line or ';'
 //   FAKE_LLAMA_N_CTX_TRAIN  the model's training context (default 2048)

@@ -11,7 +11,7 @@
 // - --headless (a worker rank of a multi-node replica) serves nothing and waits for SIGTERM.
 // - SIGTERM: exit 0, cutting whatever is in flight.
 // Knobs as the llama fake, prefixed FAKE_VLLM_ (or FAKE_ENGINE_): LOAD_MS, DELAY_MS, TOKEN_MS,
-// TOKENS, FAIL_STATUS, FAIL_AFTER_MS, FAIL_CODE. Answers carry "x_fake": {model, lora, received}.
+// TOKENS, FAIL_STATUS, FAIL_AFTER_MS, FAIL_CODE, STALL, STALL_FILE. Answers carry "x_fake": {model, lora, received}.
 import http from 'node:http';
 import { setTimeout } from 'node:timers';
 import { URL } from 'node:url';
