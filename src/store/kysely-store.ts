@@ -10,6 +10,7 @@ import type { Dialect } from './migrations.js';
 import { Fleet } from './kysely-fleet.js';
 import { ModelOrigins } from './kysely-origins.js';
 import { Rollouts } from './kysely-rollouts.js';
+import { SharedValues, type SharedValueRepository } from './kysely-shared-values.js';
 import { Usage } from './kysely-usage.js';
 import { JoinTokens, Nodes } from './kysely-nodes.js';
 import { isUniqueViolation, writeAudit, type Context } from './kysely-shared.js';
@@ -56,6 +57,7 @@ export class KyselyStore implements Store {
   readonly fleet: FleetRepository;
   readonly usage: UsageRepository;
   readonly rollouts: RolloutRepository;
+  readonly shared: SharedValueRepository;
   readonly #db: Kysely<Database>;
   readonly #options: KyselyStoreOptions;
   readonly #inTransaction: boolean;
@@ -81,6 +83,7 @@ export class KyselyStore implements Store {
     this.fleet = new Fleet(ctx);
     this.usage = new Usage(ctx);
     this.rollouts = new Rollouts(ctx);
+    this.shared = new SharedValues(ctx);
   }
 
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T> {

@@ -5,6 +5,8 @@ import type { ModelShape } from '../models/shape.js';
 import type { Shard } from '../placement/types.js';
 import type { JoinTokenView } from '../protocol/node-views.js';
 
+import type { SharedValueRepository } from './kysely-shared-values.js';
+
 /**
  * The data-access layer of the control plane. One interface, one implementation over
  * Kysely, run on embedded SQLite (one control plane) or PostgreSQL (several sharing
@@ -24,6 +26,8 @@ export interface Store {
   readonly usage: UsageRepository;
   /** Each model's latest rolling change (ctl model gpus and context, ctl replica restart). */
   readonly rollouts: RolloutRepository;
+  /** Values every control plane on the database shares (the cluster's TLS CA). */
+  readonly shared: SharedValueRepository;
   /** Runs work in one transaction: all of it lands, or none. */
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T>;
   /** A cheap round trip, for health checks. */
