@@ -27,6 +27,8 @@ import { NodeRegistry } from './nodes/node-registry.js';
 import { SettingsHolder } from './settings-holder.js';
 import { EventHub } from './events/event-hub.js';
 import { TrafficSampler } from './traffic/traffic-sampler.js';
+import { isLoopbackHost, ServingCertificates, tlsWanted } from '../tls/serving.js';
+import { parseListen } from './listen.js';
 
 export interface ControlPlaneOptions {
   settings: LoadedSettings;
@@ -56,6 +58,8 @@ export interface ControlPlaneOptions {
   events?: { heartbeatMs?: number; minGapMs?: number };
   /** How often the gateway's traffic is sampled (GET /traffic); 10 s unless given (tests). */
   trafficStepMs?: number;
+  /** The serving certificate's lifetime when made by the cluster CA (tests shorten it to see renewal). */
+  servingLifetimeMs?: number;
 }
 
 /** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
@@ -82,6 +86,8 @@ export class ControlPlane {
   /** The gateway's traffic over the last hour (GET /traffic): attach the gateway run in this process. */
   readonly traffic: TrafficSampler;
   readonly #beforeStoreClose: (() => Promise<void>)[] = [];
+  /** The serving certificate and the cluster CA when it serves HTTPS; undefined on plain HTTP. */
+  readonly tls: ServingCertificates | undefined;
 
   private constructor(init: {
     url: string;
@@ -99,7 +105,9 @@ export class ControlPlane {
     mirror: Mirror;
     events: EventHub;
     traffic: TrafficSampler;
+    tls: ServingCertificates | undefined;
   }) {
+    this.tls = init.tls;
     this.events = init.events;
     this.traffic = init.traffic;
     this.mirror = init.mirror;
@@ -216,9 +224,29 @@ export class ControlPlane {
       },
     });
 
+    const listen = options.listen ?? options.settings.settings.listen;
+    const tlsSettings = options.settings.settings.tls;
+    const host = parseListen(listen).host;
+    const tls = tlsWanted(host, tlsSettings)
+      ? await ServingCertificates.start({
+          shared: store.shared,
+          dataDir: options.settings.settings.data_dir,
+          host,
+          tls: tlsSettings,
+          logger: logger.child({ part: 'tls' }),
+          ...(options.servingLifetimeMs === undefined ? {} : { lifetimeMs: options.servingLifetimeMs }),
+        })
+      : undefined;
+    if (tls === undefined && !isLoopbackHost(host))
+      logger.warn(
+        { listen },
+        'TLS IS OFF (tls.enabled: false) on an address beyond this machine: API keys, join tokens and prompts cross the network in clear unless a proxy in front terminates TLS',
+      );
     const http = new HttpServer({
       maxConnectionsPerClient: options.settings.settings.gateway.max_connections_per_client,
+      ...(tls === undefined ? {} : { tls: tls.current }),
     });
+    tls?.onChange((pair) => http.setCertificate(pair));
     http.onUpgrade(agentChannelPath, (req, socket, head) => {
       hub.handleUpgrade(req, socket, head);
     });
@@ -232,7 +260,7 @@ export class ControlPlane {
     http.fallback(
       consoleRoute({ notFound, ...(options.consoleDir === undefined ? {} : { dir: options.consoleDir }) }),
     );
-    const url = await http.listen(options.listen ?? options.settings.settings.listen);
+    const url = await http.listen(listen);
     settings.onChange((next, previous) => {
       logger.info({ from: previous.source.path }, 'settings replaced');
       void origins.declaredChanged(next.settings.models, previous.settings.models);
@@ -264,6 +292,7 @@ export class ControlPlane {
       mirror,
       events,
       traffic,
+      tls,
     });
   }
 
@@ -291,6 +320,7 @@ export class ControlPlane {
     // Before the server closes: it waits for open answers, and an event stream never ends by itself.
     this.events.close();
     this.traffic.stop();
+    this.tls?.stop();
     await this.#http.close();
     await this.mirror.close();
     await this.registry.stop();

@@ -30,7 +30,7 @@ describe('cluster CA', () => {
     expect(years).toBeLessThan(10.1);
   });
 
-  it("hashes its public key as kubeadm does: sha256 of the DER SubjectPublicKeyInfo", () => {
+  it('hashes its public key as kubeadm does: sha256 of the DER SubjectPublicKeyInfo', () => {
     const spki = new X509Certificate(ca.cert).publicKey.export({ type: 'spki', format: 'der' });
     expect(publicKeyHash(ca.cert)).toBe(`sha256:${createHash('sha256').update(spki).digest('hex')}`);
     expect(publicKeyHash(ca.cert)).toMatch(/^sha256:[0-9a-f]{64}$/);

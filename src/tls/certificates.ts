@@ -167,7 +167,9 @@ export function renewalDue(certPem: string): Date {
 
 /** Every certificate in a PEM bundle, in order. */
 export function splitPem(pem: string): string[] {
-  return pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)?.map((c) => `${c}\n`) ?? [];
+  return (
+    pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)?.map((c) => `${c}\n`) ?? []
+  );
 }
 
 export function readCertificate(pem: string): X509Certificate {
