@@ -29,6 +29,9 @@ import { EventHub } from './events/event-hub.js';
 import { TrafficSampler } from './traffic/traffic-sampler.js';
 import { isLoopbackHost, ServingCertificates, tlsWanted } from '../tls/serving.js';
 import { parseListen } from './listen.js';
+import { fingerprint, publicKeyHash } from '../tls/certificates.js';
+import { tlsDir } from '../tls/cluster-ca.js';
+import { join } from 'node:path';
 
 export interface ControlPlaneOptions {
   settings: LoadedSettings;
@@ -247,6 +250,19 @@ export class ControlPlane {
       ...(tls === undefined ? {} : { tls: tls.current }),
     });
     tls?.onChange((pair) => http.setCertificate(pair));
+    if (tls !== undefined)
+      logger.info(
+        {
+          fingerprint: fingerprint(tls.current.cert),
+          ...(tls.ca === undefined
+            ? { certificate: tlsSettings.cert }
+            : {
+                caHash: publicKeyHash(tls.ca.cert),
+                caFile: join(tlsDir(options.settings.settings.data_dir), 'ca.pem'),
+              }),
+        },
+        'serving HTTPS',
+      );
     http.onUpgrade(agentChannelPath, (req, socket, head) => {
       hub.handleUpgrade(req, socket, head);
     });

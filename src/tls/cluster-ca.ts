@@ -29,10 +29,7 @@ export function tlsDir(dataDir: string): string {
  * other secret the control planes share: the database must be protected accordingly.
  * A copy of the certificate goes to DATA_DIR/tls/ca.pem.
  */
-export async function clusterCa(o: {
-  shared: SharedValues;
-  dataDir: string;
-}): Promise<CertificatePair> {
+export async function clusterCa(o: { shared: SharedValues; dataDir: string }): Promise<CertificatePair> {
   const stored = await o.shared.get(caStoreKey);
   const text = stored ?? (await o.shared.putIfAbsent(caStoreKey, JSON.stringify(createCa())));
   let ca: CertificatePair;
