@@ -22,14 +22,21 @@ function lane(req: GatewayRequest, res: ClientResponse): void {
   res.end(text);
 }
 
-function get(url: string, o: { ca?: string } = {}): Promise<{ status: number; body: string; peer: PeerCertificate }> {
+function get(
+  url: string,
+  o: { ca?: string } = {},
+): Promise<{ status: number; body: string; peer: PeerCertificate }> {
   return new Promise((resolve, reject) => {
     const req = httpsRequest(url, { ca: o.ca ?? ca.cert, agent: false }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => (body += c));
       res.on('end', () => {
-        resolve({ status: res.statusCode ?? 0, body, peer: (res.socket as unknown as { getPeerCertificate: () => PeerCertificate }).getPeerCertificate() });
+        resolve({
+          status: res.statusCode ?? 0,
+          body,
+          peer: (res.socket as unknown as { getPeerCertificate: () => PeerCertificate }).getPeerCertificate(),
+        });
       });
     });
     req.on('error', reject);
@@ -45,10 +52,17 @@ describe('HttpServer over TLS', () => {
 
   beforeAll(async () => {
     http = new HttpServer({ tls: first, headMs: 500 });
-    http.fastLane('/v1/', { maxBodyBytes: 1 << 20, handler: lane, fallback: (req, res) => lane(nodeRequest(req), res) });
+    http.fastLane('/v1/', {
+      maxBodyBytes: 1 << 20,
+      handler: lane,
+      fallback: (req, res) => lane(nodeRequest(req), res),
+    });
     http.mount('/api/', (req: IncomingMessage, res) => {
       req.resume();
-      const text = JSON.stringify({ lane: 'node:http', encrypted: (req.socket as { encrypted?: boolean }).encrypted === true });
+      const text = JSON.stringify({
+        lane: 'node:http',
+        encrypted: (req.socket as { encrypted?: boolean }).encrypted === true,
+      });
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(text);
     });
@@ -86,13 +100,17 @@ describe('HttpServer over TLS', () => {
   });
 
   it('refuses a client that does not trust the CA', async () => {
-    await expect(get(`${url}/api/v1/health`, { ca: createCa().cert })).rejects.toThrow(/self-signed certificate in certificate chain/);
+    await expect(get(`${url}/api/v1/health`, { ca: createCa().cert })).rejects.toThrow(
+      /self-signed certificate in certificate chain/,
+    );
   });
 
   it('answers plain HTTP with a 400 that says to use https', async () => {
     const port = Number(new URL(url).port);
     const answer = await new Promise<string>((resolve, reject) => {
-      const s = netConnect(port, '127.0.0.1', () => s.write(`GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`));
+      const s = netConnect(port, '127.0.0.1', () =>
+        s.write(`GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`),
+      );
       let text = '';
       s.on('data', (c) => (text += c.toString('latin1')));
       s.on('close', () => resolve(text));
@@ -104,11 +122,11 @@ describe('HttpServer over TLS', () => {
 
   it('carries WebSocket upgrades (the agent channel) over TLS', async () => {
     const ws = new WebSocket(`${url.replace('https', 'wss')}/ws`, { ca: ca.cert });
-    const [message] = (await new Promise((resolve, reject) => {
-      ws.once('message', (...a) => resolve(a));
+    const message = await new Promise<string>((resolve, reject) => {
+      ws.once('message', (data: Buffer) => resolve(data.toString()));
       ws.once('error', reject);
-    })) as [Buffer];
-    expect(message.toString()).toBe('hello over tls');
+    });
+    expect(message).toBe('hello over tls');
     ws.close();
   });
 

@@ -234,7 +234,10 @@ export class HttpServer {
   /** Replaces the serving certificate for new connections (renewal); open ones keep theirs. */
   setCertificate(tls: ServingCertificate): void {
     if (this.#tls === undefined)
-      throw new LlmgwError('internal', 'this server was started without TLS: its certificate cannot be replaced');
+      throw new LlmgwError(
+        'internal',
+        'this server was started without TLS: its certificate cannot be replaced',
+      );
     this.#tls.setSecureContext({ ...tls });
   }
 

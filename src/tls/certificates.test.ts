@@ -1,6 +1,7 @@
 import { createHash, X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
-import { connect, createServer, type AddressInfo } from 'node:tls';
+import type { AddressInfo } from 'node:net';
+import { connect, createServer } from 'node:tls';
 
 import { describe, expect, it } from 'vitest';
 

@@ -69,7 +69,7 @@ export function presentedChain(
         const cert = new X509Certificate(c.raw);
         if (chain.some((k) => k.fingerprint256 === cert.fingerprint256)) break;
         chain.push(cert);
-        c = c.issuerCertificate as DetailedPeerCertificate | undefined;
+        c = c.issuerCertificate;
       }
       socket.destroy();
       resolve(chain);
