@@ -64,17 +64,22 @@ export function presentedChain(
     socket.once('error', reject);
     socket.once('secureConnect', () => {
       const chain: X509Certificate[] = [];
-      let c: DetailedPeerCertificate | undefined = socket.getPeerCertificate(true);
-      while (c?.raw !== undefined && chain.length < 10) {
+      let c = peerOrNone(socket.getPeerCertificate(true));
+      while (c !== undefined && chain.length < 10) {
         const cert = new X509Certificate(c.raw);
         if (chain.some((k) => k.fingerprint256 === cert.fingerprint256)) break;
         chain.push(cert);
-        c = c.issuerCertificate;
+        c = peerOrNone(c.issuerCertificate);
       }
       socket.destroy();
       resolve(chain);
     });
   });
+}
+
+/** A chain ends where Node gives an empty object or none (its types say it always gives one). */
+function peerOrNone(c: DetailedPeerCertificate | undefined): DetailedPeerCertificate | undefined {
+  return (c as Partial<DetailedPeerCertificate> | undefined)?.raw === undefined ? undefined : c;
 }
 
 /**
