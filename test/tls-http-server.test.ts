@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 
 import { nodeRequest, type ClientResponse, type GatewayRequest } from '../src/http1/client-io.js';
+import { httpGet, trustCaForOrigin } from '../src/models/http-get.js';
 import { HttpServer } from '../src/server/http-server.js';
 import { createCa, fingerprint, issueCertificate } from '../src/tls/certificates.js';
 
@@ -138,6 +139,16 @@ describe('HttpServer over TLS', () => {
     const after = await get(`${url}/api/v1/health`);
     expect(after.peer.fingerprint256).toBe(fingerprint(next.cert));
     expect(after.peer.subject.CN).toBe('second');
+  });
+
+  it("lets the agent's downloads (http-get) trust the cluster CA for the control plane's origin only", async () => {
+    const signal = AbortSignal.timeout(5000);
+    const target = new URL(`${url}/api/v1/mirror`);
+    await expect(httpGet(target, { headers: {}, signal })).rejects.toThrow();
+    trustCaForOrigin(url, ca.cert);
+    const answer = await httpGet(target, { headers: {}, signal });
+    expect(answer.status).toBe(200);
+    await answer.drop();
   });
 
   it('a server without TLS refuses a certificate swap, saying why', () => {

@@ -9,6 +9,7 @@ import { Supervisor } from '../agent/supervisor/supervisor.js';
 import type { Settings } from '../config/load.js';
 import type { NodeInventory } from '../gpu/types.js';
 
+import { trustCaForOrigin } from '../models/http-get.js';
 import { agentTrust, splitJoinToken } from '../tls/trust.js';
 
 import { inventoryReader } from './inventory.js';
@@ -44,6 +45,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     pinFile: join(dataDir, 'agent', 'server-ca.pem'),
     caHash: given?.caHash,
   });
+  // The mirror is on the control plane: model files come over the same trust.
+  if (ca !== undefined) trustCaForOrigin(o.server, ca);
   const stateFile = join(dataDir, 'agent', 'processes.json');
   // Engines an agent that crashed left behind still hold their ports and GPU memory.
   for (const k of await killLeftovers(stateFile))
