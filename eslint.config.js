@@ -14,6 +14,8 @@ export const layers = [
   ['core', 'http1'],
   ['catalog', 'gpu', 'models'],
   ['config', 'engines', 'planner', 'protocol'],
+  // Certificates and trust: under the store (which keeps the CA), the client and the parts that serve.
+  ['tls'],
   ['placement', 'store', 'client'],
   ['auth'],
   ['server', 'agent', 'gateway'],

@@ -38,6 +38,8 @@ export interface AgentOptions {
   onMessage?: (m: Exclude<ServerMessage, { type: 'welcome' }>) => void;
   /** After every welcome, the first and each reconnection: time to report the current state. */
   onWelcome?: () => void;
+  /** On https: the CA (PEM) the control plane's certificate must chain to (pinned at the first join). */
+  tls?: { ca: string } | undefined;
 }
 
 /** The refusal that ends an agent: a bad token, a name taken. Retrying would not help. */
@@ -162,6 +164,7 @@ export class Agent {
         [agentVersionHeader]: inventory.agent_version,
       },
       handshakeTimeout: 15_000,
+      ...(this.#o.tls === undefined ? {} : { ca: this.#o.tls.ca }),
     });
     this.#ws = ws;
     let welcomed = false;

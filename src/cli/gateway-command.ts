@@ -20,6 +20,10 @@ export function registerGateway(program: Command, run: Runner): void {
       'a key of role gateway (llmgw ctl key create NAME --role gateway); default: LLMGW_KEY',
     )
     .option('--listen <address>', 'HOST:PORT to serve /v1 on', '127.0.0.1:8081')
+    .option(
+      '--ca <file>',
+      "on https: the cluster CA (PEM, DATA_DIR/tls/ca.pem) the control plane's certificate must chain to; default: LLMGW_CA, else the login pinned by llmgw ctl login",
+    )
     .option('-c, --config <path>', 'the settings file (gateway.*)')
     .option('--json', 'print errors as JSON (its log is JSON lines already)')
     .action(
@@ -40,6 +44,7 @@ export function registerGateway(program: Command, run: Runner): void {
           key,
           listen: stringOpt(opts, 'listen') ?? '127.0.0.1:8081',
           config: stringOpt(opts, 'config'),
+          ca: stringOpt(opts, 'ca'),
         });
       }),
     );

@@ -9,6 +9,9 @@ import { Supervisor } from '../agent/supervisor/supervisor.js';
 import type { Settings } from '../config/load.js';
 import type { NodeInventory } from '../gpu/types.js';
 
+import { trustCaForOrigin } from '../models/http-get.js';
+import { agentTrust, splitJoinToken } from '../tls/trust.js';
+
 import { inventoryReader } from './inventory.js';
 
 export interface NodeAgentOptions {
@@ -35,6 +38,15 @@ const defaultBins = { vllm: 'vllm', sglang: 'python3', trtllm: 'trtllm-serve' } 
  */
 export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   const dataDir = o.settings.data_dir;
+  // A token may carry the cluster CA's hash: checked against what an https server presents, then pinned.
+  const given = o.token === undefined ? undefined : splitJoinToken(o.token);
+  const ca = await agentTrust({
+    server: o.server,
+    pinFile: join(dataDir, 'agent', 'server-ca.pem'),
+    caHash: given?.caHash,
+  });
+  // The mirror is on the control plane: model files come over the same trust.
+  if (ca !== undefined) trustCaForOrigin(o.server, ca);
   const stateFile = join(dataDir, 'agent', 'processes.json');
   // Engines an agent that crashed left behind still hold their ports and GPU memory.
   for (const k of await killLeftovers(stateFile))
@@ -89,7 +101,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   late.executor = exec;
   const a = new Agent({
     server: o.server,
-    token: o.token,
+    token: given?.secret,
+    ...(ca === undefined ? {} : { tls: { ca } }),
     dataDir,
     name: o.name,
     logger: o.logger,

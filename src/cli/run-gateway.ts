@@ -9,6 +9,9 @@ import { createLogger } from './logger.js';
 import { untilSignalled } from './signals.js';
 import { commandSettings } from './settings.js';
 import { UsageError } from './usage-error.js';
+import { readCaFile, trustedCa } from './ctl/connection.js';
+import { readLogin } from './ctl/login-file.js';
+import { fetchTrusting } from '../tls/trust.js';
 
 export interface RunGatewayOptions {
   /** The control planes of the cluster; asked in turn when one is away. */
@@ -16,13 +19,32 @@ export interface RunGatewayOptions {
   key: string;
   listen: string;
   config: string | undefined;
+  /** The CA file for an https control plane. */
+  ca?: string | undefined;
 }
+
+/** On https: the CA given (--ca, LLMGW_CA), else the one `llmgw ctl login` pinned for this server; else the system's. */
+function controlPlaneTrust(o: RunGatewayOptions, url: string): { fetch?: typeof fetch } {
+  const server = url.replace(/\/+$/, '');
+  const saved = readLogin();
+  const ca =
+    o.ca === undefined
+      ? trustedCa(server, process.env, saved?.server.replace(/\/+$/, '') === server ? saved.ca : undefined)
+      : readCaFile(o.ca, '--ca');
+  return ca === undefined || !server.startsWith('https:')
+    ? {}
+    : { fetch: fetchTrusting(ca, { repin: `llmgw gateway --ca ${tlsCaHint}` }) };
+}
+
+const tlsCaHint = 'FILE (the cluster CA: DATA_DIR/tls/ca.pem on a control plane)';
 
 /** A gateway of its own: routes, key checks and usage through the control plane's API. */
 export async function runGateway(o: RunGatewayOptions): Promise<void> {
   const logger = createLogger('gateway', process.env, { async: true });
   const loaded = commandSettings({ path: o.config, env: process.env });
-  const clients = o.servers.map((server) => new ApiClient({ server, key: o.key, timeoutMs: 5000 }));
+  const clients = o.servers.map(
+    (server) => new ApiClient({ server, key: o.key, timeoutMs: 5000, ...controlPlaneTrust(o, server) }),
+  );
   const client = new FailoverClient(clients);
   const me = (await client.request<WhoAmI>('GET', '/whoami')).body;
   if (me.role !== 'gateway' && me.role !== 'admin') {

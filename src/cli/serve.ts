@@ -18,6 +18,8 @@ import { generateSecret, hashSecret, secretPrefix } from '../core/secrets.js';
 import { startLocalGateway } from './gateway-compose.js';
 import { startNodeAgent, type NodeAgent } from './node-agent.js';
 import { version } from './version.js';
+import { publicKeyHash } from '../tls/certificates.js';
+import { joinTokenWithHash } from '../tls/trust.js';
 import { untilSignalled } from './signals.js';
 
 export interface ServeOptions {
@@ -155,7 +157,13 @@ async function startLocalAgent(cp: ControlPlane, settings: Settings): Promise<No
       'system',
     );
   }
-  const node = await startNodeAgent({ server: cp.url, token, settings, logger });
+  // Over https the token carries the CA's hash, as a printed one does: the agent pins the CA.
+  const ca = cp.tls?.ca;
+  const joinToken =
+    token === undefined
+      ? undefined
+      : joinTokenWithHash(token, ca === undefined ? undefined : publicKeyHash(ca.cert));
+  const node = await startNodeAgent({ server: cp.url, token: joinToken, settings, logger });
   node.agent
     .run()
     .catch((e: unknown) =>

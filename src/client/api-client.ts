@@ -22,6 +22,8 @@ export interface ApiClientOptions {
   server: string;
   key?: string | undefined;
   timeoutMs?: number;
+  /** What requests go through: one that trusts the cluster's CA for https (tls/trust.ts); the global fetch unless given. */
+  fetch?: typeof fetch;
 }
 
 export interface RequestOptions {
@@ -74,8 +76,10 @@ export class ApiClient {
   readonly server: string;
   readonly #key: string | undefined;
   readonly #timeoutMs: number;
+  readonly #fetch: typeof fetch;
 
   constructor(options: ApiClientOptions) {
+    this.#fetch = options.fetch ?? fetch;
     this.server = options.server.replace(/\/+$/, '');
     this.#key = options.key;
     this.#timeoutMs = options.timeoutMs ?? 30_000;
@@ -97,13 +101,15 @@ export class ApiClient {
     }
     let res: Response;
     try {
-      res = await fetch(url, {
+      res = await this.#fetch(url, {
         method,
         headers,
         body,
         signal: AbortSignal.timeout(Math.max(this.#timeoutMs, options.timeoutMs ?? 0)),
       });
     } catch (e) {
+      // A refusal of the server's certificate says what to do itself.
+      if (e instanceof LlmgwError) throw e;
       throw unreachable(this.server, e);
     }
     const text = await res.text();
@@ -271,7 +277,7 @@ export class ApiClient {
   /** Checks a join token without joining (for llmgw doctor). */
   async checkJoinToken(token: string): Promise<{ name: string; expires_at: string | null }> {
     return (
-      await new ApiClient({ server: this.server, key: token }).request<{
+      await new ApiClient({ server: this.server, key: token, fetch: this.#fetch }).request<{
         name: string;
         expires_at: string | null;
       }>('GET', '/agent/token')
@@ -316,9 +322,10 @@ export class ApiClient {
       this.#key === undefined ? {} : { authorization: `Bearer ${this.#key}` };
     let res: Response;
     try {
-      res = await fetch(url, { headers, ...(o.signal === undefined ? {} : { signal: o.signal }) });
+      res = await this.#fetch(url, { headers, ...(o.signal === undefined ? {} : { signal: o.signal }) });
     } catch (e) {
       if (o.signal?.aborted === true) return;
+      if (e instanceof LlmgwError) throw e;
       throw unreachable(this.server, e);
     }
     if (!res.ok)

@@ -12,6 +12,7 @@ import {
   type AgentSettings,
   type GatewaySettings,
   type HubSettings,
+  type TlsSettings,
   type PlacementSettings,
 } from './schema.js';
 import { parseYamlText } from './yaml-error.js';
@@ -35,6 +36,8 @@ export interface Settings {
   readonly mirror: Readonly<{ enabled: boolean; dir: string }>;
   /** Models declared in the file: read-only through the API. */
   readonly models: readonly ModelSpec[];
+  /** `cert` and `key` are absolute when set. */
+  readonly tls: Readonly<TlsSettings>;
 }
 
 export interface SettingsSource {
@@ -178,6 +181,11 @@ export function parseSettings(
       dir: resolve(cwd, parsed.data.mirror.dir ?? resolve(dataDir, 'mirror')),
     },
     models,
+    tls: {
+      ...parsed.data.tls,
+      ...(parsed.data.tls.cert === undefined ? {} : { cert: resolve(cwd, parsed.data.tls.cert) }),
+      ...(parsed.data.tls.key === undefined ? {} : { key: resolve(cwd, parsed.data.tls.key) }),
+    },
   });
   return {
     settings,

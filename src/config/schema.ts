@@ -175,6 +175,36 @@ export const settingsSchema = z.strictObject({
       dir: z.string().min(1).optional(),
     })
     .prefault({}),
+  tls: z
+    .strictObject({
+      /**
+       * HTTPS on the listen address. Unset: on when it listens beyond loopback. false with a
+       * non-loopback address is for an operator who terminates TLS in front (logged loudly).
+       */
+      enabled: z.boolean({ error: 'true or false' }).optional(),
+      /** A PEM certificate (its chain after it) to serve instead of one from the cluster's own CA. */
+      cert: z.string().min(1, 'a path to a PEM certificate file').optional(),
+      /** Its private key (PEM). */
+      key: z.string().min(1, 'a path to a PEM private key file').optional(),
+      /** More names and addresses for the serving certificate: a load balancer's, a DNS alias. */
+      san: z
+        .array(
+          z
+            .string()
+            .regex(/^[A-Za-z0-9.:*-]+$/, 'a host name or an IP address, e.g. llmgw.example.com or 10.0.0.5'),
+        )
+        .default([]),
+    })
+    .prefault({})
+    .superRefine((t, ctx) => {
+      if ((t.cert === undefined) === (t.key === undefined)) return;
+      const [given, missing] = t.cert === undefined ? ['key', 'cert'] : ['cert', 'key'];
+      ctx.addIssue({
+        code: 'custom',
+        path: [missing],
+        message: `tls.${given} is set without tls.${missing}: give both tls.cert and tls.key (PEM files), or neither to use the cluster's own CA`,
+      });
+    }),
   // Each model is validated by the catalog's own rules, which give better messages than a nested schema.
   models: z.array(z.unknown()).default([]),
 });
@@ -185,3 +215,4 @@ export type AgentSettings = RawSettings['agent'];
 export type PlacementSettings = RawSettings['placement'];
 export type GatewaySettings = RawSettings['gateway'];
 export type HubSettings = RawSettings['hub'];
+export type TlsSettings = RawSettings['tls'];

@@ -37,6 +37,16 @@ const certificateCodes = new Set([
   'CERT_UNTRUSTED',
 ]);
 
+/**
+ * CAs trusted for one origin instead of the system's: a node's agent trusts the cluster CA it
+ * pinned for its control plane, whose mirror it downloads model files from.
+ */
+const originCas = new Map<string, string>();
+
+export function trustCaForOrigin(origin: string, ca: string): void {
+  originCas.set(new URL(origin).origin, ca);
+}
+
 function openSocket(url: URL): Socket {
   // URL keeps an IPv6 host in brackets; sockets want it bare.
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
@@ -46,6 +56,7 @@ function openSocket(url: URL): Socket {
       port: Number(url.port || 443),
       ...(isIP(host) === 0 ? { servername: host } : {}),
       ALPNProtocols: ['http/1.1'],
+      ...(originCas.has(url.origin) ? { ca: originCas.get(url.origin) } : {}),
     });
   }
   return netConnect({ host, port: Number(url.port || 80) });

@@ -30,6 +30,11 @@ import { controlPlaneId } from './cluster/control-plane-id.js';
 import { Leadership } from './cluster/leadership.js';
 import { controlPlaneViews } from './cluster/control-plane-views.js';
 import { TrafficSampler } from './traffic/traffic-sampler.js';
+import { isLoopbackHost, ServingCertificates, tlsWanted } from '../tls/serving.js';
+import { parseListen } from './listen.js';
+import { fingerprint, publicKeyHash } from '../tls/certificates.js';
+import { tlsDir } from '../tls/cluster-ca.js';
+import { join } from 'node:path';
 
 export interface ControlPlaneOptions {
   settings: LoadedSettings;
@@ -59,6 +64,8 @@ export interface ControlPlaneOptions {
   events?: { heartbeatMs?: number; minGapMs?: number };
   /** How often the gateway's traffic is sampled (GET /traffic); 10 s unless given (tests). */
   trafficStepMs?: number;
+  /** The serving certificate's lifetime when made by the cluster CA (tests shorten it to see renewal). */
+  servingLifetimeMs?: number;
 }
 
 /** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
@@ -87,6 +94,8 @@ export class ControlPlane {
   /** Which control plane places replicas (this one, alone on SQLite; one of several on PostgreSQL). */
   readonly leadership: Leadership;
   readonly #beforeStoreClose: (() => Promise<void>)[] = [];
+  /** The serving certificate and the cluster CA when it serves HTTPS; undefined on plain HTTP. */
+  readonly tls: ServingCertificates | undefined;
 
   private constructor(init: {
     url: string;
@@ -105,8 +114,10 @@ export class ControlPlane {
     events: EventHub;
     traffic: TrafficSampler;
     leadership: Leadership;
+    tls: ServingCertificates | undefined;
   }) {
     this.leadership = init.leadership;
+    this.tls = init.tls;
     this.events = init.events;
     this.traffic = init.traffic;
     this.mirror = init.mirror;
@@ -258,9 +269,42 @@ export class ControlPlane {
       },
     });
 
+    const listen = options.listen ?? options.settings.settings.listen;
+    const tlsSettings = options.settings.settings.tls;
+    const host = parseListen(listen).host;
+    const tls = tlsWanted(host, tlsSettings)
+      ? await ServingCertificates.start({
+          shared: store.shared,
+          dataDir: options.settings.settings.data_dir,
+          host,
+          tls: tlsSettings,
+          logger: logger.child({ part: 'tls' }),
+          ...(options.servingLifetimeMs === undefined ? {} : { lifetimeMs: options.servingLifetimeMs }),
+        })
+      : undefined;
+    if (tls === undefined && !isLoopbackHost(host))
+      logger.warn(
+        { listen },
+        'TLS IS OFF (tls.enabled: false) on an address beyond this machine: API keys, join tokens and prompts cross the network in clear unless a proxy in front terminates TLS',
+      );
     const http = new HttpServer({
       maxConnectionsPerClient: options.settings.settings.gateway.max_connections_per_client,
+      ...(tls === undefined ? {} : { tls: tls.current }),
     });
+    tls?.onChange((pair) => http.setCertificate(pair));
+    if (tls !== undefined)
+      logger.info(
+        {
+          fingerprint: fingerprint(tls.current.cert),
+          ...(tls.ca === undefined
+            ? { certificate: tlsSettings.cert }
+            : {
+                caHash: publicKeyHash(tls.ca.cert),
+                caFile: join(tlsDir(options.settings.settings.data_dir), 'ca.pem'),
+              }),
+        },
+        'serving HTTPS',
+      );
     http.onUpgrade(agentChannelPath, (req, socket, head) => {
       hub.handleUpgrade(req, socket, head);
     });
@@ -274,7 +318,7 @@ export class ControlPlane {
     http.fallback(
       consoleRoute({ notFound, ...(options.consoleDir === undefined ? {} : { dir: options.consoleDir }) }),
     );
-    url = await http.listen(options.listen ?? options.settings.settings.listen);
+    url = await http.listen(listen);
     settings.onChange((next, previous) => {
       logger.info({ from: previous.source.path }, 'settings replaced');
       void origins.declaredChanged(next.settings.models, previous.settings.models);
@@ -307,6 +351,7 @@ export class ControlPlane {
       events,
       traffic,
       leadership,
+      tls,
     });
   }
 
@@ -336,6 +381,7 @@ export class ControlPlane {
     // Before the server closes: it waits for open answers, and an event stream never ends by itself.
     this.events.close();
     this.traffic.stop();
+    this.tls?.stop();
     await this.#http.close();
     await this.mirror.close();
     await this.registry.stop();

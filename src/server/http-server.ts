@@ -6,8 +6,14 @@ import {
   type OutgoingHttpHeaders,
   type Server,
 } from 'node:http';
-import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
+import {
+  createServer as createNetServer,
+  type AddressInfo,
+  type Server as NetServer,
+  type Socket,
+} from 'node:net';
 import type { Duplex } from 'node:stream';
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
 
 import { LlmgwError, messageOf } from '../core/errors.js';
 import {
@@ -41,7 +47,17 @@ export interface HttpServerOptions {
   headMs?: number;
   /** A whole request must come within this, else 408. */
   requestMs?: number;
+  /** Serve HTTPS with this certificate (PEM, its chain after it) and key; plain HTTP when unset. */
+  tls?: ServingCertificate;
 }
+
+export interface ServingCertificate {
+  cert: string;
+  key: string;
+}
+
+// The first byte of every TLS connection: a handshake record.
+const tlsHandshakeByte = 0x16;
 
 /**
  * node:http's answer, which closes its connection when the handler answers without having
@@ -99,6 +115,10 @@ export class HttpServer {
   readonly #door: FrontDoor;
   readonly #mounts: Mount[] = [];
   readonly #upgrades = new Map<string, UpgradeHandler>();
+  readonly #tls: TlsServer | undefined;
+  /** Connections handed to TLS, until they close (closed with the rest after the grace). */
+  readonly #raw = new Set<Socket>();
+  readonly #headMs: number;
   #fallback: RequestHandler = notFound;
 
   constructor(options: HttpServerOptions = {}) {
@@ -163,8 +183,74 @@ export class HttpServer {
         if (read !== undefined) socket.emit('data', read);
       },
     });
+    this.#headMs = limits.headMs;
+    // TLS in front of the front door: it reads decrypted bytes as it reads plain ones, fast lane included.
+    this.#tls =
+      options.tls === undefined
+        ? undefined
+        : createTlsServer(
+            {
+              ...options.tls,
+              ALPNProtocols: ['http/1.1'],
+              allowHalfOpen: true,
+              handshakeTimeout: limits.headMs,
+            },
+            (socket) => this.#door.accept(socket),
+          );
     // Half-open as node:http has it: a client may end its side and still read the answer.
-    this.#listener = createNetServer({ allowHalfOpen: true }, (socket) => this.#door.accept(socket));
+    this.#listener = createNetServer({ allowHalfOpen: true }, (socket) => {
+      if (this.#tls === undefined) this.#door.accept(socket);
+      else this.#sniff(socket, this.#tls);
+    });
+  }
+
+  /**
+   * A connection to an HTTPS address: a TLS handshake goes to TLS; plain HTTP (an http://
+   * URL by mistake) is answered in plain words with the URL to use, not a reset.
+   */
+  #sniff(socket: Socket, tls: TlsServer): void {
+    socket.setTimeout(this.#headMs, () => socket.destroy());
+    socket.once('data', (first: Buffer) => {
+      socket.setTimeout(0);
+      socket.pause();
+      if (first[0] === tlsHandshakeByte) {
+        // The TLS socket reads what was put back before reading on from the connection.
+        socket.unshift(first);
+        // The TLS layer owns the connection now: a client gone mid-handshake must close it here too.
+        socket.allowHalfOpen = false;
+        this.#raw.add(socket);
+        socket.once('close', () => this.#raw.delete(socket));
+        tls.emit('connection', socket);
+        return;
+      }
+      const host = /\r\nhost:[ \t]*([^\r\n]+)/i.exec(first.toString('latin1'))?.[1]?.trim() ?? 'HOST:PORT';
+      const body = JSON.stringify({
+        error: {
+          code: 'invalid_argument',
+          message: `this address serves HTTPS only: use https://${host}/ (TLS is on because it listens beyond loopback or tls.enabled is set)`,
+        },
+      });
+      closeAfterAnswer(
+        socket,
+        `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
+    });
+    socket.on('error', () => socket.destroy());
+  }
+
+  /** Whether it serves HTTPS. */
+  get secure(): boolean {
+    return this.#tls !== undefined;
+  }
+
+  /** Replaces the serving certificate for new connections (renewal); open ones keep theirs. */
+  setCertificate(tls: ServingCertificate): void {
+    if (this.#tls === undefined)
+      throw new LlmgwError(
+        'internal',
+        'this server was started without TLS: its certificate cannot be replaced',
+      );
+    this.#tls.setSecureContext({ ...tls });
   }
 
   #request(req: IncomingMessage, res: ServerResponse): void {
@@ -231,7 +317,7 @@ export class HttpServer {
         // socket is the front door's, so it is told.
         this.#server.emit('listening');
         const address = this.#listener.address() as AddressInfo;
-        resolve(localUrl(host, address.port));
+        resolve(localUrl(host, address.port, this.#tls === undefined ? 'http' : 'https'));
       });
     });
   }
@@ -255,6 +341,7 @@ export class HttpServer {
     const timer = setTimeout(() => {
       this.#door.closeAll();
       this.#server.closeAllConnections();
+      for (const socket of this.#raw) socket.destroy();
     }, graceMs);
     await closed;
     clearTimeout(timer);

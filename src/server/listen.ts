@@ -15,7 +15,7 @@ export function parseListen(listen: string): { host: string | undefined; port: n
 }
 
 /** The URL a client on this machine reaches a listening address at. */
-export function localUrl(host: string | undefined, port: number): string {
+export function localUrl(host: string | undefined, port: number, scheme: 'http' | 'https' = 'http'): string {
   const h = host === undefined || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
-  return `http://${h.includes(':') ? `[${h}]` : h}:${port}`;
+  return `${scheme}://${h.includes(':') ? `[${h}]` : h}:${port}`;
 }

@@ -11,6 +11,7 @@ import { Cluster } from './kysely-cluster.js';
 import { Fleet } from './kysely-fleet.js';
 import { ModelOrigins } from './kysely-origins.js';
 import { Rollouts } from './kysely-rollouts.js';
+import { SharedValues, type SharedValueRepository } from './kysely-shared-values.js';
 import { Usage } from './kysely-usage.js';
 import { JoinTokens, Nodes } from './kysely-nodes.js';
 import { isUniqueViolation, writeAudit, type Context } from './kysely-shared.js';
@@ -62,6 +63,7 @@ export class KyselyStore implements Store {
   readonly usage: UsageRepository;
   readonly rollouts: RolloutRepository;
   readonly cluster: ClusterRepository;
+  readonly shared: SharedValueRepository;
   readonly #db: Kysely<Database>;
   readonly #options: KyselyStoreOptions;
   readonly #inTransaction: boolean;
@@ -90,6 +92,7 @@ export class KyselyStore implements Store {
     this.usage = new Usage(ctx);
     this.rollouts = new Rollouts(ctx);
     this.cluster = new Cluster(ctx, options.wakeups);
+    this.shared = new SharedValues(ctx);
   }
 
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T> {

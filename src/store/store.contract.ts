@@ -680,6 +680,28 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       }
     });
 
+    it('keeps a shared value: the first put wins, later ones get it back', async () => {
+      expect(await store.shared.get('tls/ca')).toBeUndefined();
+      expect(await store.shared.putIfAbsent('tls/ca', 'first')).toBe('first');
+      expect(await store.shared.putIfAbsent('tls/ca', 'second')).toBe('first');
+      expect(await store.shared.get('tls/ca')).toBe('first');
+    });
+
+    it.runIf(options.shared)('lets control planes starting together agree on one shared value', async () => {
+      const other = await h.reopen();
+      try {
+        const won = await Promise.all(
+          Array.from({ length: 10 }, (_, i) =>
+            (i % 2 === 0 ? store : other).shared.putIfAbsent('race', `cp-${i}`),
+          ),
+        );
+        expect(new Set(won).size).toBe(1);
+        expect(await other.shared.get('race')).toBe(won[0]);
+      } finally {
+        await other.close();
+      }
+    });
+
     it('refuses a database written by a newer llmgw, naming the migration', async () => {
       await h.addUnknownMigration('9999_from_the_future');
       const e = await refusal(h.reopen());

@@ -6,6 +6,8 @@ import type { Shard } from '../placement/types.js';
 import type { JoinTokenView } from '../protocol/node-views.js';
 import { LlmgwError } from '../core/errors.js';
 
+import type { SharedValueRepository } from './kysely-shared-values.js';
+
 /**
  * The data-access layer of the control plane. One interface, one implementation over
  * Kysely, run on embedded SQLite (one control plane) or PostgreSQL (several sharing
@@ -27,6 +29,8 @@ export interface Store {
   readonly rollouts: RolloutRepository;
   /** Several control planes on one database: the leader's lease, who serves, nodes' reports, wake-ups. */
   readonly cluster: ClusterRepository;
+  /** Values every control plane on the database shares (the cluster's TLS CA). */
+  readonly shared: SharedValueRepository;
   /** Runs work in one transaction: all of it lands, or none. */
   transaction<T>(work: (tx: Store) => Promise<T>): Promise<T>;
   /** A cheap round trip, for health checks. */

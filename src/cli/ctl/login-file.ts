@@ -16,7 +16,14 @@ export function loginFilePath(env: NodeJS.ProcessEnv = process.env): string {
   return join(base, 'llmgw', 'ctl.json');
 }
 
-const loginSchema = z.object({ server: z.string(), key: z.string().optional() });
+const loginSchema = z.object({
+  server: z.string(),
+  key: z.string().optional(),
+  /** The CA (PEM) an https server's certificate must chain to: pinned at first login, or given with --ca. */
+  ca: z.string().optional(),
+  /** The server certificate's SHA-256 fingerprint when it was pinned, for people to compare. */
+  fingerprint: z.string().optional(),
+});
 export type SavedLogin = z.output<typeof loginSchema>;
 
 /** The saved login; one left readable by others (copied, or saved by hand) is made 0600 first, saying so. */

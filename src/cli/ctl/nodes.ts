@@ -7,7 +7,11 @@ import { stringOpt, type Runner } from '../command.js';
 import { age, emit, table } from '../output.js';
 
 import { parseDuration } from './durations.js';
-import { connect } from './connection.js';
+import { publicKeyHash } from '../../tls/certificates.js';
+import { joinTokenWithHash, presentedChain } from '../../tls/trust.js';
+
+import { connect, trustedCa } from './connection.js';
+import { readLogin } from './login-file.js';
 
 export function registerNodes(ctl: Command, run: Runner): void {
   ctl
@@ -70,9 +74,17 @@ export function registerNodes(ctl: Command, run: Runner): void {
         const expiresIn = expires === undefined ? undefined : parseDuration(expires, '--expires');
         const client = connect(conn);
         const created = await client.createJoinToken({ name: stringOpt(opts, 'name'), expiresIn });
+        // On https the token carries the hash of the CA this client trusts the server by: agents check it.
+        const caHash = await clusterCaHash(client.server);
+        const secret = joinTokenWithHash(created.secret, caHash);
         emit(
           o,
-          { ...created, join: `llmgw agent --server ${client.server} --token ${created.secret}` },
+          {
+            ...created,
+            secret,
+            ...(caHash === undefined ? {} : { ca_hash: caHash }),
+            join: `llmgw agent --server ${client.server} --token ${secret}`,
+          },
           (c) =>
             [
               `join token "${c.token.name}" created${c.token.expires_at === null ? '' : `, valid until ${c.token.expires_at}`}. It is shown only this once:`,
@@ -282,4 +294,18 @@ function indent(text: string): string {
     .split('\n')
     .map((l) => `  ${l}`)
     .join('\n');
+}
+
+/** The key hash of the CA an https server chains to: the one ctl trusts it by (LLMGW_CA, pinned), else the system's root. */
+async function clusterCaHash(server: string): Promise<string | undefined> {
+  if (!server.startsWith('https:')) return undefined;
+  const saved = readLogin();
+  const ca = trustedCa(
+    server,
+    process.env,
+    saved?.server.replace(/\/+$/, '') === server ? saved.ca : undefined,
+  );
+  if (ca !== undefined) return publicKeyHash(ca);
+  const top = (await presentedChain(server, { trust: {} })).at(-1);
+  return top === undefined ? undefined : publicKeyHash(top.toString());
 }

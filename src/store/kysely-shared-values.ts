@@ -1,0 +1,46 @@
+import type { Context } from './kysely-shared.js';
+
+/**
+ * Values every control plane on one database shares, made once by whichever starts first
+ * (the cluster's TLS CA). Kept in the `meta` table under a `shared/` prefix.
+ */
+export interface SharedValueRepository {
+  get(key: string): Promise<string | undefined>;
+  /** Stores `value` unless the key has one already; returns the value that is stored (the first writer's). */
+  putIfAbsent(key: string, value: string): Promise<string>;
+}
+
+const prefix = 'shared/';
+
+export class SharedValues implements SharedValueRepository {
+  readonly #c: Context;
+  constructor(c: Context) {
+    this.#c = c;
+  }
+
+  async get(key: string): Promise<string | undefined> {
+    const row = await this.#c.db
+      .selectFrom('meta')
+      .select('value')
+      .where('key', '=', prefix + key)
+      .executeTakeFirst();
+    return row?.value;
+  }
+
+  putIfAbsent(key: string, value: string): Promise<string> {
+    return this.#c.tx(async (db) => {
+      // Two control planes starting together: one insert wins, the other reads it.
+      await db
+        .insertInto('meta')
+        .values({ key: prefix + key, value })
+        .onConflict((oc) => oc.column('key').doNothing())
+        .execute();
+      const row = await db
+        .selectFrom('meta')
+        .select('value')
+        .where('key', '=', prefix + key)
+        .executeTakeFirstOrThrow();
+      return row.value;
+    });
+  }
+}
