@@ -33,12 +33,37 @@ function material(dir: string, name: string): TlsMaterial {
   const at = (f: string) => join(dir, `${name}-${f}`);
   const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl('req', '-x509', ...ec, '-keyout', at('ca.key'), '-out', at('ca.pem'), '-days', '2', '-subj', `/CN=${name} CA`);
+  openssl(
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    at('ca.key'),
+    '-out',
+    at('ca.pem'),
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${name} CA`,
+  );
   openssl('req', ...ec, '-keyout', at('node.key'), '-out', at('node.csr'), '-subj', '/CN=node-1');
   writeFileSync(at('ext'), 'subjectAltName=IP:127.0.0.1,DNS:node-1\n');
   openssl(
-    'x509', '-req', '-in', at('node.csr'), '-CA', at('ca.pem'), '-CAkey', at('ca.key'), '-CAcreateserial',
-    '-out', at('node.pem'), '-days', '2', '-extfile', at('ext'),
+    'x509',
+    '-req',
+    '-in',
+    at('node.csr'),
+    '-CA',
+    at('ca.pem'),
+    '-CAkey',
+    at('ca.key'),
+    '-CAcreateserial',
+    '-out',
+    at('node.pem'),
+    '-days',
+    '2',
+    '-extfile',
+    at('ext'),
   );
   return {
     cert: readFileSync(at('node.pem'), 'utf8'),
@@ -86,7 +111,12 @@ const chat = (url: string, extra: Record<string, unknown> = {}) =>
   fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: 'Bearer client-key', 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, ...extra }),
+    body: JSON.stringify({
+      model: 'tiny',
+      messages: [{ role: 'user', content: 'hello' }],
+      max_tokens: 4,
+      ...extra,
+    }),
   });
 
 /** One request straight to the proxy over TLS, verified against `ca`. */
@@ -232,7 +262,13 @@ describe('gateway to engine over TLS, through the node’s engine proxy', () => 
       engineRoutesOf([shard('tiny-1', engine.port), shard('sse-1', (sse.address() as AddressInfo).port)]),
     );
     try {
-      const r = await viaProxy(proxy.port, { path: '/r/sse-1/v1/chat/completions', ca: cluster.ca, key: engineKey, method: 'POST', body: '{}' });
+      const r = await viaProxy(proxy.port, {
+        path: '/r/sse-1/v1/chat/completions',
+        ca: cluster.ca,
+        key: engineKey,
+        method: 'POST',
+        body: '{}',
+      });
       expect(r.status).toBe(200);
       expect(r.body).toBe(pieces.join(''));
       expect(r.pieces.length).toBe(pieces.length);
@@ -264,7 +300,11 @@ describe('gateway to engine over TLS, through the node’s engine proxy', () => 
       const wrong = await viaProxy(proxy.port, { path: '/r/tiny-1/v1/models', ca: cluster.ca, key: 'wrong' });
       expect(wrong.status).toBe(401);
       expect(wrong.body).toContain('Invalid API Key');
-      const right = await viaProxy(proxy.port, { path: '/r/tiny-1/v1/models', ca: cluster.ca, key: engineKey });
+      const right = await viaProxy(proxy.port, {
+        path: '/r/tiny-1/v1/models',
+        ca: cluster.ca,
+        key: engineKey,
+      });
       expect(right.status).toBe(200);
     } finally {
       proxy.setRoutes(engineRoutesOf([shard('tiny-1', engine.port)]));
@@ -349,7 +389,9 @@ describe('gateway to engine over TLS, through the node’s engine proxy', () => 
 
     it('is not scraped either, and the scrape says why', async () => {
       await expect
-        .poll(() => other.gateway.router.loads().find((l) => l.id === 'tiny-2')?.scrapeError, { timeout: 5000 })
+        .poll(() => other.gateway.router.loads().find((l) => l.id === 'tiny-2')?.scrapeError, {
+          timeout: 5000,
+        })
         .toContain('its certificate does not chain to the cluster CA');
     });
   });

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 
 import { messageOf } from '../core/errors.js';
 import type { AssignedShard } from '../protocol/agent-protocol.js';
+import { engineProxyPrefix } from '../protocol/engine-proxy-path.js';
 
 /** A certificate, its key and the CA that issued it, in PEM: what the control plane gives a node's forwarder. */
 export interface TlsMaterial {
@@ -22,15 +23,14 @@ export interface EngineRoute {
 }
 
 export interface EngineProxyOptions {
-  /** Where it listens: the node's address, or 0.0.0.0. */
-  host: string;
+  /** Where it listens: the node's address; unset, every address. */
+  host?: string | undefined;
   /** 0: one the OS gives. */
   port: number;
   logger: Logger;
 }
 
-/** Requests name their replica first: `/r/<replica>/v1/chat/completions`. */
-export const engineProxyPrefix = '/r/';
+export { engineProxyPrefix };
 
 /** The first byte of a TLS handshake record (RFC 8446, 5.1: ContentType handshake). */
 const tlsHandshake = 0x16;
@@ -111,12 +111,7 @@ export class EngineProxy {
 
   /** The certificate to serve with; a new one (renewed) takes effect for new connections. */
   setMaterial(m: TlsMaterial): void {
-    if (
-      this.#material?.cert === m.cert &&
-      this.#material.key === m.key &&
-      this.#material.ca === m.ca
-    )
-      return;
+    if (this.#material?.cert === m.cert && this.#material.key === m.key && this.#material.ca === m.ca) return;
     this.#tls.setSecureContext({ cert: m.cert, key: m.key, ca: m.ca });
     this.#material = m;
     this.#o.logger.info({ port: this.port }, 'engine proxy serving TLS');
@@ -154,7 +149,11 @@ export class EngineProxy {
     }
     if (route.apiKey !== '' && !sameKey(req.headers.authorization, `Bearer ${route.apiKey}`)) {
       req.resume();
-      answer(res, 401, `replica ${replica} takes requests with its engine key only (Authorization: Bearer <key>)`);
+      answer(
+        res,
+        401,
+        `replica ${replica} takes requests with its engine key only (Authorization: Bearer <key>)`,
+      );
       return;
     }
     const headers: http.OutgoingHttpHeaders = {};
@@ -170,7 +169,8 @@ export class EngineProxy {
     });
     upstream.on('response', (answerIn) => {
       const out: http.OutgoingHttpHeaders = {};
-      for (const [k, v] of Object.entries(answerIn.headers)) if (!hopByHop.has(k) && v !== undefined) out[k] = v;
+      for (const [k, v] of Object.entries(answerIn.headers))
+        if (!hopByHop.has(k) && v !== undefined) out[k] = v;
       res.writeHead(answerIn.statusCode ?? 502, out);
       // Each piece goes out as it came: an SSE event is not held for the next.
       answerIn.pipe(res);
@@ -181,7 +181,11 @@ export class EngineProxy {
         res.destroy();
         return;
       }
-      answer(res, 502, `replica ${replica}'s engine on 127.0.0.1:${route.port} did not answer: ${messageOf(e)}`);
+      answer(
+        res,
+        502,
+        `replica ${replica}'s engine on 127.0.0.1:${route.port} did not answer: ${messageOf(e)}`,
+      );
     });
     // The client went away before the answer ended: the engine sees the close and stops the work.
     res.on('close', () => {

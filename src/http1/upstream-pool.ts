@@ -145,9 +145,7 @@ export class UpstreamPool {
   #open(): Conn {
     const t = this.#tls;
     const socket =
-      t === undefined
-        ? connect({ host: this.#host, port: this.#port, noDelay: true })
-        : this.#openTls(t);
+      t === undefined ? connect({ host: this.#host, port: this.#port, noDelay: true }) : this.#openTls(t);
     const c = new Conn(socket, this);
     socket.setTimeout(this.#connectTimeoutMs);
     // Written before the handshake ends, the request waits in the socket until it has.
