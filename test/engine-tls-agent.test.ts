@@ -11,7 +11,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { NodeEngineProxy } from '../src/agent/engine-proxy-node.js';
 import type { TlsMaterial } from '../src/agent/engine-proxy.js';
 import type { NodeInventory } from '../src/gpu/types.js';
-import { inventorySchema, serverMessageSchema, structureOf } from '../src/protocol/agent-protocol.js';
+import type { ModelSpec } from '../src/catalog/model-spec.js';
+import {
+  inventorySchema,
+  serverMessageSchema,
+  structureOf,
+  type ServerMessage,
+} from '../src/protocol/agent-protocol.js';
 import { replicaEndpoint } from '../src/server/fleet/endpoint.js';
 
 import { startFakeLlama, type RunningFake } from './fakes/engines/fake-engines.js';
@@ -111,12 +117,12 @@ describe('the engine proxy on a node', () => {
     if (n !== undefined) running.push(n);
     return n;
   };
-  const assignment = () => ({
-    type: 'assign' as const,
+  const assignment = (): Extract<ServerMessage, { type: 'assign' }> => ({
+    type: 'assign',
     shards: [
       {
         replica: 'tiny-1',
-        model: { name: 'tiny', profiles: [] },
+        model: { name: 'tiny', source: '/m.gguf', replicas: 1, profiles: [] },
         profile: 'cpu',
         rank: 0,
         ranks: 1,
