@@ -11,7 +11,6 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { NodeEngineProxy } from '../src/agent/engine-proxy-node.js';
 import type { TlsMaterial } from '../src/agent/engine-proxy.js';
 import type { NodeInventory } from '../src/gpu/types.js';
-import type { ModelSpec } from '../src/catalog/model-spec.js';
 import {
   inventorySchema,
   serverMessageSchema,
