@@ -313,7 +313,7 @@ describe('gateway to engine over TLS, through the node’s engine proxy', () => 
 
   it('refuses a replica that does not run on the node, and a path that names none', async () => {
     const gone = await viaProxy(proxy.port, { path: '/r/other-9/v1/models', ca: cluster.ca, key: engineKey });
-    expect(gone.status).toBe(404);
+    expect(gone.status).toBe(503);
     expect(JSON.parse(gone.body).error.message).toBe(
       "replica other-9 does not run on this node (anymore): the gateway's route table is older than its placement, and will change",
     );

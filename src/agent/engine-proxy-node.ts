@@ -98,9 +98,7 @@ export class NodeEngineProxy {
   #load(assignmentFile: string): void {
     try {
       if (existsSync(this.#file))
-        this.proxy.setMaterial(
-          materialSchema.parse(JSON.parse(readFileSync(this.#file, 'utf8'))),
-        );
+        this.proxy.setMaterial(materialSchema.parse(JSON.parse(readFileSync(this.#file, 'utf8'))));
       if (existsSync(assignmentFile)) {
         const saved = z
           .object({ shards: z.array(assignedShardSchema) })

@@ -59,7 +59,8 @@ export class EngineProxy {
   readonly #o: EngineProxyOptions;
   readonly #front: net.Server;
   readonly #tls: https.Server;
-  readonly #engines = new http.Agent({ keepAlive: true, maxFreeSockets: 64 });
+  // No Nagle either way: a request's head and body, or an SSE event, must not wait for an ACK.
+  readonly #engines = new http.Agent({ keepAlive: true, maxFreeSockets: 64, noDelay: true });
   readonly #sockets = new Set<net.Socket>();
   #routes: ReadonlyMap<string, EngineRoute> = new Map();
   #material: TlsMaterial | undefined;
@@ -73,7 +74,7 @@ export class EngineProxy {
     this.#tls.on('tlsClientError', (e) => o.logger.debug({ err: e.message }, 'engine proxy: TLS refused'));
     // The first byte says whether a client speaks TLS; one that does not is told so in
     // plain HTTP, rather than left with a reset it cannot read.
-    this.#front = net.createServer((socket) => {
+    this.#front = net.createServer({ noDelay: true }, (socket) => {
       this.#sockets.add(socket);
       socket.on('close', () => this.#sockets.delete(socket));
       socket.on('error', () => socket.destroy());
@@ -138,9 +139,10 @@ export class EngineProxy {
     const route = replica === '' ? undefined : this.#routes.get(replica);
     if (route === undefined) {
       req.resume();
+      // A replica moved away is a 503, which the gateway retries on another; a path without one, 404.
       answer(
         res,
-        404,
+        replica === '' ? 404 : 503,
         replica === ''
           ? `${url.split('?')[0] ?? ''} names no replica: the engine proxy forwards /r/<replica>/<path> to that replica's engine`
           : `replica ${replica} does not run on this node (anymore): the gateway's route table is older than its placement, and will change`,
@@ -211,7 +213,14 @@ function sameKey(given: string | undefined, expected: string): boolean {
 
 /** A refusal in OpenAI's error shape, which the gateway and clients already read. */
 function answer(res: http.ServerResponse, status: number, message: string): void {
-  const type = status === 401 ? 'authentication_error' : status === 404 ? 'not_found_error' : 'api_error';
+  const type =
+    status === 401
+      ? 'authentication_error'
+      : status === 404
+        ? 'not_found_error'
+        : status === 503
+          ? 'service_unavailable'
+          : 'api_error';
   const body = JSON.stringify({ error: { message, type, code: status } });
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);

@@ -159,6 +159,9 @@ export class UpstreamPool {
 
   #openTls(t: TlsTarget): Socket {
     const socket = connectTls({
+      // The TCP socket made here, so that it is made without Nagle's delay (a request's
+      // head and body, written apart, would otherwise wait on the server's delayed ACK).
+      socket: connect({ host: this.#host, port: this.#port, noDelay: true }),
       host: this.#host,
       port: this.#port,
       ALPNProtocols: ['http/1.1'],
@@ -167,7 +170,6 @@ export class UpstreamPool {
       // A resumed session skips the certificate exchange: a new connection costs one round trip.
       ...(this.#session === undefined ? {} : { session: this.#session }),
     });
-    socket.setNoDelay(true);
     socket.on('session', (session: Buffer) => (this.#session = session));
     // Said before the connection's other listeners read it.
     socket.prependListener('error', (e: Error & { code?: string }) => {
