@@ -324,6 +324,38 @@ describe('gateway to engine over TLS, through the node’s engine proxy', () => 
     );
   });
 
+  it('has the gateway try another replica when the proxy says its replica moved away', async () => {
+    const gateway = new Gateway({
+      keys,
+      routes: () =>
+        Promise.resolve({
+          replicas: [
+            replica('gone-1', `https://127.0.0.1:${proxy.port}/r/gone-1`),
+            replica('tiny-1', endpoint),
+          ],
+          models: [{ name: 'tiny', adapters: [], engines: ['llamacpp'] }],
+          ca: cluster.ca,
+        }),
+      usage: () => Promise.resolve(),
+      logger: silent,
+      retries: 1,
+    });
+    await gateway.start();
+    const front = createServer((req, res) => gateway.handle(nodeRequest(req), res));
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
+      for (let i = 0; i < 4; i++) {
+        const r = await chat(url, { user: `u${i}` });
+        expect(r.status).toBe(200);
+        expect(r.headers.get('x-llmgw-replica')).toBe('tiny-1');
+      }
+    } finally {
+      await gateway.stop();
+      await new Promise((resolve) => front.close(resolve));
+    }
+  });
+
   it('answers a client that does not speak TLS with a refusal that says to', async () => {
     const answer = await new Promise<string>((resolve, reject) => {
       const s = connect(proxy.port, '127.0.0.1', () =>
