@@ -37,7 +37,7 @@ export interface AgentOptions {
   /** Each message after the welcome: assignments, log requests. */
   onMessage?: (m: Exclude<ServerMessage, { type: 'welcome' }>) => void;
   /** After every welcome, the first and each reconnection: time to report the current state. */
-  onWelcome?: () => void;
+  onWelcome?: (m: Extract<ServerMessage, { type: 'welcome' }>) => void;
   /** On https: the CA (PEM) the control plane's certificate must chain to (pinned at the first join). */
   tls?: { ca: string } | undefined;
 }
@@ -266,7 +266,7 @@ export class Agent {
           this.#resolveWelcomed(this.#identity);
           if (timer !== undefined) clearInterval(timer);
           timer = setInterval(() => void beat(), heartbeatMs);
-          this.#o.onWelcome?.();
+          this.#o.onWelcome?.(m);
         }
       });
       ws.on('close', (code, reason) => {

@@ -53,8 +53,11 @@ export interface ShardExecutorOptions {
   inventory: () => NodeInventory | undefined;
   /** Sends to the control plane; false while disconnected (the state is sent again on reconnect). */
   send: (m: AgentMessage) => boolean;
-  /** Where engines listen: loopback when the control plane (and so the gateway) is on this machine. */
-  bindHost: string;
+  /**
+   * Where engines listen, asked as each starts: loopback when the control plane (and so the
+   * gateway) is on this machine, or when the node's engine proxy serves them to other machines.
+   */
+  bindHost: string | (() => string);
   install?: (o: LlamaInstallOptions) => Promise<InstalledLlama>;
   /** How often the ports other programs listen on are looked at again (default 5 s). */
   portsIntervalMs?: number;
@@ -444,13 +447,14 @@ export class ShardExecutor {
       trtllm: { bin: this.#o.localBins.trtllm ?? engines.trtllm.bin },
       cpuCount: this.#o.inventory()?.host.cpus.count ?? 1,
     };
+    const bindHost = typeof this.#o.bindHost === 'string' ? this.#o.bindHost : this.#o.bindHost();
     const launch: ShardLaunch = {
       replica: shard.replica,
       model: shard.model,
       profile,
       rank: shard.rank,
       ranks: shard.ranks,
-      host: this.#o.bindHost,
+      host: bindHost,
       port: shard.port,
       head: shard.head,
       devices,
@@ -471,7 +475,7 @@ export class ShardExecutor {
         ...p.env,
       },
     }));
-    const localHost = this.#o.bindHost === '0.0.0.0' ? '127.0.0.1' : this.#o.bindHost;
+    const localHost = bindHost === '0.0.0.0' ? '127.0.0.1' : bindHost;
     return {
       key: `${shard.replica}/${shard.rank}`,
       replica: shard.replica,

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 
 import { Agent } from '../agent/agent.js';
+import { NodeEngineProxy } from '../agent/engine-proxy-node.js';
 import { ShardExecutor } from '../agent/shard-executor.js';
 import { killLeftovers } from '../agent/supervisor/leftovers.js';
 import { Supervisor } from '../agent/supervisor/supervisor.js';
@@ -55,7 +56,19 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   const address = o.settings.agent.address;
   const read = inventoryReader(dataDir, address);
   let latest: NodeInventory | undefined;
-  const inventory = async () => (latest = await read());
+  // Gateways on other machines reach this node's engines through it, over TLS.
+  const proxy = await NodeEngineProxy.start({
+    server: o.server,
+    address,
+    port: o.settings.agent.proxy_port,
+    dataDir,
+    logger: o.logger,
+    assignmentFile: join(dataDir, 'agent', 'assignment.json'),
+  });
+  const inventory = async () => {
+    const now = await read();
+    return (latest = proxy?.inventory(now) ?? now);
+  };
   await inventory();
 
   // The supervisor reports to the executor, which sends through the agent: made in that order, wired late.
@@ -85,8 +98,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     },
     inventory: () => latest,
     send: (m) => late.agent?.send(m) ?? false,
-    // Engines answer the gateway only; on one machine that is loopback.
-    bindHost: address ?? (loopback ? '127.0.0.1' : '0.0.0.0'),
+    // Engines answer the gateway only; on one machine, or behind the engine proxy, that is loopback.
+    bindHost: () => proxy?.bindHost(address ?? '0.0.0.0') ?? address ?? (loopback ? '127.0.0.1' : '0.0.0.0'),
     // The mirror is the control plane, and takes the node's own credential.
     controlPlane: () => ({
       url: o.server,
@@ -107,8 +120,14 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     name: o.name,
     logger: o.logger,
     inventory,
-    onMessage: (m) => exec.handle(m),
-    onWelcome: () => exec.report(),
+    onMessage: (m) => {
+      proxy?.message(m);
+      exec.handle(m);
+    },
+    onWelcome: (m) => {
+      proxy?.welcome(m);
+      exec.report();
+    },
     ...(o.backoff === undefined ? {} : { backoff: o.backoff }),
   });
   late.agent = a;
@@ -119,6 +138,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     stop: async () => {
       await a.stop();
       await exec.stop();
+      await proxy?.close();
     },
   };
 }

@@ -71,6 +71,13 @@ export const settingsSchema = z.strictObject({
         .string()
         .regex(/^[A-Za-z0-9.:-]+$/, 'an IP address or host name of this node, e.g. 10.0.0.12')
         .optional(),
+      /**
+       * The port of this node's engine proxy: TLS on agent.address (else every address), through
+       * which gateways on other machines reach the node's engines, which then listen on loopback
+       * only. 0: one the OS gives, reported to the control plane. Used once the control plane
+       * gives the node a certificate (TLS on), and not when it is on this machine's loopback.
+       */
+      proxy_port: z.int().min(0).max(65535).default(0),
       /** How long an engine gets to finish after SIGTERM before SIGKILL. */
       stop_grace_s: z.int().min(0).max(3600).default(30),
       models: z

@@ -95,6 +95,8 @@ export class Gateway {
   readonly #pools = new Map<string, UpstreamPool>();
   readonly #idle: IdleWatch;
   #table: RouteTable = { replicas: [], models: [] };
+  /** The CA that https:// endpoints chain to (the route table's). */
+  #ca: string | undefined;
   /** The table's models by name. */
   #catalog = new Map<string, CatalogEntry>();
   #timer: NodeJS.Timeout | undefined;
@@ -140,11 +142,15 @@ export class Gateway {
       this.#catalog = new Map(table.models.map((m) => [m.name, m]));
       this.metrics.setCatalog(table.models);
       this.router.setReplicas(table.replicas);
+      this.#scraper.setCa(table.ca);
       this.#scraper.setReplicas(table.replicas);
-      // Connections to engines that are gone are closed (requests on them finish first).
+      // Connections to engines that are gone are closed (requests on them finish first),
+      // and every TLS one when the cluster CA changed.
       const live = new Set(table.replicas.map((r) => r.endpoint));
+      const caChanged = table.ca !== this.#ca;
+      this.#ca = table.ca;
       for (const [endpoint, pool] of this.#pools) {
-        if (live.has(endpoint)) continue;
+        if (live.has(endpoint) && !(caChanged && endpoint.startsWith('https:'))) continue;
         this.#pools.delete(endpoint);
         void pool.close();
       }
@@ -605,7 +611,7 @@ export class Gateway {
     let pool = this.#pools.get(endpoint);
     if (pool === undefined) {
       // No answer timeout: a long answer is not streamed, and a stream may pause.
-      pool = new UpstreamPool(endpoint);
+      pool = new UpstreamPool(endpoint, { ca: this.#ca });
       this.#pools.set(endpoint, pool);
     }
     return pool;

@@ -144,4 +144,6 @@ export interface NodeInventory {
   agent_version: string;
   /** Where its engines listen, when the node says (agent.address); else where it connects from. */
   address?: string;
+  /** The port of its engine proxy (TLS), once it serves: gateways elsewhere reach its engines there. */
+  engine_proxy?: { port: number };
 }

@@ -189,8 +189,35 @@ const closed = (s: Socket): Promise<void> =>
   s.destroyed ? Promise.resolve() : new Promise((resolve) => s.once('close', () => resolve()));
 
 describe('UpstreamPool', () => {
-  it('refuses an endpoint that is not plain http', () => {
-    expect(() => new UpstreamPool('https://127.0.0.1:1')).toThrow(/only http:\/\//);
+  it('refuses an endpoint that is not http or https, or has a query or a user', () => {
+    expect(() => new UpstreamPool('ftp://127.0.0.1:1')).toThrow(
+      'ftp://127.0.0.1:1: an upstream is http:// or https://',
+    );
+    expect(() => new UpstreamPool('https://u@127.0.0.1:1/r/x?y=1')).toThrow(
+      'https://u@127.0.0.1:1/r/x?y=1: an upstream is a scheme, host, port and path, with no query or user',
+    );
+  });
+
+  it('puts the endpoint’s path before each request’s', async () => {
+    const up = await httpUpstream((req, res) => {
+      res.writeHead(200, { 'Content-Length': String(Buffer.byteLength(req.url ?? '')) });
+      res.end(req.url);
+    });
+    const pool = new UpstreamPool(`${up.url}/r/tiny-1/`);
+    const got = await new Promise<string>((resolve, reject) => {
+      let body = '';
+      pool.request(
+        { method: 'GET', path: '/v1/models', headers: {}, body: '' },
+        {
+          onHead: () => undefined,
+          onData: (d) => (body += d.toString()),
+          onEnd: () => resolve(body),
+          onError: reject,
+        },
+      );
+    });
+    expect(got).toBe('/r/tiny-1/v1/models');
+    await pool.close();
   });
 
   it('sends the request with host and length, and reads a Content-Length answer', async () => {

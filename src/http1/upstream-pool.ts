@@ -1,4 +1,5 @@
-import { connect, type Socket } from 'node:net';
+import { connect, isIP, type Socket } from 'node:net';
+import { connect as connectTls, type SecureContextOptions } from 'node:tls';
 
 import { ChunkedDecoder } from './chunked-decoder.js';
 import { headEnd, maxHeadBytes, parseResponseHead, requestHeadProblem, type ResponseHead } from './heads.js';
@@ -35,11 +36,16 @@ export interface UpstreamPoolOptions {
   /** Idle connections are closed after this, or the server's `Keep-Alive: timeout` less a second. */
   idleMs?: number;
   connectTimeoutMs?: number;
+  /**
+   * For an `https://` upstream: the CA (PEM) its certificate must chain to, such as the
+   * cluster's; unset, the system's CAs.
+   */
+  ca?: string | undefined;
 }
 
 /**
- * Keep-alive HTTP/1.1 connections to one plain-HTTP upstream (an engine), one exchange on
- * a connection at a time. It is the gateway's client: no request object, stream or timer
+ * Keep-alive HTTP/1.1 connections to one upstream (an engine, or a node's engine proxy over
+ * TLS), one exchange on a connection at a time. It is the gateway's client: no request object, stream or timer
  * per exchange, the request written in one call, the answer's body passed on as the
  * slices the socket read. A connection reused after idling that fails before any answer
  * byte (the server closed it as the request went out) is retried once on a new one.
@@ -48,6 +54,11 @@ export class UpstreamPool {
   readonly #host: string;
   readonly #port: number;
   readonly #hostHeader: string;
+  /** The endpoint's path (`/r/<replica>` behind an engine proxy), put before each request's. */
+  readonly #prefix: string;
+  /** For https: how to verify the upstream; its last session, resumed by the next connection. */
+  readonly #tls: TlsTarget | undefined;
+  #session: Buffer | undefined;
   readonly #idleMs: number;
   readonly #connectTimeoutMs: number;
   readonly #idle: Conn[] = [];
@@ -57,11 +68,19 @@ export class UpstreamPool {
 
   constructor(endpoint: string, options: UpstreamPoolOptions = {}) {
     const url = new URL(endpoint);
-    if (url.protocol !== 'http:')
-      throw new Error(`${endpoint}: only http:// upstreams are spoken to directly`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new Error(`${endpoint}: an upstream is http:// or https://`);
+    if (url.search !== '' || url.hash !== '' || url.username !== '')
+      throw new Error(`${endpoint}: an upstream is a scheme, host, port and path, with no query or user`);
+    const secure = url.protocol === 'https:';
     this.#host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-    this.#port = url.port === '' ? 80 : Number(url.port);
+    this.#port = url.port === '' ? (secure ? 443 : 80) : Number(url.port);
     this.#hostHeader = url.host;
+    this.#prefix = url.pathname.replace(/\/+$/, '');
+    // SNI names a host, never an address (RFC 6066, 3); an address is checked against the certificate's IP names.
+    this.#tls = secure
+      ? { ca: options.ca, servername: isIP(this.#host) === 0 ? this.#host : undefined }
+      : undefined;
     this.#idleMs = options.idleMs ?? 4000;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
     this.#sweeper = setInterval(() => this.#sweep(), 1000);
@@ -74,12 +93,13 @@ export class UpstreamPool {
   }
 
   request(req: UpstreamRequest, handler: UpstreamHandler): UpstreamCall {
-    let head = `${req.method} ${req.path} HTTP/1.1\r\nhost: ${this.#hostHeader}\r\ncontent-length: ${Buffer.byteLength(req.body)}\r\n`;
+    const path = this.#prefix + req.path;
+    let head = `${req.method} ${path} HTTP/1.1\r\nhost: ${this.#hostHeader}\r\ncontent-length: ${Buffer.byteLength(req.body)}\r\n`;
     for (const k in req.headers) head += `${k}: ${req.headers[k] as string}\r\n`;
     head += '\r\n';
     const x = new Exchange(this, { method: req.method, head, body: req.body }, handler);
     // Nothing the engine would read otherwise than as meant is written (RFC 9110, 5.5).
-    const problem = requestHeadProblem(req.method, req.path, req.headers);
+    const problem = requestHeadProblem(req.method, path, req.headers);
     if (problem !== undefined || this.#closed) {
       const error = new Error(
         problem === undefined
@@ -123,15 +143,40 @@ export class UpstreamPool {
   }
 
   #open(): Conn {
-    const socket = connect({ host: this.#host, port: this.#port, noDelay: true });
+    const t = this.#tls;
+    const socket =
+      t === undefined ? connect({ host: this.#host, port: this.#port, noDelay: true }) : this.#openTls(t);
     const c = new Conn(socket, this);
     socket.setTimeout(this.#connectTimeoutMs);
-    socket.once('connect', () => socket.setTimeout(0));
+    // Written before the handshake ends, the request waits in the socket until it has.
+    socket.once(t === undefined ? 'connect' : 'secureConnect', () => socket.setTimeout(0));
     socket.on('timeout', () =>
       socket.destroy(new Error(`no connection to ${this.#hostHeader} within ${this.#connectTimeoutMs} ms`)),
     );
     this.#busy.add(c);
     return c;
+  }
+
+  #openTls(t: TlsTarget): Socket {
+    const socket = connectTls({
+      // The TCP socket made here, so that it is made without Nagle's delay (a request's
+      // head and body, written apart, would otherwise wait on the server's delayed ACK).
+      socket: connect({ host: this.#host, port: this.#port, noDelay: true }),
+      host: this.#host,
+      port: this.#port,
+      ALPNProtocols: ['http/1.1'],
+      ...(t.ca === undefined ? {} : { ca: t.ca }),
+      ...(t.servername === undefined ? {} : { servername: t.servername }),
+      // A resumed session skips the certificate exchange: a new connection costs one round trip.
+      ...(this.#session === undefined ? {} : { session: this.#session }),
+    });
+    socket.on('session', (session: Buffer) => (this.#session = session));
+    // Said before the connection's other listeners read it.
+    socket.prependListener('error', (e: Error & { code?: string }) => {
+      const why = certificateProblem(e.code, t.ca !== undefined);
+      if (why !== undefined) e.message = `${this.#hostHeader}: ${why} (${e.message})`;
+    });
+    return socket;
   }
 
   /** @internal The exchange on `c` ended and left it fit for another. */
@@ -165,6 +210,32 @@ export class UpstreamPool {
         c.socket.destroy();
       }
     }
+  }
+}
+
+interface TlsTarget {
+  ca: SecureContextOptions['ca'];
+  servername: string | undefined;
+}
+
+/** What a TLS failure to verify an upstream means, for the one who reads the gateway's log. */
+export function certificateProblem(code: string | undefined, clusterCa: boolean): string | undefined {
+  const ca = clusterCa ? 'the cluster CA' : "the system's CAs";
+  switch (code) {
+    case 'UNABLE_TO_VERIFY_LEAF_SIGNATURE':
+    case 'UNABLE_TO_GET_ISSUER_CERT':
+    case 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY':
+    case 'SELF_SIGNED_CERT_IN_CHAIN':
+    case 'DEPTH_ZERO_SELF_SIGNED_CERT':
+    case 'CERT_SIGNATURE_FAILURE':
+      return `its certificate does not chain to ${ca}: refused; give the node a certificate the cluster CA issued`;
+    case 'ERR_TLS_CERT_ALTNAME_INVALID':
+      return 'its certificate does not name this address: refused; the node needs a certificate issued for the address the gateway dials';
+    case 'CERT_HAS_EXPIRED':
+    case 'CERT_NOT_YET_VALID':
+      return 'its certificate is outside its validity period: refused; the node needs a renewed certificate';
+    default:
+      return undefined;
   }
 }
 

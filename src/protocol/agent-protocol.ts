@@ -78,6 +78,12 @@ export const inventorySchema = z.object({
   }),
   agent_version: z.string(),
   address: z.string().optional(),
+  /**
+   * The node's engine proxy, once it serves TLS: gateways on other machines reach this
+   * node's engines through it (`https://address:port/r/<replica>`), as engines listen on
+   * the node's loopback only.
+   */
+  engine_proxy: z.object({ port: z.int().min(1).max(65535) }).optional(),
 });
 
 /** What changes between inventories: sent every few seconds. */
@@ -279,6 +285,12 @@ export const serverMessageSchema = z.discriminatedUnion('type', [
     /** Sent once, on a join with a token: the node's own secret from now on. */
     credential: z.string().optional(),
     heartbeat_ms: z.int().min(100),
+    /**
+     * The node's engine proxy certificate (PEM), issued by the cluster CA for the node's
+     * address, with that CA; sent on every welcome, so a renewed one reaches the node.
+     * Absent (TLS off): engines listen where gateways reach them directly.
+     */
+    tls: z.object({ cert: z.string(), key: z.string(), ca: z.string() }).optional(),
   }),
   /** Every shard the node should run; the agent starts, keeps and stops processes to match. */
   z.object({
@@ -367,6 +379,7 @@ export function structureOf(inventory: NodeInventory): string {
   const { gpu, host, agent_version } = inventory;
   return JSON.stringify({
     address: inventory.address,
+    engine_proxy: inventory.engine_proxy,
     agent_version,
     host: { hostname: host.hostname, cpus: host.cpus, total: host.memory.total_mib, disk: host.disk.path },
     gpu: {

@@ -15,6 +15,8 @@ export interface NodeView {
   /** When the control plane last heard from it. */
   last_seen: string;
   address: string;
+  /** Its engine proxy (TLS), when it runs one: gateways on other machines reach its engines there. */
+  engine_proxy?: { port: number };
   agent_version: string;
   joined_at: string;
   host: HostInfo;

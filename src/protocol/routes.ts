@@ -9,7 +9,10 @@ export interface RouteReplica {
   /** The catalog name clients ask for. */
   model: string;
   engine: 'llamacpp' | 'vllm' | 'sglang' | 'trtllm';
-  /** `http://host:port`. */
+  /**
+   * `http://host:port`: the engine itself; or `https://node:port/r/<replica>`: the engine
+   * proxy of its node, which forwards to the engine on the node's loopback.
+   */
   endpoint: string;
   /** The engine's key: sent on every request and scrape. */
   apiKey: string;
@@ -57,6 +60,8 @@ export interface CatalogEntry {
 export interface RouteTable {
   replicas: RouteReplica[];
   models: CatalogEntry[];
+  /** The cluster CA (PEM) that `https://` endpoints' certificates chain to; unset, the system's CAs. */
+  ca?: string;
 }
 
 /** What a gateway of its own learns of a key from the control plane. */

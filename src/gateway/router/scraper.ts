@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 
 import { redact } from '../../core/redact.js';
+import { certificateProblem } from '../../http1/upstream-pool.js';
 
 import { parseLoad } from './prometheus.js';
 import type { LoadReading, RouteReplica, ScrapeFailureKind } from './types.js';
@@ -39,6 +40,9 @@ export interface ScraperOptions {
   get?: MetricsGet;
 }
 
+/** Keep-alive: four scrapes a second per replica should not each open a connection. */
+const keepAlive = { keepAlive: true, maxSockets: 2, maxFreeSockets: 1 };
+
 /** Socket errors that mean nothing listens there: the replica's breaker opens. */
 const unreachableCodes = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENOTFOUND']);
 
@@ -68,7 +72,8 @@ export class Scraper {
   readonly #timeoutMs: number;
   readonly #now: () => number;
   readonly #get: MetricsGet;
-  readonly #agents: { http: http.Agent; https: https.Agent } | undefined;
+  #agents: { http: http.Agent; https: https.Agent } | undefined;
+  #ca: string | undefined;
   readonly #targets = new Map<string, Target>();
   #stopped = false;
 
@@ -81,12 +86,25 @@ export class Scraper {
     if (options.get) {
       this.#get = options.get;
     } else {
-      // Keep-alive: four scrapes a second per replica should not each open a connection.
-      const agentOptions = { keepAlive: true, maxSockets: 2, maxFreeSockets: 1 };
-      const agents = { http: new http.Agent(agentOptions), https: new https.Agent(agentOptions) };
+      const agents = { http: new http.Agent(keepAlive), https: new https.Agent(keepAlive) };
       this.#agents = agents;
-      this.#get = (url, getOptions) => httpGet(url, getOptions, agents);
+      this.#get = (url, getOptions) => httpGet(url, getOptions, this.#agents ?? agents);
     }
+  }
+
+  /**
+   * The CA (PEM) that https:// metrics (a node's engine proxy) must chain to; unset, the
+   * system's. A new one takes effect on new connections.
+   */
+  setCa(ca: string | undefined): void {
+    if (ca === this.#ca || this.#agents === undefined) return;
+    this.#ca = ca;
+    const old = this.#agents.https;
+    this.#agents = {
+      http: this.#agents.http,
+      https: new https.Agent({ ...keepAlive, ...(ca === undefined ? {} : { ca }) }),
+    };
+    old.destroy();
   }
 
   /** The replicas to scrape: new ones are scraped at once, missing ones no more. */
@@ -183,7 +201,9 @@ export class Scraper {
 
 function describeError(url: string, error: unknown): { error: string; kind: ScrapeFailureKind } {
   const code = (error as { code?: unknown } | null)?.code;
-  const message = error instanceof Error ? error.message : String(error);
+  const raw = error instanceof Error ? error.message : String(error);
+  const why = certificateProblem(typeof code === 'string' ? code : undefined, true);
+  const message = why === undefined ? raw : `${why} (${raw})`;
   const kind: ScrapeFailureKind =
     typeof code === 'string' && unreachableCodes.has(code)
       ? 'unreachable'

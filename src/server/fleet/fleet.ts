@@ -54,6 +54,7 @@ import type { SettingsHolder } from '../settings-holder.js';
 import { systemActor } from '../admin-key.js';
 
 import { unavailableReason, type ReplicaOfModel } from './availability.js';
+import { replicaEndpoint } from './endpoint.js';
 import type { EngineKeys } from './engine-keys.js';
 import {
   planFleet,
@@ -1299,7 +1300,7 @@ export class Fleet implements HubListener {
       .at(-1);
     const endpoint =
       head !== undefined && headNode !== undefined && (state === 'ready' || state === 'degraded')
-        ? `http://${hostOf(headNode.address)}:${head.port}`
+        ? replicaEndpoint({ replica: r.id, host: hostOf(headNode.address), port: head.port, node: headNode })
         : undefined;
     return {
       id: r.id,

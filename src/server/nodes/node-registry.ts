@@ -259,6 +259,7 @@ export class NodeRegistry {
       ...(e.state === 'ready' ? {} : { reason: this.#reason(e) }),
       last_seen: new Date(e.lastSeen).toISOString(),
       address: inv.address ?? e.record.address,
+      ...(inv.engine_proxy === undefined ? {} : { engine_proxy: inv.engine_proxy }),
       agent_version: inv.agent_version,
       joined_at: e.record.joined_at,
       host: inv.host,
