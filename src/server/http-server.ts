@@ -311,7 +311,9 @@ export class HttpServer {
         );
       };
       this.#listener.once('error', onError);
-      this.#listener.listen({ host, port }, () => {
+      // Room for a fleet's agents dialling at once after a restart (Node's default is 511;
+      // the kernel caps it at net.core.somaxconn): past it, connections are dropped or reset.
+      this.#listener.listen({ host, port, backlog: 4096 }, () => {
         this.#listener.off('error', onError);
         // node:http starts its request-timeout checks when it hears it is listening; the
         // socket is the front door's, so it is told.

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 
-import type { Selectable } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 
 import { LlmgwError } from '../core/errors.js';
 import type { NodeInventory } from '../gpu/types.js';
@@ -146,6 +146,82 @@ const nodeColumns = [
   'last_seen_at',
 ] as const;
 
+export type NodeJoin = Omit<NodeRecord, 'joined_at' | 'inventory_at' | 'last_seen_at'> & {
+  secretHash: string;
+  tokenId: string;
+};
+
+/**
+ * Why a node may not join, checked inside the join's transaction (a revocation that landed
+ * after the caller looked must still win), else its token's name.
+ */
+async function joinRefusal(db: Kysely<Database>, node: NodeJoin): Promise<LlmgwError | { name: string }> {
+  const token = await db
+    .selectFrom('join_tokens')
+    .select(['name', 'revoked_at'])
+    .where('id', '=', node.tokenId)
+    .executeTakeFirst();
+  if (token === undefined || token.revoked_at !== null)
+    return new LlmgwError(
+      'unauthenticated',
+      'the join token was revoked: make a new one with llmgw ctl node token',
+    );
+  const byName = await db.selectFrom('nodes').select(['id']).where('name', '=', node.name).executeTakeFirst();
+  if (byName !== undefined && byName.id !== node.id) {
+    return new LlmgwError(
+      'conflict',
+      `a node named "${node.name}" has already joined with another identity: remove it first (llmgw ctl node rm ${node.name}) or start this agent with --name OTHER`,
+    );
+  }
+  return { name: token.name };
+}
+
+/** Writes a join (or a join again with a new credential), counts the token's use and audits it. */
+async function writeJoin(
+  db: Kysely<Database>,
+  node: NodeJoin,
+  tokenName: string,
+  at: string,
+): Promise<NodeRecord> {
+  const row = {
+    id: node.id,
+    name: node.name,
+    secret_hash: node.secretHash,
+    joined_at: at,
+    joined_with: node.joined_with,
+    address: node.address,
+    agent_version: node.agent_version,
+    inventory: JSON.stringify(node.inventory),
+    inventory_at: at,
+    last_seen_at: at,
+  };
+  const existing = await db.selectFrom('nodes').select('id').where('id', '=', node.id).executeTakeFirst();
+  try {
+    if (existing === undefined) await db.insertInto('nodes').values(row).execute();
+    else await db.updateTable('nodes').set(row).where('id', '=', node.id).execute();
+  } catch (e) {
+    if (isUniqueViolation(e))
+      throw new LlmgwError(
+        'conflict',
+        `a node named "${node.name}" joined at the same moment: start this agent with --name OTHER`,
+      );
+    throw e;
+  }
+  await db
+    .updateTable('join_tokens')
+    .set((eb) => ({ last_used_at: at, uses: eb('uses', '+', 1) }))
+    .where('id', '=', node.tokenId)
+    .execute();
+  await writeAudit(db, {
+    at,
+    actor: `token/${tokenName}`,
+    action: existing === undefined ? 'node.join' : 'node.rejoin',
+    target: `node/${node.name}`,
+    detail: { id: node.id, address: node.address },
+  });
+  return toNode(row);
+}
+
 export class Nodes implements NodeRepository {
   readonly #c: Context;
   constructor(c: Context) {
@@ -183,74 +259,49 @@ export class Nodes implements NodeRepository {
     return row === undefined ? undefined : { secretHash: row.secret_hash };
   }
 
-  join(
-    node: Omit<NodeRecord, 'joined_at' | 'inventory_at' | 'last_seen_at'> & {
-      secretHash: string;
-      tokenId: string;
-    },
-    at: string,
-  ): Promise<NodeRecord> {
+  join(node: NodeJoin, at: string): Promise<NodeRecord> {
     return this.#c.tx(async (db) => {
-      // The token is checked again inside the transaction: a revocation that landed
-      // after the caller looked must still win.
-      const token = await db
-        .selectFrom('join_tokens')
-        .selectAll()
-        .where('id', '=', node.tokenId)
-        .executeTakeFirst();
-      if (token === undefined || token.revoked_at !== null)
-        throw new LlmgwError(
-          'unauthenticated',
-          'the join token was revoked: make a new one with llmgw ctl node token',
-        );
-      const byName = await db
-        .selectFrom('nodes')
-        .select(['id'])
-        .where('name', '=', node.name)
-        .executeTakeFirst();
-      if (byName !== undefined && byName.id !== node.id) {
-        throw new LlmgwError(
-          'conflict',
-          `a node named "${node.name}" has already joined with another identity: remove it first (llmgw ctl node rm ${node.name}) or start this agent with --name OTHER`,
-        );
+      const token = await joinRefusal(db, node);
+      if (token instanceof LlmgwError) throw token;
+      return writeJoin(db, node, token.name, at);
+    });
+  }
+
+  /**
+   * Many joins in one transaction (one commit, so one sync to disk, for a storm of agents):
+   * each node's refusal (a revoked token, a name taken) is its own outcome and the others
+   * still join. A write that fails for another reason fails them all; the caller then joins
+   * them one by one.
+   */
+  joinMany(nodes: readonly NodeJoin[], at: string): Promise<(NodeRecord | LlmgwError)[]> {
+    return this.#c.tx(async (db) => {
+      const out: (NodeRecord | LlmgwError)[] = [];
+      for (const node of nodes) {
+        const token = await joinRefusal(db, node);
+        out.push(token instanceof LlmgwError ? token : await writeJoin(db, node, token.name, at));
       }
-      const row = {
-        id: node.id,
-        name: node.name,
-        secret_hash: node.secretHash,
-        joined_at: at,
-        joined_with: node.joined_with,
-        address: node.address,
-        agent_version: node.agent_version,
-        inventory: JSON.stringify(node.inventory),
-        inventory_at: at,
-        last_seen_at: at,
-      };
-      const existing = await db.selectFrom('nodes').select('id').where('id', '=', node.id).executeTakeFirst();
-      try {
-        if (existing === undefined) await db.insertInto('nodes').values(row).execute();
-        else await db.updateTable('nodes').set(row).where('id', '=', node.id).execute();
-      } catch (e) {
-        if (isUniqueViolation(e))
-          throw new LlmgwError(
-            'conflict',
-            `a node named "${node.name}" joined at the same moment: start this agent with --name OTHER`,
-          );
-        throw e;
+      return out;
+    });
+  }
+
+  /** Agents back with their node credential: inventories, addresses and when seen, in one transaction. */
+  async reconnected(
+    nodes: readonly { id: string; inventory: NodeInventory; address: string; at: string }[],
+  ): Promise<void> {
+    if (nodes.length === 0) return;
+    await this.#c.tx(async (db) => {
+      for (const n of nodes) {
+        await db
+          .updateTable('nodes')
+          .set({
+            inventory: JSON.stringify(n.inventory),
+            inventory_at: n.at,
+            last_seen_at: n.at,
+            address: n.address,
+          })
+          .where('id', '=', n.id)
+          .execute();
       }
-      await db
-        .updateTable('join_tokens')
-        .set((eb) => ({ last_used_at: at, uses: eb('uses', '+', 1) }))
-        .where('id', '=', node.tokenId)
-        .execute();
-      await writeAudit(db, {
-        at,
-        actor: `token/${token.name}`,
-        action: existing === undefined ? 'node.join' : 'node.rejoin',
-        target: `node/${node.name}`,
-        detail: { id: node.id, address: node.address },
-      });
-      return toNode(row);
     });
   }
 

@@ -1,3 +1,4 @@
+import type { LlmgwError } from '../core/errors.js';
 import type { ModelSpec } from '../catalog/model-spec.js';
 import type { NodeInventory } from '../gpu/types.js';
 import type { Origin } from '../models/origin.js';
@@ -213,7 +214,19 @@ export interface NodeRepository {
     },
     at: string,
   ): Promise<NodeRecord>;
+  /** Many joins in one transaction; a node's refusal is its outcome, the others still join. */
+  joinMany(
+    nodes: readonly (Omit<NodeRecord, 'joined_at' | 'inventory_at' | 'last_seen_at'> & {
+      secretHash: string;
+      tokenId: string;
+    })[],
+    at: string,
+  ): Promise<(NodeRecord | LlmgwError)[]>;
   updateInventory(id: string, inventory: NodeInventory, at: string): Promise<void>;
+  /** Agents back with their node credential: inventories, addresses and when seen, in one transaction. */
+  reconnected(
+    nodes: readonly { id: string; inventory: NodeInventory; address: string; at: string }[],
+  ): Promise<void>;
   /** Records when nodes were last heard from, many at once. */
   touch(seen: readonly { id: string; at: string; address?: string }[]): Promise<void>;
   remove(name: string, actor: Actor): Promise<NodeRecord>;

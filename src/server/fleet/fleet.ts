@@ -166,6 +166,8 @@ export class Fleet implements HubListener {
   #held = 0;
   #running: Promise<void> | undefined;
   #again = false;
+  /** How long the last placement pass took: the next waits at least as long. */
+  #lastPassMs = 0;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
   /** Reports of nodes connected here, waiting to be written for the other control planes. */
@@ -256,7 +258,15 @@ export class Fleet implements HubListener {
       this.#again = true;
       return;
     }
-    this.#running = this.reconcile()
+    // Not at once, but after the I/O at hand and at least as long as the last pass took:
+    // a storm of agents joining is placed in a few passes, not one per agent back to back,
+    // and placement never holds more than about half of the event loop.
+    this.#running = new Promise((resolve) => setTimeout(resolve, this.#lastPassMs))
+      .then(async () => {
+        const started = performance.now();
+        await this.reconcile();
+        this.#lastPassMs = Math.min(performance.now() - started, 2000);
+      })
       .catch((e: unknown) => this.#o.logger.error({ err: messageOf(e) }, 'placement failed'))
       .finally(() => {
         this.#running = undefined;
@@ -1329,8 +1339,7 @@ export class Fleet implements HubListener {
 
   /** Tells a node's agent every shard it should run, when that changed (or it just connected). */
   #push(nodeId: string): void {
-    const views = this.#o.registry.views();
-    const node = views.find((v) => v.id === nodeId);
+    const node = this.#o.registry.brief({ id: nodeId });
     if (node === undefined) return;
     const shards: AssignedShard[] = [];
     for (const s of this.#shards.filter((x) => x.node === node.name)) {
@@ -1339,7 +1348,7 @@ export class Fleet implements HubListener {
       if (r === undefined || apiKey === undefined) continue;
       const head =
         s.ranks > 1 ? this.#shards.find((x) => x.replica === s.replica && x.rank === 0) : undefined;
-      const headNode = head === undefined ? undefined : views.find((v) => v.name === head.node);
+      const headNode = head === undefined ? undefined : this.#o.registry.brief({ name: head.node });
       const origin = this.#origins.get(r.spec.source);
       shards.push({
         replica: s.replica,

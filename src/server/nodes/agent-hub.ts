@@ -22,6 +22,7 @@ import type { JoinTokenRecord, NodeRecord, Store } from '../../store/store.js';
 import { frameText } from '../../protocol/frames.js';
 
 import { checkJoinToken } from './join-token.js';
+import { SessionWrites } from './session-writes.js';
 import type { NodeRegistry } from './node-registry.js';
 
 export interface AgentHubOptions {
@@ -59,9 +60,11 @@ export class AgentHub {
   readonly #sessions = new Map<string, WebSocket>();
   readonly #pinger: NodeJS.Timeout;
   #listener: HubListener | undefined;
+  readonly #writes: SessionWrites;
 
   constructor(options: AgentHubOptions) {
     this.#o = options;
+    this.#writes = new SessionWrites(options.store, options.now ?? Date.now);
     // Pings find connections that died without a close (a node that lost power, a NAT that forgot).
     this.#pinger = setInterval(
       () => {
@@ -203,30 +206,20 @@ export class AgentHub {
       let credential: string | undefined;
       if (caller.kind === 'join') {
         credential = generateSecret('node');
-        record = await this.#o.store.nodes.join(
-          {
-            id: caller.id,
-            name: caller.name,
-            joined_with: caller.token.name,
-            address,
-            agent_version: inventory.agent_version,
-            inventory,
-            secretHash: hashSecret(credential),
-            tokenId: caller.token.id,
-          },
-          new Date(this.#o.now?.() ?? Date.now()).toISOString(),
-        );
+        record = await this.#writes.join({
+          id: caller.id,
+          name: caller.name,
+          joined_with: caller.token.name,
+          address,
+          agent_version: inventory.agent_version,
+          inventory,
+          secretHash: hashSecret(credential),
+          tokenId: caller.token.id,
+        });
         log.info({ address, token: caller.token.name }, 'node joined');
       } else {
         record = { ...caller.node, address, inventory };
-        await this.#o.store.nodes.updateInventory(
-          record.id,
-          inventory,
-          new Date(this.#o.now?.() ?? Date.now()).toISOString(),
-        );
-        await this.#o.store.nodes.touch([
-          { id: record.id, at: new Date(this.#o.now?.() ?? Date.now()).toISOString(), address },
-        ]);
+        await this.#writes.reconnect({ id: record.id, inventory, address });
       }
       nodeId = record.id;
       const previous = this.#sessions.get(record.id);

@@ -99,7 +99,9 @@ export class NodeRegistry {
       state: previous?.state ?? 'not_ready',
       dirty: false,
     });
-    this.#transition(record.id, 'ready');
+    // A node still ready (back within its grace, as after a control plane restart) changes
+    // nothing: a thousand such reconnections must not each set placement running.
+    if (previous?.state !== 'ready') this.#transition(record.id, 'ready');
   }
 
   disconnected(id: string, why: string): void {
@@ -156,6 +158,18 @@ export class NodeRegistry {
       .then(() => this.#o.store.nodes.touch(rows))
       .catch((err: unknown) => this.#o.logger.warn({ err }, 'could not record when nodes were last seen'));
     return this.#flushing;
+  }
+
+  /**
+   * A node's name and address, by id or by name, without building its view: the fleet asks
+   * for every node it sends to, and views() of a thousand nodes for each would be quadratic.
+   */
+  brief(by: { id: string } | { name: string }): { id: string; name: string; address: string } | undefined {
+    const e =
+      'id' in by ? this.#nodes.get(by.id) : [...this.#nodes.values()].find((x) => x.record.name === by.name);
+    return e === undefined
+      ? undefined
+      : { id: e.record.id, name: e.record.name, address: e.inventory.address ?? e.record.address };
   }
 
   isConnected(id: string): boolean {
