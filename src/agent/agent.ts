@@ -22,8 +22,11 @@ import { backoffDelay } from './backoff.js';
 import { loadIdentity, saveIdentity, type NodeIdentity } from './identity.js';
 
 export interface AgentOptions {
-  /** The control plane: `http://host:8080`. */
-  server: string;
+  /**
+   * The control plane, `http://host:8080`, or several control planes of one cluster: the
+   * agent talks to one at a time and moves to the next when it loses it.
+   */
+  server: string | readonly string[];
   /** A join token; needed until the node has its own credential. */
   token?: string | undefined;
   dataDir: string;
@@ -53,11 +56,14 @@ export class AgentRefused extends LlmgwError {
 /**
  * The node agent's link to its control plane: dials out (so nodes behind NAT join),
  * sends the inventory at start and on every change and telemetry every heartbeat, and
- * reconnects with backoff and jitter after any loss. Engines it runs are left alone
- * while the control plane is away.
+ * reconnects with backoff and jitter after any loss, to the next control plane of its
+ * list. Engines it runs are left alone while the control plane is away, and when it moves.
  */
 export class Agent {
   readonly #o: AgentOptions;
+  readonly #servers: readonly string[];
+  /** Which of #servers is dialled now. */
+  #current = 0;
   #stopped = false;
   #ws: WebSocket | undefined;
   #wake: (() => void) | undefined;
@@ -69,6 +75,9 @@ export class Agent {
 
   constructor(options: AgentOptions) {
     this.#o = options;
+    this.#servers = typeof options.server === 'string' ? [options.server] : [...options.server];
+    if (this.#servers.length === 0)
+      throw new LlmgwError('invalid_argument', 'the agent needs a control plane');
     this.#identity = loadIdentity(options.dataDir, options.name);
     this.#welcomed = new Promise((resolve, reject) => {
       this.#resolveWelcomed = resolve;
@@ -79,6 +88,11 @@ export class Agent {
 
   get identity(): NodeIdentity {
     return this.#identity;
+  }
+
+  /** The control plane dialled now (or last). */
+  get server(): string {
+    return this.#servers[this.#current] ?? this.#servers[0] ?? '';
   }
 
   /** Resolves on the first welcome; rejects if the control plane refuses this node. */
@@ -116,14 +130,17 @@ export class Agent {
     let attempt = 0;
     while (!this.#stopped) {
       let welcomed = false;
+      let retrySame = false;
       try {
-        welcomed = await this.#connectOnce();
+        const outcome = await this.#connectOnce();
+        welcomed = outcome === 'welcomed';
+        retrySame = outcome === 'rejoin';
       } catch (e) {
         if (e instanceof AgentRefused) {
           this.#rejectWelcomed(e);
           throw e;
         }
-        this.#o.logger.warn({ err: messageOf(e), server: this.#o.server }, 'control plane unreachable');
+        this.#o.logger.warn({ err: messageOf(e), server: this.server }, 'control plane unreachable');
       }
       if (this.#isStopped()) break;
       attempt = welcomed ? 0 : attempt + 1;
@@ -132,7 +149,10 @@ export class Agent {
         this.#o.backoff ?? { initialMs: 500, maxMs: agentReconnectMaxMs },
         this.#o.random,
       );
-      this.#o.logger.info({ inMs: delay }, 'reconnecting');
+      // The one lost (or never reached) may be down for long: the next of the list is tried
+      // first; the backoff grows only with failures in a row, across the whole list.
+      if (!retrySame) this.#current = (this.#current + 1) % this.#servers.length;
+      this.#o.logger.info({ inMs: delay, server: this.server }, 'reconnecting');
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, delay);
         this.#wake = () => {
@@ -143,19 +163,24 @@ export class Agent {
     }
   }
 
-  /** One connection, from dial to close. Resolves true when it was welcomed. */
-  async #connectOnce(): Promise<boolean> {
+  /**
+   * One connection, from dial to close: whether it was welcomed, or ended without a welcome
+   * (lost), or its credential was refused and it joins again with the token (rejoin).
+   */
+  async #connectOnce(): Promise<'welcomed' | 'lost' | 'rejoin'> {
     const id = this.#identity;
-    const credential =
-      id.credential !== undefined && id.server === this.#o.server ? id.credential : undefined;
+    const server = this.server;
+    // The credential first, whichever control plane of the cluster this is (they share one
+    // store); the token when there is none, or when the credential is refused below.
+    const credential = id.credential;
     const secret = credential ?? this.#o.token;
     if (secret === undefined) {
       throw new AgentRefused(
-        `this node has not joined ${this.#o.server} yet: start the agent with --token (llmgw ctl node token makes one)`,
+        `this node has not joined ${server} yet: start the agent with --token (llmgw ctl node token makes one)`,
       );
     }
     const inventory = await this.#o.inventory();
-    const url = `${this.#o.server.replace(/^http/, 'ws').replace(/\/+$/, '')}${agentChannelPath}`;
+    const url = `${server.replace(/^http/, 'ws').replace(/\/+$/, '')}${agentChannelPath}`;
     const ws = new WebSocket(url, {
       headers: {
         authorization: `Bearer ${secret}`,
@@ -198,7 +223,7 @@ export class Agent {
       }
     };
 
-    return await new Promise<boolean>((resolve, reject) => {
+    return await new Promise<'welcomed' | 'lost' | 'rejoin'>((resolve, reject) => {
       ws.on('unexpected-response', (_req, res) => {
         let body = '';
         res.on('data', (d: Buffer) => (body += d.toString()));
@@ -214,7 +239,7 @@ export class Agent {
               );
               this.#identity = { id: id.id, name: id.name };
               saveIdentity(this.#o.dataDir, this.#identity);
-              resolve(true);
+              resolve('rejoin');
               return;
             }
             this.#o.logger.error({ reason: message }, 'the control plane refused this node');
@@ -254,13 +279,13 @@ export class Agent {
           this.#identity = {
             id: m.node.id,
             name: m.node.name,
-            server: this.#o.server,
+            server,
             credential: m.credential ?? this.#identity.credential,
           };
-          if (m.credential !== undefined || id.server !== this.#o.server)
+          if (m.credential !== undefined || id.server !== server)
             saveIdentity(this.#o.dataDir, this.#identity);
           this.#o.logger.info(
-            { node: m.node.name, server: this.#o.server },
+            { node: m.node.name, server },
             m.credential === undefined ? 'connected to the control plane' : 'joined the cluster',
           );
           this.#resolveWelcomed(this.#identity);
@@ -276,8 +301,11 @@ export class Agent {
           return;
         }
         if (welcomed)
-          this.#o.logger.warn({ code, reason: reason.toString() }, 'disconnected from the control plane');
-        resolve(welcomed);
+          this.#o.logger.warn(
+            { code, reason: reason.toString(), server },
+            'disconnected from the control plane',
+          );
+        resolve(welcomed ? 'welcomed' : 'lost');
       });
       ws.on('error', (e) => {
         // 'close' follows; an error before the upgrade has no close of its own.

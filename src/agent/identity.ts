@@ -17,7 +17,7 @@ import { toDnsLabel } from '../core/names.js';
 export interface NodeIdentity {
   id: string;
   name: string;
-  /** The control plane it joined. */
+  /** The control plane that last welcomed it (informational: the credential is good on every control plane of the cluster). */
   server?: string | undefined;
   credential?: string | undefined;
 }

@@ -65,6 +65,11 @@ export interface ShardExecutorOptions {
   controlPlane?: () => { url: string; credential?: string | undefined; nodeId?: string | undefined };
   /** The model cache: agent.models.max_gb (in bytes), and knobs of the fetcher for tests. */
   models?: Pick<AgentWeightsOptions, 'maxBytes' | 'fetcher' | 'retry' | 'reportMs'>;
+  /**
+   * How long engines an earlier agent left running, and the last saved assignment does not
+   * place here, are kept while no control plane has said what this node runs (default 60 s).
+   */
+  adoptGraceMs?: number;
 }
 
 /** A shard waiting for its model's files, reported with the download's progress as it goes. */
@@ -115,6 +120,7 @@ export class ShardExecutor {
   #portsTimer: NodeJS.Timeout | undefined;
   /** The ports last reported taken, as sent. */
   #lastPorts = '';
+  #adoptTimer: NodeJS.Timeout | undefined;
 
   constructor(options: ShardExecutorOptions) {
     this.#o = options;
@@ -144,8 +150,19 @@ export class ShardExecutor {
     return join(this.#o.dataDir, 'agent', 'assignment.json');
   }
 
-  /** Starts what the last saved assignment said, before the control plane is reached. */
+  /**
+   * Starts what the last saved assignment said, before the control plane is reached: the
+   * engines an earlier agent left running for it are taken over, not started again.
+   */
   resume(): void {
+    if (this.#o.supervisor.unclaimed().length > 0) {
+      // Unassigned ones are stopped once a control plane says what runs here, or after the grace without one.
+      this.#adoptTimer = setTimeout(() => {
+        this.#adoptTimer = undefined;
+        this.#release(new Set((this.#desired?.shards ?? []).map((s) => `${s.replica}/${s.rank}`)));
+      }, this.#o.adoptGraceMs ?? 60_000);
+      this.#adoptTimer.unref();
+    }
     if (!existsSync(this.assignmentFile)) return;
     try {
       const saved = JSON.parse(readFileSync(this.assignmentFile, 'utf8')) as Assign;
@@ -167,6 +184,9 @@ export class ShardExecutor {
       writeFileAtomic(this.assignmentFile, JSON.stringify(m));
       this.#weights.configure(m.weights);
       this.#sync();
+      if (this.#adoptTimer !== undefined) clearTimeout(this.#adoptTimer);
+      this.#adoptTimer = undefined;
+      this.#release(new Set(m.shards.map((s) => `${s.replica}/${s.rank}`)));
       this.#watchPorts();
       void this.#weights.evict();
     } else if (m.type === 'pull') this.#weights.pull(m.model, m.origin);
@@ -203,10 +223,31 @@ export class ShardExecutor {
   }
 
   async stop(): Promise<void> {
+    this.#quiet();
+    await this.#o.supervisor.stopAll();
+  }
+
+  /** Stops, leaving the engines running for the next agent to adopt (an agent restart, an upgrade). */
+  async detach(): Promise<void> {
+    this.#quiet();
+    await this.#o.supervisor.detach();
+  }
+
+  #quiet(): void {
     this.#weights.stop();
     for (const cancel of this.#follows.values()) cancel();
     if (this.#portsTimer !== undefined) clearInterval(this.#portsTimer);
-    await this.#o.supervisor.stopAll();
+    if (this.#adoptTimer !== undefined) clearTimeout(this.#adoptTimer);
+  }
+
+  /** Stops the earlier agent's engines not taken over yet whose shard is not in `assigned`. */
+  #release(assigned: ReadonlySet<string>): void {
+    const stopped = this.#o.supervisor.releaseUnclaimed((key) => assigned.has(key));
+    if (stopped.length > 0)
+      this.#o.logger.warn(
+        { shards: stopped },
+        'stopping engines an earlier agent started for shards no longer placed here',
+      );
   }
 
   /**

@@ -5,30 +5,37 @@ import type { Logger } from 'pino';
 import { Agent } from '../agent/agent.js';
 import { NodeEngineProxy } from '../agent/engine-proxy-node.js';
 import { ShardExecutor } from '../agent/shard-executor.js';
-import { killLeftovers } from '../agent/supervisor/leftovers.js';
 import { Supervisor } from '../agent/supervisor/supervisor.js';
 import type { Settings } from '../config/load.js';
 import type { NodeInventory } from '../gpu/types.js';
 
+import { isLlmgwError } from '../core/errors.js';
 import { trustCaForOrigin } from '../models/http-get.js';
 import { agentTrust, splitJoinToken } from '../tls/trust.js';
 
 import { inventoryReader } from './inventory.js';
 
 export interface NodeAgentOptions {
-  server: string;
+  /** The control plane, or several of the same cluster: the agent moves to the next when it loses one. */
+  server: string | readonly string[];
   token: string | undefined;
   name?: string | undefined;
   settings: Settings;
   logger: Logger;
   /** Restart backoff of the channel (tests shorten it). */
   backoff?: { initialMs: number; maxMs: number };
+  /** How long an earlier agent's engines that no assignment places here are kept without a control plane (default 60 s). */
+  adoptGraceMs?: number;
 }
 
 export interface NodeAgent {
   agent: Agent;
   executor: ShardExecutor;
+  supervisor: Supervisor;
+  /** Stops the agent and its engines. */
   stop: () => Promise<void>;
+  /** Stops the agent and leaves its engines running, for the next agent to adopt. */
+  detach: () => Promise<void>;
 }
 
 const defaultBins = { vllm: 'vllm', sglang: 'python3', trtllm: 'trtllm-serve' } as const;
@@ -39,26 +46,34 @@ const defaultBins = { vllm: 'vllm', sglang: 'python3', trtllm: 'trtllm-serve' } 
  */
 export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   const dataDir = o.settings.data_dir;
-  // A token may carry the cluster CA's hash: checked against what an https server presents, then pinned.
+  const servers = typeof o.server === 'string' ? [o.server] : [...o.server];
+  // A token may carry the cluster CA's hash: checked against what an https server presents, then
+  // pinned. Control planes of one cluster share the CA: the first that answers is checked.
   const given = o.token === undefined ? undefined : splitJoinToken(o.token);
-  const ca = await agentTrust({
-    server: o.server,
-    pinFile: join(dataDir, 'agent', 'server-ca.pem'),
-    caHash: given?.caHash,
-  });
+  let ca: string | undefined;
+  for (const [i, server] of servers.entries()) {
+    try {
+      ca = await agentTrust({
+        server,
+        pinFile: join(dataDir, 'agent', 'server-ca.pem'),
+        caHash: given?.caHash,
+      });
+      break;
+    } catch (e) {
+      if (!isLlmgwError(e) || e.code !== 'unavailable' || i === servers.length - 1) throw e;
+    }
+  }
   // The mirror is on the control plane: model files come over the same trust.
-  if (ca !== undefined) trustCaForOrigin(o.server, ca);
+  if (ca !== undefined) for (const server of servers) trustCaForOrigin(server, ca);
   const stateFile = join(dataDir, 'agent', 'processes.json');
-  // Engines an agent that crashed left behind still hold their ports and GPU memory.
-  for (const k of await killLeftovers(stateFile))
-    o.logger.warn({ leftover: k }, 'stopped an engine a previous agent left running');
 
   const address = o.settings.agent.address;
   const read = inventoryReader(dataDir, address);
   let latest: NodeInventory | undefined;
   // Gateways on other machines reach this node's engines through it, over TLS.
   const proxy = await NodeEngineProxy.start({
-    server: o.server,
+    // Loopback or not: control planes of one cluster are all one or the other.
+    server: servers[0] ?? '',
     address,
     port: o.settings.agent.proxy_port,
     dataDir,
@@ -83,8 +98,11 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     onRemoved: () => late.executor?.report(),
     gpuProcesses: async () => gpuHolders(await inventory()),
   });
-  const host = new URL(o.server).hostname;
-  const loopback = host === 'localhost' || host.startsWith('127.') || host === '[::1]' || host === '::1';
+  logAdoption(o.logger, supervisor);
+  const loopback = servers.every((s) => {
+    const host = new URL(s).hostname;
+    return host === 'localhost' || host.startsWith('127.') || host === '[::1]' || host === '::1';
+  });
   const engines = o.settings.agent.engines;
   const exec = new ShardExecutor({
     dataDir,
@@ -102,7 +120,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     bindHost: () => proxy?.bindHost(address ?? '0.0.0.0') ?? address ?? (loopback ? '127.0.0.1' : '0.0.0.0'),
     // The mirror is the control plane, and takes the node's own credential.
     controlPlane: () => ({
-      url: o.server,
+      url: late.agent?.server ?? servers[0] ?? '',
       credential: late.agent?.identity.credential,
       nodeId: late.agent?.identity.id,
     }),
@@ -110,10 +128,11 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       maxBytes:
         o.settings.agent.models.max_gb === undefined ? undefined : o.settings.agent.models.max_gb * 1e9,
     },
+    ...(o.adoptGraceMs === undefined ? {} : { adoptGraceMs: o.adoptGraceMs }),
   });
   late.executor = exec;
   const a = new Agent({
-    server: o.server,
+    server: servers,
     token: given?.secret,
     ...(ca === undefined ? {} : { tls: { ca } }),
     dataDir,
@@ -132,15 +151,44 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   });
   late.agent = a;
   exec.resume();
+  // The first report then tells the engines taken over as they are (ready), not as being checked.
+  await supervisor.adoptedChecked(5000);
   return {
     agent: a,
     executor: exec,
+    supervisor,
     stop: async () => {
       await a.stop();
       await exec.stop();
       await proxy?.close();
     },
+    detach: async () => {
+      await a.stop();
+      await exec.detach();
+    },
   };
+}
+
+/** Says what became of the engines an earlier agent of this node left running. */
+function logAdoption(logger: Logger, supervisor: Supervisor): void {
+  const { adoptable, stale, foreign, orphans } = supervisor.adoption;
+  for (const f of adoptable)
+    logger.info(
+      { shard: f.key, pids: f.processes.map((p) => p.pid) },
+      'found an engine an earlier agent started, running as recorded: taken over if still placed here',
+    );
+  for (const f of stale)
+    logger.warn(
+      { shard: f.key, pids: f.processes.map((p) => p.pid), reason: f.reason },
+      'stopping an engine an earlier agent started: it cannot be taken over',
+    );
+  for (const f of foreign)
+    logger.info(
+      { shard: f.key, pid: f.pid, reason: f.reason },
+      'a recorded engine is gone; its pid is left alone',
+    );
+  for (const o of orphans)
+    logger.warn({ shard: o.key, pids: o.pids }, 'killed workers an earlier engine left behind');
 }
 
 /** Which processes hold memory on each GPU (a whole card's uuid, or a MIG instance's). */

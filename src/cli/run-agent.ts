@@ -6,10 +6,13 @@ import { commandSettings } from './settings.js';
 import { untilSignalled } from './signals.js';
 
 export interface RunAgentOptions {
-  server: string;
+  /** The control planes of the cluster, tried in turn. */
+  server: string[];
   token: string | undefined;
   name: string | undefined;
   config: string | undefined;
+  /** On a signal, leave the engines running for the next agent to adopt. */
+  keepEngines?: boolean;
 }
 
 export async function runAgent(o: RunAgentOptions): Promise<void> {
@@ -38,11 +41,20 @@ export async function runAgent(o: RunAgentOptions): Promise<void> {
     'agent starting',
   );
   const running = node.agent.run();
-  // A refusal ends the agent with its message; a signal ends it cleanly. Either way its engines stop.
+  // A refusal ends the agent with its message, and its engines stop; a signal ends it
+  // cleanly, and with --keep-engines leaves them to the next agent.
+  const outcome = { signalled: false };
   try {
-    await Promise.race([running, stopped]);
+    await Promise.race([running, stopped.then(() => (outcome.signalled = true))]);
   } finally {
-    await node.stop();
+    if (outcome.signalled && o.keepEngines === true) {
+      const engines = node.supervisor.statuses().length;
+      await node.detach();
+      logger.info(
+        { engines },
+        'stopped; the engines run on, and the next agent on this data dir takes them over',
+      );
+    } else await node.stop();
     await lock.release();
   }
 }

@@ -1,4 +1,3 @@
-import type { LlmgwError } from '../core/errors.js';
 import type { ModelSpec } from '../catalog/model-spec.js';
 import type { NodeInventory } from '../gpu/types.js';
 import type { Origin } from '../models/origin.js';

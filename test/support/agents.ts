@@ -13,28 +13,49 @@ import { ShardExecutor } from '../../src/agent/shard-executor.js';
 import { Supervisor } from '../../src/agent/supervisor/supervisor.js';
 import type { Card } from '../../src/gpu/types.js';
 
-import { api, type TestControlPlane } from './control-plane.js';
+import { api } from './control-plane.js';
 import { inventoryWith } from './inventory.js';
 
 export interface TestAgent {
   name: string;
   dataDir: string;
+  agent: Agent;
+  supervisor: Supervisor;
+  /** Stops the agent and its engines, and removes a data dir made here. */
   stop: () => Promise<void>;
+  /** Stops the agent and leaves its engines running, as a killed agent does, for the next one on dataDir. */
+  detach: () => Promise<void>;
+}
+
+export interface TestAgentOptions {
+  /** The control planes it is given, in order (default: the one it joins with). */
+  servers?: string[];
+  /** Its data dir: another agent's, to start as that agent restarted (default: a new one). */
+  dataDir?: string;
+  /** Whether to join with a fresh token (default true; an agent restarted on its data dir has its credential). */
+  token?: boolean;
+  /** How long an earlier agent's unassigned engines are kept without a control plane. */
+  adoptGraceMs?: number;
 }
 
 /** `cards`: the GPUs its inventory reports (none by default). */
 export async function startTestAgent(
-  t: TestControlPlane,
+  t: { url: string; adminKey: string },
   name: string,
   cards: Card[] = [],
+  options: TestAgentOptions = {},
 ): Promise<TestAgent> {
   const quiet = pino({ level: 'silent' });
-  const dataDir = mkdtempSync(join(tmpdir(), `llmgw-agent-${name}-`));
-  const token = (await api(t.url, t.adminKey, 'POST', '/node-tokens', {})).body.secret as string;
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), `llmgw-agent-${name}-`));
+  const token =
+    options.token === false
+      ? undefined
+      : ((await api(t.url, t.adminKey, 'POST', '/node-tokens', {})).body.secret as string);
   const late: { exec?: ShardExecutor; agent?: Agent } = {};
   const supervisor = new Supervisor({
     logDir: join(dataDir, 'logs'),
     onStatus: () => late.exec?.report(),
+    onRemoved: () => late.exec?.report(),
   });
   const exec = new ShardExecutor({
     dataDir,
@@ -45,15 +66,16 @@ export async function startTestAgent(
     send: (m) => late.agent?.send(m) ?? false,
     bindHost: '127.0.0.1',
     controlPlane: () => ({
-      url: t.url,
+      url: late.agent?.server ?? t.url,
       credential: late.agent?.identity.credential,
       nodeId: late.agent?.identity.id,
     }),
     models: { reportMs: 200 },
+    ...(options.adoptGraceMs === undefined ? {} : { adoptGraceMs: options.adoptGraceMs }),
   });
   late.exec = exec;
   const a = new Agent({
-    server: t.url,
+    server: options.servers ?? t.url,
     token,
     name,
     dataDir,
@@ -64,15 +86,24 @@ export async function startTestAgent(
     onWelcome: () => exec.report(),
   });
   late.agent = a;
+  // As startNodeAgent: the last assignment first, taking over what an earlier agent left running.
+  exec.resume();
+  await supervisor.adoptedChecked(5000);
   void a.run();
   await a.joined;
   return {
     name,
     dataDir,
+    agent: a,
+    supervisor,
     stop: async () => {
       await a.stop();
       await exec.stop();
-      rmSync(dataDir, { recursive: true, force: true });
+      if (options.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+    },
+    detach: async () => {
+      await a.stop();
+      await exec.detach();
     },
   };
 }

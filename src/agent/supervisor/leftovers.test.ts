@@ -1,19 +1,22 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
 import {
+  checkRecord,
   commandMatches,
-  killLeftovers,
+  killOrphans,
   readBootId,
   runTokenVariable,
+  survey,
+  type LiveProcess,
   type RecordedProcess,
 } from './leftovers.js';
-import { isRunning, readStat } from './process-tree.js';
+import { isRunning, readStat, type ProcStat } from './process-tree.js';
 
 /** Processes started here, killed after each test whatever it found. */
 const started: number[] = [];
@@ -77,54 +80,112 @@ function record(
   };
 }
 
-describe('killLeftovers', () => {
-  it('kills a recorded engine that still runs, with its group, and clears the file', async () => {
-    const p = await leftover();
-    const bootId = readBootId();
-    const file = stateFile([
-      record(p, { startTime: readStat(p.pid)?.startTime, ...(bootId === undefined ? {} : { bootId }) }),
-    ]);
-    const killed = await killLeftovers(file);
-    expect(killed).toEqual([{ key: 'r1/0', name: 'llama-server', pids: [p.pid, p.worker] }]);
-    expect(isRunning(p.pid)).toBe(false);
-    expect(isRunning(p.worker)).toBe(false);
-    expect(existsSync(file)).toBe(false);
+describe('checkRecord', () => {
+  const token = 'r1/0:token';
+  const rec: RecordedProcess = {
+    key: 'r1/0',
+    name: 'llama-server',
+    pid: 100,
+    pgid: 100,
+    command: ['/opt/llama-server', '--port', '1'],
+    run: token,
+    startTime: 5000,
+    bootId: 'boot-a',
+    hash: 'h1',
+  };
+  const stat = (extra: Partial<ProcStat> = {}): ProcStat => ({
+    pid: 100,
+    state: 'S',
+    ppid: 1,
+    pgrp: 100,
+    startTime: 5000,
+    ...extra,
+  });
+  const live = (extra: Partial<LiveProcess> = {}): LiveProcess => ({
+    stat: stat(),
+    cmdline: ['/opt/llama-server', '--port', '1'],
+    environ: ['PATH=/usr/bin', `${runTokenVariable}=${token}`],
+    ...extra,
   });
 
-  it('leaves a process alone whose command line is not the recorded one (a reused pid)', async () => {
-    const p = await leftover();
-    const file = stateFile([record({ pid: p.pid, command: ['/opt/llama/llama-server', '--port', '8080'] })]);
-    expect(await killLeftovers(file)).toEqual([]);
-    expect(isRunning(p.pid)).toBe(true);
-    expect(isRunning(p.worker)).toBe(true);
-    expect(existsSync(file)).toBe(false);
+  it.each<[string, RecordedProcess, LiveProcess, string | undefined, string, RegExp | undefined]>([
+    ['running as recorded', rec, live(), 'boot-a', 'adopt', undefined],
+    ['another boot', rec, live(), 'boot-b', 'gone', /before the machine restarted/],
+    ['exited', rec, live({ stat: undefined }), 'boot-a', 'gone', /has exited/],
+    ['a zombie', rec, live({ stat: stat({ state: 'Z' }) }), 'boot-a', 'gone', /has exited/],
+    [
+      'pid reused (start time)',
+      rec,
+      live({ stat: stat({ startTime: 7 }) }),
+      'boot-a',
+      'foreign',
+      /another process now/,
+    ],
+    [
+      'no start time recorded',
+      { ...rec, startTime: undefined },
+      live(),
+      'boot-a',
+      'foreign',
+      /start time was not recorded/,
+    ],
+    ['environment unreadable', rec, live({ environ: undefined }), 'boot-a', 'foreign', /cannot be read/],
+    ['no run token', rec, live({ environ: [`${runTokenVariable}=other`] }), 'boot-a', 'foreign', /run token/],
+    [
+      'another command',
+      rec,
+      live({ cmdline: ['/opt/llama-server', '--port', '2'] }),
+      'boot-a',
+      'stop',
+      /command line/,
+    ],
+    ['left its group', rec, live({ stat: stat({ pgrp: 99 }) }), 'boot-a', 'stop', /process group/],
+    ['no run hash (an older agent)', { ...rec, hash: undefined }, live(), 'boot-a', 'stop', /did not record/],
+    ['boot id unknown here', rec, live(), undefined, 'adopt', undefined],
+  ])('%s: %s', (_what, r, l, bootId, verdict, reason) => {
+    const check = checkRecord(r, l, bootId);
+    expect(check.verdict).toBe(verdict);
+    if (reason !== undefined) expect('reason' in check ? check.reason : '').toMatch(reason);
   });
+});
 
-  it('leaves a process alone that started at another time than the recorded one', async () => {
-    const p = await leftover();
-    const startTime = (readStat(p.pid)?.startTime ?? 0) - 1;
-    expect(await killLeftovers(stateFile([record(p, { startTime })]))).toEqual([]);
-    expect(isRunning(p.pid)).toBe(true);
-  });
-
-  it('finds workers by their run token once their leader is gone', async () => {
-    // Random, as the supervisor's are: another test run's processes must not match.
-    const token = `r1/0:${randomUUID()}`;
-    const p = await leftover({ [runTokenVariable]: token });
-    // The leader dies; its worker lives on, as vLLM's engine core can.
-    process.kill(p.pid, 'SIGKILL');
+describe('survey', () => {
+  it('adopts an engine that runs as recorded, leaves a reused pid alone, kills the orphaned workers of a dead one', async () => {
+    const tokenA = `a/0:${randomUUID()}`;
+    const a = await leftover({ [runTokenVariable]: tokenA });
+    const b = await leftover();
+    const tokenC = `c/0:${randomUUID()}`;
+    const c = await leftover({ [runTokenVariable]: tokenC });
+    // c's leader dies; its worker lives on, as vLLM's engine core can.
+    process.kill(c.pid, 'SIGKILL');
     await new Promise((r) => setTimeout(r, 100));
-    expect(isRunning(p.worker)).toBe(true);
-    const killed = await killLeftovers(stateFile([record(p, { run: token })]));
-    expect(killed).toEqual([{ key: 'r1/0', name: 'llama-server', pids: [p.worker] }]);
-    expect(isRunning(p.worker)).toBe(false);
+    const bootId = readBootId();
+    const boot = bootId === undefined ? {} : { bootId };
+    const file = stateFile([
+      record(a, { key: 'a/0', run: tokenA, startTime: readStat(a.pid)?.startTime, hash: 'h', ...boot }),
+      // b runs, but carries no token of ours: a pid another process has now.
+      record(b, { key: 'b/0', startTime: readStat(b.pid)?.startTime, hash: 'h', ...boot }),
+      record(c, { key: 'c/0', run: tokenC, startTime: 1, hash: 'h', ...boot }),
+    ]);
+    const found = survey(file);
+    expect(found.adoptable.map((f) => [f.key, f.processes.map((p) => p.pid)])).toEqual([['a/0', [a.pid]]]);
+    expect(found.stale).toEqual([]);
+    expect(found.foreign).toEqual([
+      { key: 'b/0', pid: b.pid, reason: `pid ${b.pid} does not carry the recorded run token` },
+    ]);
+    expect(found.orphans).toEqual([{ key: 'c/0', pids: [c.worker] }]);
+    // A survey only looks: nothing was signalled.
+    for (const pid of [a.pid, a.worker, b.pid, c.worker]) expect(isRunning(pid)).toBe(true);
+    killOrphans(found.orphans.flatMap((o) => o.pids));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(isRunning(c.worker)).toBe(false);
   });
 
-  it('does nothing without a file, or with one that is not ours', async () => {
-    expect(await killLeftovers(join(tmpdir(), 'llmgw-no-such-file.json'))).toEqual([]);
+  it('finds nothing without a file, or with one that is not ours', () => {
+    expect(survey(join(tmpdir(), 'llmgw-no-such-file.json')).adoptable).toEqual([]);
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-leftovers-'));
     writeFileSync(join(dir, 'p.json'), '{"processes": [{"pid": "1"}]}');
-    expect(await killLeftovers(join(dir, 'p.json'))).toEqual([]);
+    expect(survey(join(dir, 'p.json'))).toEqual({ adoptable: [], stale: [], foreign: [], orphans: [] });
   });
 });
 

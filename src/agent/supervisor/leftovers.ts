@@ -1,18 +1,18 @@
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 
-import { isRunning, listProcesses, readCmdline, readEnviron, readStat } from './process-tree.js';
+import { listProcesses, readCmdline, readEnviron, readStat, type ProcStat } from './process-tree.js';
 
 /**
- * Engines outlive an agent that crashes or is killed: they run in process groups of their
- * own, so nothing takes them down, and they keep the GPU memory and the port the next
- * agent's engines need (a new llama-server then fails with "couldn't bind"; a new vLLM
- * runs out of memory). The supervisor records what it runs in a small file; the next
- * agent kills what is recorded there before it starts anything.
+ * Engines outlive an agent that crashes, is killed or restarts for an upgrade: they run in
+ * process groups of their own and write their output to files, so nothing takes them
+ * down. The supervisor records what it runs in a small file; the next agent reads it and
+ * adopts each engine that still runs as recorded (a model that took ten minutes to load
+ * keeps serving), and stops the ones of its own it cannot take over.
  *
- * A pid may have been reused since, by anything: a recorded process is killed only if it
- * started at the recorded time (same boot) and its command line still matches.
+ * A pid may have been reused since, by anything: a recorded process counts as ours only
+ * if it started at the recorded time (same boot) and carries the recorded run token in
+ * its environment. One that does not is left alone, whatever it is.
  */
 
 /**
@@ -35,6 +35,10 @@ export interface RecordedProcess {
   bootId?: string;
   /** The value of runTokenVariable in the process's environment. */
   run: string;
+  /** The shard's run hash (run-hash.ts) when it was started: adopted only for the same run. Absent in records of older agents. */
+  hash?: string;
+  /** The shard's stop grace, for stopping it without its run. */
+  stopGraceMs?: number;
 }
 
 interface StateFile {
@@ -55,8 +59,11 @@ export class ProcessRecord {
   readonly #file: string;
   readonly #byKey = new Map<string, RecordedProcess[]>();
 
-  constructor(file: string) {
+  /** `kept`: records of an earlier agent's processes still running, kept until they are adopted or stopped. */
+  constructor(file: string, kept: readonly RecordedProcess[] = []) {
     this.#file = file;
+    for (const r of kept) this.#byKey.set(r.key, [...(this.#byKey.get(r.key) ?? []), r]);
+    this.#save();
   }
 
   set(key: string, processes: RecordedProcess[]): void {
@@ -78,7 +85,7 @@ export class ProcessRecord {
   }
 }
 
-function readStateFile(file: string): RecordedProcess[] {
+export function readStateFile(file: string): RecordedProcess[] {
   let parsed: unknown;
   try {
     parsed = JSON.parse(readFileSync(file, 'utf8'));
@@ -104,6 +111,9 @@ function isRecordedProcess(value: unknown): value is RecordedProcess {
     Number.isInteger(v['pid']) &&
     Number.isInteger(v['pgid']) &&
     typeof v['run'] === 'string' &&
+    (v['hash'] === undefined || typeof v['hash'] === 'string') &&
+    (v['startTime'] === undefined || Number.isInteger(v['startTime'])) &&
+    (v['stopGraceMs'] === undefined || Number.isInteger(v['stopGraceMs'])) &&
     Array.isArray(v['command']) &&
     v['command'].every((a) => typeof a === 'string')
   );
@@ -123,64 +133,124 @@ export function commandMatches(recorded: readonly string[], live: readonly strin
   return head.some((part) => part === bin || basename(part) === basename(bin));
 }
 
-export interface LeftoverKill {
-  key: string;
-  name: string;
-  /** What was killed: the recorded process (and its group), and workers found by their run token. */
-  pids: number[];
+/** What a recorded process is now, as /proc tells. */
+export interface LiveProcess {
+  stat: ProcStat | undefined;
+  cmdline: string[] | undefined;
+  /** Undefined when it cannot be read (another user's process). */
+  environ: string[] | undefined;
 }
 
 /**
- * Kills (SIGKILL, whole group) the engines an earlier agent recorded in `stateFile` that
- * still run, waits until they are gone, and removes the file. Call it once at agent start,
- * before any Supervisor starts engines.
+ * What to do with one recorded process:
+ * - adopt: it is ours and runs as recorded;
+ * - stop: it is ours (its start time and run token say so) but cannot be taken over;
+ * - gone: nothing of it runs;
+ * - foreign: its pid is another process's now, or cannot be told to be ours: left alone.
  */
-export async function killLeftovers(
-  stateFile: string,
-  options: { waitMs?: number } = {},
-): Promise<LeftoverKill[]> {
-  const recorded = readStateFile(stateFile);
-  const bootId = readBootId();
-  const killed: LeftoverKill[] = [];
-  const processes = listProcesses();
-  for (const r of recorded) {
-    // After a reboot nothing recorded can be running, whatever the pid now is.
-    if (r.bootId !== undefined && bootId !== undefined && r.bootId !== bootId) continue;
-    const pids: number[] = [];
-    const stat = readStat(r.pid);
-    const cmdline = readCmdline(r.pid);
-    const same =
-      stat !== undefined &&
-      stat.state !== 'Z' &&
-      (r.startTime === undefined || stat.startTime === r.startTime) &&
-      cmdline !== undefined &&
-      commandMatches(r.command, cmdline);
-    if (same) {
-      const members = processes.filter((p) => p.pgrp === r.pgid).map((p) => p.pid);
-      signal(stat.pgrp === r.pgid ? -r.pgid : r.pid);
-      pids.push(r.pid, ...members.filter((m) => m !== r.pid));
-    }
-    // Workers whose leader died first, or that left its group: their environment says whose they are.
-    for (const p of processes) {
-      if (pids.includes(p.pid) || p.pid === process.pid) continue;
-      if (readEnviron(p.pid)?.includes(`${runTokenVariable}=${r.run}`) === true) {
-        signal(p.pid);
-        pids.push(p.pid);
-      }
-    }
-    if (pids.length > 0) killed.push({ key: r.key, name: r.name, pids });
-  }
-  const all = killed.flatMap((k) => k.pids);
-  const deadline = Date.now() + (options.waitMs ?? 5000);
-  while (all.some(isRunning) && Date.now() < deadline) await sleep(25);
-  rmSync(stateFile, { force: true });
-  return killed;
+export type RecordCheck = { verdict: 'adopt' } | { verdict: 'stop' | 'gone' | 'foreign'; reason: string };
+
+export function checkRecord(r: RecordedProcess, live: LiveProcess, bootId: string | undefined): RecordCheck {
+  if (r.bootId !== undefined && bootId !== undefined && r.bootId !== bootId)
+    return { verdict: 'gone', reason: 'it was recorded before the machine restarted' };
+  const { stat } = live;
+  if (stat === undefined || stat.state === 'Z') return { verdict: 'gone', reason: 'it has exited' };
+  if (r.startTime === undefined)
+    return {
+      verdict: 'foreign',
+      reason: `its start time was not recorded, so pid ${r.pid} cannot be told to be it`,
+    };
+  if (stat.startTime !== r.startTime)
+    return { verdict: 'foreign', reason: `pid ${r.pid} is another process now (it started at another time)` };
+  if (live.environ === undefined)
+    return {
+      verdict: 'foreign',
+      reason: `the environment of pid ${r.pid} cannot be read, so it cannot be told to be ours`,
+    };
+  if (!live.environ.includes(`${runTokenVariable}=${r.run}`))
+    return { verdict: 'foreign', reason: `pid ${r.pid} does not carry the recorded run token` };
+  if (live.cmdline === undefined || !commandMatches(r.command, live.cmdline))
+    return { verdict: 'stop', reason: 'its command line is not the recorded one' };
+  if (stat.pgrp !== r.pgid) return { verdict: 'stop', reason: 'it left its process group' };
+  if (r.hash === undefined)
+    return { verdict: 'stop', reason: 'it was started by an agent that did not record what it runs' };
+  return { verdict: 'adopt' };
 }
 
-function signal(target: number): void {
-  try {
-    process.kill(target, 'SIGKILL');
-  } catch {
-    // Gone already, or not ours to kill.
+/** One shard's recorded processes, all still running as recorded (adopt) or ours to stop. */
+export interface FoundShard {
+  key: string;
+  processes: RecordedProcess[];
+  /** Set for a shard to stop: why it cannot be adopted. */
+  reason?: string;
+}
+
+/** What an agent finds at its start of what the earlier one ran. */
+export interface Survey {
+  adoptable: FoundShard[];
+  /** Ours, not adoptable: to be stopped (the processes listed only, those still ours). */
+  stale: FoundShard[];
+  /** Recorded pids that are another process's now: not touched. */
+  foreign: { key: string; pid: number; reason: string }[];
+  /** Workers left by an engine whose leader is gone, found by their run token: killed at once. */
+  orphans: { key: string; pids: number[] }[];
+}
+
+/** Reads `stateFile` and checks every recorded process against what runs now. */
+export function survey(stateFile: string, read: (pid: number) => LiveProcess = readLive): Survey {
+  const recorded = readStateFile(stateFile);
+  const out: Survey = { adoptable: [], stale: [], foreign: [], orphans: [] };
+  if (recorded.length === 0) return out;
+  const bootId = readBootId();
+  const byKey = new Map<string, RecordedProcess[]>();
+  for (const r of recorded) byKey.set(r.key, [...(byKey.get(r.key) ?? []), r]);
+  const withoutLeader: RecordedProcess[] = [];
+  for (const [key, processes] of byKey) {
+    const checks = processes.map((r) => ({ r, check: checkRecord(r, read(r.pid), bootId) }));
+    const ours = checks.filter((c) => c.check.verdict === 'adopt' || c.check.verdict === 'stop');
+    for (const c of checks) {
+      if (c.check.verdict === 'foreign') out.foreign.push({ key, pid: c.r.pid, reason: c.check.reason });
+      if (c.check.verdict === 'foreign' || c.check.verdict === 'gone') withoutLeader.push(c.r);
+    }
+    if (checks.every((c) => c.check.verdict === 'adopt')) {
+      out.adoptable.push({ key, processes });
+      continue;
+    }
+    const why = checks.find((c) => c.check.verdict !== 'adopt')?.check;
+    if (ours.length > 0)
+      out.stale.push({
+        key,
+        processes: ours.map((c) => c.r),
+        reason: why !== undefined && 'reason' in why ? why.reason : 'it cannot be adopted',
+      });
+  }
+  // Workers whose leader died first, or that left its group: their environment says whose they are.
+  if (withoutLeader.length > 0) {
+    const byToken = new Map(withoutLeader.map((r) => [`${runTokenVariable}=${r.run}`, r]));
+    const found = new Map<string, number[]>();
+    for (const p of listProcesses()) {
+      if (p.pid === process.pid) continue;
+      const token = readEnviron(p.pid)?.find((e) => byToken.has(e));
+      const r = token === undefined ? undefined : byToken.get(token);
+      if (r === undefined || recorded.some((x) => x.pid === p.pid && x.run === r.run)) continue;
+      found.set(r.key, [...(found.get(r.key) ?? []), p.pid]);
+    }
+    for (const [key, pids] of found) out.orphans.push({ key, pids });
+  }
+  return out;
+}
+
+function readLive(pid: number): LiveProcess {
+  return { stat: readStat(pid), cmdline: readCmdline(pid), environ: readEnviron(pid) };
+}
+
+/** SIGKILL to each pid (orphaned workers: no grace, their engine is gone already). */
+export function killOrphans(pids: readonly number[]): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Gone already, or not ours to kill.
+    }
   }
 }

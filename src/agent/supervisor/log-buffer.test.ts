@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -52,19 +52,46 @@ describe('LogBuffer', () => {
     expect(seen).toEqual(['one']);
   });
 
-  it('appends to its file and rotates it, keeping one previous file', async () => {
+  it('reads back what engines append to its file, keeps notes out of memory, and rotates it', () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-log-'));
     const file = join(dir, 'r-r0.log');
+    writeFileSync(file, 'an earlier run\n');
     const log = new LogBuffer({ lines: 10, file, maxFileBytes: 100 });
-    for (let i = 0; i < 30; i++) log.push(`line ${String(i).padStart(2, '0')} ......`);
-    log.close();
-    await new Promise((r) => setTimeout(r, 50));
+    // What was there is an earlier run's: not read.
+    appendFileSync(file, 'line 00 ......\npart');
+    log.note('started x (pid 1)');
+    log.readNow();
+    // The note goes on a line of its own, cutting the engine's unfinished one.
+    expect(log.tail()).toEqual(['line 00 ......', 'part']);
+    appendFileSync(file, 'ial\n');
+    for (let i = 1; i < 30; i++) {
+      appendFileSync(file, `line ${String(i).padStart(2, '0')} ......\n`);
+      log.readNow();
+    }
+    expect(log.tail(3)).toEqual(['line 27 ......', 'line 28 ......', 'line 29 ......']);
+    expect(log.tail()).not.toContain(expect.stringMatching(/^--- llmgw/));
     expect(existsSync(`${file}.1`)).toBe(true);
-    const current = readFileSync(file, 'utf8');
-    const previous = readFileSync(`${file}.1`, 'utf8');
-    expect(current.endsWith('line 29 ......\n')).toBe(true);
-    expect(Buffer.byteLength(previous)).toBeGreaterThanOrEqual(100);
-    expect(Buffer.byteLength(previous)).toBeLessThan(100 + 20);
+    expect(Buffer.byteLength(readFileSync(`${file}.1`, 'utf8'))).toBeGreaterThanOrEqual(100);
+    expect(readFileSync(file, 'utf8').length).toBeLessThan(100);
     expect(existsSync(`${file}.2`)).toBe(false);
+    // A last line without its newline counts once the writer is gone.
+    appendFileSync(file, 'no newline');
+    log.readNow();
+    expect(log.tail(1)).toEqual(['line 29 ......']);
+    log.readNow(true);
+    expect(log.tail(1)).toEqual(['no newline']);
+    log.close();
+  });
+
+  it("loads the last lines already written, for an adopted engine's log", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-log-'));
+    const file = join(dir, 'r-r0.log');
+    writeFileSync(file, 'one\n--- llmgw 2026-01-01T00:00:00.000Z: started\ntwo\nthr');
+    const log = new LogBuffer({ lines: 10, file, maxFileBytes: 1 << 20 });
+    log.loadRecent();
+    expect(log.tail()).toEqual(['one', 'two']);
+    appendFileSync(file, 'ee\n');
+    log.readNow();
+    expect(log.tail()).toEqual(['one', 'two', 'three']);
   });
 });

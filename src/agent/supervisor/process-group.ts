@@ -1,16 +1,15 @@
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import type { Readable } from 'node:stream';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { ProcessSpec } from '../../engines/types.js';
-import { LineSplitter } from './log-buffer.js';
-import { groupAlive, groupMembers } from './process-tree.js';
+import { groupAlive, groupMembers, readStat } from './process-tree.js';
 
 /**
  * One engine process in a process group of its own (`detached: true` makes it a session
  * and group leader), so that signals reach the workers it forks — vLLM's engine core and
- * tensor-parallel workers — and no process of another shard.
+ * tensor-parallel workers — and no process of another shard. Either spawned here, or
+ * adopted: started by an earlier agent of this node and taken over as it runs.
  */
 
 export interface Exit {
@@ -53,52 +52,64 @@ const KILL_WAIT_MS = 10_000;
 export interface SpawnOptions {
   spec: ProcessSpec;
   env: NodeJS.ProcessEnv;
-  /** Each line the process writes, stdout and stderr interleaved as they arrive. */
-  onLine: (line: string) => void;
+  /** The file its stdout and stderr are appended to (see LogBuffer: no pipe, so it outlives the agent). */
+  logFile: string;
 }
+
+/** What a group was started with, as recorded for the next agent: see leftovers.ts. */
+export interface Adoptable {
+  name: string;
+  pid: number;
+  /** From /proc/PID/stat: with the pid, names the process for the whole boot. */
+  startTime: number;
+  /** The run token in its environment. */
+  run: string;
+}
+
+/** How often an adopted process (not a child: no exit event) is looked at. */
+const ADOPTED_POLL_MS = 100;
 
 export class ProcessGroup {
   readonly name: string;
   /** The leader's pid, which is also the group id. */
   readonly pid: number;
+  /** The leader's start time (/proc/PID/stat), when it could be read. */
+  readonly startTime: number | undefined;
+  /** Started by an earlier agent and taken over: its exit status cannot be known. */
+  readonly adopted: boolean;
   /** Resolves when the leader has exited (its group may still hold workers). */
   readonly exited: Promise<Exit>;
   #exit: Exit | undefined;
-  readonly #closed: Promise<void>;
-  readonly #child: ChildProcessByStdio<null, Readable, Readable>;
+  readonly #child: ChildProcess | undefined;
+  #poll: NodeJS.Timeout | undefined;
 
-  private constructor(
-    name: string,
-    child: ChildProcessByStdio<null, Readable, Readable>,
-    pid: number,
-    onLine: (line: string) => void,
-  ) {
+  private constructor(name: string, pid: number, child: ChildProcess | undefined, startTime?: number) {
     this.name = name;
-    this.#child = child;
     this.pid = pid;
-    const out = new LineSplitter(onLine);
-    const err = new LineSplitter(onLine);
-    child.stdout.on('data', (d: Buffer) => {
-      out.push(d);
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      err.push(d);
-    });
-    // A read error on a pipe must not take the agent down; the exit says what happened.
-    child.stdout.on('error', () => undefined);
-    child.stderr.on('error', () => undefined);
+    this.#child = child;
+    this.adopted = child === undefined;
+    this.startTime = startTime ?? readStat(pid)?.startTime;
     this.exited = new Promise((resolve) => {
-      child.once('exit', (code, signal) => {
-        this.#exit = { code, signal };
-        resolve(this.#exit);
-      });
-    });
-    this.#closed = new Promise((resolve) => {
-      child.once('close', () => {
-        out.flush();
-        err.flush();
-        resolve();
-      });
+      const done = (exit: Exit) => {
+        if (this.#exit !== undefined) return;
+        this.#exit = exit;
+        if (this.#poll !== undefined) clearInterval(this.#poll);
+        resolve(exit);
+      };
+      if (child !== undefined) {
+        child.once('exit', (code, signal) => {
+          done({ code, signal });
+        });
+        return;
+      }
+      // Not our child: the kernel tells its parent (init, now) of the exit, so look for it.
+      const check = () => {
+        const stat = readStat(pid);
+        if (stat === undefined || stat.state === 'Z' || stat.startTime !== this.startTime)
+          done({ code: null, signal: null });
+      };
+      this.#poll = setInterval(check, ADOPTED_POLL_MS);
+      check();
     });
   }
 
@@ -106,27 +117,45 @@ export class ProcessGroup {
   static spawn(options: SpawnOptions): Promise<ProcessGroup> {
     const { spec } = options;
     return new Promise((resolve, reject) => {
-      let child: ChildProcessByStdio<null, Readable, Readable>;
+      let child: ChildProcess;
+      let out: number;
+      try {
+        out = openSync(options.logFile, 'a');
+      } catch (e) {
+        reject(
+          new SpawnError(spec.bin, new Error(`cannot open its log file ${options.logFile}: ${String(e)}`)),
+        );
+        return;
+      }
       try {
         child = spawn(spec.bin, spec.args, {
           detached: true,
-          stdio: ['ignore', 'pipe', 'pipe'],
+          stdio: ['ignore', out, out],
           env: { ...options.env, ...spec.env },
         });
       } catch (e) {
         reject(new SpawnError(spec.bin, e));
         return;
+      } finally {
+        // The child has its own copy.
+        closeSync(out);
       }
       // Later errors (a failed kill) are reported by the exit; without a listener they would throw.
       child.on('error', () => undefined);
-      if (child.pid === undefined) {
+      const pid = child.pid;
+      if (pid === undefined) {
         child.once('error', (e) => {
           reject(new SpawnError(spec.bin, e));
         });
         return;
       }
-      resolve(new ProcessGroup(spec.name, child, child.pid, options.onLine));
+      resolve(new ProcessGroup(spec.name, pid, child));
     });
+  }
+
+  /** Takes over a process an earlier agent started (checked against its record first: leftovers.ts). */
+  static adopt(p: Adoptable): ProcessGroup {
+    return new ProcessGroup(p.name, p.pid, undefined, p.startTime);
   }
 
   /** The leader's exit, once it has happened. */
@@ -174,19 +203,10 @@ export class ProcessGroup {
     return (await this.#waitGone(KILL_WAIT_MS)) ? 'killed' : 'stuck';
   }
 
-  /**
-   * Resolves once the process's output is read to its end, or after `timeoutMs`: a
-   * process that left the group may hold the pipes open, and must not hold the shard.
-   */
-  async drained(timeoutMs: number): Promise<void> {
-    const timer = new AbortController();
-    await Promise.race([
-      this.#closed,
-      sleep(timeoutMs, undefined, { signal: timer.signal }).catch(() => undefined),
-    ]);
-    timer.abort();
-    this.#child.stdout.destroy();
-    this.#child.stderr.destroy();
+  /** Lets the process run on without this agent (it exits, another adopts the process): nothing here waits for it. */
+  release(): void {
+    this.#child?.unref();
+    if (this.#poll !== undefined) clearInterval(this.#poll);
   }
 
   async #waitGone(timeoutMs: number): Promise<boolean> {

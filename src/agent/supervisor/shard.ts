@@ -4,7 +4,7 @@ import { holdsGpuMemory, noGpuMemoryReason } from './gpu-check.js';
 import { readBootId, runTokenVariable, type ProcessRecord, type RecordedProcess } from './leftovers.js';
 import type { LogBuffer } from './log-buffer.js';
 import { ProcessGroup, SpawnError, type Exit, type StopOutcome } from './process-group.js';
-import { groupMembers, listProcesses, processTree, readStat, type ProcStat } from './process-tree.js';
+import { groupMembers, listProcesses, processTree, type ProcStat } from './process-tree.js';
 import {
   describeProbe,
   formatMs,
@@ -48,8 +48,6 @@ export interface ShardContext {
 const HEALTH_FAILURES = 3;
 /** Lines of output kept with an exit. */
 const EXIT_TAIL = 20;
-/** How long output may still arrive after the processes are gone. */
-const DRAIN_MS = 1000;
 
 /** Why an attempt ended (undefined: it was stopped) and how its process exited. */
 interface Ending {
@@ -86,6 +84,12 @@ export class Shard {
   /** The last holder found for a set of sockets: finding it scans every process. */
   #holder: { inodes: string; holder: Holder | undefined } | undefined;
   #lastEmitted = '';
+  /** Processes an earlier agent started for this very run, taken over by the first attempt instead of a start. */
+  #adopted: { groups: ProcessGroup[]; run: string } | undefined;
+  /** Set by detach(): the processes are left running, recorded, for the next agent. */
+  #detached = false;
+  /** Whether the first attempt has been through its first readiness check (or ended). */
+  #checked = false;
 
   constructor(run: ShardRun, hash: string, ctx: ShardContext) {
     this.#run = run;
@@ -102,12 +106,32 @@ export class Shard {
     this.#run = run;
   }
 
-  /** Starts the loop, once `after` (the previous processes of this key stopping) has settled when given. */
-  start(after?: Promise<void>): void {
+  /**
+   * Starts the loop, once `after` (the previous processes of this key stopping) has settled
+   * when given. `adopted`: the processes an earlier agent started for this same run (its
+   * hash matched), which the first attempt takes over instead of starting new ones.
+   */
+  start(after?: Promise<void>, adopted?: { groups: ProcessGroup[]; run: string }): void {
+    this.#adopted = adopted;
     this.#done = this.#loop(after).catch((e: unknown) => {
       // A bug here must not leave the shard looking alive.
       this.#set('failed', `the supervisor failed: ${e instanceof Error ? e.message : String(e)}`);
     });
+  }
+
+  /** Whether this shard was adopted and has had its first readiness check (or ended): its state is then known. */
+  get checked(): boolean {
+    return this.#checked;
+  }
+
+  /**
+   * Stops watching and leaves the processes running, recorded, for the next agent to adopt
+   * (the agent exits for a restart or an upgrade). Resolves once the loop has ended.
+   */
+  detach(): Promise<void> {
+    this.#detached = true;
+    this.#stopper.abort();
+    return this.#done;
   }
 
   /** Stops the processes (SIGTERM, SIGKILL after the grace) and resolves once they are gone. */
@@ -171,44 +195,50 @@ export class Shard {
     }
   }
 
-  /** One run of the processes, from spawn to gone. Undefined when it ended because the shard stops. */
+  /** One run of the processes, from spawn (or adoption) to gone. Undefined when it ended because the shard stops. */
   async #attempt(): Promise<Ending | undefined> {
     const run = this.#run;
     const { log, record } = this.#ctx;
     const logStart = log.total;
-    const token = `${run.key}:${randomUUID()}`;
+    const adopted = this.#adopted;
+    this.#adopted = undefined;
+    const token = adopted?.run ?? `${run.key}:${randomUUID()}`;
     const port = run.health === undefined ? undefined : healthPort(run.health);
-    // An engine started on a port another program holds fails to bind, over and over: wait instead.
-    if (port !== undefined && !(await this.#portFree(port))) return undefined;
-    this.#set(
-      'starting',
-      run.health === undefined
-        ? `starting: ready once it has run for ${formatMs(this.#ctx.timing.settleMs)}`
-        : 'starting the engine',
-    );
-
     const groups: ProcessGroup[] = [];
-    try {
-      for (const spec of run.processes) {
-        const group = await ProcessGroup.spawn({
-          spec,
-          env: { ...this.#ctx.env, [runTokenVariable]: token },
-          onLine: (line) => {
-            log.push(line);
-          },
-        });
-        groups.push(group);
-        this.#groups = groups;
-        log.note(`started ${spec.name} (pid ${group.pid})`);
+    if (adopted !== undefined) {
+      groups.push(...adopted.groups);
+      this.#groups = groups;
+      for (const g of groups) log.note(`adopted ${g.name} (pid ${g.pid}), started by an earlier agent`);
+      this.#set('starting', 'adopted from the previous agent: checking its health');
+    } else {
+      // An engine started on a port another program holds fails to bind, over and over: wait instead.
+      if (port !== undefined && !(await this.#portFree(port))) return undefined;
+      this.#set(
+        'starting',
+        run.health === undefined
+          ? `starting: ready once it has run for ${formatMs(this.#ctx.timing.settleMs)}`
+          : 'starting the engine',
+      );
+      try {
+        for (const spec of run.processes) {
+          const group = await ProcessGroup.spawn({
+            spec,
+            env: { ...this.#ctx.env, [runTokenVariable]: token },
+            logFile: log.file ?? '/dev/null',
+          });
+          groups.push(group);
+          this.#groups = groups;
+          log.note(`started ${spec.name} (pid ${group.pid})`);
+        }
+      } catch (e) {
+        await Promise.all(groups.map((g) => g.kill()));
+        const reason =
+          e instanceof SpawnError
+            ? e.message
+            : `cannot start ${run.processes[groups.length]?.bin ?? 'the engine'}: ${String(e)}`;
+        log.note(reason);
+        return this.#stopping() ? undefined : { reason };
       }
-    } catch (e) {
-      await Promise.all(groups.map((g) => g.kill()));
-      const reason =
-        e instanceof SpawnError
-          ? e.message
-          : `cannot start ${run.processes[groups.length]?.bin ?? 'the engine'}: ${String(e)}`;
-      log.note(reason);
-      return this.#stopping() ? undefined : { reason };
     }
     this.#pid = groups[0]?.pid;
     const bootId = readBootId();
@@ -223,10 +253,11 @@ export class Shard {
           pgid: g.pid,
           command: spec === undefined ? [] : [spec.bin, ...spec.args],
           run: token,
+          hash: this.hash,
+          stopGraceMs: run.stopGraceMs,
         };
-        // Read now: the start time is the fork's, so it is right even before the exec.
-        const startTime = readStat(g.pid)?.startTime;
-        if (startTime !== undefined) entry.startTime = startTime;
+        // Read at the spawn: the start time is the fork's, so it is right even before the exec.
+        if (g.startTime !== undefined) entry.startTime = g.startTime;
         if (bootId !== undefined) entry.bootId = bootId;
         return entry;
       }),
@@ -239,9 +270,21 @@ export class Shard {
       // The attempt's signal, not the shard's: it is aborted below, so no listener outlives the attempt.
       aborted(signal).then(() => ({ kind: 'stop' as const })),
       ...groups.map((group) => group.exited.then((exit) => ({ kind: 'exit' as const, group, exit }))),
-      this.#watch(groups, signal).then((reason) => ({ kind: 'recycle' as const, reason })),
+      this.#watch(groups, signal, adopted !== undefined).then((reason) => ({
+        kind: 'recycle' as const,
+        reason,
+      })),
     ]);
     attempt.abort();
+    this.#checked = true;
+    if (outcome.kind === 'stop' && this.#detached) {
+      // Left running for the next agent: its record stays, and nothing here waits for it.
+      for (const g of groups) g.release();
+      log.note('the agent exits: left running for the next agent to adopt');
+      log.readNow();
+      this.#groups = [];
+      return undefined;
+    }
     if (outcome.kind === 'recycle') this.#set('failed', outcome.reason);
 
     let ending: Ending | undefined;
@@ -252,7 +295,8 @@ export class Shard {
     } else {
       await Promise.all(groups.map((g) => this.#terminate(g)));
     }
-    await Promise.all(groups.map((g) => g.drained(DRAIN_MS)));
+    // Its output is all in the file once its processes are gone.
+    log.readNow(true);
     record.set(run.key, []);
 
     this.#groups = [];
@@ -373,12 +417,13 @@ export class Shard {
    * Readiness, then health while ready. Resolves with a reason to restart the shard
    * (never ready in time, stopped answering); never resolves otherwise.
    */
-  async #watch(groups: ProcessGroup[], signal: AbortSignal): Promise<string> {
+  async #watch(groups: ProcessGroup[], signal: AbortSignal, adopted: boolean): Promise<string> {
     const { timing, now } = this.#ctx;
     const health = this.#run.health;
     const deadline = now() + timing.readyTimeoutMs;
     if (health === undefined) {
-      if (!(await wait(timing.settleMs, signal))) return never();
+      // An adopted rank has run a while already.
+      if (!adopted && !(await wait(timing.settleMs, signal))) return never();
     } else {
       const port = healthPort(health);
       for (;;) {
@@ -387,6 +432,7 @@ export class Shard {
         // Only the engine's own answer counts: another program on its port must not make it ready.
         const foreign = probe.kind === 'ok' && port !== undefined ? this.#notOwn(groups, port) : undefined;
         if (probe.kind === 'ok' && foreign === undefined) break;
+        this.#checked = true;
         if (now() >= deadline) {
           return `not ready after ${formatMs(timing.readyTimeoutMs)} (last health check: ${foreign?.reason ?? describeProbe(probe, health)}); raise the ready timeout if the model loads slower than that`;
         }
@@ -396,6 +442,7 @@ export class Shard {
       }
     }
     this.#readySince = now();
+    this.#checked = true;
     const degraded = this.#run.degradedReason;
     if (degraded !== undefined) this.#set('degraded', degraded);
     else this.#set('ready', undefined);
@@ -485,6 +532,8 @@ function probeTimeout(intervalMs: number): number {
 }
 
 function describeExit(exit: Exit): string {
+  if (exit.signal === null && exit.code === null)
+    return 'exited (started by an earlier agent, so its exit status is not known here)';
   return exit.signal !== null ? `killed by ${exit.signal}` : `exited with code ${exit.code ?? 'unknown'}`;
 }
 

@@ -1,4 +1,5 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -6,8 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { fakeGguf, fakeLlamaServer, fakeVllm, freePort } from '../../../test/fakes/engines/fake-engines.js';
 import type { ProcessSpec } from '../../engines/types.js';
-import { killLeftovers } from './leftovers.js';
-import { isRunning } from './process-tree.js';
+import { isRunning, readStat } from './process-tree.js';
 import { Supervisor, type SupervisorOptions } from './supervisor.js';
 import type { ShardRun, ShardStatus } from './types.js';
 
@@ -133,8 +133,10 @@ describe('readiness', () => {
         (e) => e.state === 'starting' && e.reason === 'loading the model (the health check answers 503)',
       ),
     ).toBe(true);
-    expect(sup.logs('llama-1/0').some((l) => l.includes('llama_server: model loaded'))).toBe(true);
-    // Appended asynchronously: wait for it.
+    // The engine writes its file; the lines are read back from it.
+    await until('its lines', () =>
+      sup.logs('llama-1/0').some((l) => l.includes('llama_server: model loaded')),
+    );
     const file = await until('the log file', () => {
       const text = readFileSync(join(dir, 'logs', 'llama-1-r0.log'), 'utf8');
       return text.includes('model loaded') ? text : undefined;
@@ -513,19 +515,147 @@ describe('GPU memory check', () => {
   });
 });
 
-describe('leftovers', () => {
-  it('records what runs, so a later agent can kill it', async () => {
+describe('adoption by the next agent', () => {
+  /** A second supervisor on the same data dir, as the agent restarted. */
+  function successor(dir: string, options: Partial<SupervisorOptions> = {}): Harness {
+    const events: ShardStatus[] = [];
+    const removed: string[] = [];
+    const sup = new Supervisor({
+      logDir: join(dir, 'logs'),
+      onStatus: (s) => events.push(s),
+      onRemoved: (key) => removed.push(key),
+      backoff: { initialMs: 50, maxMs: 400 },
+      healthIntervalMs: 40,
+      readyHealthIntervalMs: 40,
+      settleMs: 100,
+      ...options,
+    });
+    supervisors.push(sup);
+    return { sup, events, removed, dir };
+  }
+
+  it('takes over an engine left running, keeps its pid and log, and stops it once unassigned', async () => {
     const { sup, dir } = harness();
     const port = await freePort();
-    sup.apply([llamaShard('llama-1/0', port, 0)]);
+    const run = llamaShard('llama-1/0', port, 0);
+    sup.apply([run]);
     const { pid } = await inState(sup, 'llama-1/0', 'ready');
-    const stateFile = join(dir, 'processes.json');
-    const recorded = JSON.parse(readFileSync(stateFile, 'utf8'));
-    expect(recorded.processes).toMatchObject([{ key: 'llama-1/0', name: 'llama-server', pid, pgid: pid }]);
-    // The kernel runs the script as `node …/llama-server.mjs …`: the record must still match it.
-    const killed = await killLeftovers(stateFile);
-    expect(killed).toEqual([{ key: 'llama-1/0', name: 'llama-server', pids: [pid] }]);
+    expect(pid).toBeGreaterThan(0);
+    // The agent goes (as after kill -9): nothing stops the engine.
+    await sup.detach();
+    expect(isRunning(pid ?? 0)).toBe(true);
+    const recorded = JSON.parse(readFileSync(join(dir, 'processes.json'), 'utf8'));
+    expect(recorded.processes).toMatchObject([{ key: 'llama-1/0', pid, pgid: pid }]);
+
+    const next = successor(dir);
+    expect(next.sup.adoption.adoptable.map((f) => f.key)).toEqual(['llama-1/0']);
+    expect(next.sup.unclaimed()).toEqual(['llama-1/0']);
+    next.sup.apply([run]);
+    await next.sup.adoptedChecked(5000);
+    const adopted = statusOf(next.sup, 'llama-1/0');
+    expect(adopted).toMatchObject({ state: 'ready', pid, restarts: 0 });
+    // Never reported as starting again once its first check was made: no "starting the engine".
+    expect(next.events.some((e) => e.reason === 'starting the engine')).toBe(false);
+    // What it wrote before the restart is in its log, and what it writes after too.
+    expect(next.sup.logs('llama-1/0').some((l) => l.includes('model loaded'))).toBe(true);
+    const res = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'hi', max_tokens: 2 }),
+    });
+    expect(res.status).toBe(200);
+    await until('its request logged', () =>
+      next.sup.logs('llama-1/0').some((l) => l.includes('processing task')),
+    );
+    expect(readFileSync(join(dir, 'logs', 'llama-1-r0.log'), 'utf8')).toMatch(
+      /--- llmgw .*: adopted llama-server \(pid \d+\), started by an earlier agent/,
+    );
+
+    next.sup.apply([]);
+    await next.sup.stopped();
     expect(isRunning(pid ?? 0)).toBe(false);
-    expect(existsSync(stateFile)).toBe(false);
+    expect(JSON.parse(readFileSync(join(dir, 'processes.json'), 'utf8')).processes).toEqual([]);
+  });
+
+  it('notices the exit of an adopted engine (not its child) and starts it again', async () => {
+    const { sup, dir } = harness();
+    const port = await freePort();
+    const run = llamaShard('crash/0', port, 0);
+    sup.apply([run]);
+    const { pid } = await inState(sup, 'crash/0', 'ready');
+    await sup.detach();
+    // Health checks far apart: the exit is what is noticed, not the port that stopped answering.
+    const next = successor(dir, { readyHealthIntervalMs: 2000 });
+    next.sup.apply([run]);
+    expect(statusOf(next.sup, 'crash/0')?.pid).toBe(pid);
+    await inState(next.sup, 'crash/0', 'ready');
+    process.kill(pid ?? 0, 'SIGKILL');
+    const failed = await inState(next.sup, 'crash/0', 'failed');
+    expect(failed.reason).toMatch(
+      /^llama-server exited \(started by an earlier agent, so its exit status is not known here\)/,
+    );
+    const again = await inState(next.sup, 'crash/0', 'ready');
+    expect(again.pid).not.toBe(pid);
+    expect(again.restarts).toBe(1);
+  });
+
+  it('replaces an adopted engine whose run changed, once it has exited', async () => {
+    const { sup, dir } = harness();
+    const port = await freePort();
+    const run = llamaShard('changed/0', port, 0);
+    sup.apply([run]);
+    const { pid } = await inState(sup, 'changed/0', 'ready');
+    await sup.detach();
+    const next = successor(dir);
+    const changed = {
+      ...run,
+      processes: run.processes.map((p) => ({ ...p, args: [...p.args, '--ctx-size', '4096'] })),
+    };
+    next.sup.apply([changed]);
+    const ready = await inState(next.sup, 'changed/0', 'ready');
+    expect(ready.pid).not.toBe(pid);
+    expect(isRunning(pid ?? 0)).toBe(false);
+  });
+
+  it('stops engines no assignment claims when released, and leaves alone a pid that is not ours', async () => {
+    const { sup, dir } = harness();
+    const port = await freePort();
+    sup.apply([llamaShard('unwanted/0', port, 0)]);
+    const { pid } = await inState(sup, 'unwanted/0', 'ready');
+    await sup.detach();
+    // A record whose pid another process has now: it does not carry the recorded run token.
+    const stranger = spawn(process.execPath, ['-e', idle], { detached: true, stdio: 'ignore' });
+    const strangerPid = stranger.pid ?? 0;
+    const file = join(dir, 'processes.json');
+    const state = JSON.parse(readFileSync(file, 'utf8'));
+    const [mine] = state.processes;
+    state.processes.push({
+      ...mine,
+      key: 'stranger/0',
+      pid: strangerPid,
+      pgid: strangerPid,
+      command: [process.execPath, '-e', idle],
+      startTime: readStat(strangerPid)?.startTime,
+    });
+    writeFileSync(file, JSON.stringify(state));
+    try {
+      const next = successor(dir);
+      expect(next.sup.adoption.foreign).toEqual([
+        {
+          key: 'stranger/0',
+          pid: strangerPid,
+          reason: `pid ${strangerPid} does not carry the recorded run token`,
+        },
+      ]);
+      expect(next.sup.unclaimed()).toEqual(['unwanted/0']);
+      // The control plane's first assignment does not place it here.
+      expect(next.sup.releaseUnclaimed(() => false)).toEqual(['unwanted/0']);
+      await next.sup.stopped();
+      expect(isRunning(pid ?? 0)).toBe(false);
+      expect(isRunning(strangerPid)).toBe(true);
+      expect(JSON.parse(readFileSync(file, 'utf8')).processes).toEqual([]);
+    } finally {
+      process.kill(strangerPid, 'SIGKILL');
+    }
   });
 });

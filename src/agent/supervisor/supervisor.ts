@@ -2,9 +2,10 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { engineEnv } from './engine-env.js';
-import { ProcessRecord } from './leftovers.js';
+import { killOrphans, ProcessRecord, survey, type FoundShard, type Survey } from './leftovers.js';
 import { LogBuffer } from './log-buffer.js';
-import { listProcesses } from './process-tree.js';
+import { ProcessGroup } from './process-group.js';
+import { groupMembers, listProcesses, processTree } from './process-tree.js';
 import { runHash } from './run-hash.js';
 import { Shard, type ShardContext, type ShardTiming } from './shard.js';
 import { readListeners, socketInodes } from './sockets.js';
@@ -44,7 +45,10 @@ export interface SupervisorOptions {
   logLines?: number;
   /** The log file is rotated past this size (default 10 MiB). */
   logFileMaxBytes?: number;
-  /** Where the processes are recorded for `killLeftovers`; default `${logDir}/../processes.json`. */
+  /**
+   * Where the processes are recorded, for the next agent to adopt them; default
+   * `${logDir}/../processes.json`. Read at construction: see `adoption`.
+   */
   stateFile?: string;
   /**
    * Base environment of engines (default: what engineEnv keeps of process.env, never the
@@ -73,6 +77,14 @@ export class Supervisor {
   readonly #stopping = new Map<Shard, Promise<void>>();
   /** Per key, kept across restarts and replacements, dropped once the key is gone. */
   readonly #logs = new Map<string, LogBuffer>();
+  /** Engines an earlier agent started, running as recorded, not yet claimed by a desired shard of the same run. */
+  readonly #adoptable = new Map<string, Unclaimed>();
+  /** An earlier agent's engines being stopped (not adoptable, unassigned or changed), by key, until gone. */
+  readonly #stoppingAdopted = new Map<string, { groups: ProcessGroup[]; done: Promise<void> }>();
+  /** Keys whose shard took over an earlier agent's engines. */
+  readonly #adoptedKeys = new Set<string>();
+  /** What was found of the earlier agent's engines at construction, for the agent's log. */
+  readonly adoption: Survey;
 
   constructor(options: SupervisorOptions) {
     this.#o = options;
@@ -88,7 +100,54 @@ export class Supervisor {
       portRetryMs: options.portRetryMs ?? 2000,
     };
     mkdirSync(options.logDir, { recursive: true });
-    this.#record = new ProcessRecord(options.stateFile ?? join(options.logDir, '..', 'processes.json'));
+    const stateFile = options.stateFile ?? join(options.logDir, '..', 'processes.json');
+    // What an earlier agent of this node left running: taken over when desired again, else stopped.
+    this.adoption = survey(stateFile);
+    const found = [...this.adoption.adoptable, ...this.adoption.stale];
+    this.#record = new ProcessRecord(
+      stateFile,
+      found.flatMap((f) => f.processes),
+    );
+    for (const o of this.adoption.orphans) killOrphans(o.pids);
+    for (const f of this.adoption.adoptable) this.#adoptable.set(f.key, unclaimed(f));
+    for (const f of this.adoption.stale) this.#stopAdopted(unclaimed(f));
+  }
+
+  /** Keys of engines an earlier agent started that wait to be claimed by a desired shard (or released). */
+  unclaimed(): string[] {
+    return [...this.#adoptable.keys()];
+  }
+
+  /**
+   * Stops the earlier agent's engines not claimed yet whose key `keep` does not want: the
+   * control plane's first assignment does not place them here, or none came in time.
+   * Returns the keys stopped.
+   */
+  releaseUnclaimed(keep: (key: string) => boolean = () => false): string[] {
+    const out: string[] = [];
+    for (const [key, u] of this.#adoptable) {
+      if (keep(key)) continue;
+      this.#adoptable.delete(key);
+      this.#stopAdopted(u);
+      out.push(key);
+    }
+    return out;
+  }
+
+  /**
+   * Resolves once every shard that took over an engine has had its first health check (so
+   * the state first reported is the engine's, not "checking"), or after `timeoutMs`.
+   */
+  async adoptedChecked(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const waiting = [...this.#adoptedKeys].some((k) => {
+        const shard = this.#shards.get(k);
+        return shard !== undefined && !shard.checked;
+      });
+      if (!waiting) return;
+      await new Promise((r) => setTimeout(r, 10));
+    }
   }
 
   /**
@@ -116,10 +175,24 @@ export class Supervisor {
         continue;
       }
       if (current !== undefined) this.#stop(current);
+      // An earlier agent's engine for this key: taken over when it runs this very run, else replaced.
+      const found = this.#adoptable.get(run.key);
+      this.#adoptable.delete(run.key);
+      let adopted: { groups: ProcessGroup[]; run: string } | undefined;
+      if (found?.hash === hash) adopted = { groups: found.groups, run: found.run };
+      else if (found !== undefined) this.#stopAdopted(found);
       const previous = [...this.#stopping].filter(([s]) => s.key === run.key).map(([, done]) => done);
-      const shard = new Shard(run, hash, this.#context(run));
+      const old = this.#stoppingAdopted.get(run.key);
+      if (old !== undefined) previous.push(old.done);
+      const context = this.#context(run);
+      if (adopted !== undefined) {
+        // Its recent output, for `logs` at once.
+        context.log.loadRecent();
+        this.#adoptedKeys.add(run.key);
+      }
+      const shard = new Shard(run, hash, context);
       this.#shards.set(run.key, shard);
-      shard.start(previous.length === 0 ? undefined : Promise.all(previous).then(() => undefined));
+      shard.start(previous.length === 0 ? undefined : Promise.all(previous).then(() => undefined), adopted);
     }
   }
 
@@ -154,13 +227,33 @@ export class Supervisor {
 
   /** Resolves when every shard that is stopping has exited. */
   async stopped(): Promise<void> {
-    while (this.#stopping.size > 0) await Promise.all(this.#stopping.values());
+    while (this.#stopping.size > 0 || this.#stoppingAdopted.size > 0)
+      await Promise.all([
+        ...this.#stopping.values(),
+        ...[...this.#stoppingAdopted.values()].map((s) => s.done),
+      ]);
   }
 
   /** Stops everything (SIGTERM, then SIGKILL after each shard's stopGraceMs) and resolves when all have exited. */
   stopAll(): Promise<void> {
     this.apply([]);
+    this.releaseUnclaimed();
     return this.stopped();
+  }
+
+  /**
+   * Stops supervising and leaves every engine running, recorded, for the next agent to
+   * adopt: the agent exits for a restart or an upgrade. Engines being stopped are still
+   * waited for.
+   */
+  async detach(): Promise<void> {
+    const shards = [...this.#shards.values()];
+    this.#shards.clear();
+    await Promise.all(shards.map((s) => s.detach()));
+    for (const u of this.#adoptable.values()) for (const g of u.groups) g.release();
+    this.#adoptable.clear();
+    await this.stopped();
+    for (const log of this.#logs.values()) log.close();
   }
 
   #stop(shard: Shard): void {
@@ -179,6 +272,17 @@ export class Supervisor {
     this.#stopping.set(shard, done);
   }
 
+  /** Stops an earlier agent's engine (SIGTERM to its groups, SIGKILL after its grace), and drops its record once gone. */
+  #stopAdopted(u: Unclaimed): void {
+    if (this.#stoppingAdopted.has(u.key)) return;
+    const done = Promise.all(u.groups.map((g) => g.terminate(u.stopGraceMs))).then(() => {
+      this.#stoppingAdopted.delete(u.key);
+      // A shard of this key started meanwhile records its own processes once these are gone.
+      if (!this.#shards.has(u.key)) this.#record.set(u.key, []);
+    });
+    this.#stoppingAdopted.set(u.key, { groups: u.groups, done });
+  }
+
   #context(run: ShardRun): ShardContext {
     let log = this.#logs.get(run.key);
     if (log === undefined) {
@@ -187,6 +291,7 @@ export class Supervisor {
         file: join(this.#o.logDir, logFileName(run)),
         maxFileBytes: this.#o.logFileMaxBytes ?? 10 * 1024 * 1024,
       });
+      log.watch();
       this.#logs.set(run.key, log);
     }
     return {
@@ -206,8 +311,34 @@ export class Supervisor {
     const out = new Set<number>();
     for (const shard of new Set([...this.#shards.values(), ...this.#stopping.keys()]))
       for (const pid of shard.pids(processes)) out.add(pid);
+    // The earlier agent's engines hold their ports too: they are this node's, not another program's.
+    const earlier = [...this.#adoptable.values(), ...this.#stoppingAdopted.values()].flatMap((u) => u.groups);
+    for (const g of earlier)
+      for (const pid of [...processTree(g.pid, processes), ...groupMembers(g.pid, processes)]) out.add(pid);
     return out;
   }
+}
+
+/** An earlier agent's engine, taken over for watching until claimed or stopped. */
+interface Unclaimed {
+  key: string;
+  hash: string | undefined;
+  run: string;
+  stopGraceMs: number;
+  groups: ProcessGroup[];
+}
+
+function unclaimed(f: FoundShard): Unclaimed {
+  const first = f.processes[0];
+  return {
+    key: f.key,
+    hash: first?.hash,
+    run: first?.run ?? '',
+    stopGraceMs: first?.stopGraceMs ?? 10_000,
+    groups: f.processes.map((p) =>
+      ProcessGroup.adopt({ name: p.name, pid: p.pid, startTime: p.startTime ?? 0, run: p.run }),
+    ),
+  };
 }
 
 /** `${replica}-r${rank}.log`, with anything a file name should not hold replaced. */
