@@ -119,6 +119,16 @@ describe('a control plane on TLS with its own CA', () => {
     expect((await client.whoami()).role).toBe('admin');
   });
 
+  it("gives gateways the cluster CA, to verify the nodes' engine forwarders against", async () => {
+    const client = new ApiClient({
+      server: t.cp.url,
+      key: t.adminKey,
+      fetch: fetchTrusting(ca, { repin: 'x' }),
+    });
+    const routes = await client.request<{ ca?: string }>('GET', '/gateway/routes');
+    expect(routes.body.ca).toBe(ca);
+  });
+
   it('refuses a client that trusts another CA, naming both fingerprints and how to pin again', async () => {
     const other = createCa().cert;
     const client = new ApiClient({

@@ -54,6 +54,9 @@ export const secretFiles = [
   'config.yaml',
   join('agent', 'node.json'),
   join('agent', 'assignment.json'),
+  // The engine forwarder's certificate and key.
+  join('agent', 'engine-proxy.json'),
+  join('tls', 'server-key.pem'),
 ] as const;
 
 /**

@@ -33,7 +33,8 @@ import { TrafficSampler } from './traffic/traffic-sampler.js';
 import { isLoopbackHost, ServingCertificates, tlsWanted } from '../tls/serving.js';
 import { parseListen } from './listen.js';
 import { fingerprint, publicKeyHash } from '../tls/certificates.js';
-import { tlsDir } from '../tls/cluster-ca.js';
+import { clusterCa, tlsDir } from '../tls/cluster-ca.js';
+import { nodeCertificates } from './nodes/node-certificates.js';
 import { join } from 'node:path';
 
 export interface ControlPlaneOptions {
@@ -292,6 +293,14 @@ export class ControlPlane {
       ...(tls === undefined ? {} : { tls: tls.current }),
     });
     tls?.onChange((pair) => http.setCertificate(pair));
+    if (tls !== undefined) {
+      // Gateway-to-engine traffic across machines goes through each node's TLS forwarder, whose
+      // certificate the cluster CA signs (made even where the operator's own certificate serves).
+      const ca =
+        tls.ca ?? (await clusterCa({ shared: store.shared, dataDir: options.settings.settings.data_dir }));
+      hub.issueNodeCertificates(nodeCertificates(ca));
+      fleet.trustEngines(ca.cert);
+    }
     if (tls !== undefined)
       logger.info(
         {

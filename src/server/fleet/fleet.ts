@@ -177,6 +177,8 @@ export class Fleet implements HubListener {
   /** The pending list as last written for the other control planes. */
   #pendingShared = '';
   readonly #unlisten: (() => void)[] = [];
+  /** The cluster CA, which the nodes' engine forwarders' certificates chain to (TLS on). */
+  #engineCa: string | undefined;
   /** Followers waiting for the leader's next placement. */
   #leaderPassed: (() => void)[] = [];
 
@@ -244,6 +246,11 @@ export class Fleet implements HubListener {
     await this.#o.store.cluster.notify('models', this.#o.controlPlaneId);
     await passed;
     await this.reconcile();
+  }
+
+  /** Gateways verify the nodes' engine forwarders against this CA (the route table carries it). */
+  trustEngines(caPem: string): void {
+    this.#engineCa = caPem;
   }
 
   /** Whether this control plane places replicas now (the only one, or the leader). */
@@ -972,7 +979,7 @@ export class Fleet implements HubListener {
         ...(unavailable === undefined ? {} : { unavailable }),
       };
     });
-    return { replicas, models };
+    return { replicas, models, ...(this.#engineCa === undefined ? {} : { ca: this.#engineCa }) };
   }
 
   /** A shard's log: the last `tail` lines, then (follow) each new one until `signal` aborts. */

@@ -60,6 +60,7 @@ export class AgentHub {
   readonly #sessions = new Map<string, WebSocket>();
   readonly #pinger: NodeJS.Timeout;
   #listener: HubListener | undefined;
+  #nodeTls: NodeTls | undefined;
   readonly #writes: SessionWrites;
 
   constructor(options: AgentHubOptions) {
@@ -81,6 +82,14 @@ export class AgentHub {
       Math.max(this.#o.heartbeatMs * 2, 1000),
     );
     this.#pinger.unref();
+  }
+
+  /**
+   * Issues each node the certificate of its engine forwarder, sent in every welcome (so a
+   * reconnection renews it); unset, TLS is off and none is sent.
+   */
+  issueNodeCertificates(issue: NodeTls): void {
+    this.#nodeTls = issue;
   }
 
   /** Who hears what agents say beyond inventories and heartbeats (the fleet). */
@@ -191,6 +200,16 @@ export class AgentHub {
     return { kind: 'join', token, id, name, version };
   }
 
+  #tlsFor(node: string, address: string): { tls?: { cert: string; key: string; ca: string } } {
+    if (this.#nodeTls === undefined) return {};
+    try {
+      return { tls: this.#nodeTls(node, address) };
+    } catch (e) {
+      this.#o.logger.error({ node, err: messageOf(e) }, 'could not issue the node its forwarder certificate');
+      return {};
+    }
+  }
+
   #session(ws: WebSocket, caller: Caller, address: string): void {
     const log = this.#o.logger.child({ node: caller.kind === 'node' ? caller.node.name : caller.name });
     let nodeId: string | undefined;
@@ -229,6 +248,7 @@ export class AgentHub {
       this.#o.registry.connected(record);
       send({
         type: 'welcome',
+        ...this.#tlsFor(record.name, inventory.address ?? address),
         node: { id: record.id, name: record.name },
         ...(credential === undefined ? {} : { credential }),
         heartbeat_ms: this.#o.heartbeatMs,
@@ -295,6 +315,9 @@ export class AgentHub {
     ws.on('error', (e) => log.warn({ err: e.message }, 'agent connection error'));
   }
 }
+
+/** A node's forwarder certificate for the address gateways dial, with the CA that signed it. */
+export type NodeTls = (node: string, address: string) => { cert: string; key: string; ca: string };
 
 function header(req: IncomingMessage, name: string): string | undefined {
   const v = req.headers[name];
