@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { ErrorBody } from '../../core/api-types.js';
 import { formatPath, isLlmgwError, LlmgwError } from '../../core/errors.js';
 import { redact } from '../../core/redact.js';
+import { storeUnreachable } from '../../store/unreachable.js';
 
 /**
  * The one place an error becomes an API response. Refusals keep their code and
@@ -49,6 +50,11 @@ function normalise(error: unknown): LlmgwError {
     return new LlmgwError(
       'invalid_argument',
       'the request body did not come whole: the client closed the connection before sending all of it',
+    );
+  if (storeUnreachable(error))
+    return new LlmgwError(
+      'unavailable',
+      'the database did not answer, so this was not done (or not confirmed): try again shortly, or through another control plane; llmgw ctl status shows them',
     );
   const requestId = 'see the control plane log';
   return new LlmgwError(
