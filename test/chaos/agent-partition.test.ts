@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -95,6 +95,9 @@ describe.each([
       dir = mkdtempSync(join(tmpdir(), 'llmgw-chaos-partition-'));
       source = join(dir, 'm.gguf');
       writeFileSync(source, '');
+      const wrapper = join(dir, 'llama-server');
+      writeFileSync(wrapper, `#!/bin/sh\nexec "${process.execPath}" "${fakeLlamaServer}" "$@"\n`);
+      chmodSync(wrapper, 0o755);
       const ports = await enginePorts();
       t = await startControlPlane({
         config: [
@@ -104,9 +107,9 @@ describe.each([
           '  stop_grace_s: 2',
           '  engines:',
           '    llamacpp:',
-          // The fake itself, not a wrapper script that execs it: a restarted agent adopts an engine
-          // only while its command line is the recorded one (leftovers.ts commandMatches).
-          `      bin: ${fakeLlamaServer}`,
+          // A wrapper script that execs the engine, as operators write to set its environment: a
+          // restarted agent still knows the engine by the command line recorded once it ran.
+          `      bin: ${wrapper}`,
         ].join('\n'),
       });
       proxy = await cuttableProxy(new URL(t.url));

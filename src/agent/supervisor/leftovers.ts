@@ -30,6 +30,11 @@ export interface RecordedProcess {
   pgid: number;
   /** `[bin, ...args]` as spawned. */
   command: string[];
+  /**
+   * Its command line as /proc showed it once the engine was ready: a `bin` that is a wrapper
+   * script exec'ing the engine (one that sets LD_LIBRARY_PATH, say) runs as another program.
+   */
+  cmdline?: string[];
   /** From /proc/PID/stat: with the boot id, it tells a reused pid apart. */
   startTime?: number;
   bootId?: string;
@@ -115,7 +120,9 @@ function isRecordedProcess(value: unknown): value is RecordedProcess {
     (v['startTime'] === undefined || Number.isInteger(v['startTime'])) &&
     (v['stopGraceMs'] === undefined || Number.isInteger(v['stopGraceMs'])) &&
     Array.isArray(v['command']) &&
-    v['command'].every((a) => typeof a === 'string')
+    v['command'].every((a) => typeof a === 'string') &&
+    (v['cmdline'] === undefined ||
+      (Array.isArray(v['cmdline']) && v['cmdline'].every((a) => typeof a === 'string')))
   );
 }
 
@@ -131,6 +138,10 @@ export function commandMatches(recorded: readonly string[], live: readonly strin
   const head = live.slice(0, live.length - args.length);
   if (!args.every((a, i) => live[head.length + i] === a)) return false;
   return head.some((part) => part === bin || basename(part) === basename(bin));
+}
+
+function sameList(a: readonly string[] | undefined, b: readonly string[]): boolean {
+  return a !== undefined && a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** What a recorded process is now, as /proc tells. */
@@ -169,7 +180,10 @@ export function checkRecord(r: RecordedProcess, live: LiveProcess, bootId: strin
     };
   if (!live.environ.includes(`${runTokenVariable}=${r.run}`))
     return { verdict: 'foreign', reason: `pid ${r.pid} does not carry the recorded run token` };
-  if (live.cmdline === undefined || !commandMatches(r.command, live.cmdline))
+  if (
+    live.cmdline === undefined ||
+    !(commandMatches(r.command, live.cmdline) || sameList(r.cmdline, live.cmdline))
+  )
     return { verdict: 'stop', reason: 'its command line is not the recorded one' };
   if (stat.pgrp !== r.pgid) return { verdict: 'stop', reason: 'it left its process group' };
   if (r.hash === undefined)

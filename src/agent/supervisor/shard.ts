@@ -4,7 +4,7 @@ import { holdsGpuMemory, noGpuMemoryReason } from './gpu-check.js';
 import { readBootId, runTokenVariable, type ProcessRecord, type RecordedProcess } from './leftovers.js';
 import type { LogBuffer } from './log-buffer.js';
 import { ProcessGroup, SpawnError, type Exit, type StopOutcome } from './process-group.js';
-import { groupMembers, listProcesses, processTree, type ProcStat } from './process-tree.js';
+import { groupMembers, listProcesses, processTree, readCmdline, type ProcStat } from './process-tree.js';
 import {
   describeProbe,
   formatMs,
@@ -77,6 +77,8 @@ export class Shard {
   /** Failures since the last stable run: the exponent of the backoff. */
   #failures = 0;
   #readySince: number | undefined;
+  /** What the process record holds of this run's processes (spawned here). */
+  #recorded: RecordedProcess[] | undefined;
   #lastExit: ExitReport | undefined;
   #portTaken: PortTaken | undefined;
   /** The processes of the attempt running now. */
@@ -242,26 +244,24 @@ export class Shard {
     }
     this.#pid = groups[0]?.pid;
     const bootId = readBootId();
-    record.set(
-      run.key,
-      groups.map((g, i) => {
-        const spec = run.processes[i];
-        const entry: RecordedProcess = {
-          key: run.key,
-          name: g.name,
-          pid: g.pid,
-          pgid: g.pid,
-          command: spec === undefined ? [] : [spec.bin, ...spec.args],
-          run: token,
-          hash: this.hash,
-          stopGraceMs: run.stopGraceMs,
-        };
-        // Read at the spawn: the start time is the fork's, so it is right even before the exec.
-        if (g.startTime !== undefined) entry.startTime = g.startTime;
-        if (bootId !== undefined) entry.bootId = bootId;
-        return entry;
-      }),
-    );
+    this.#recorded = groups.map((g, i) => {
+      const spec = run.processes[i];
+      const entry: RecordedProcess = {
+        key: run.key,
+        name: g.name,
+        pid: g.pid,
+        pgid: g.pid,
+        command: spec === undefined ? [] : [spec.bin, ...spec.args],
+        run: token,
+        hash: this.hash,
+        stopGraceMs: run.stopGraceMs,
+      };
+      // Read at the spawn: the start time is the fork's, so it is right even before the exec.
+      if (g.startTime !== undefined) entry.startTime = g.startTime;
+      if (bootId !== undefined) entry.bootId = bootId;
+      return entry;
+    });
+    record.set(run.key, this.#recorded);
     this.#emit();
 
     const attempt = new AbortController();
@@ -443,6 +443,7 @@ export class Shard {
     }
     this.#readySince = now();
     this.#checked = true;
+    this.#recordCmdlines();
     const degraded = this.#run.degradedReason;
     if (degraded !== undefined) this.#set('degraded', degraded);
     else this.#set('ready', undefined);
@@ -502,6 +503,17 @@ export class Shard {
 
   #stopping(): boolean {
     return this.#stopper.signal.aborted;
+  }
+
+  /** Once ready, each process's command line as /proc shows it (after a wrapper's exec), for the next agent to know it by. */
+  #recordCmdlines(): void {
+    const recorded = this.#recorded;
+    if (recorded === undefined || recorded.every((r) => r.cmdline !== undefined)) return;
+    this.#recorded = recorded.map((r) => {
+      const cmdline = readCmdline(r.pid);
+      return cmdline === undefined ? r : { ...r, cmdline };
+    });
+    this.#ctx.record.set(this.#run.key, this.#recorded);
   }
 
   #set(state: ShardState, reason: string | undefined, portTaken?: PortTaken): void {
