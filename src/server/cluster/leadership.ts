@@ -139,6 +139,7 @@ export class Leadership implements LeaderView {
     this.#leads = leads;
     if (leads)
       this.#o.logger.info({ term: this.#lease?.token, why }, 'leading: this control plane places replicas');
+    else if (this.#stopped) this.#o.logger.info('giving up the lead: stopping');
     else this.#o.logger.warn({ why }, 'not leading: another control plane places replicas');
     for (const l of this.#listeners) l(leads);
   }
