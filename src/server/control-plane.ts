@@ -184,8 +184,15 @@ export class ControlPlane {
     const shared = store.dialect === 'postgres';
     if (shared) {
       // Heard until the store closes.
+      // A burst (a reconnect storm on another control plane) is one read of the nodes, not one each.
+      let refresh: NodeJS.Timeout | undefined;
       store.cluster.listen('nodes', (from) => {
-        if (from !== id) void registry.refresh().catch(() => undefined);
+        if (from === id || refresh !== undefined) return;
+        refresh = setTimeout(() => {
+          refresh = undefined;
+          void registry.refresh().catch(() => undefined);
+        }, 250);
+        refresh.unref();
       });
       // Of the nodes whose agents talk to this one; the others' are told by theirs.
       registry.onStateChange((name) => {
