@@ -6,8 +6,8 @@
 //
 //   npm run build:server && node bench/engine-tls.bench.mjs
 //   BENCH_SECONDS=5  BENCH_CONCURRENCY=1,32
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,53 +15,18 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const { UpstreamPool } = await import(join(root, 'dist/http1/upstream-pool.js'));
+const { createCa, issueCertificate } = await import(join(root, 'dist/tls/certificates.js'));
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const levels = (process.env.BENCH_CONCURRENCY ?? '1,32').split(',').map(Number);
 const key = 'bench-engine-key';
 const dir = mkdtempSync(join(tmpdir(), 'llmgw-bench-engine-tls-'));
 
+/** A CA and a certificate it issued for 127.0.0.1: the material a node's agent is given. */
 function material() {
-  const at = (f) => join(dir, f);
-  const openssl = (...a) => execFileSync('openssl', a, { stdio: 'pipe' });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl(
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    at('ca.key'),
-    '-out',
-    at('ca.pem'),
-    '-days',
-    '1',
-    '-subj',
-    '/CN=ca',
-  );
-  openssl('req', ...ec, '-keyout', at('n.key'), '-out', at('n.csr'), '-subj', '/CN=node');
-  writeFileSync(at('ext'), 'subjectAltName=IP:127.0.0.1\n');
-  openssl(
-    'x509',
-    '-req',
-    '-in',
-    at('n.csr'),
-    '-CA',
-    at('ca.pem'),
-    '-CAkey',
-    at('ca.key'),
-    '-CAcreateserial',
-    '-out',
-    at('n.pem'),
-    '-days',
-    '1',
-    '-extfile',
-    at('ext'),
-  );
-  return {
-    cert: readFileSync(at('n.pem'), 'utf8'),
-    key: readFileSync(at('n.key'), 'utf8'),
-    ca: readFileSync(at('ca.pem'), 'utf8'),
-  };
+  const ca = createCa({ commonName: 'bench CA', days: 1 });
+  const node = issueCertificate(ca, { commonName: 'node', ips: ['127.0.0.1'], days: 1, usage: 'server' });
+  return { cert: node.cert, key: node.key, ca: ca.cert };
 }
 
 const freePort = () =>

@@ -1,5 +1,4 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,54 +19,12 @@ import {
 import { replicaEndpoint } from '../src/server/fleet/endpoint.js';
 
 import { startFakeLlama, type RunningFake } from './fakes/engines/fake-engines.js';
+import { nodeTlsMaterial } from './support/node-tls.js';
 
 /** The engine proxy as a node's agent runs it: when, with what certificate, and what it changes on the node. */
 
 const silent = pino({ level: 'silent' });
 const engineKey = 'engine-key-2';
-
-function material(dir: string): TlsMaterial {
-  const at = (f: string) => join(dir, f);
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl(
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    at('ca.key'),
-    '-out',
-    at('ca.pem'),
-    '-days',
-    '2',
-    '-subj',
-    '/CN=ca',
-  );
-  openssl('req', ...ec, '-keyout', at('n.key'), '-out', at('n.csr'), '-subj', '/CN=node');
-  writeFileSync(at('ext'), 'subjectAltName=IP:127.0.0.1\n');
-  openssl(
-    'x509',
-    '-req',
-    '-in',
-    at('n.csr'),
-    '-CA',
-    at('ca.pem'),
-    '-CAkey',
-    at('ca.key'),
-    '-CAcreateserial',
-    '-out',
-    at('n.pem'),
-    '-days',
-    '2',
-    '-extfile',
-    at('ext'),
-  );
-  return {
-    cert: readFileSync(at('n.pem'), 'utf8'),
-    key: readFileSync(at('n.key'), 'utf8'),
-    ca: readFileSync(at('ca.pem'), 'utf8'),
-  };
-}
 
 const inventory: NodeInventory = {
   host: {
@@ -141,7 +98,7 @@ describe('the engine proxy on a node', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-engine-tls-agent-'));
-    tls = material(dir);
+    tls = nodeTlsMaterial();
     engine = await startFakeLlama({ args: ['--api-key', engineKey] });
   }, 30_000);
 

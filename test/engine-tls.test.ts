@@ -1,5 +1,4 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { connect, type AddressInfo } from 'node:net';
@@ -18,6 +17,7 @@ import type { AssignedShard } from '../src/protocol/agent-protocol.js';
 import type { RouteReplica, RouteTable } from '../src/protocol/routes.js';
 
 import { startFakeLlama, type RunningFake } from './fakes/engines/fake-engines.js';
+import { nodeTlsMaterial } from './support/node-tls.js';
 
 /**
  * Gateway → a node's engine proxy (TLS, the cluster CA) → the engine on the node's
@@ -27,50 +27,6 @@ import { startFakeLlama, type RunningFake } from './fakes/engines/fake-engines.j
 
 const silent = pino({ level: 'silent' });
 const engineKey = 'engine-key-1';
-
-/** A CA in `dir` and a certificate it issued for 127.0.0.1: the material a node's agent is given. */
-function material(dir: string, name: string): TlsMaterial {
-  const at = (f: string) => join(dir, `${name}-${f}`);
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl(
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    at('ca.key'),
-    '-out',
-    at('ca.pem'),
-    '-days',
-    '2',
-    '-subj',
-    `/CN=${name} CA`,
-  );
-  openssl('req', ...ec, '-keyout', at('node.key'), '-out', at('node.csr'), '-subj', '/CN=node-1');
-  writeFileSync(at('ext'), 'subjectAltName=IP:127.0.0.1,DNS:node-1\n');
-  openssl(
-    'x509',
-    '-req',
-    '-in',
-    at('node.csr'),
-    '-CA',
-    at('ca.pem'),
-    '-CAkey',
-    at('ca.key'),
-    '-CAcreateserial',
-    '-out',
-    at('node.pem'),
-    '-days',
-    '2',
-    '-extfile',
-    at('ext'),
-  );
-  return {
-    cert: readFileSync(at('node.pem'), 'utf8'),
-    key: readFileSync(at('node.key'), 'utf8'),
-    ca: readFileSync(at('ca.pem'), 'utf8'),
-  };
-}
 
 const replica = (id: string, endpoint: string): RouteReplica => ({
   id,
@@ -162,8 +118,8 @@ describe('gateway to engine over TLS, through the node’s engine proxy', () => 
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-engine-tls-'));
-    cluster = material(dir, 'cluster');
-    stranger = material(dir, 'stranger');
+    cluster = nodeTlsMaterial('cluster');
+    stranger = nodeTlsMaterial('stranger');
     engine = await startFakeLlama({
       args: ['--api-key', engineKey, '--parallel', '4'],
       env: { FAKE_LLAMA_TOKEN_MS: '20' },
