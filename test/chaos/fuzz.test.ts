@@ -156,7 +156,9 @@ describe('fuzz: malformed, oversized and random requests to /v1 and /api/v1', ()
         if (r.junk !== undefined) fail(`bytes that are not an HTTP answer: ${JSON.stringify(r.junk)}`);
         if (r.answers.length === 0 && !r.hung) {
           closedSilently++;
-          if (!c.garbage || !mayCloseSilently.has(c.family)) fail('closed without an answer');
+          // Bytes with no line end are no request yet: the client's end leaves nothing to answer.
+          const unfinished = c.family === 'random bytes' && !c.bytes.includes(0x0a);
+          if (!c.garbage || !(mayCloseSilently.has(c.family) || unfinished)) fail('closed without an answer');
         }
         for (const a of r.answers) {
           statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1);
