@@ -103,6 +103,8 @@ interface ShardReport {
 
 /** How long a follower waits for the leader to place after a change made through it (restart, roll). */
 const leaderPassMs = 5000;
+/** How often a follower reads the placement again without a notification (one may be lost). */
+const followerResyncMs = 30_000;
 
 interface Reported {
   nodeId: string;
@@ -179,6 +181,8 @@ export class Fleet implements HubListener {
   readonly #unlisten: (() => void)[] = [];
   /** The cluster CA, which the nodes' engine forwarders' certificates chain to (TLS on). */
   #engineCa: string | undefined;
+  /** When this control plane last read the leader's placement. */
+  #followedAt = 0;
   /** Followers waiting for the leader's next placement. */
   #leaderPassed: (() => void)[] = [];
 
@@ -216,7 +220,11 @@ export class Fleet implements HubListener {
       await this.#loadReports('');
     }
     await this.reconcile();
-    this.#timer = setInterval(() => this.poke(), this.#o.intervalMs ?? 5000);
+    // The leader places on this beat too (a node lost past its grace); a follower is woken by the
+    // leader's notifications and reads the store again only now and then, should one be lost.
+    this.#timer = setInterval(() => {
+      if (this.leads || !this.#shared || Date.now() - this.#followedAt >= followerResyncMs) this.poke();
+    }, this.#o.intervalMs ?? 5000);
     this.#timer.unref();
   }
 
@@ -346,6 +354,7 @@ export class Fleet implements HubListener {
 
   /** A follower's pass: what the leader placed, from the store. */
   async #follow(): Promise<void> {
+    this.#followedAt = Date.now();
     const { specs } = await this.#resolvedSpecs();
     const store = this.#o.store;
     const [replicas, shards, rollouts, pending] = await Promise.all([
