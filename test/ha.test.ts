@@ -107,6 +107,12 @@ describe('two control planes on one PostgreSQL database', () => {
     // The leader hears the agent's report through the store, as the follower heard it.
     const [onLeader] = await readyOn(leader, 'm', 1);
     expect(onLeader?.id).toBe(onFollower?.id);
+    // A node's logs are read through the control plane its agent talks to: the other says which.
+    const logs = await api(leader.url, adminKey, 'GET', `/replicas/${onFollower?.id}/logs`);
+    expect(logs.status).toBe(409);
+    expect(logs.body.error.message).toBe(
+      `node node-f's agent is connected to control plane ${follower.cp.leadership.id}, not this one: read the logs of replica ${onFollower?.id} through that one (llmgw ctl status lists the control planes and their URLs)`,
+    );
     for (const t of [leader, follower]) {
       const routes = await t.cp.fleet.routeTable();
       expect(routes.replicas.map((r) => r.id)).toEqual([onFollower?.id]);

@@ -181,6 +181,8 @@ export class Fleet implements HubListener {
   readonly #unlisten: (() => void)[] = [];
   /** The cluster CA, which the nodes' engine forwarders' certificates chain to (TLS on). */
   #engineCa: string | undefined;
+  /** Nodes whose agents report to another control plane, by the id of that one. */
+  readonly #reportedTo = new Map<string, string>();
   /** When this control plane last read the leader's placement. */
   #followedAt = 0;
   /** Followers waiting for the leader's next placement. */
@@ -737,6 +739,7 @@ export class Fleet implements HubListener {
       return;
     }
     for (const r of reports) {
+      if (r.by !== this.#o.controlPlaneId) this.#reportedTo.set(r.node, r.by);
       if (r.by === this.#o.controlPlaneId || this.#o.registry.isConnected(r.node)) continue;
       if (wanted !== undefined && !wanted.has(r.node)) continue;
       const report = r.report as ShardReport;
@@ -1040,10 +1043,13 @@ export class Fleet implements HubListener {
       });
       if (!sent) {
         this.#logRequests.delete(request);
+        const elsewhere = this.#reportedTo.get(node.id);
         reject(
           new LlmgwError(
             'conflict',
-            `node ${shard.node} is not connected to this control plane, so the logs of replica ${id} cannot be read now: start its agent (llmgw ctl nodes says when it was last seen)`,
+            elsewhere !== undefined && node.state === 'ready'
+              ? `node ${shard.node}'s agent is connected to control plane ${elsewhere}, not this one: read the logs of replica ${id} through that one (llmgw ctl status lists the control planes and their URLs)`
+              : `node ${shard.node} is not connected to this control plane, so the logs of replica ${id} cannot be read now: start its agent (llmgw ctl nodes says when it was last seen)`,
           ),
         );
         return;
