@@ -42,10 +42,19 @@ describe('two control planes on one PostgreSQL database', () => {
   const leaderOf = async (t: TestControlPlane) => (await status(t)).find((c) => c.leader);
   const byId = (id: string) => cps.find((t) => t.cp.leadership.id === id);
   const readyOn = (t: TestControlPlane, model: string, n: number) =>
-    until(`${n} ready replicas of ${model} seen by ${t.cp.leadership.id}`, () => {
-      const list = t.cp.fleet.replicas(model).filter((r) => r.state === 'ready');
-      return list.length === n ? list : undefined;
-    });
+    until(
+      `${n} ready replicas of ${model} seen by ${t.cp.leadership.id}`,
+      () => {
+        const all = t.cp.fleet.replicas(model);
+        const list = all.filter((r) => r.state === 'ready');
+        if (list.length === n) return list;
+        // Said when it times out: what each replica was doing, and whether this one leads.
+        throw new Error(
+          `leads=${t.cp.fleet.leads}; ${all.map((r) => `${r.id ?? 'pending'} ${r.state} ${r.reason ?? ''}`).join('; ')}`,
+        );
+      },
+      60_000,
+    );
 
   beforeAll(async () => {
     db = await createTempDatabase();
@@ -58,7 +67,7 @@ describe('two control planes on one PostgreSQL database', () => {
     const ports = await enginePorts();
     config = [
       `placement: {ports: ${ports.first}-${ports.last}}`,
-      'ha: {lease_s: 2}',
+      'ha: {lease_s: 3}',
       'agent:',
       '  heartbeat_ms: 200',
       '  stop_grace_s: 2',

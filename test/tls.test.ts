@@ -248,7 +248,7 @@ describe('renewal and sharing', () => {
     }
   });
 
-  it('uses the operator certificate files when given, and makes no CA', async () => {
+  it("serves the operator's certificate files when given; the cluster CA signs only the nodes' forwarders", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-tls-own-'));
     const ownCa = createCa({ commonName: 'operator CA' });
     const pair = issueCertificate(ownCa, { commonName: 'own', ips: ['127.0.0.1'] });
@@ -258,7 +258,15 @@ describe('renewal and sharing', () => {
     try {
       const [leaf] = await presentedChain(t.cp.url, { trust: { ca: ownCa.cert } });
       expect(leaf?.fingerprint256).toBe(fingerprint(pair.cert));
-      expect(existsSync(join(dir, 'tls', 'ca.pem'))).toBe(false);
+      // No serving certificate of its own is made; the cluster CA is, for engine traffic.
+      expect(existsSync(join(dir, 'tls', 'server.pem'))).toBe(false);
+      const routes = await new ApiClient({
+        server: t.cp.url,
+        key: t.adminKey,
+        fetch: fetchTrusting(ownCa.cert, { repin: 'x' }),
+      }).request<{ ca?: string }>('GET', '/gateway/routes');
+      expect(routes.body.ca).toBe(readFileSync(join(dir, 'tls', 'ca.pem'), 'utf8'));
+      expect(routes.body.ca).not.toBe(ownCa.cert);
     } finally {
       await t.stop();
     }

@@ -6,8 +6,10 @@ import {
   CompiledQuery,
   Kysely,
   SqliteDialect,
+  SqliteAdapter,
   SqliteDriver,
   type DatabaseConnection,
+  type DialectAdapter,
   type Driver,
   type SqliteDialectConfig,
 } from 'kysely';
@@ -76,5 +78,16 @@ class ImmediateSqliteDialect extends SqliteDialect {
   }
   override createDriver(): Driver {
     return new ImmediateSqliteDriver(this.#config);
+  }
+  // SQLite's schema changes are transactional: each migration lands whole with its record, so a
+  // control plane killed while migrating never leaves a column added but the migration unrecorded.
+  override createAdapter(): DialectAdapter {
+    return new TransactionalDdlSqliteAdapter();
+  }
+}
+
+class TransactionalDdlSqliteAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
   }
 }
