@@ -55,6 +55,11 @@ export interface CatalogEntry {
   context_length?: number;
   /** Why no replica of it is ready or on its way (all failed, or none has room): requests are refused at once with this. */
   unavailable?: string;
+  /**
+   * Autoscaled with `min: 0`: at zero (or starting), a request waits in the gateway's waiting
+   * room and wakes it (ScaleSignals.wake) instead of being refused.
+   */
+  wakeable?: boolean;
 }
 
 export interface RouteTable {

@@ -48,10 +48,12 @@ class ReplicaEntry {
   readonly breaker: Breaker;
   /** The gateway's own requests on it now. */
   inFlight = 0;
+  /** Requests other workers of this gateway have on it now (setPeerInFlight); 0 with one worker. */
+  peerInFlight = 0;
   reading: LoadReading | undefined = undefined;
   /** The reading's load: running + waiting + KV use × weight. */
   base = 0;
-  /** The gateway's requests in flight when the reading came: the reading already counts them. */
+  /** The gateway's requests in flight (own and peers') when the reading came: the reading already counts them. */
   inFlightAtReading = 0;
   scrapeError: string | undefined = undefined;
   removed = false;
@@ -140,10 +142,16 @@ class RouterLease implements Lease {
 
 function scoreOf(entry: ReplicaEntry, now: number, staleMs: number): number {
   const reading = entry.reading;
-  if (reading === undefined || now - reading.at > staleMs) return STALE_PENALTY + entry.inFlight;
+  if (reading === undefined || now - reading.at > staleMs)
+    return STALE_PENALTY + entry.inFlight + entry.peerInFlight;
   // Only the requests added since the reading: it already counts those in flight then.
-  const added = entry.inFlight - entry.inFlightAtReading;
+  const added = entry.inFlight + entry.peerInFlight - entry.inFlightAtReading;
   return added > 0 ? entry.base + added : entry.base;
+}
+
+/** Full: the requests of every worker of the gateway on it reach its capacity. */
+function isFull(entry: ReplicaEntry): boolean {
+  return entry.inFlight + entry.peerInFlight >= entry.capacity;
 }
 
 function isExcluded(entry: ReplicaEntry, exclude: ReadonlySet<string> | undefined): boolean {
@@ -228,11 +236,28 @@ export class Router {
     const entry = this.#entries.get(id);
     if (entry === undefined) return;
     entry.reading = reading;
-    entry.inFlightAtReading = entry.inFlight;
+    entry.inFlightAtReading = entry.inFlight + entry.peerInFlight;
     const base = reading.running + reading.waiting + (reading.kvUsage ?? 0) * KV_WEIGHT;
     entry.base = Number.isNaN(base) ? STALE_PENALTY : base;
     entry.scrapeError = undefined;
     if (entry.breaker.answered(reading.at) && entry.group.head) this.#drain(entry.group, this.#now());
+  }
+
+  /**
+   * The requests other workers of this gateway have on each replica now (a replica not named
+   * has none): counted in its load and against its capacity as the worker's own are. A
+   * replica that has room again serves this worker's waiters.
+   */
+  setPeerInFlight(counts: ReadonlyMap<string, number>): void {
+    const now = this.#now();
+    const freed = new Set<ModelGroup>();
+    for (const entry of this.#entries.values()) {
+      const n = counts.get(entry.replica.id) ?? 0;
+      if (n === entry.peerInFlight) continue;
+      if (n < entry.peerInFlight && entry.group.head) freed.add(entry.group);
+      entry.peerInFlight = n;
+    }
+    for (const group of freed) this.#drain(group, now);
   }
 
   /** A scrape failed; `unreachable` (the default) opens the replica's breaker. */
@@ -360,8 +385,7 @@ export class Router {
     let bestScore = Infinity;
     let ties = 0;
     for (const entry of group.entries) {
-      if (entry.inFlight >= entry.capacity || isExcluded(entry, exclude) || !entry.breaker.allows(now))
-        continue;
+      if (isFull(entry) || isExcluded(entry, exclude) || !entry.breaker.allows(now)) continue;
       const score = scoreOf(entry, now, staleMs);
       if (
         best === undefined ||
@@ -383,7 +407,7 @@ export class Router {
       if (
         bound !== undefined &&
         bound.group === group &&
-        bound.inFlight < bound.capacity &&
+        !isFull(bound) &&
         !isExcluded(bound, exclude) &&
         bound.breaker.allows(now) &&
         scoreOf(bound, now, staleMs) <= bestScore + this.#affinityBound
