@@ -6,8 +6,10 @@ import type { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 
 import { GatewayMetrics } from '../src/gateway/gateway-metrics.js';
+import type { ReplicaLoad } from '../src/gateway/router/types.js';
 
 import {
+  addLabels,
   metricType,
   namesIn,
   parseExposition,
@@ -26,14 +28,38 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const dashboardPath = join(root, 'deploy/grafana/llmgw.json');
 const fixtures = join(root, 'test/fixtures/metrics');
 
-/** The gateway's registry, with no replicas and nothing queued: families are listed all the same. */
-const gatewayRegistry = (): Registry =>
-  new GatewayMetrics(
-    () => [],
-    () => 0,
-  ).registry;
+/**
+ * The gateway's registry after one request of each kind and with one replica, so that every
+ * family has samples and the label values the dashboard filters on can be checked.
+ */
+function gatewayRegistry(): Registry {
+  const replica: ReplicaLoad = {
+    id: 'tiny-1',
+    model: 'tiny',
+    inFlight: 1,
+    reading: { running: 1, waiting: 1, kvUsage: 0.5, at: 0 },
+    stale: true,
+    breaker: 'open',
+    score: 3,
+  };
+  const m = new GatewayMetrics(
+    () => [replica],
+    () => 1,
+  );
+  m.setCatalog([{ name: 'tiny', adapters: [], engines: ['vllm'] }]);
+  m.answered('tiny', 'team-a', 200, 0.5);
+  m.refused('tiny', 'team-a', 'no_replica');
+  m.countTokens('tiny', 'team-a', 10, 5);
+  m.ttftFor('tiny').observe(0.1);
+  m.itlFor('tiny').observe(0.01);
+  m.retry('tiny');
+  return m.registry;
+}
 
-/** Every registry llmgw's /metrics serves: adding one is one line here. */
+/**
+ * Every registry llmgw's /metrics serves: adding one is one line here. Give it samples (as
+ * gatewayRegistry does): the labels and values the dashboard filters on are read from them.
+ */
 const registries: { source: string; registry: () => Registry }[] = [
   { source: 'src/gateway/gateway-metrics.ts', registry: gatewayRegistry },
 ];
@@ -54,8 +80,16 @@ const pending: { name: string; type: MetricType; by: string }[] = [
 async function llmgwFamilies(): Promise<Family[]> {
   const out: Family[] = [];
   for (const r of registries)
-    for (const m of await r.registry().getMetricsAsJSON())
-      out.push({ name: m.name, type: metricType(m.type, `${r.source}: ${m.name}`), source: r.source });
+    for (const m of await r.registry().getMetricsAsJSON()) {
+      const f: Family = {
+        name: m.name,
+        type: metricType(m.type, `${r.source}: ${m.name}`),
+        source: r.source,
+        labels: new Map(),
+      };
+      for (const v of m.values) addLabels(f, v.labels);
+      out.push(f);
+    }
   return out;
 }
 
@@ -120,7 +154,18 @@ function queries(d: Dashboard): { where: string; expr: string; lists?: boolean }
   return out;
 }
 
-/** What a query names that nothing exports, and counters read without a range. */
+/**
+ * Labels Prometheus adds when it scrapes: `instance` and `job` to every series, and `model`
+ * to llama.cpp's, which carry none (the scrape config in docs/grafana.md sets it).
+ */
+function targetLabels(series: string): string[] {
+  return series.startsWith('llamacpp:') ? ['instance', 'job', 'model'] : ['instance', 'job'];
+}
+
+/**
+ * What a query names that nothing exports, counters read without a range, and label matchers
+ * on labels a series lacks or values it never has.
+ */
 function problems(d: Dashboard, series: Map<string, Family>, allowed: Set<string>): string[] {
   const out: string[] = [];
   for (const q of queries(d)) {
@@ -133,6 +178,18 @@ function problems(d: Dashboard, series: Map<string, Family>, allowed: Set<string
       }
       if ((family.type === 'counter' || family.type === 'histogram') && !use.range && q.lists !== true)
         out.push(`${q.where}: ${use.name} is a ${family.type}'s series, read without rate() over a range`);
+      for (const m of use.matchers) {
+        const values = family.labels.get(m.label);
+        if (values === undefined && !targetLabels(use.name).includes(m.label))
+          out.push(
+            `${q.where}: ${use.name} has no label ${m.label} (it has ${[...family.labels.keys()].join(', ')})`,
+          );
+        // A literal value must be one the exporter gives (the gateway's kinds, replica states).
+        else if (values !== undefined && m.op === '=' && !m.value.includes('$') && !values.has(m.value))
+          out.push(
+            `${q.where}: ${use.name}'s ${m.label} is never "${m.value}" (it is ${[...values].join(', ')})`,
+          );
+      }
     }
   }
   return out;
@@ -141,7 +198,7 @@ function problems(d: Dashboard, series: Map<string, Family>, allowed: Set<string
 /** Label matchers, whose regular expressions may hold brackets. */
 const matchers = /\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\}/g;
 
-const pendingSeries = new Set(pending.flatMap((p) => seriesOf({ ...p, source: p.by })));
+const pendingSeries = new Set(pending.flatMap((p) => seriesOf(p)));
 
 describe('namesIn: a PromQL expression’s series names', () => {
   it.each<[string, string, string[]]>([
@@ -180,10 +237,24 @@ describe('namesIn: a PromQL expression’s series names', () => {
     expect(namesIn(expr).map((u) => u.name)).toEqual(names);
   });
 
-  it('says which names are read over a range', () => {
-    expect(namesIn('rate(a_total{x="y"} [5m]) / b{x="y"}')).toEqual([
-      { name: 'a_total', range: true },
-      { name: 'b', range: false },
+  it('says which names are read over a range, and with which label matchers', () => {
+    expect(namesIn('rate(a_total{x="y", z=~"$v|w"} [5m]) / b{q!="\\"}",r!~\'s\',}')).toEqual([
+      {
+        name: 'a_total',
+        matchers: [
+          { label: 'x', op: '=', value: 'y' },
+          { label: 'z', op: '=~', value: '$v|w' },
+        ],
+        range: true,
+      },
+      {
+        name: 'b',
+        matchers: [
+          { label: 'q', op: '!=', value: '"}' },
+          { label: 'r', op: '!~', value: 's' },
+        ],
+        range: false,
+      },
     ]);
   });
 
@@ -191,16 +262,19 @@ describe('namesIn: a PromQL expression’s series names', () => {
     expect(() => namesIn('a{x="y}')).toThrow('unterminated string in: a{x="y}');
     expect(() => namesIn('sum(rate(a[5m])')).not.toThrow();
     expect(() => namesIn('a{x="y"')).toThrow('unbalanced { in: a{x="y"');
+    expect(() => namesIn('a{x}')).toThrow('not a label matcher at 3 in: a{x}');
+    expect(() => namesIn('a{x=y}')).toThrow('a label matcher without a string at 4 in: a{x=y}');
+    expect(() => namesIn('{__name__="a"}')).toThrow('a selector without a metric name in: {__name__="a"}');
   });
 });
 
 describe('parseExposition: an exporter’s /metrics text', () => {
-  it('reads families and their types', () => {
+  it('reads families, their types and their label values', () => {
     const text =
       '# HELP a_total A.\n# TYPE a_total counter\na_total{x="1"} 3\n# TYPE h histogram\nh_bucket{le="+Inf"} 1\nh_sum 0.5\nh_count 1\n';
     expect(parseExposition(text, 't')).toEqual([
-      { name: 'a_total', type: 'counter', source: 't' },
-      { name: 'h', type: 'histogram', source: 't' },
+      { name: 'a_total', type: 'counter', source: 't', labels: new Map([['x', new Set(['1'])]]) },
+      { name: 'h', type: 'histogram', source: 't', labels: new Map([['le', new Set(['+Inf'])]]) },
     ]);
   });
 
@@ -234,7 +308,7 @@ describe('deploy/grafana/llmgw.json', () => {
       ).toBeGreaterThan(0);
   });
 
-  it('catches a misspelt metric, a histogram read without its buckets, and a counter read raw', async () => {
+  it('catches a misspelt metric, a histogram read without its buckets, a counter read raw, a wrong label and value', async () => {
     const series = exported([...(await llmgwFamilies()), ...engineFamilies()]);
     const d = dashboard();
     const [first] = allPanels(d).filter((p) => (p.targets ?? []).length > 0);
@@ -244,12 +318,16 @@ describe('deploy/grafana/llmgw.json', () => {
       { refId: 'B', expr: 'vllm:num_request_running' },
       { refId: 'C', expr: 'histogram_quantile(0.9, rate(llmgw_gateway_time_to_first_token_seconds[5m]))' },
       { refId: 'D', expr: 'sum(llmgw_gateway_tokens_total)' },
+      { refId: 'E', expr: 'vllm:num_requests_running{model=~"$model"}' },
+      { refId: 'F', expr: 'llmgw_gateway_replica_load{kind="runing"}' },
     ];
     expect(problems(d, series, pendingSeries)).toEqual([
       `${first.title}: llmgw_gateway_request_total is exported by neither llmgw nor an engine`,
       `${first.title}: vllm:num_request_running is exported by neither llmgw nor an engine`,
       `${first.title}: llmgw_gateway_time_to_first_token_seconds is exported by neither llmgw nor an engine`,
       `${first.title}: llmgw_gateway_tokens_total is a counter's series, read without rate() over a range`,
+      `${first.title}: vllm:num_requests_running has no label model (it has model_name, engine)`,
+      `${first.title}: llmgw_gateway_replica_load's kind is never "runing" (it is in_flight, score, running, waiting, kv_usage)`,
     ]);
   });
 
@@ -257,7 +335,7 @@ describe('deploy/grafana/llmgw.json', () => {
     const used = new Set(queries(dashboard()).flatMap((q) => namesIn(q.expr).map((u) => u.name)));
     for (const p of pending) {
       expect(
-        seriesOf({ ...p, source: p.by }).some((s) => used.has(s)),
+        seriesOf(p).some((s) => used.has(s)),
         `${p.name} is pending but the dashboard does not use it: remove it from pending`,
       ).toBe(true);
     }
@@ -270,7 +348,7 @@ describe('deploy/grafana/llmgw.json', () => {
       `${p.name} (${p.type}) is exported (by ${p.by}): remove it from pending once it is`,
       async () => {
         const series = exported(await llmgwFamilies());
-        expect(seriesOf({ ...p, source: p.by }).every((s) => series.get(s)?.type === p.type)).toBe(true);
+        expect(seriesOf(p).every((s) => series.get(s)?.type === p.type)).toBe(true);
       },
     );
 

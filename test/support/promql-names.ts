@@ -3,9 +3,20 @@
  * languages to check that every query reads a series that exists (test/grafana-dashboard.test.ts).
  */
 
-/** A series name a query selects, and whether it is read over a range (`[…]`, for rate/increase). */
+/** A label matcher of a selector: `model=~"$model"`. */
+export interface Matcher {
+  label: string;
+  op: '=' | '!=' | '=~' | '!~';
+  value: string;
+}
+
+/**
+ * A series name a query selects, its label matchers, and whether it is read over a range
+ * (`[…]`, for rate/increase).
+ */
 export interface NameUse {
   name: string;
+  matchers: Matcher[];
   range: boolean;
 }
 
@@ -49,11 +60,40 @@ export function namesIn(expr: string): NameUse[] {
     while (i < expr.length && identPart.test(at(i))) i++;
     return expr.slice(start, i);
   };
-  const string = (): void => {
+  /** Past a string literal; its text, escapes undone. */
+  const string = (): string => {
     const quote = at(i++);
-    while (i < expr.length && at(i) !== quote) i += at(i) === '\\' && quote !== '`' ? 2 : 1;
+    let text = '';
+    while (i < expr.length && at(i) !== quote) {
+      if (at(i) === '\\' && quote !== '`') i++;
+      text += at(i++);
+    }
     if (i >= expr.length) throw new Error(`unterminated string in: ${expr}`);
     i++;
+    return text;
+  };
+  /** `{label op "value", …}`, from its opening brace past its closing one. */
+  const matchers = (): Matcher[] => {
+    const out: Matcher[] = [];
+    i++;
+    for (;;) {
+      space();
+      if (at(i) === '}') break;
+      const label = word();
+      space();
+      const op = ['=~', '!~', '!=', '='].find((o) => expr.startsWith(o, i));
+      if (label === '' || op === undefined) throw new Error(`not a label matcher at ${i} in: ${expr}`);
+      i += op.length;
+      space();
+      if (!['"', "'", '`'].includes(at(i)))
+        throw new Error(`a label matcher without a string at ${i} in: ${expr}`);
+      out.push({ label, op: op as Matcher['op'], value: string() });
+      space();
+      if (at(i) === ',') i++;
+      else if (at(i) !== '}') throw new Error(`unbalanced { in: ${expr}`);
+    }
+    i++;
+    return out;
   };
   /** From an opening bracket past its closing one, strings inside included. */
   const balanced = (): void => {
@@ -81,7 +121,10 @@ export function namesIn(expr: string): NameUse[] {
     if (/\s/.test(c)) i++;
     else if (c === '#') while (i < expr.length && at(i) !== '\n') i++;
     else if (c === '"' || c === "'" || c === '`') string();
-    else if (c === '{' || c === '[') balanced();
+    else if (c === '{')
+      // Checked only through a metric name: a selector by labels alone would go unchecked.
+      throw new Error(`a selector without a metric name in: ${expr}`);
+    else if (c === '[') balanced();
     else if (c === '$') {
       i++;
       if (at(i) === '{') balanced();
@@ -108,11 +151,12 @@ export function namesIn(expr: string): NameUse[] {
         i = save;
         // `sum by (…) (…)`: an aggregation whose clause comes first.
         if (next === 'by' || next === 'without') continue;
+        let labels: Matcher[] = [];
         if (at(i) === '{') {
-          balanced();
+          labels = matchers();
           space();
         }
-        out.push({ name, range: at(i) === '[' });
+        out.push({ name, matchers: labels, range: at(i) === '[' });
       }
     } else i++;
   }
@@ -121,15 +165,26 @@ export function namesIn(expr: string): NameUse[] {
 
 export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untyped';
 
-/** A metric family as an exporter declares it. */
+/** A metric family as an exporter declares it, and the label values its samples carry. */
 export interface Family {
   name: string;
   type: MetricType;
   source: string;
+  labels: Map<string, Set<string>>;
+}
+
+/** Adds a sample's labels to its family's. */
+export function addLabels(f: Family, labels: Partial<Record<string, string | number>>): void {
+  for (const [k, v] of Object.entries(labels)) {
+    if (v === undefined) continue;
+    let values = f.labels.get(k);
+    if (values === undefined) f.labels.set(k, (values = new Set()));
+    values.add(String(v));
+  }
 }
 
 /** The series names a family's samples carry (a histogram's `_bucket`, `_sum`, `_count`). */
-export function seriesOf(f: Family): string[] {
+export function seriesOf(f: Pick<Family, 'name' | 'type'>): string[] {
   if (f.type === 'histogram') return [`${f.name}_bucket`, `${f.name}_sum`, `${f.name}_count`];
   if (f.type === 'summary') return [f.name, `${f.name}_sum`, `${f.name}_count`];
   return [f.name];
@@ -161,17 +216,21 @@ export function parseExposition(text: string, source: string): Family[] {
     const type = /^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (\S+)$/.exec(line);
     if (type !== null) {
       const [, name = '', kind = ''] = type;
-      families.set(name, { name, type: metricType(kind, where), source });
+      families.set(name, { name, type: metricType(kind, where), source, labels: new Map() });
       return;
     }
     if (line.startsWith('#')) return;
     const sample = sampleLine.exec(line);
     if (sample === null) throw new Error(`${where}: not a Prometheus sample line: ${line}`);
-    const [, name = '', , value = ''] = sample;
+    const [, name = '', labels = '', value = ''] = sample;
     if (Number.isNaN(Number(value)) && !['+Inf', '-Inf', 'NaN'].includes(value))
       throw new Error(`${where}: ${name}'s value ${value} is not a number`);
     const family = [...families.values()].find((f) => seriesOf(f).includes(name));
     if (family === undefined) throw new Error(`${where}: ${name} has no # TYPE line before it`);
+    const pairs: Record<string, string> = {};
+    for (const [, k = '', v = ''] of labels.matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      pairs[k] = v;
+    addLabels(family, pairs);
   });
   return [...families.values()];
 }
