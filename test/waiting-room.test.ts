@@ -135,7 +135,7 @@ describe('the waiting room of a model scaled to zero', () => {
     table = {
       replicas: [replica('warm-1', 'warm', eng.url)],
       models: [
-        model('cold'),
+        model('cold', { adapters: ['sql'] }),
         model('never', { unavailable: 'its last replica failed: the engine exited with code 1' }),
         model('nope'),
         model('warm', { wakeable: false }),
@@ -299,6 +299,7 @@ describe('the waiting room of a model scaled to zero', () => {
     const list = (await r.json()) as { data: Record<string, unknown>[] };
     const byId = new Map(list.data.map((m) => [m['id'], m]));
     expect(byId.get('cold')).toMatchObject({ ready_replicas: 0, scaled_to_zero: true });
+    expect(byId.get('cold:sql')).toMatchObject({ parent: 'cold', ready_replicas: 0, scaled_to_zero: true });
     expect(byId.get('warm')).toMatchObject({ ready_replicas: 1 });
     expect(byId.get('warm')).not.toHaveProperty('scaled_to_zero');
   });

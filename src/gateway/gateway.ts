@@ -516,6 +516,7 @@ export class Gateway {
           owned_by: 'llmgw',
           parent: m.name,
           ready_replicas: ready,
+          ...(m.wakeable === true && ready === 0 ? { scaled_to_zero: true } : {}),
         });
     }
     const text = JSON.stringify({ object: 'list', data });
