@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { z } from 'zod';
 
 import type { Requester } from '../client/failover-client.js';
 import type { Settings } from '../config/load.js';
@@ -6,6 +7,7 @@ import { nodeRequest } from '../http1/client-io.js';
 import { Gateway } from '../gateway/gateway.js';
 import type { GatewayKeys } from '../gateway/keys.js';
 import type { UsageSink } from '../gateway/usage-recorder.js';
+import type { ScaleSignals } from '../protocol/load-report.js';
 import type { RouteTable } from '../protocol/routes.js';
 import type { HttpServer } from '../server/http-server.js';
 import type { ControlPlane } from '../server/control-plane.js';
@@ -16,6 +18,7 @@ export function gatewayOptions(settings: Settings): {
   retries: number;
   upstreamIdleMs: number;
   queue: { maxPerModel: number; timeoutMs: number };
+  waitingRoom: { maxPerModel: number; timeoutMs: number };
 } {
   const g = settings.gateway;
   return {
@@ -23,6 +26,10 @@ export function gatewayOptions(settings: Settings): {
     retries: g.retries,
     upstreamIdleMs: Math.round(g.upstream_idle_timeout_s * 1000),
     queue: { maxPerModel: g.queue.max_per_model, timeoutMs: Math.round(g.queue.timeout_s * 1000) },
+    waitingRoom: {
+      maxPerModel: g.waiting_room.max_per_model,
+      timeoutMs: Math.round(g.waiting_room.timeout_s * 1000),
+    },
   };
 }
 
@@ -36,12 +43,37 @@ export function remoteUsage(client: Requester): UsageSink {
   };
 }
 
+const wakeAnswer = z.union([
+  z.object({ ok: z.literal(true) }),
+  z.object({ ok: z.literal(false), reason: z.string() }),
+]);
+
+/** The load report and wake-ups of a gateway of its own, over the control plane's API. */
+export function remoteSignals(client: Requester): ScaleSignals {
+  return {
+    report: async (report) => {
+      await client.request('POST', '/gateway/load', { json: report });
+    },
+    wake: async (model) => {
+      const body = (await client.request<unknown>('POST', '/gateway/wake', { json: { model } })).body;
+      const answer = wakeAnswer.safeParse(body);
+      if (!answer.success)
+        throw new Error(
+          `the control plane answered POST /gateway/wake with ${JSON.stringify(body).slice(0, 200)}, not {"ok": true} or {"ok": false, "reason": "..."}: is it an older llmgw?`,
+        );
+      return answer.data;
+    },
+  };
+}
+
 export function newGateway(o: {
   keys: GatewayKeys;
   routes: () => Promise<RouteTable>;
   usage: UsageSink;
   logger: Logger;
   settings: Settings;
+  /** The autoscaler's (in process) or remoteSignals: load reports, and wake-ups of models at zero. */
+  signals?: ScaleSignals | undefined;
 }): Gateway {
   return new Gateway({
     keys: o.keys,
@@ -49,6 +81,7 @@ export function newGateway(o: {
     usage: o.usage,
     logger: o.logger,
     ...gatewayOptions(o.settings),
+    ...(o.signals === undefined ? {} : { signals: o.signals }),
   });
 }
 
@@ -72,7 +105,13 @@ export function mountGateway(host: GatewayHost, gateway: Gateway): void {
  */
 export async function startLocalGateway(
   cp: ControlPlane,
-  o: { logger: Logger; settings: Settings; routes?: () => Promise<RouteTable> },
+  o: {
+    logger: Logger;
+    settings: Settings;
+    routes?: () => Promise<RouteTable>;
+    /** The autoscaler (cp.autoscaler) once there is one. */
+    signals?: ScaleSignals | undefined;
+  },
 ): Promise<Gateway> {
   const gateway = newGateway({
     keys: storeKeys(cp.authenticator),
@@ -83,6 +122,7 @@ export async function startLocalGateway(
     },
     logger: o.logger,
     settings: o.settings,
+    signals: o.signals,
   });
   await gateway.start();
   mountGateway(cp, gateway);

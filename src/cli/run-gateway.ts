@@ -4,7 +4,7 @@ import type { WhoAmI } from '../core/api-types.js';
 import { HttpServer } from '../server/http-server.js';
 
 import { remoteKeys } from '../gateway/keys.js';
-import { mountGateway, newGateway, remoteRoutes, remoteUsage } from './gateway-compose.js';
+import { mountGateway, newGateway, remoteRoutes, remoteSignals, remoteUsage } from './gateway-compose.js';
 import { createLogger } from './logger.js';
 import { untilSignalled } from './signals.js';
 import { commandSettings } from './settings.js';
@@ -56,6 +56,7 @@ export async function runGateway(o: RunGatewayOptions): Promise<void> {
     keys: remoteKeys(client),
     routes: remoteRoutes(client),
     usage: remoteUsage(client),
+    signals: remoteSignals(client),
     logger,
     settings: loaded.settings,
   });

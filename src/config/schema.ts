@@ -162,6 +162,26 @@ export const settingsSchema = z.strictObject({
           timeout_s: z.number().min(0.1).max(3600).default(30),
         })
         .prefault({}),
+      /**
+       * Requests for a model scaled to zero (autoscale min 0) wait here while a replica starts,
+       * instead of being refused.
+       */
+      waiting_room: z
+        .strictObject({
+          /** Requests that may wait for one model to start; past it, 503 at once. */
+          max_per_model: z
+            .int({ error: 'a whole number of requests, e.g. 1000' })
+            .min(0, 'at least 0 (0: refuse at once while the model is at zero)')
+            .max(100_000, 'at most 100000 requests')
+            .default(1000),
+          /** How long one waits before 503 (vLLM takes minutes to load a large model). */
+          timeout_s: z
+            .number({ error: 'a number of seconds, e.g. 300' })
+            .min(1, 'at least 1 s')
+            .max(3600, 'at most 3600 s (an hour)')
+            .default(300),
+        })
+        .prefault({}),
     })
     .prefault({}),
   hub: z

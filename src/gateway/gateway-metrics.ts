@@ -86,6 +86,8 @@ export class GatewayMetrics {
   readonly itl: HistogramTable;
   readonly tokens: CounterTable;
   readonly retries: CounterTable;
+  /** From a request entering the waiting room (its model at zero) to its first token, or its answer when not streamed. */
+  readonly coldStart: HistogramTable;
 
   /** The catalog's models and adapters: the model labels there are (anything else is `unknown`). */
   setCatalog(models: readonly CatalogEntry[]): void {
@@ -127,6 +129,12 @@ export class GatewayMetrics {
 
   itlFor(model: string | undefined): Observer {
     return this.#model(model).itl;
+  }
+
+  /** A cold start: seconds from entering the waiting room to the first token (or the whole answer). */
+  coldStarted(model: string, seconds: number): void {
+    const label = this.labels.model(model);
+    this.coldStart.cell(label, () => ({ model: label })).observe(seconds);
   }
 
   /** Every model's counters as they stand (the control plane samples them for its traffic series). */
@@ -198,7 +206,12 @@ export class GatewayMetrics {
     return a;
   }
 
-  constructor(loads: () => ReplicaLoad[], queued: (model?: string) => number) {
+  /** `waiting`: requests in the waiting room by model (models scaled to zero). */
+  constructor(
+    loads: () => ReplicaLoad[],
+    queued: (model?: string) => number,
+    waiting: () => ReadonlyMap<string, number> = () => new Map(),
+  ) {
     const registers = [this.registry];
     this.requests = new CounterTable({
       name: 'llmgw_gateway_requests_total',
@@ -238,6 +251,22 @@ export class GatewayMetrics {
       name: 'llmgw_gateway_retries_total',
       help: 'Requests sent again to another replica (refused, or 5xx before the first byte)',
       registers,
+    });
+    this.coldStart = new HistogramTable({
+      name: 'llmgw_gateway_cold_start_seconds',
+      help: 'From a request for a model scaled to zero entering the waiting room to its first token (or its whole answer, not streamed)',
+      buckets: [0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 180, 300, 600],
+      registers,
+    });
+    new Gauge({
+      name: 'llmgw_gateway_waiting_room',
+      help: 'Requests waiting for a replica of a model scaled to zero to start, by model',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [model, n] of waiting()) this.set({ model }, n);
+      },
     });
     new Gauge({
       name: 'llmgw_gateway_in_flight',

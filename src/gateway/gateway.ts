@@ -1,14 +1,19 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+
 import type { Logger } from 'pino';
 
 import { didYouMean } from '../core/did-you-mean.js';
 import { clientText } from '../core/redact.js';
 import { requestIdFrom } from '../core/request-id.js';
 import { UpstreamPool, type UpstreamCall } from '../http1/upstream-pool.js';
+import type { GatewayLoadReport, ScaleSignals } from '../protocol/load-report.js';
 import type { CatalogEntry, RouteReplica, RouteTable } from '../protocol/routes.js';
 
 import type { ClientResponse, GatewayRequest } from '../http1/client-io.js';
 import { GatewayMetrics } from './gateway-metrics.js';
 import { IdleWatch, type Watched } from './idle-watch.js';
+import { ModelDemand, sendReports } from './load-figures.js';
 import { nestsDeeperThan } from './json-depth.js';
 import { admitKey, type GatewayKeys, type GatewayPrincipal, type KeyHeaders, type KeyScope } from './keys.js';
 import {
@@ -27,6 +32,8 @@ import { RouterError, type Lease, type Outcome } from './router/types.js';
 import { SseRelay } from './sse-relay.js';
 import { UsageRecorder, type UsageSink } from './usage-recorder.js';
 import { scanUsage, type TokenCounts } from './usage-scan.js';
+import { WaitingRoom } from './waiting-room.js';
+import { WaitingStream } from './waiting-stream.js';
 
 export interface GatewayOptions {
   keys: GatewayKeys;
@@ -45,6 +52,28 @@ export interface GatewayOptions {
    * bytes of it) before the request is answered 504 and the replica leaves rotation (default 300 s).
    */
   upstreamIdleMs?: number;
+  /**
+   * Where the load report goes every `reportMs` and wake-ups of models scaled to zero are
+   * asked for: the autoscaler in process, or the control plane's API (remoteSignals).
+   */
+  signals?: ScaleSignals | undefined;
+  /** How often the load report is sent (default 1 s). */
+  reportMs?: number;
+  /** This gateway's name in its load reports (default host:pid:random). */
+  gatewayId?: string;
+  /**
+   * Requests for a model scaled to zero (wakeable, no ready replica) wait while one starts:
+   * at most `maxPerModel` per model (default 1000), each for `timeoutMs` (default 300 s).
+   * Streamed ones get an SSE comment every `heartbeatMs` (default 5 s); the model is woken
+   * again every `wakeEveryMs` (default 5 s) and the routes read every `refreshMs` (default 250 ms).
+   */
+  waitingRoom?: {
+    maxPerModel: number;
+    timeoutMs: number;
+    heartbeatMs?: number;
+    wakeEveryMs?: number;
+    refreshMs?: number;
+  };
 }
 
 const chatPaths = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses']);
@@ -75,6 +104,10 @@ interface Exchange {
   usage?: TokenCounts;
   stream?: boolean;
   error?: string;
+  /** When it entered the waiting room (its model was at zero): its cold start runs from here. */
+  roomAt?: number;
+  /** Where its answer goes when not straight to the client: a stream opened while it waited. */
+  out?: WaitingStream;
 }
 
 /**
@@ -101,6 +134,11 @@ export class Gateway {
   #catalog = new Map<string, CatalogEntry>();
   #timer: NodeJS.Timeout | undefined;
   #refreshing = false;
+  readonly #room: WaitingRoom;
+  readonly #gatewayId: string;
+  /** Requests per catalog model, the last one's time (the autoscaler's idle clock), the last cold start. */
+  readonly #demand = new ModelDemand();
+  #stopReports: (() => void) | undefined;
 
   constructor(options: GatewayOptions) {
     this.#o = options;
@@ -112,9 +150,27 @@ export class Gateway {
     });
     this.#usage = new UsageRecorder({ sink: options.usage, logger: options.logger });
     this.#idle = new IdleWatch(options.upstreamIdleMs ?? 300_000);
+    const room = options.waitingRoom;
+    const signals = options.signals;
+    this.#room = new WaitingRoom({
+      maxPerModel: room?.maxPerModel ?? 1000,
+      timeoutMs: room?.timeoutMs ?? 300_000,
+      wakeEveryMs: room?.wakeEveryMs,
+      refreshMs: room?.refreshMs,
+      wake: signals === undefined ? undefined : (model) => signals.wake(model),
+      refresh: () => void this.refresh(),
+      view: {
+        ready: (model) => this.router.has(model),
+        room: (model) => this.#roomFor(model),
+        entry: (model) => this.#catalog.get(model),
+      },
+      logger: options.logger,
+    });
+    this.#gatewayId = options.gatewayId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.metrics = new GatewayMetrics(
       () => this.router.loads(),
       (m) => this.router.queued(m),
+      () => this.#room.counts(),
     );
   }
 
@@ -122,10 +178,19 @@ export class Gateway {
     await this.refresh();
     this.#timer = setInterval(() => void this.refresh(), this.#o.refreshMs ?? 500);
     this.#timer.unref();
+    if (this.#o.signals !== undefined)
+      this.#stopReports = sendReports({
+        signals: this.#o.signals,
+        build: () => this.loadReport(),
+        everyMs: this.#o.reportMs ?? 1000,
+        logger: this.#o.logger,
+      });
   }
 
   async stop(): Promise<void> {
     if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#stopReports?.();
+    this.#room.stop();
     this.#idle.stop();
     this.#scraper.stop();
     await this.#usage.stop();
@@ -154,6 +219,7 @@ export class Gateway {
         this.#pools.delete(endpoint);
         void pool.close();
       }
+      this.#room.changed();
     } catch (e) {
       this.#o.logger.warn(
         { err: e instanceof Error ? e.message : String(e) },
@@ -269,6 +335,7 @@ export class Gateway {
     x.model = model;
     x.base = base;
     const entry = this.#entry(base, adapter, x.principal);
+    this.#demand.requested(base);
     if (path === '/v1/responses' && !entry.engines.some((e) => responsesEngines.has(e))) {
       throw new GatewayError(
         'not_found',
@@ -288,6 +355,13 @@ export class Gateway {
     res.once('close', () => {
       if (!res.writableFinished) x.cancel?.();
     });
+    // A model scaled to zero: wait for a replica to start rather than be refused.
+    let out: ClientResponse = res;
+    if (entry.wakeable === true && !this.router.has(base)) {
+      const waited = await this.#waitForReplica(res, x, base);
+      if (waited === undefined) return;
+      out = waited;
+    }
     const tried = new Set<string>();
     // A conversation key only matters when there is a choice of replicas.
     const affinity = this.router.replicaCount(base) > 1 ? affinityKey(req.headers, body) : undefined;
@@ -320,12 +394,70 @@ export class Gateway {
       // Sent as it came when the engine takes it as it is: no second serialisation.
       const unchanged = adapter === undefined && !addUsage && lease.replica.servedName === model;
       const payload = unchanged ? raw : upstreamBody(body, lease.replica, adapter, addUsage);
-      const outcome = await this.#forward({ req, res, x, lease, path, payload, stripUsage: addUsage });
+      const outcome = await this.#forward({ req, res: out, x, lease, path, payload, stripUsage: addUsage });
       if (outcome !== 'retry') return;
       x.retries++;
       this.metrics.retry(base);
     }
     throw allFailed(base, x.error);
+  }
+
+  /**
+   * Waits in the waiting room (the model is at zero). Undefined when the client left; the
+   * response to answer on otherwise (a stream opened while waiting, for a streamed request).
+   */
+  async #waitForReplica(
+    res: ClientResponse,
+    x: Exchange,
+    model: string,
+  ): Promise<ClientResponse | undefined> {
+    const abort = new AbortController();
+    // Throws at once when the room is full: a plain 503, before any head.
+    const waiting = this.#room.enter(model, abort.signal);
+    x.roomAt = performance.now();
+    x.cancel = () => abort.abort();
+    if (x.stream === true) {
+      x.out = new WaitingStream(res);
+      x.out.open({ model, requestId: x.requestId, everyMs: this.#o.waitingRoom?.heartbeatMs ?? 5000 });
+    }
+    try {
+      const ms = await waiting;
+      x.queuedMs += ms;
+    } catch (e) {
+      if (e instanceof RouterError && e.refusal.kind === 'cancelled') {
+        x.out?.stopHeartbeat();
+        this.#log(x, 499);
+        return undefined;
+      }
+      throw e;
+    } finally {
+      x.cancel = undefined;
+    }
+    return x.out ?? res;
+  }
+
+  /** How many requests a model's replicas and its router queue take now (the waiting room hands over this many). */
+  #roomFor(model: string): number {
+    let free = 0;
+    for (const l of this.router.loads())
+      if (l.model === model) free += Math.max(0, (l.capacity ?? 1) - l.inFlight);
+    return free + Math.max(0, (this.#o.queue?.maxPerModel ?? 256) - this.router.queued(model));
+  }
+
+  /**
+   * What this gateway sees of each model's load, for the autoscaler: the router's replicas,
+   * queue and requests in flight, the waiting room (its requests count as queued), requests
+   * taken and the last cold start.
+   */
+  loadReport(): GatewayLoadReport {
+    return this.#demand.report({
+      gateway: this.#gatewayId,
+      catalog: this.#catalog.keys(),
+      loads: this.router.loads(),
+      queued: (m) => this.router.queued(m),
+      waiting: (m) => this.#room.waiting(m),
+      inFlight: (m) => this.router.inFlight(m),
+    });
   }
 
   #entry(base: string, adapter: string | undefined, principal: GatewayPrincipal): CatalogEntry {
@@ -373,6 +505,7 @@ export class Gateway {
         created,
         owned_by: 'llmgw',
         ready_replicas: ready,
+        ...(m.wakeable === true && ready === 0 ? { scaled_to_zero: true } : {}),
         ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
       });
       for (const a of m.adapters)
@@ -383,6 +516,7 @@ export class Gateway {
           owned_by: 'llmgw',
           parent: m.name,
           ready_replicas: ready,
+          ...(m.wakeable === true && ready === 0 ? { scaled_to_zero: true } : {}),
         });
     }
     const text = JSON.stringify({ object: 'list', data });
@@ -627,6 +761,13 @@ export class Gateway {
     if (x.principal !== undefined) this.#limits.charge(key, prompt + completion, x.principal);
     this.metrics.countTokens(x.model, key, prompt, completion);
     if (x.ttftMs !== undefined) this.metrics.ttftFor(x.model).observe(x.ttftMs / 1000);
+    if (x.roomAt !== undefined && x.base !== undefined && (x.status ?? 200) < 400) {
+      // To the first token of a stream, else to the whole answer (now).
+      const end = x.ttftMs === undefined ? performance.now() : x.started + x.ttftMs;
+      const ms = Math.max(0, end - x.roomAt);
+      this.#demand.coldStart(x.base, ms);
+      this.metrics.coldStarted(x.base, ms / 1000);
+    }
   }
 
   /** Whatever a request threw, answered in OpenAI's shape, counted and logged. */
@@ -642,7 +783,9 @@ export class Gateway {
           'gateway error',
         ),
     });
-    sendError(res, err, x.requestId);
+    // A stream opened while the request waited ends with the error as its last event.
+    x.out?.stopHeartbeat();
+    sendError(x.out ?? res, err, x.requestId);
     x.error = err.message;
     this.metrics.refused(x.model, x.principal?.name, err.code);
     this.#log(x, err.status);
