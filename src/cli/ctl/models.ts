@@ -12,6 +12,7 @@ import { UsageError } from '../usage-error.js';
 
 import { purgeText } from './cache.js';
 import { connect } from './connection.js';
+import { registerModelAutoscale } from './model-autoscale.js';
 import { registerModelContext } from './model-context.js';
 import { modelDetail } from './model-detail.js';
 import { registerModelGpus } from './model-gpus.js';
@@ -151,6 +152,7 @@ export function registerModels(ctl: Command, run: Runner): void {
     );
 
   registerModelGpus(model, run);
+  registerModelAutoscale(model, run);
 
   model
     .command('rm')
