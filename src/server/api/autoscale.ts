@@ -15,6 +15,8 @@ export function autoscaleRoutes(deps: ApiDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.put('/:name/autoscale', adminOnly, async (c) => {
     const autoscale = await jsonBody(c, autoscaleSchema);
+    // Not found, or declared in the settings file: the catalog's own refusals.
+    await deps.catalog.get(c.req.param('name'));
     const model = await deps.catalog.change(c.req.param('name'), (m) => ({ ...m, autoscale }), {
       actor: principalOf(c).name,
       action: 'model.autoscale',
@@ -24,6 +26,7 @@ export function autoscaleRoutes(deps: ApiDeps): Hono<ApiEnv> {
   });
   app.delete('/:name/autoscale', adminOnly, async (c) => {
     const name = c.req.param('name');
+    await deps.catalog.get(name);
     const model = await deps.catalog.change(
       name,
       (current) => {
