@@ -165,6 +165,11 @@ export class Autoscaler implements ScaleSignals {
   /** A gateway's load report (in process, or POST /api/v1/gateway/load). */
   report(report: GatewayLoadReport): Promise<void> {
     this.#board.put(report, this.#now());
+    // A follower passes its gateways' figures on to the leader (at most once a second).
+    if (this.#o.shared && !this.#o.fleet.leads)
+      void this.#share(false).catch((e: unknown) =>
+        this.#o.logger.warn({ err: messageOf(e) }, 'could not share the gateways’ load reports'),
+      );
     return Promise.resolve();
   }
 
