@@ -55,6 +55,9 @@ describe('llmgw ctl model autoscale', () => {
       ].join('\n'),
     );
 
+    const list = await llmgw(['ctl', 'models'], env);
+    expect(list.stdout).toMatch(/\nqwen-7b +api +2 \(0-4\) /);
+
     const json = await ctl('autoscale', 'qwen-7b', '--min', '1', '--max', '3', '--json');
     expect(json.code).toBe(0);
     expect(JSON.parse(json.stdout)).toMatchObject({

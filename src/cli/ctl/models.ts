@@ -32,7 +32,7 @@ export function registerModels(ctl: Command, run: Runner): void {
                 items.map((m) => [
                   m.name,
                   m.metadata.origin,
-                  String(m.replicas),
+                  replicasText(m),
                   profilesSummary(m),
                   m.source,
                   age(m.metadata.created_at),
@@ -191,6 +191,12 @@ function resolvedText(m: ModelView): string {
           : '';
   const first = `model "${m.name}" resolved: ${m.source}${at}`;
   return m.status.problem === undefined ? first : `${first}\nproblem: ${m.status.problem}`;
+}
+
+/** `2`, or for an autoscaled model the count it runs now and its bounds: `2 (0-4)`. */
+function replicasText(m: ModelView): string {
+  if (m.autoscale === undefined) return String(m.replicas);
+  return `${m.status.scale?.replicas ?? m.replicas} (${m.autoscale.min}-${m.autoscale.max})`;
 }
 
 export function profilesSummary(m: ModelView): string {
