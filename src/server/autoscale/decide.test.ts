@@ -148,6 +148,13 @@ const table: [string, Partial<DecideInput>, number, string | undefined, string][
     'at zero',
   ],
   [
+    'just woken, its replica starting, the waking request queued: held',
+    { spec: { ...spec, min: 0 }, current: 1, lastChangeAt: now - 500, load: load([], 1) },
+    1,
+    undefined,
+    'no replica reports figures yet (starting)',
+  ],
+  [
     'no report from any gateway: held',
     { load: undefined },
     2,

@@ -132,8 +132,10 @@ export function decide(input: DecideInput): Decision {
     });
   }
 
-  if (load === undefined || (load.replicas.length === 0 && queued === 0))
-    return hold('no load figures from the gateways');
+  if (load === undefined) return hold('no load figures from the gateways');
+  // Its replicas are starting (just woken, say): a queue says nothing yet of how many it needs.
+  if (load.replicas.length === 0)
+    return hold('no replica reports figures yet (starting): held until one does', { queued });
 
   const f = loadFigures(load);
   // Above zero, the formula never asks for zero: only idle_s stops the last replica.
