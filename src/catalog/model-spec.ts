@@ -33,17 +33,39 @@ export const profileSchema = z.strictObject({
   min_memory_gb: z.number().nonnegative().optional(),
 });
 
+/**
+ * Replicas that follow load (Knative/KEDA-style): between min and max, aiming at `target`, the
+ * share of each replica's slots busy (0.7: 70%). `idle_s`: with min 0, how long without a
+ * request before the last replica stops. Bounds across keys are checked in rules.ts.
+ */
+export const autoscaleSchema = z.strictObject({
+  min: z.int({ error: 'a whole number of replicas, e.g. min: 0' }).min(0, 'at least 0 replicas'),
+  max: z.int({ error: 'a whole number of replicas, e.g. max: 4' }).min(1, 'at least 1 replica').max(10_000),
+  target: z
+    .number({ error: 'the load per replica to aim at, e.g. target: 0.7 (70% of its slots busy)' })
+    .gt(0, 'more than 0, e.g. target: 0.7 (70% of its slots busy)')
+    .max(1, 'at most 1 (every slot busy), e.g. target: 0.7')
+    .default(0.7),
+  idle_s: z
+    .int({ error: 'a whole number of seconds, e.g. idle_s: 300' })
+    .min(1, 'at least 1 s, e.g. idle_s: 300')
+    .max(604_800, 'at most 604800 s (a week)')
+    .default(300),
+});
+
 export const modelSchema = z.strictObject({
   name: z.string().min(1),
   source: z.string().min(1),
   context_length: z.int().min(256).optional(),
   max_output: z.int().min(1).optional(),
   replicas: z.int().min(0).max(10_000).default(1),
+  autoscale: autoscaleSchema.optional(),
   profiles: z
     .array(profileSchema)
     .min(1, { error: 'a model needs at least one profile (where and how it runs)' }),
 });
 
+export type AutoscaleSpec = z.output<typeof autoscaleSchema>;
 export type AdapterSpec = z.output<typeof adapterSchema>;
 export type ProfileInput = z.input<typeof profileSchema>;
 export type ModelInput = z.input<typeof modelSchema>;
@@ -71,7 +93,9 @@ export interface ModelSpec {
   source: string;
   context_length?: number;
   max_output?: number;
+  /** With autoscale: the count it starts at, held within [min, max]. */
   replicas: number;
+  autoscale?: AutoscaleSpec;
   profiles: ProfileSpec[];
 }
 

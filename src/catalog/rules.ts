@@ -72,6 +72,14 @@ export function checkModel(m: ParsedModel): { model: ModelSpec; issues: Issue[] 
     );
   }
 
+  const a = m.autoscale;
+  if (a !== undefined && a.min > a.max) {
+    add(
+      ['autoscale', 'min'],
+      `min (${a.min}) is more than max (${a.max}): write min: ${a.max} or less, or max: ${a.min} or more`,
+    );
+  }
+
   const seen = new Set<string>();
   const profiles = m.profiles.map((p, i) => {
     if (seen.has(p.name))
@@ -85,6 +93,7 @@ export function checkModel(m: ParsedModel): { model: ModelSpec; issues: Issue[] 
     ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
     ...(m.max_output === undefined ? {} : { max_output: m.max_output }),
     replicas: m.replicas,
+    ...(a === undefined ? {} : { autoscale: { min: a.min, max: a.max, target: a.target, idle_s: a.idle_s } }),
     profiles,
   };
   return { model, issues };

@@ -289,6 +289,48 @@ const refusals: [string, unknown, string, string][] = [
     'got "two"',
   ],
   [
+    'autoscale with min over max',
+    { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), autoscale: { min: 3, max: 2 } },
+    'autoscale.min',
+    'min (3) is more than max (2): write min: 2 or less, or max: 3 or more',
+  ],
+  [
+    'autoscale with max 0',
+    { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), autoscale: { min: 0, max: 0 } },
+    'autoscale.max',
+    'at least 1 replica',
+  ],
+  [
+    'autoscale with a negative min',
+    { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), autoscale: { min: -1, max: 2 } },
+    'autoscale.min',
+    'at least 0 replicas',
+  ],
+  [
+    'an autoscale target of 0',
+    { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), autoscale: { min: 1, max: 2, target: 0 } },
+    'autoscale.target',
+    'more than 0, e.g. target: 0.7',
+  ],
+  [
+    'an autoscale target over 1',
+    { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), autoscale: { min: 1, max: 2, target: 70 } },
+    'autoscale.target',
+    'at most 1 (every slot busy)',
+  ],
+  [
+    'an autoscale idle_s of 0',
+    { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), autoscale: { min: 0, max: 2, idle_s: 0 } },
+    'autoscale.idle_s',
+    'at least 1 s, e.g. idle_s: 300',
+  ],
+  [
+    'autoscale without max',
+    { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), autoscale: { min: 0 } },
+    'autoscale.max',
+    'a whole number of replicas, e.g. max: 4',
+  ],
+  [
     'a missing source',
     { name: 'x', profiles: [{ name: 'p', engine: 'vllm', gpu_class: 'l4-24g' }] },
     'source',
@@ -297,6 +339,14 @@ const refusals: [string, unknown, string, string][] = [
 ];
 
 describe('catalog validation', () => {
+  it('fills in autoscale defaults: target 0.7, idle_s 300', () => {
+    const r = validateModel({
+      ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }),
+      autoscale: { min: 0, max: 3 },
+    });
+    expect(r.ok && r.model.autoscale).toEqual({ min: 0, max: 3, target: 0.7, idle_s: 300 });
+  });
+
   it.each(refusals)('refuses %s', (_what, input, path, words) => {
     const r = validateModel(input);
     expect(r.ok).toBe(false);

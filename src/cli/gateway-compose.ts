@@ -126,6 +126,7 @@ export async function startLocalGateway(
   });
   await gateway.start();
   mountGateway(cp, gateway);
+  gateway.metrics.include(cp.autoscaler.metrics);
   cp.traffic.attach(() => gateway.metrics.counts());
   cp.beforeStoreClose(() => gateway.stop());
   return gateway;

@@ -10,6 +10,7 @@ import { envKeys, parseEnvValue, unknownVariables } from './env.js';
 import {
   settingsSchema,
   type AgentSettings,
+  type AutoscaleSettings,
   type GatewaySettings,
   type HubSettings,
   type TlsSettings,
@@ -38,6 +39,8 @@ export interface Settings {
   readonly models: readonly ModelSpec[];
   /** `cert` and `key` are absolute when set. */
   readonly tls: Readonly<TlsSettings>;
+  /** How autoscaled models are decided on. */
+  readonly autoscale: Readonly<AutoscaleSettings>;
 }
 
 export interface SettingsSource {
@@ -186,6 +189,7 @@ export function parseSettings(
       ...(parsed.data.tls.cert === undefined ? {} : { cert: resolve(cwd, parsed.data.tls.cert) }),
       ...(parsed.data.tls.key === undefined ? {} : { key: resolve(cwd, parsed.data.tls.key) }),
     },
+    autoscale: parsed.data.autoscale,
   });
   return {
     settings,

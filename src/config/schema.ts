@@ -184,6 +184,38 @@ export const settingsSchema = z.strictObject({
         .prefault({}),
     })
     .prefault({}),
+  /** Models with `autoscale:` in the catalog: how the leading control plane decides their counts. */
+  autoscale: z
+    .strictObject({
+      /** How often each autoscaled model is decided on. */
+      interval_s: z
+        .number({ error: 'a number of seconds, e.g. 5' })
+        .min(0.1, 'at least 0.1 s')
+        .max(3600, 'at most 3600 s')
+        .default(5),
+      /**
+       * How long load must stay low before a model scales down: the highest count wanted over
+       * this window is kept (Kubernetes HPA's stabilisation window, 300 s there too).
+       */
+      scale_down_window_s: z
+        .number({ error: 'a number of seconds, e.g. 300' })
+        .min(0, 'at least 0 s')
+        .max(86_400, 'at most 86400 s (a day)')
+        .default(300),
+      /** The most replicas one decision adds (scaling up does not wait). */
+      scale_up_step: z
+        .int({ error: 'a whole number of replicas, e.g. 4' })
+        .min(1, 'at least 1 replica')
+        .max(10_000)
+        .default(4),
+      /** A gateway's load report counts for this long; a gateway silent longer is left out. */
+      report_ttl_s: z
+        .number({ error: 'a number of seconds, e.g. 5' })
+        .min(0.5, 'at least 0.5 s')
+        .max(600, 'at most 600 s')
+        .default(5),
+    })
+    .prefault({}),
   hub: z
     .strictObject({
       /** The Hugging Face hub, or a mirror of it; unset, HF_ENDPOINT, else https://huggingface.co. */
@@ -243,3 +275,4 @@ export type PlacementSettings = RawSettings['placement'];
 export type GatewaySettings = RawSettings['gateway'];
 export type HubSettings = RawSettings['hub'];
 export type TlsSettings = RawSettings['tls'];
+export type AutoscaleSettings = RawSettings['autoscale'];

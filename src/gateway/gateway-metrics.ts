@@ -89,6 +89,14 @@ export class GatewayMetrics {
   /** From a request entering the waiting room (its model at zero) to its first token, or its answer when not streamed. */
   readonly coldStart: HistogramTable;
 
+  /** Serves another part's metrics (the control plane's autoscaler) on this same /metrics. */
+  include(other: Registry): void {
+    for (const { name } of other.getMetricsAsArray()) {
+      const metric = other.getSingleMetric(name);
+      if (metric !== undefined) this.registry.registerMetric(metric);
+    }
+  }
+
   /** The catalog's models and adapters: the model labels there are (anything else is `unknown`). */
   setCatalog(models: readonly CatalogEntry[]): void {
     this.labels.setCatalog(models);

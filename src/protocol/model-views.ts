@@ -30,6 +30,26 @@ export interface ModelStatus {
   resolved_at?: string;
   /** The model's latest rolling change (GET /models and /models/NAME). */
   rollout?: RolloutView;
+  /** An autoscaled model's count now and its last decision (GET /models/NAME). */
+  scale?: ScaleView;
+}
+
+/** What the autoscaler did of a model (ctl model show's Scale section, the console's model page). */
+export interface ScaleView {
+  /** The count placement runs now. */
+  replicas: number;
+  /** The last change it made: from → to, why, with the figures it saw. */
+  last_decision?: {
+    at: string;
+    from: number;
+    to: number;
+    direction: 'up' | 'down' | 'zero' | 'wake';
+    reason: string;
+    figures: Record<string, number>;
+  };
+  last_request_at?: string;
+  /** The last cold start the gateways measured: first request to first token at zero. */
+  cold_start?: { ms: number; at: string };
 }
 
 export type ModelView = ModelSpec & { metadata: ModelMetadata; status: ModelStatus };

@@ -18,6 +18,7 @@ import { agentChannelPath } from '../protocol/agent-protocol.js';
 import { messageOf } from '../core/errors.js';
 import { loadEngineKeys, prepareEngineKeys } from './fleet/engine-keys.js';
 import { Fleet } from './fleet/fleet.js';
+import { Autoscaler } from './autoscale/autoscaler.js';
 import { BlobIndex } from './mirror/blob-index.js';
 import { Mirror, type MirrorOptions } from './mirror/mirror.js';
 import { mirrorAuthorizer } from './mirror/mirror-auth.js';
@@ -94,6 +95,8 @@ export class ControlPlane {
   readonly traffic: TrafficSampler;
   /** Which control plane places replicas (this one, alone on SQLite; one of several on PostgreSQL). */
   readonly leadership: Leadership;
+  /** Autoscaled models' counts; the gateways' load reports and wake-ups go to it (ScaleSignals). */
+  readonly autoscaler: Autoscaler;
   readonly #beforeStoreClose: (() => Promise<void>)[] = [];
   /** The serving certificate and the cluster CA when it serves HTTPS; undefined on plain HTTP. */
   readonly tls: ServingCertificates | undefined;
@@ -116,7 +119,9 @@ export class ControlPlane {
     traffic: TrafficSampler;
     leadership: Leadership;
     tls: ServingCertificates | undefined;
+    autoscaler: Autoscaler;
   }) {
+    this.autoscaler = init.autoscaler;
     this.leadership = init.leadership;
     this.tls = init.tls;
     this.events = init.events;
@@ -225,7 +230,19 @@ export class ControlPlane {
       events,
       leader: leadership,
       controlPlaneId: id,
+      scaledReplicas: (spec) => autoscaler.countOf(spec),
     });
+    const autoscaler: Autoscaler = new Autoscaler({
+      store,
+      specs: () => catalog.specs(),
+      fleet,
+      settings: () => settings.current.settings.autoscale,
+      logger: logger.child({ part: 'autoscaler' }),
+      controlPlaneId: id,
+      shared,
+      onChange: () => events.publish('models'),
+    });
+    await autoscaler.start();
     catalog.onChange(() => fleet.poke());
     origins.onResolved(() => fleet.poke());
     if (shared) {
@@ -265,6 +282,7 @@ export class ControlPlane {
       registry,
       hub,
       fleet,
+      autoscaler,
       originOf: options.originOf ?? (async (name) => (await catalog.origins()).get(name)),
       resolveSource: (source) => origins.resolve(source),
       mirror,
@@ -368,6 +386,7 @@ export class ControlPlane {
       traffic,
       leadership,
       tls,
+      autoscaler,
     });
   }
 
@@ -389,6 +408,7 @@ export class ControlPlane {
   /** Stops taking requests, finishes those in flight, then closes the store. */
   async stop(): Promise<void> {
     this.#logger.info('control plane stopping');
+    await this.autoscaler.stop();
     await this.fleet.stop();
     // Given up now, so that another control plane leads at once rather than when it expires.
     await this.leadership.stop();

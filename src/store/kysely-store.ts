@@ -11,6 +11,7 @@ import { Cluster } from './kysely-cluster.js';
 import { Fleet } from './kysely-fleet.js';
 import { ModelOrigins } from './kysely-origins.js';
 import { Rollouts } from './kysely-rollouts.js';
+import { Scale } from './kysely-scale.js';
 import { SharedValues, type SharedValueRepository } from './kysely-shared-values.js';
 import { Usage } from './kysely-usage.js';
 import { JoinTokens, Nodes } from './kysely-nodes.js';
@@ -31,6 +32,7 @@ import type {
   ModelOriginRepository,
   NodeRepository,
   RolloutRepository,
+  ScaleRepository,
   UsageRepository,
   ModelRepository,
   NewApiKey,
@@ -62,6 +64,7 @@ export class KyselyStore implements Store {
   readonly fleet: FleetRepository;
   readonly usage: UsageRepository;
   readonly rollouts: RolloutRepository;
+  readonly scale: ScaleRepository;
   readonly cluster: ClusterRepository;
   readonly shared: SharedValueRepository;
   readonly #db: Kysely<Database>;
@@ -91,6 +94,7 @@ export class KyselyStore implements Store {
     this.fleet = new Fleet(ctx);
     this.usage = new Usage(ctx);
     this.rollouts = new Rollouts(ctx);
+    this.scale = new Scale(ctx);
     this.cluster = new Cluster(ctx, options.wakeups);
     this.shared = new SharedValues(ctx);
   }

@@ -234,5 +234,22 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // Autoscaled models: the count the autoscaler set and the decision that set it, with the
+    // last request and cold start seen, so that a restart (or a new leader) goes on from there.
+    '0010_model_scale': {
+      async up(db) {
+        await db.schema
+          .createTable('model_scale')
+          .addColumn('model', 'text', (c) => c.primaryKey())
+          .addColumn('replicas', 'integer', (c) => c.notNull())
+          .addColumn('decision', 'text')
+          .addColumn('decided_at', 'text')
+          .addColumn('last_request_at', 'text')
+          .addColumn('cold_start_ms', 'integer')
+          .addColumn('cold_start_at', 'text')
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }

@@ -118,6 +118,18 @@ export interface Database {
   control_planes: { id: string; url: string; version: string; started_at: string; seen_at: string };
   /** Each node's last shard report (JSON), written by the control plane its agent talks to. */
   node_reports: { node: string; by_cp: string; at: string; report: string };
+  /** Each autoscaled model's count and last decision (store.ts ModelScaleRecord). */
+  model_scale: {
+    model: string;
+    replicas: number;
+    /** JSON: store.ts ScaleDecision. */
+    decision: string | null;
+    decided_at: string | null;
+    last_request_at: string | null;
+    cold_start_ms: number | null;
+    cold_start_at: string | null;
+    updated_at: string;
+  };
   /** One row per key, model and hour (`hour`: the ISO time the hour starts). */
   usage: UsageRow;
 }

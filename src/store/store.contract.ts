@@ -528,6 +528,52 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       ]);
     });
 
+    it("keeps each autoscaled model's count and last decision, audits a decision, and removes it", async () => {
+      expect(await store.scale.get('scale-model')).toBeUndefined();
+      const decision = {
+        at: '2026-01-01T00:00:00.000Z',
+        from: 1,
+        to: 3,
+        direction: 'up' as const,
+        reason: 'load 2.1 over target 0.7',
+        figures: { load: 2.1, queued: 4 },
+      };
+      await store.scale.put(
+        { model: 'scale-model', replicas: 3, decision, last_request_at: null, cold_start: null },
+        { actor: 'system' },
+      );
+      expect(await store.scale.get('scale-model')).toEqual({
+        model: 'scale-model',
+        replicas: 3,
+        decision,
+        last_request_at: null,
+        cold_start: null,
+        updated_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      });
+      const [entry] = await store.audit.list({ target: 'model/scale-model' });
+      expect(entry).toMatchObject({
+        actor: 'system',
+        action: 'model.scale',
+        detail: { from: 1, to: 3, direction: 'up', figures: { load: 2.1, queued: 4 } },
+      });
+      // What the gateways saw, written without a decision: replaced, and nothing audited.
+      await store.scale.put({
+        model: 'scale-model',
+        replicas: 3,
+        decision,
+        last_request_at: '2026-01-01T00:01:00.000Z',
+        cold_start: { ms: 1234.6, at: '2026-01-01T00:00:30.000Z' },
+      });
+      expect(await store.scale.get('scale-model')).toMatchObject({
+        last_request_at: '2026-01-01T00:01:00.000Z',
+        cold_start: { ms: 1235, at: '2026-01-01T00:00:30.000Z' },
+      });
+      expect(await store.audit.list({ target: 'model/scale-model' })).toHaveLength(1);
+      expect((await store.scale.list()).map((r) => r.model)).toContain('scale-model');
+      await store.scale.remove('scale-model');
+      expect(await store.scale.get('scale-model')).toBeUndefined();
+    });
+
     it('replaces sealed engine keys, and keeps the first check value of their secret', async () => {
       const replica = {
         id: 'sealed-model-1',

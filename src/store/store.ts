@@ -27,6 +27,8 @@ export interface Store {
   readonly usage: UsageRepository;
   /** Each model's latest rolling change (ctl model gpus and context, ctl replica restart). */
   readonly rollouts: RolloutRepository;
+  /** Autoscaled models: the count the autoscaler set, its last decision, last request and cold start. */
+  readonly scale: ScaleRepository;
   /** Several control planes on one database: the leader's lease, who serves, nodes' reports, wake-ups. */
   readonly cluster: ClusterRepository;
   /** Values every control plane on the database shares (the cluster's TLS CA). */
@@ -324,6 +326,40 @@ export interface RolloutRepository {
     end: { state: 'done' } | { state: 'failed'; error: string },
     actor: Actor,
   ): Promise<boolean>;
+}
+
+/** One decision of the autoscaler: what it changed, why, and the figures it saw. */
+export interface ScaleDecision {
+  at: string;
+  from: number;
+  to: number;
+  direction: 'up' | 'down' | 'zero' | 'wake';
+  reason: string;
+  figures: Record<string, number>;
+}
+
+/** An autoscaled model's state, kept by the leading control plane. */
+export interface ModelScaleRecord {
+  model: string;
+  /** The count placement runs now. */
+  replicas: number;
+  /** The last change it made; null before the first. */
+  decision: ScaleDecision | null;
+  last_request_at: string | null;
+  /** The last cold start the gateways measured: first request to first token at zero. */
+  cold_start: { ms: number; at: string } | null;
+  updated_at: string;
+}
+
+export interface ScaleRepository {
+  list(): Promise<ModelScaleRecord[]>;
+  get(model: string): Promise<ModelScaleRecord | undefined>;
+  /**
+   * Writes a model's state (insert or replace); with `audit`, its decision is audited as
+   * `model.scale` by `audit.actor` in the same transaction.
+   */
+  put(record: Omit<ModelScaleRecord, 'updated_at'>, audit?: { actor: Actor }): Promise<void>;
+  remove(model: string): Promise<void>;
 }
 
 /** Counts to add, or the counts stored: one key, model and hour. */

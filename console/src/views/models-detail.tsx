@@ -1,12 +1,20 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useId, useState } from 'react';
+import { Fragment, useId, useState } from 'react';
 import { Link, useLocation } from 'wouter';
 
 import { queryKeys, type ModelView, type ReplicaView } from '../api.js';
 import { QueryError } from '../query-error.js';
 import { AdminOnly, useSession } from '../session.js';
 import { ContextDialog, GpusDialog } from './models-dialogs.js';
-import { isDeclared, originText, profileText, rolloutText, shapeText, sizeText } from './models-rows.js';
+import {
+  isDeclared,
+  originText,
+  profileText,
+  rolloutText,
+  scaleRows,
+  shapeText,
+  sizeText,
+} from './models-rows.js';
 
 /** One model: its origin and files, shape, profiles, replicas and rolling change; an admin's actions on it. */
 export function ModelDetail({ name }: { name: string }) {
@@ -36,6 +44,7 @@ export function ModelDetail({ name }: { name: string }) {
             engines fit, at which context.
           </p>
           <Facts model={m} />
+          <Scale model={m} />
           <h2>Replicas</h2>
           <QueryError query={replicas} what="the replicas" />
           {replicas.data !== undefined && (
@@ -60,6 +69,25 @@ function Rollout({ model }: { model: ModelView }) {
         <progress max={Math.max(r.total, 1)} value={r.replaced} aria-label="Replicas running the change" />
       )}
     </div>
+  );
+}
+
+/** An autoscaled model's bounds, count and last decision. */
+function Scale({ model }: { model: ModelView }) {
+  const rows = scaleRows(model);
+  if (rows === undefined) return null;
+  return (
+    <>
+      <h2>Scale</h2>
+      <dl className="facts" aria-label="Scale">
+        {rows.map(([k, v]) => (
+          <Fragment key={k}>
+            <dt>{k}</dt>
+            <dd>{v}</dd>
+          </Fragment>
+        ))}
+      </dl>
+    </>
   );
 }
 

@@ -8,6 +8,7 @@ import {
   originText,
   profileText,
   rolloutText,
+  scaleRows,
   shapeText,
   sizeText,
 } from './models-rows.js';
@@ -114,5 +115,49 @@ describe('countRows', () => {
 
   it('with no answer yet, the profile says the current count', () => {
     expect(countRows(2, new Map(), [1, 2]).map((r) => r.state)).toEqual(['asking', 'current']);
+  });
+});
+
+describe('scaleRows', () => {
+  it('is undefined for a model with a fixed count', () => {
+    expect(scaleRows(modelView())).toBeUndefined();
+  });
+
+  it('shows the bounds, the count now, the last decision with its figures, the last request and cold start', () => {
+    const m = modelView({
+      autoscale: { min: 0, max: 4, target: 0.7, idle_s: 300 },
+      status: {
+        scale: {
+          replicas: 3,
+          last_decision: {
+            at: '2026-12-03T18:00:00.000Z',
+            from: 1,
+            to: 3,
+            direction: 'up',
+            reason: 'load 2.1 over 1 replica: wants 3',
+            figures: { queued: 4, desired: 3 },
+          },
+          last_request_at: '2026-12-03T18:00:01.000Z',
+          cold_start: { ms: 2300, at: '2026-12-03T17:59:00.000Z' },
+        },
+      },
+    });
+    expect(scaleRows(m)).toEqual([
+      ['Bounds', '0 to 4 replicas, target 0.7 load each, to zero after 300 s without a request'],
+      ['Now', '3 replicas'],
+      ['Last decision', '1 → 3 (up) at 2026-12-03T18:00:00.000Z: load 2.1 over 1 replica: wants 3'],
+      ['Figures', 'queued 4, desired 3'],
+      ['Last request', '2026-12-03T18:00:01.000Z'],
+      ['Cold start', '2300 ms to the first token (2026-12-03T17:59:00.000Z)'],
+    ]);
+  });
+
+  it('says when no decision was made yet', () => {
+    const m = modelView({ replicas: 2, autoscale: { min: 1, max: 3, target: 0.5, idle_s: 300 } });
+    expect(scaleRows(m)).toEqual([
+      ['Bounds', '1 to 3 replicas, target 0.5 load each'],
+      ['Now', '2 replicas'],
+      ['Last decision', 'none yet'],
+    ]);
   });
 });

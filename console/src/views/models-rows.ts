@@ -72,3 +72,37 @@ export function rolloutText(r: RolloutView | undefined): string | undefined {
 export function gpuProfiles(m: ModelView): string[] {
   return m.profiles.filter((p) => p.cpu !== true && p.gpu_class !== undefined).map((p) => p.name);
 }
+
+/**
+ * An autoscaled model's Scale section, as `ctl model show` has it: the bounds, the count now,
+ * the last decision (before → after, why, the figures) and the last request and cold start.
+ */
+export function scaleRows(m: ModelView): [string, string][] | undefined {
+  const a = m.autoscale;
+  if (a === undefined) return undefined;
+  const s = m.status.scale;
+  const now = s?.replicas ?? m.replicas;
+  const rows: [string, string][] = [
+    [
+      'Bounds',
+      `${a.min} to ${a.max} replicas, target ${a.target} load each${a.min === 0 ? `, to zero after ${a.idle_s} s without a request` : ''}`,
+    ],
+    ['Now', `${now} replica${now === 1 ? '' : 's'}`],
+  ];
+  const d = s?.last_decision;
+  rows.push([
+    'Last decision',
+    d === undefined ? 'none yet' : `${d.from} → ${d.to} (${d.direction}) at ${d.at}: ${d.reason}`,
+  ]);
+  if (d !== undefined && Object.keys(d.figures).length > 0)
+    rows.push([
+      'Figures',
+      Object.entries(d.figures)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', '),
+    ]);
+  if (s?.last_request_at !== undefined) rows.push(['Last request', s.last_request_at]);
+  if (s?.cold_start !== undefined)
+    rows.push(['Cold start', `${s.cold_start.ms} ms to the first token (${s.cold_start.at})`]);
+  return rows;
+}

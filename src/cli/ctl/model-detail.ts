@@ -13,6 +13,7 @@ import type { ReplicaView } from '../../protocol/replica-views.js';
 import type { RolloutView } from '../../protocol/rollout-views.js';
 import { age, table } from '../output.js';
 
+import { scaleLines } from './model-autoscale.js';
 import { profilesSummary } from './models.js';
 
 const label = (name: string) => `${name}:`.padEnd(20);
@@ -150,6 +151,8 @@ export function modelSections(m: ModelView): string[][] {
   else if (st.resolved_at === undefined)
     head.push(`${label('Origin')}not resolved yet (llmgw ctl model resolve ${m.name} resolves it now)`);
   else head.push(`${label('Origin')}unknown`);
+  const scale = scaleLines(m);
+  if (scale !== undefined) sections.push(scale);
   if (st.shape !== undefined) sections.push(shapeLines(st.shape));
   else sections.push(['Shape:              unknown']);
   if (st.problem !== undefined) sections.push([`Problem: ${st.problem}`]);

@@ -12,6 +12,7 @@ import { UsageError } from '../usage-error.js';
 
 import { purgeText } from './cache.js';
 import { connect } from './connection.js';
+import { registerModelAutoscale } from './model-autoscale.js';
 import { registerModelContext } from './model-context.js';
 import { modelDetail } from './model-detail.js';
 import { registerModelGpus } from './model-gpus.js';
@@ -31,7 +32,7 @@ export function registerModels(ctl: Command, run: Runner): void {
                 items.map((m) => [
                   m.name,
                   m.metadata.origin,
-                  String(m.replicas),
+                  replicasText(m),
                   profilesSummary(m),
                   m.source,
                   age(m.metadata.created_at),
@@ -151,6 +152,7 @@ export function registerModels(ctl: Command, run: Runner): void {
     );
 
   registerModelGpus(model, run);
+  registerModelAutoscale(model, run);
 
   model
     .command('rm')
@@ -189,6 +191,12 @@ function resolvedText(m: ModelView): string {
           : '';
   const first = `model "${m.name}" resolved: ${m.source}${at}`;
   return m.status.problem === undefined ? first : `${first}\nproblem: ${m.status.problem}`;
+}
+
+/** `2`, or for an autoscaled model the count it runs now and its bounds: `2 (0-4)`. */
+function replicasText(m: ModelView): string {
+  if (m.autoscale === undefined) return String(m.replicas);
+  return `${m.status.scale?.replicas ?? m.replicas} (${m.autoscale.min}-${m.autoscale.max})`;
 }
 
 export function profilesSummary(m: ModelView): string {

@@ -17,6 +17,7 @@ import { modelRoutes } from './models.js';
 import { nodeRoutes, statusRoute, tokenRoutes } from './nodes.js';
 import { planRoutes } from './plan.js';
 import { replicaRoutes, scaleRoute } from './replicas.js';
+import { autoscaleRoutes } from './autoscale.js';
 import { gatewayRoutes, usageRoutes } from './gateway-routes.js';
 import { checkJoinToken } from '../nodes/join-token.js';
 import { eventsRoute } from '../events/events-route.js';
@@ -111,6 +112,7 @@ export function createApi(deps: ApiDeps) {
     return c.json<WhoAmI>({ name: p.name, role: p.role });
   });
   app.route('/models', scaleRoute(deps));
+  app.route('/models', autoscaleRoutes(deps));
   // Before the catalog's routes: DELETE /models/NAME?purge=true is answered there.
   app.route('/models', modelFileRoutes(deps));
   app.route('/cache', cacheRoutes(deps));

@@ -15,6 +15,7 @@ import type { EventHub } from '../events/event-hub.js';
 import type { TrafficSampler } from '../traffic/traffic-sampler.js';
 import type { Resolution } from '../model-origins.js';
 import type { Fleet } from '../fleet/fleet.js';
+import type { Autoscaler } from '../autoscale/autoscaler.js';
 import type { AgentHub } from '../nodes/agent-hub.js';
 import type { NodeRegistry } from '../nodes/node-registry.js';
 import type { SettingsHolder } from '../settings-holder.js';
@@ -36,6 +37,8 @@ export interface ApiDeps {
   registry: NodeRegistry;
   hub: AgentHub;
   fleet: Fleet;
+  /** Autoscaled models (absent: the routes that need it answer that autoscaling is off here). */
+  autoscaler?: Autoscaler | undefined;
   mirror?: MirrorFiles | undefined;
   /** A model's pinned origin, as resolved when it was added; undefined when it never was. */
   originOf?: ((model: string) => Promise<Origin | undefined>) | undefined;

@@ -5,7 +5,9 @@ import { LlmgwError } from '../../core/errors.js';
 import { formatIssues } from '../../core/errors.js';
 import { issuesFromZod } from '../../core/zod-issues.js';
 import type { KeyInfo, RouteTable } from '../../protocol/routes.js';
+import type { GatewayLoadReport, WakeAnswer } from '../../protocol/load-report.js';
 import type { UsageDelta } from '../../store/store.js';
+import { wakeBody } from './autoscale.js';
 import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
 
 /** Gateways of their own call these with a key of role `gateway` (or admin). */
@@ -45,6 +47,37 @@ const usageQuery = z.strictObject({
     .optional(),
 });
 
+const count = () => z.number().min(0);
+const loadSchema = z.strictObject({
+  gateway: z.string().min(1).max(200),
+  at: z.number().int().min(0),
+  models: z
+    .array(
+      z.strictObject({
+        model: z.string().min(1),
+        queued: count(),
+        inFlight: count(),
+        requests: count(),
+        lastRequestAt: z.number().int().min(0).optional(),
+        coldStart: z.strictObject({ ms: count(), at: z.number().int().min(0) }).optional(),
+        replicas: z
+          .array(
+            z.strictObject({
+              id: z.string().min(1),
+              running: count(),
+              waiting: count(),
+              kvUsage: z.number().min(0).max(1).optional(),
+              capacity: count(),
+              inFlight: count(),
+              stale: z.boolean(),
+            }),
+          )
+          .max(10_000),
+      }),
+    )
+    .max(10_000),
+}) satisfies z.ZodType<GatewayLoadReport>;
+
 export function gatewayRoutes(deps: ApiDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.use('*', gatewayOnly);
@@ -60,6 +93,17 @@ export function gatewayRoutes(deps: ApiDeps): Hono<ApiEnv> {
       tpm: p.tpm,
     });
   });
+  // The gateway's load, every second or so, for the autoscaler.
+  app.post('/load', async (c) => {
+    const report = await jsonBody(c, loadSchema);
+    await autoscalerOf(deps).report(report);
+    return c.json({ ok: true });
+  });
+  // A request waits for a model at zero: start one.
+  app.post('/wake', async (c) => {
+    const { model } = await jsonBody(c, wakeBody);
+    return c.json<WakeAnswer>(await autoscalerOf(deps).wake(model));
+  });
   app.post('/usage', async (c) => {
     const { rows } = await jsonBody(c, usageSchema);
     await deps.store.usage.add(rows.map((r) => ({ ...r, hour: new Date(r.hour).toISOString() })));
@@ -67,6 +111,15 @@ export function gatewayRoutes(deps: ApiDeps): Hono<ApiEnv> {
     return c.json({ written: rows.length });
   });
   return app;
+}
+
+function autoscalerOf(deps: ApiDeps): NonNullable<ApiDeps['autoscaler']> {
+  if (deps.autoscaler === undefined)
+    throw new LlmgwError(
+      'unavailable',
+      'this control plane runs no autoscaler: send load reports to one that does',
+    );
+  return deps.autoscaler;
 }
 
 export function usageRoutes(deps: ApiDeps): Hono<ApiEnv> {

@@ -6,6 +6,7 @@ import type { ModelChange, ModelView } from '../../protocol/model-views.js';
 import { contextBody, setModelContext } from '../model-context.js';
 import { fitWarnings } from '../model-fit.js';
 import { changeModelGpus, gpusBody } from '../model-gpus.js';
+import { withScale } from './autoscale.js';
 import {
   adminOnly,
   ifMatchVersion,
@@ -88,7 +89,8 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
 
 async function withRollout(deps: ApiDeps, model: ModelView): Promise<ModelView> {
   const rollout = await deps.fleet.rollout(model.name);
-  return rollout === undefined ? model : { ...model, status: { ...model.status, rollout } };
+  const scaled = withScale(deps, model);
+  return rollout === undefined ? scaled : { ...scaled, status: { ...scaled.status, rollout } };
 }
 
 /** The model, with why it would fit no class of the cluster: accepted, but not silently. */

@@ -105,7 +105,14 @@ export function scaleRoute(deps: ApiDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.post('/:name/scale', adminOnly, async (c) => {
     const { replicas } = await jsonBody(c, scaleSchema);
-    const model = await deps.catalog.patch(c.req.param('name'), { replicas }, principalOf(c).name);
+    const name = c.req.param('name');
+    const a = (await deps.catalog.get(name)).autoscale;
+    if (a !== undefined)
+      throw new LlmgwError(
+        'conflict',
+        `model ${name} is autoscaled between ${a.min} and ${a.max} replicas: change the bounds with llmgw ctl model autoscale ${name} --min N --max N, or run a fixed count with llmgw ctl model autoscale ${name} --off first`,
+      );
+    const model = await deps.catalog.patch(name, { replicas }, principalOf(c).name);
     return c.json(model);
   });
   return app;

@@ -238,13 +238,14 @@ export function runsAsSpecified(r: Pick<PlanReplica, 'spec' | 'profile'>, spec: 
  * (`ctl model apply`, the settings file) is another change.
  */
 export function rollsTo(rollout: Pick<RolloutRecord, 'spec'>, spec: ModelSpec): boolean {
-  const { replicas: _a, ...to } = rollout.spec;
-  const { replicas: _b, ...now } = spec;
+  // Nor its autoscale bounds: neither changes how an engine runs.
+  const { replicas: _a, autoscale: _c, ...to } = rollout.spec;
+  const { replicas: _b, autoscale: _d, ...now } = spec;
   return isDeepStrictEqual(JSON.parse(JSON.stringify(to)), JSON.parse(JSON.stringify(now)));
 }
 
 function runOf(spec: ModelSpec, profile: string): unknown {
-  const { replicas: _count, profiles, ...model } = spec;
+  const { replicas: _count, autoscale: _scale, profiles, ...model } = spec;
   // Through JSON: an absent key and one set to undefined are the same, key order is not a change.
   return JSON.parse(
     JSON.stringify({ ...model, profile: profiles.find((p) => p.name === profile) ?? null }),

@@ -92,6 +92,8 @@ export interface FleetOptions {
   leader?: LeaderView;
   /** This control plane's id: the nodes' reports it shares carry it. */
   controlPlaneId?: string;
+  /** An autoscaled model's count (the autoscaler's), run instead of its `replicas`; undefined for the others. */
+  scaledReplicas?: (spec: ModelSpec) => number | undefined;
 }
 
 /** What an agent last said of its shards, as control planes share it through the store. */
@@ -515,7 +517,9 @@ export class Fleet implements HubListener {
     const unresolved: PendingReplica[] = [];
     const memory = new Map<string, ModelMemory>();
     const blobs = new Set<string>();
-    for (const { metadata: _m, status, ...spec } of models) {
+    for (const { metadata: _m, status, ...written } of models) {
+      const scaled = this.#o.scaledReplicas?.(written);
+      const spec = scaled === undefined ? written : { ...written, replicas: scaled };
       const origin = status.origin;
       // Placement asks the memory planner where a replica fits once the shape is known.
       if (status.shape !== undefined) memory.set(spec.name, { shape: status.shape, files: origin?.files });
@@ -977,18 +981,25 @@ export class Fleet implements HubListener {
     }
     const pending = new Map(this.#pending.map((p) => [p.model, p]));
     const models = (await this.#o.catalog.specs()).map((m) => {
-      const unavailable = unavailableReason({
-        model: m.name,
-        wanted: m.replicas,
-        replicas: states.get(m.name) ?? [],
-        pending: pending.get(m.name),
-      });
+      const wanted = this.#o.scaledReplicas?.(m) ?? m.replicas;
+      // Autoscaled to zero, it starts on a request (the gateway's waiting room): not unavailable.
+      const wakeable = m.autoscale?.min === 0;
+      const unavailable =
+        wakeable && wanted === 0
+          ? undefined
+          : unavailableReason({
+              model: m.name,
+              wanted,
+              replicas: states.get(m.name) ?? [],
+              pending: pending.get(m.name),
+            });
       return {
         name: m.name,
         adapters: [...new Set(m.profiles.flatMap((p) => p.adapters.map((a) => a.name)))],
         engines: [...new Set(m.profiles.map((p) => p.engine))],
         ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
         ...(unavailable === undefined ? {} : { unavailable }),
+        ...(wakeable ? { wakeable: true } : {}),
       };
     });
     return { replicas, models, ...(this.#engineCa === undefined ? {} : { ca: this.#engineCa }) };
