@@ -1,4 +1,5 @@
-import { readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -7,6 +8,11 @@ import { describe, expect, it } from 'vitest';
 
 import { GatewayMetrics } from '../src/gateway/gateway-metrics.js';
 import type { ReplicaLoad } from '../src/gateway/router/types.js';
+import type { ReplicaView } from '../src/protocol/replica-views.js';
+import { Autoscaler } from '../src/server/autoscale/autoscaler.js';
+import type { ModelSpec } from '../src/catalog/model-spec.js';
+import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { pino } from 'pino';
 
 import {
   addLabels,
@@ -45,6 +51,7 @@ function gatewayRegistry(): Registry {
   const m = new GatewayMetrics(
     () => [replica],
     () => 1,
+    () => new Map([['tiny', 2]]),
   );
   m.setCatalog([{ name: 'tiny', adapters: [], engines: ['vllm'] }]);
   m.answered('tiny', 'team-a', 200, 0.5);
@@ -53,15 +60,69 @@ function gatewayRegistry(): Registry {
   m.ttftFor('tiny').observe(0.1);
   m.itlFor('tiny').observe(0.01);
   m.retry('tiny');
+  m.coldStarted('tiny', 4.2);
   return m.registry;
+}
+
+/**
+ * The autoscaler's registry (decisions, desired counts, replicas by state) after one real
+ * decision: a queue on a model at one replica scales it up, on a store of its own.
+ */
+async function autoscalerRegistry(): Promise<Registry> {
+  const dir = mkdtempSync(join(tmpdir(), 'llmgw-grafana-'));
+  const store = await openSqliteStore({ path: join(dir, 'llmgw.db') });
+  try {
+    const spec: ModelSpec = {
+      name: 'tiny',
+      source: '/models/tiny.gguf',
+      replicas: 1,
+      autoscale: { min: 1, max: 4, target: 0.5, idle_s: 60 },
+      profiles: [],
+    };
+    const a = new Autoscaler({
+      store,
+      specs: () => Promise.resolve([spec]),
+      fleet: {
+        leads: true,
+        poke: () => undefined,
+        settled: () => Promise.resolve(),
+        replicas: () => [{ id: 'tiny-1', model: 'tiny', state: 'ready' } as ReplicaView],
+        rollout: () => Promise.resolve(undefined),
+      },
+      settings: () => ({ interval_s: 60, scale_down_window_s: 300, scale_up_step: 4, report_ttl_s: 5 }),
+      logger: pino({ level: 'silent' }),
+      controlPlaneId: 'cp',
+      shared: false,
+    });
+    await a.report({
+      gateway: 'g',
+      at: Date.now(),
+      models: [
+        {
+          model: 'tiny',
+          queued: 8,
+          inFlight: 4,
+          requests: 12,
+          lastRequestAt: Date.now(),
+          replicas: [{ id: 'tiny-1', running: 4, waiting: 0, capacity: 4, inFlight: 4, stale: false }],
+        },
+      ],
+    });
+    await a.tick();
+    return a.metrics;
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /**
  * Every registry llmgw's /metrics serves: adding one is one line here. Give it samples (as
  * gatewayRegistry does): the labels and values the dashboard filters on are read from them.
  */
-const registries: { source: string; registry: () => Registry }[] = [
+const registries: { source: string; registry: () => Registry | Promise<Registry> }[] = [
   { source: 'src/gateway/gateway-metrics.ts', registry: gatewayRegistry },
+  { source: 'src/server/autoscale/autoscaler.ts', registry: autoscalerRegistry },
 ];
 
 /**
@@ -69,18 +130,12 @@ const registries: { source: string; registry: () => Registry }[] = [
  * zero). Not counted as exported: each has an `it.fails` below that starts failing once its
  * registry is listed above, and then its entry goes. The lead resolves these at merge.
  */
-const pending: { name: string; type: MetricType; by: string }[] = [
-  { name: 'llmgw_autoscaler_decisions_total', type: 'counter', by: 'the autoscaler' },
-  { name: 'llmgw_model_replicas_desired', type: 'gauge', by: 'the autoscaler' },
-  { name: 'llmgw_replicas', type: 'gauge', by: 'the control plane (replicas by state)' },
-  { name: 'llmgw_gateway_cold_start_seconds', type: 'histogram', by: 'scale to zero' },
-  { name: 'llmgw_gateway_waiting_room', type: 'gauge', by: 'scale to zero' },
-];
+const pending: { name: string; type: MetricType; by: string }[] = [];
 
 async function llmgwFamilies(): Promise<Family[]> {
   const out: Family[] = [];
   for (const r of registries)
-    for (const m of await r.registry().getMetricsAsJSON()) {
+    for (const m of await (await r.registry()).getMetricsAsJSON()) {
       const f: Family = {
         name: m.name,
         type: metricType(m.type, `${r.source}: ${m.name}`),

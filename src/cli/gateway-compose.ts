@@ -109,7 +109,7 @@ export async function startLocalGateway(
     logger: Logger;
     settings: Settings;
     routes?: () => Promise<RouteTable>;
-    /** The autoscaler (cp.autoscaler) once there is one. */
+    /** Where load reports and wake-ups go; the control plane's autoscaler unless told otherwise. */
     signals?: ScaleSignals | undefined;
   },
 ): Promise<Gateway> {
@@ -122,7 +122,7 @@ export async function startLocalGateway(
     },
     logger: o.logger,
     settings: o.settings,
-    signals: o.signals,
+    signals: o.signals ?? cp.autoscaler,
   });
   await gateway.start();
   mountGateway(cp, gateway);
