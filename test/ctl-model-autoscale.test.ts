@@ -58,10 +58,11 @@ describe('llmgw ctl model autoscale', () => {
     const list = await llmgw(['ctl', 'models'], env);
     expect(list.stdout).toMatch(/\nqwen-7b +api +2 \(0-4\) /);
 
+    // New bounds alone keep the target and idle time set before.
     const json = await ctl('autoscale', 'qwen-7b', '--min', '1', '--max', '3', '--json');
     expect(json.code).toBe(0);
     expect(JSON.parse(json.stdout)).toMatchObject({
-      autoscale: { min: 1, max: 3, target: 0.7, idle_s: 300 },
+      autoscale: { min: 1, max: 3, target: 0.6, idle_s: 120 },
       status: { scale: { replicas: 2 } },
     });
 

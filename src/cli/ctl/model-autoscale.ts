@@ -47,11 +47,20 @@ export function registerModelAutoscale(model: Command, run: Runner): void {
           throw new UsageError('give --min N and --max N (e.g. --min 0 --max 4), or --off for a fixed count');
         const target = stringOpt(opts, 'target');
         const idle = stringOpt(opts, 'idleS');
-        const body = {
+        const given = {
           min: whole('--min', min),
           max: whole('--max', max),
           ...(target === undefined ? {} : { target: number('--target', target) }),
           ...(idle === undefined ? {} : { idle_s: whole('--idle-s', idle) }),
+        };
+        // A target or idle time not given keeps the model's own, as kubectl's patches keep what they do not name.
+        const now =
+          target === undefined || idle === undefined
+            ? (await client.request<ModelView>('GET', `/models/${encodeURIComponent(name)}`)).body.autoscale
+            : undefined;
+        const body = {
+          ...(now === undefined ? {} : { target: now.target, idle_s: now.idle_s }),
+          ...given,
         };
         const m = (await client.request<ModelView>('PUT', path, { json: body })).body;
         emit(o, m, autoscaledText);
