@@ -1,5 +1,9 @@
 // The fake engine of bench:routing: its prefix cache, its queue and its metrics, as the
 // bench's figures rely on them.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import {
@@ -9,7 +13,10 @@ import {
   templated,
   type SimEngineOptions,
 } from '../bench/routing-engine.mjs';
+import { Gateway } from '../src/gateway/gateway.js';
 import { parseLoad } from '../src/gateway/router/prometheus.js';
+import type { RoutingPolicy } from '../src/gateway/router/types.js';
+import { nodeRequest } from '../src/http1/client-io.js';
 
 const system = 'You answer questions about the manual. '.repeat(100); // ~1000 tokens
 const messages = (question: string) => [
@@ -82,5 +89,86 @@ describe('the routing bench’s fake engine', () => {
 
   it('refuses a wrong key as the engines do', async () => {
     expect((await chat(url, 'x', 'wrong')).status).toBe(401);
+  });
+});
+
+describe('the gateway in front of them', () => {
+  const engines = [0, 1].map(
+    (i) =>
+      new SimEngine({
+        id: `sim-${i}`,
+        engine: 'vllm',
+        slots: 4,
+        cacheBlocks: 64,
+        prefillMsPerToken: 0.01,
+        decodeMsPerToken: 0.1,
+        apiKey: `k${i}`,
+      }),
+  );
+  beforeAll(async () => {
+    for (const e of engines) await e.listen();
+  });
+  afterAll(async () => {
+    for (const e of engines) await e.close();
+  });
+
+  /** The replicas that answered 6 requests on one system prompt, one after another, under a policy. */
+  async function replicasFor(policy: RoutingPolicy): Promise<string[]> {
+    const gateway = new Gateway({
+      keys: {
+        check: () => Promise.resolve({ name: 't', role: 'user', allowedModels: null, rpm: null, tpm: null }),
+      },
+      routes: () =>
+        Promise.resolve({
+          replicas: engines.map((e) => ({
+            id: e.id,
+            model: 'sim',
+            engine: 'vllm',
+            endpoint: e.url ?? '',
+            apiKey: e.id === 'sim-0' ? 'k0' : 'k1',
+            servedName: 'sim',
+            adapters: [],
+            capacity: 4,
+            loadMetrics: loadMetricsOf.vllm,
+            metricsUrl: `${e.url ?? ''}/metrics`,
+          })),
+          models: [{ name: 'sim', adapters: [], engines: ['vllm'] }],
+        }),
+      usage: () => Promise.resolve(),
+      logger: pino({ level: 'silent' }),
+      routing: { policy },
+    });
+    await gateway.start();
+    const front: Server = createServer((req, res) => gateway.handle(nodeRequest(req), res));
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
+    const ids: string[] = [];
+    try {
+      for (let i = 0; i < 6; i++) {
+        const res = await fetch(`${url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: 'Bearer t', 'content-type': 'application/json' },
+          body: JSON.stringify({
+            model: 'sim',
+            messages: messages(`question ${i}`),
+            max_tokens: 2,
+            stream: true,
+          }),
+        });
+        await res.text();
+        ids.push(res.headers.get('x-llmgw-replica') ?? '?');
+      }
+    } finally {
+      await gateway.stop();
+      await new Promise((resolve) => front.close(resolve));
+    }
+    return ids;
+  }
+
+  it('sends requests on one system prompt to the replica holding it (ours), where round robin alternates', async () => {
+    const ours = await replicasFor('ours');
+    expect(new Set(ours).size).toBe(1);
+    const rr = await replicasFor('round-robin');
+    expect(new Set(rr).size).toBe(2);
   });
 });

@@ -35,8 +35,8 @@ export interface RouterOptions {
   policy?: RoutingPolicy;
   /**
    * A request goes to the replica holding the longest part of its prompt's start while
-   * that one's score is within this of the least loaded (default 4 requests; AIBrix's
-   * prefix-cache policy guards at 8 running).
+   * that one's score is within this × the fraction of the prompt it holds of the least
+   * loaded (default 8 requests, as AIBrix's prefix-cache policy guards at 8 running).
    */
   prefixBound?: number;
   /** Prompt blocks remembered per replica (default 16,384, ~0.7 MB; llm-d: 31,250). */
@@ -470,10 +470,12 @@ export class Router {
   }
 
   /**
-   * The least loaded, unless a replica within the bounds holds more of the request: the
-   * longest run of its prompt's leading blocks (within `prefixBound` of the least score),
-   * then its conversation's last replica (within `affinityBound`), so a prefix is computed
-   * once and a busy replica sheds new work to the others (the load-imbalance guard).
+   * The least loaded, unless a replica within the bound holds more of the request: the
+   * longest run of its prompt's leading blocks (within `prefixBound` × the fraction held of
+   * the least score), then, among those holding as much, its conversation's last replica,
+   * then less load. So a prefix is computed once, and a busy replica sheds new work to the
+   * others (the load-imbalance guard), which then hold the prefix too. A prompt shorter
+   * than a block keeps its conversation's replica within `affinityBound`, as before.
    */
   #ours(
     group: ModelGroup,
