@@ -26,7 +26,8 @@ import {
   toGatewayError,
 } from './openai-errors.js';
 import { RateLimits } from './rate-limits.js';
-import { Router } from './router/router.js';
+import { promptBlocks } from './router/prefix-blocks.js';
+import { Router, type RouterOptions } from './router/router.js';
 import { Scraper } from './router/scraper.js';
 import { RouterError, type Lease, type Outcome } from './router/types.js';
 import { SseRelay } from './sse-relay.js';
@@ -74,6 +75,8 @@ export interface GatewayOptions {
     wakeEveryMs?: number;
     refreshMs?: number;
   };
+  /** How replicas are picked (the router's policy, bounds and pick hook); the defaults serve. */
+  routing?: Pick<RouterOptions, 'policy' | 'pick' | 'affinityBound' | 'prefixBound' | 'prefixMaxBlocks'>;
 }
 
 const chatPaths = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses']);
@@ -142,7 +145,10 @@ export class Gateway {
 
   constructor(options: GatewayOptions) {
     this.#o = options;
-    this.router = new Router({ ...(options.queue === undefined ? {} : { queue: options.queue }) });
+    this.router = new Router({
+      ...options.routing,
+      ...(options.queue === undefined ? {} : { queue: options.queue }),
+    });
     this.#scraper = new Scraper({
       intervalMs: options.scrapeMs ?? 250,
       onReading: (id, reading) => this.router.recordReading(id, reading),
@@ -363,11 +369,18 @@ export class Gateway {
       out = waited;
     }
     const tried = new Set<string>();
-    // A conversation key only matters when there is a choice of replicas.
-    const affinity = this.router.replicaCount(base) > 1 ? affinityKey(req.headers, body) : undefined;
+    // A conversation key and the prompt's leading blocks only matter when there is a choice of replicas.
+    const choice = this.router.replicaCount(base) > 1;
+    const affinity = choice ? affinityKey(req.headers, body) : undefined;
+    const prefix = choice && this.router.prefixAware ? promptBlocks(body) : undefined;
     const attempts = 1 + (this.#o.retries ?? 2);
     for (let attempt = 0; attempt < attempts; attempt++) {
-      let lease = this.router.tryAcquire(base, { affinityKey: affinity, exclude: tried });
+      let lease = this.router.tryAcquire(base, {
+        affinityKey: affinity,
+        exclude: tried,
+        prefix,
+        requestId: x.requestId,
+      });
       if (lease === undefined) {
         // Only a request that may wait pays for an AbortSignal.
         const abort = new AbortController();
@@ -377,6 +390,8 @@ export class Gateway {
             affinityKey: affinity,
             exclude: tried,
             signal: abort.signal,
+            prefix,
+            requestId: x.requestId,
           });
         } catch (e) {
           if (e instanceof RouterError && e.refusal.kind === 'cancelled') {

@@ -497,3 +497,137 @@ describe('Router: cost', () => {
     console.log(`router: ${perCycleUs.toFixed(2)} µs per acquire/release over 100 replicas`);
   });
 });
+
+describe('Router: prefix-aware routing', () => {
+  // Blocks as promptBlocks gives them: a shared system prompt of 8 blocks, then each conversation's own.
+  const system = [11, 12, 13, 14, 15, 16, 17, 18];
+  const conversation = (n: number, turns: number): number[] => [
+    ...system,
+    ...Array.from({ length: turns }, (_, i) => 1000 * n + i),
+  ];
+
+  it('sends a conversation’s turns and other requests on its system prompt to the replica holding it, while that one is not overloaded', async () => {
+    const r = router([replica('a'), replica('b'), replica('c')]);
+    for (const id of ['a', 'b', 'c']) r.recordReading(id, { running: 0, waiting: 0, at: 0 });
+    r.recordReading('a', { running: 1, waiting: 0, at: 0 });
+    const first = await r.acquire('qwen', { prefix: conversation(1, 1) });
+    // Nothing holds it yet: the least loaded, b (b and c tie, the tie goes by chance to b here).
+    const home = first.replica.id;
+    expect(home).not.toBe('a');
+    // b now runs more than the others, within the bound: turns and new conversations still go there.
+    r.recordReading(home, { running: 4, waiting: 0, at: 0 });
+    for (const prefix of [conversation(1, 2), conversation(1, 3), conversation(2, 1), conversation(3, 1)]) {
+      const lease = await r.acquire('qwen', { prefix });
+      expect(lease.replica.id).toBe(home);
+      lease.release('ok');
+    }
+    // Another prompt entirely: the least loaded.
+    expect((await r.acquire('qwen', { prefix: [91, 92, 93] })).replica.id).not.toBe(home);
+  });
+
+  it('spreads when the replica holding the prefix is overloaded, and then uses both copies', async () => {
+    const r = router([replica('a', { capacity: 16 }), replica('b', { capacity: 16 })]);
+    r.recordReading('a', { running: 0, waiting: 0, at: 0 });
+    r.recordReading('b', { running: 1, waiting: 0, at: 0 });
+    const held = [await r.acquire('qwen', { prefix: conversation(1, 1) })];
+    expect(held[0]?.replica.id).toBe('a');
+    // A new conversation holds 8 of its 9 blocks there: a may carry 8 × 8/9 more than b. 7: still a.
+    r.recordReading('a', { running: 8, waiting: 0, at: 0 });
+    r.recordReading('b', { running: 1, waiting: 0, at: 0 });
+    held.push(await r.acquire('qwen', { prefix: conversation(2, 1) }));
+    expect(held[1]?.replica.id).toBe('a');
+    // Past it: b takes the system prompt.
+    r.recordReading('a', { running: 9, waiting: 0, at: 0 });
+    r.recordReading('b', { running: 1, waiting: 0, at: 0 });
+    const spilled = await r.acquire('qwen', { prefix: conversation(3, 1) });
+    expect(spilled.replica.id).toBe('b');
+    // Both hold the system prompt now: the less loaded of the two takes the next conversation,
+    // and a conversation whose own turns are on a goes on there while a is within the bound.
+    r.recordReading('a', { running: 5, waiting: 0, at: 0 });
+    r.recordReading('b', { running: 3, waiting: 0, at: 0 });
+    expect((await r.acquire('qwen', { prefix: conversation(4, 1) })).replica.id).toBe('b');
+    expect((await r.acquire('qwen', { prefix: conversation(1, 2) })).replica.id).toBe('a');
+  });
+
+  it('holds a partial match to a tighter bound than a full one', async () => {
+    const r = router([replica('a', { capacity: 16 }), replica('b', { capacity: 16 })], { prefixBound: 8 });
+    r.recordReading('a', { running: 0, waiting: 0, at: 0 });
+    r.recordReading('b', { running: 1, waiting: 0, at: 0 });
+    (await r.acquire('qwen', { prefix: [1, 2] })).release('ok');
+    // Half of [1, 2, 3, 4] is on a: a may carry 4 more than b, not 6.
+    r.recordReading('a', { running: 5, waiting: 0, at: 0 });
+    r.recordReading('b', { running: 1, waiting: 0, at: 0 });
+    expect((await r.acquire('qwen', { prefix: [1, 2, 3, 4] })).replica.id).toBe('a');
+    r.recordReading('a', { running: 7, waiting: 0, at: 0 });
+    expect((await r.acquire('qwen', { prefix: [1, 2, 5, 6] })).replica.id).toBe('b');
+  });
+
+  it('prefers, among replicas holding as much, the conversation’s own', async () => {
+    const r = router([replica('a'), replica('b')]);
+    r.recordReading('a', { running: 0, waiting: 0, at: 0 });
+    r.recordReading('b', { running: 1, waiting: 0, at: 0 });
+    // Both hold the 8 blocks; the conversation was on b (a retry that had to leave a).
+    (await r.acquire('qwen', { prefix: system })).release('ok');
+    (await r.acquire('qwen', { prefix: system, affinityKey: 'chat', exclude: new Set(['a']) })).release('ok');
+    r.recordReading('a', { running: 0, waiting: 0, at: 0 });
+    r.recordReading('b', { running: 1, waiting: 0, at: 0 });
+    expect((await r.acquire('qwen', { prefix: system, affinityKey: 'chat' })).replica.id).toBe('b');
+    expect((await r.acquire('qwen', { prefix: system })).replica.id).toBe('a');
+  });
+});
+
+describe('Router: policies and the pick hook', () => {
+  it('round robin takes each available replica in turn, skipping full ones', async () => {
+    const r = router([replica('a'), replica('b', { capacity: 1 }), replica('c')], { policy: 'round-robin' });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await r.acquire('qwen')).replica.id);
+    expect(ids).toEqual(['a', 'b', 'c', 'a', 'c']);
+  });
+
+  it('random picks by chance among the available, whatever their load', async () => {
+    let next = 0;
+    const draws = [0.9, 0.1, 0.9, 0.9];
+    const r = router([replica('a'), replica('b')], { policy: 'random', random: () => draws[next++] ?? 0 });
+    r.recordReading('a', { running: 0, waiting: 0, at: 0 });
+    r.recordReading('b', { running: 3, waiting: 0, at: 0 });
+    // Reservoir sampling: a is taken first, b replaces it when its draw × 2 < 1.
+    expect((await r.acquire('qwen')).replica.id).toBe('b');
+    expect((await r.acquire('qwen')).replica.id).toBe('a');
+  });
+
+  it('least loaded ignores prefixes and conversations', async () => {
+    const r = router([replica('a'), replica('b')], { policy: 'least-loaded' });
+    expect(r.prefixAware).toBe(false);
+    r.recordReading('a', { running: 0, waiting: 0, at: 0 });
+    r.recordReading('b', { running: 1, waiting: 0, at: 0 });
+    (await r.acquire('qwen', { prefix: [1, 2], affinityKey: 'k' })).release('ok');
+    r.recordReading('a', { running: 2, waiting: 0, at: 0 });
+    expect((await r.acquire('qwen', { prefix: [1, 2], affinityKey: 'k' })).replica.id).toBe('b');
+  });
+
+  it('asks the pick hook among the available replicas, and falls back to the policy when it declines or names another', async () => {
+    const seen: string[][] = [];
+    let answer: string | undefined = 'c';
+    const r = router([replica('a'), replica('b', { capacity: 1 }), replica('c')], {
+      pick: (candidates, request) => {
+        seen.push([request.requestId ?? '-', ...candidates.map((c) => c.id)]);
+        return answer;
+      },
+    });
+    for (const id of ['a', 'b', 'c']) r.recordReading(id, { running: 0, waiting: 0, at: 0 });
+    const b = r.tryAcquire('qwen', { exclude: new Set(['a']) });
+    expect(b?.replica.id).toBe('c');
+    answer = 'b';
+    expect((await r.acquire('qwen', { requestId: 'r2' })).replica.id).toBe('b');
+    // b is full now: named anyway, it is not taken; the policy (least loaded) decides.
+    expect((await r.acquire('qwen', { requestId: 'r3' })).replica.id).toBe('a');
+    answer = undefined;
+    expect((await r.acquire('qwen', { requestId: 'r4' })).replica.id).toBe('a');
+    expect(seen).toEqual([
+      ['-', 'b', 'c'],
+      ['r2', 'a', 'b', 'c'],
+      ['r3', 'a', 'c'],
+      ['r4', 'a', 'c'],
+    ]);
+  });
+});

@@ -1,13 +1,16 @@
 import { AffinityMap } from './affinity-map.js';
 import { Breaker } from './breaker.js';
+import { PrefixIndex } from './prefix-index.js';
 import { allExcluded, cancelled, failingTimeout, noReplica, queueFull, queueTimeout } from './refusals.js';
 import type {
   AcquireOptions,
   Lease,
   LoadReading,
   Outcome,
+  PickHook,
   ReplicaLoad,
   RouteReplica,
+  RoutingPolicy,
   ScrapeFailureKind,
 } from './types.js';
 
@@ -28,7 +31,22 @@ export interface RouterOptions {
   now?: () => number;
   /** Breaks ties between equally loaded replicas. */
   random?: () => number;
+  /** How replicas are picked (default `ours`); see RoutingPolicy. */
+  policy?: RoutingPolicy;
+  /**
+   * A request goes to the replica holding the longest part of its prompt's start while
+   * that one's score is within this × the fraction of the prompt it holds of the least
+   * loaded (default 8 requests, as AIBrix's prefix-cache policy guards at 8 running).
+   */
+  prefixBound?: number;
+  /** Prompt blocks remembered per replica (default 16,384, ~0.7 MB; llm-d: 31,250). */
+  prefixMaxBlocks?: number;
+  /** Overrides the policy's pick (a measuring oracle); the gateway does everything else. */
+  pick?: PickHook;
 }
+
+/** What a pick is told of the request. */
+type Wants = Omit<AcquireOptions, 'signal' | 'exclude'> | undefined;
 
 /**
  * A stale or missing reading counts as this much load: such a replica is taken only when
@@ -57,18 +75,21 @@ class ReplicaEntry {
   inFlightAtReading = 0;
   scrapeError: string | undefined = undefined;
   removed = false;
+  /** The prompt blocks sent here: what its prefix cache likely holds. */
+  readonly prefix: PrefixIndex;
 
-  constructor(replica: RouteReplica, group: ModelGroup, breaker: Breaker) {
+  constructor(replica: RouteReplica, group: ModelGroup, breaker: Breaker, prefix: PrefixIndex) {
     this.replica = replica;
     this.capacity = Math.max(1, replica.capacity);
     this.group = group;
     this.breaker = breaker;
+    this.prefix = prefix;
   }
 }
 
 interface Waiter {
   readonly group: ModelGroup;
-  readonly affinityKey: string | undefined;
+  readonly wants: Wants;
   readonly exclude: ReadonlySet<string> | undefined;
   readonly signal: AbortSignal | undefined;
   readonly enqueuedAt: number;
@@ -91,6 +112,8 @@ class ModelGroup {
   /** Wakes the queue when the earliest breaker cooldown ends. */
   wake: NodeJS.Timeout | undefined = undefined;
   wakeAt = 0;
+  /** The round-robin policy's next replica. */
+  cursor = 0;
 
   constructor(model: string) {
     this.model = model;
@@ -173,6 +196,10 @@ export class Router {
   readonly #now: () => number;
   readonly #random: () => number;
   readonly #affinity: AffinityMap;
+  readonly #policy: RoutingPolicy;
+  readonly #prefixBound: number;
+  readonly #prefixMaxBlocks: number;
+  readonly #hook: PickHook | undefined;
   readonly #entries = new Map<string, ReplicaEntry>();
   readonly #groups = new Map<string, ModelGroup>();
   readonly #release: ReleaseFn = (entry, trial, outcome) => {
@@ -191,6 +218,15 @@ export class Router {
       ttlMs: options.affinityTtlMs ?? 600_000,
       maxEntries: options.affinityMaxEntries ?? 100_000,
     });
+    this.#policy = options.policy ?? 'ours';
+    this.#prefixBound = options.prefixBound ?? 8;
+    this.#prefixMaxBlocks = options.prefixMaxBlocks ?? 16_384;
+    this.#hook = options.pick;
+  }
+
+  /** Whether picks use the prompt's blocks: the gateway hashes them only then. */
+  get prefixAware(): boolean {
+    return this.#policy === 'ours';
   }
 
   /** The ready replicas: gone ones are dropped (their leases still release), new ones added, others updated. */
@@ -210,7 +246,12 @@ export class Router {
         entry.capacity = Math.max(1, replica.capacity);
       } else {
         const group = this.#group(replica.model);
-        entry = new ReplicaEntry(replica, group, new Breaker(this.#breakerOptions));
+        entry = new ReplicaEntry(
+          replica,
+          group,
+          new Breaker(this.#breakerOptions),
+          new PrefixIndex(this.#prefixMaxBlocks),
+        );
         group.entries.push(entry);
         this.#entries.set(replica.id, entry);
       }
@@ -294,7 +335,7 @@ export class Router {
   tryAcquire(model: string, options?: Omit<AcquireOptions, 'signal'>): Lease | undefined {
     const group = this.#groups.get(model);
     if (group === undefined || group.entries.length === 0 || group.head) return undefined;
-    const entry = this.#pick(group, options?.exclude, options?.affinityKey, this.#now());
+    const entry = this.#pick(group, options?.exclude, options, this.#now());
     return entry ? this.#lease(entry, 0) : undefined;
   }
 
@@ -305,11 +346,10 @@ export class Router {
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(cancelled(model));
     const exclude = options?.exclude;
-    const affinityKey = options?.affinityKey;
     const now = this.#now();
     // Earlier requests first: a slot that came free without a wake-up (a cooldown just over) is theirs.
     if (group.head) this.#drain(group, now);
-    const entry = this.#pick(group, exclude, affinityKey, now);
+    const entry = this.#pick(group, exclude, options, now);
     if (entry) return Promise.resolve(this.#lease(entry, 0));
     if (!this.#hasCandidate(group, exclude)) return Promise.reject(allExcluded(model));
     if (group.queued >= this.#maxQueued) {
@@ -318,7 +358,7 @@ export class Router {
     return new Promise<Lease>((resolve, reject) => {
       this.#enqueue({
         group,
-        affinityKey,
+        wants: options,
         exclude,
         signal,
         enqueuedAt: now,
@@ -369,15 +409,41 @@ export class Router {
     return total;
   }
 
-  /**
-   * The least score among replicas that are not excluded, not full and whose breaker lets
-   * a request through; ties go to fewer in flight, then to chance (reservoir sampling, so
-   * nothing is allocated). The conversation's replica wins within the affinity bound.
-   */
+  /** Whether a request may go to the replica now: not full, not excluded, its breaker letting it through. */
+  #available(entry: ReplicaEntry, exclude: ReadonlySet<string> | undefined, now: number): boolean {
+    return !isFull(entry) && !isExcluded(entry, exclude) && entry.breaker.allows(now);
+  }
+
+  /** The replica for one request by the policy (or the pick hook), among the available ones; undefined when none is. */
   #pick(
     group: ModelGroup,
     exclude: ReadonlySet<string> | undefined,
-    affinityKey: string | undefined,
+    wants: Wants,
+    now: number,
+  ): ReplicaEntry | undefined {
+    if (this.#hook !== undefined) {
+      const picked = this.#hooked(group, exclude, wants, now);
+      if (picked !== null) return picked;
+    }
+    switch (this.#policy) {
+      case 'round-robin':
+        return this.#roundRobin(group, exclude, now);
+      case 'random':
+        return this.#anyOf(group, exclude, now);
+      case 'least-loaded':
+        return this.#leastLoaded(group, exclude, now);
+      default:
+        return this.#ours(group, exclude, wants, now);
+    }
+  }
+
+  /**
+   * The least score among the available replicas; ties go to fewer in flight, then to
+   * chance (reservoir sampling, so nothing is allocated).
+   */
+  #leastLoaded(
+    group: ModelGroup,
+    exclude: ReadonlySet<string> | undefined,
     now: number,
   ): ReplicaEntry | undefined {
     const staleMs = this.#staleMs;
@@ -385,7 +451,7 @@ export class Router {
     let bestScore = Infinity;
     let ties = 0;
     for (const entry of group.entries) {
-      if (isFull(entry) || isExcluded(entry, exclude) || !entry.breaker.allows(now)) continue;
+      if (!this.#available(entry, exclude, now)) continue;
       const score = scoreOf(entry, now, staleMs);
       if (
         best === undefined ||
@@ -400,23 +466,116 @@ export class Router {
         if (this.#random() * ties < 1) best = entry;
       }
     }
-    if (best === undefined || affinityKey === undefined) return best;
-    const boundId = this.#affinity.get(affinityKey, now);
-    if (boundId !== undefined && boundId !== best.replica.id) {
-      const bound = this.#entries.get(boundId);
+    return best;
+  }
+
+  /**
+   * The least loaded, unless a replica within the bound holds more of the request: the
+   * longest run of its prompt's leading blocks (within `prefixBound` × the fraction held of
+   * the least score), then, among those holding as much, its conversation's last replica,
+   * then less load. So a prefix is computed once, and a busy replica sheds new work to the
+   * others (the load-imbalance guard), which then hold the prefix too. A prompt shorter
+   * than a block keeps its conversation's replica within `affinityBound`, as before.
+   */
+  #ours(
+    group: ModelGroup,
+    exclude: ReadonlySet<string> | undefined,
+    wants: Wants,
+    now: number,
+  ): ReplicaEntry | undefined {
+    let best = this.#leastLoaded(group, exclude, now);
+    if (best === undefined || wants === undefined) return best;
+    const staleMs = this.#staleMs;
+    const leastScore = scoreOf(best, now, staleMs);
+    const prefix = wants.prefix;
+    const affinityKey = wants.affinityKey;
+    const bound = affinityKey === undefined ? undefined : this.#affinity.get(affinityKey, now);
+    if (prefix !== undefined && prefix.length > 0 && group.entries.length > 1) {
+      // Rank within the prefix bound by (blocks held, the conversation's own replica, less load).
+      let bestMatch = best.prefix.matched(prefix);
+      let bestScore = leastScore;
+      for (const entry of group.entries) {
+        if (entry === best || !this.#available(entry, exclude, now)) continue;
+        const score = scoreOf(entry, now, staleMs);
+        const match = entry.prefix.matched(prefix);
+        if (match < bestMatch) continue;
+        // The more of the prompt it holds, the more load it may carry beyond the least loaded.
+        if (score > leastScore + (this.#prefixBound * match) / prefix.length) continue;
+        if (match === bestMatch) {
+          const isBound = entry.replica.id === bound;
+          const bestIsBound = best.replica.id === bound;
+          if (isBound === bestIsBound ? score >= bestScore : !isBound) continue;
+        }
+        best = entry;
+        bestMatch = match;
+        bestScore = score;
+      }
+      best.prefix.add(prefix);
+    }
+    if (bound !== undefined && bound !== best.replica.id && (prefix === undefined || prefix.length === 0)) {
+      const entry = this.#entries.get(bound);
       if (
-        bound !== undefined &&
-        bound.group === group &&
-        !isFull(bound) &&
-        !isExcluded(bound, exclude) &&
-        bound.breaker.allows(now) &&
-        scoreOf(bound, now, staleMs) <= bestScore + this.#affinityBound
+        entry !== undefined &&
+        entry.group === group &&
+        this.#available(entry, exclude, now) &&
+        scoreOf(entry, now, staleMs) <= leastScore + this.#affinityBound
       ) {
-        best = bound;
+        best = entry;
       }
     }
-    this.#affinity.set(affinityKey, best.replica.id, now);
+    if (affinityKey !== undefined) this.#affinity.set(affinityKey, best.replica.id, now);
     return best;
+  }
+
+  #roundRobin(
+    group: ModelGroup,
+    exclude: ReadonlySet<string> | undefined,
+    now: number,
+  ): ReplicaEntry | undefined {
+    const entries = group.entries;
+    const n = entries.length;
+    for (let i = 0; i < n; i++) {
+      const at = (group.cursor + i) % n;
+      const entry = entries[at] as ReplicaEntry;
+      if (!this.#available(entry, exclude, now)) continue;
+      group.cursor = (at + 1) % n;
+      return entry;
+    }
+    return undefined;
+  }
+
+  /** Any available replica, by chance. */
+  #anyOf(group: ModelGroup, exclude: ReadonlySet<string> | undefined, now: number): ReplicaEntry | undefined {
+    let chosen: ReplicaEntry | undefined;
+    let seen = 0;
+    for (const entry of group.entries) {
+      if (!this.#available(entry, exclude, now)) continue;
+      seen++;
+      if (this.#random() * seen < 1) chosen = entry;
+    }
+    return chosen;
+  }
+
+  /** The pick hook's choice among the available replicas; null to leave it to the policy, undefined when none is available. */
+  #hooked(
+    group: ModelGroup,
+    exclude: ReadonlySet<string> | undefined,
+    wants: Wants,
+    now: number,
+  ): ReplicaEntry | undefined | null {
+    const candidates: RouteReplica[] = [];
+    for (const entry of group.entries)
+      if (this.#available(entry, exclude, now)) candidates.push(entry.replica);
+    if (candidates.length === 0) return undefined;
+    const id = (this.#hook as PickHook)(candidates, {
+      model: group.model,
+      requestId: wants?.requestId,
+      affinityKey: wants?.affinityKey,
+    });
+    const entry = id === undefined ? undefined : this.#entries.get(id);
+    return entry !== undefined && entry.group === group && this.#available(entry, exclude, now)
+      ? entry
+      : null;
   }
 
   #lease(entry: ReplicaEntry, queuedMs: number): Lease {
@@ -509,7 +668,7 @@ export class Router {
     let waiter = group.head;
     while (waiter) {
       const next = waiter.next;
-      const entry = this.#pick(group, waiter.exclude, waiter.affinityKey, now);
+      const entry = this.#pick(group, waiter.exclude, waiter.wants, now);
       if (entry) {
         this.#leave(waiter);
         waiter.resolve(this.#lease(entry, now - waiter.enqueuedAt));

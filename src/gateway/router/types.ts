@@ -41,7 +41,32 @@ export interface AcquireOptions {
   exclude?: ReadonlySet<string> | undefined;
   /** The client gave up: leave the queue. */
   signal?: AbortSignal | undefined;
+  /** The prompt's leading blocks (promptBlocks): requests go where their prefix is cached. */
+  prefix?: readonly number[] | undefined;
+  /** The request's id, for a `pick` hook. */
+  requestId?: string | undefined;
 }
+
+/**
+ * How the router picks among the replicas that can take a request: `ours` (the default)
+ * is the least loaded, kept on the replica holding the request's prefix or conversation
+ * while that one is not overloaded; the others are there to be measured against it.
+ */
+export type RoutingPolicy = 'ours' | 'least-loaded' | 'round-robin' | 'random';
+
+/** What a `pick` hook is told of the request it picks a replica for. */
+export interface PickRequest {
+  model: string;
+  requestId: string | undefined;
+  affinityKey: string | undefined;
+}
+
+/**
+ * Picks one of `candidates` (the replicas not full, not excluded and not cooling down;
+ * never empty), or returns undefined to leave it to the policy. For measuring routing
+ * against an oracle that knows the engines' true state.
+ */
+export type PickHook = (candidates: readonly RouteReplica[], request: PickRequest) => string | undefined;
 
 /** Why no replica was given; the gateway turns these into 503 (with Retry-After) or 404. */
 export type RouterRefusal =
