@@ -4,7 +4,15 @@ import type { WhoAmI } from '../core/api-types.js';
 import { HttpServer } from '../server/http-server.js';
 
 import { remoteKeys } from '../gateway/keys.js';
-import { mountGateway, newGateway, remoteRoutes, remoteUsage } from './gateway-compose.js';
+import {
+  mountGateway,
+  newGateway,
+  newWorkerPool,
+  poolServices,
+  remoteRoutes,
+  remoteUsage,
+  sharedRoutes,
+} from './gateway-compose.js';
 import { createLogger } from './logger.js';
 import { untilSignalled } from './signals.js';
 import { commandSettings } from './settings.js';
@@ -52,20 +60,32 @@ export async function runGateway(o: RunGatewayOptions): Promise<void> {
       `key "${me.name}" has the ${me.role} role; a gateway needs one of role gateway (llmgw ctl key create NAME --role gateway)`,
     );
   }
+  // Worker processes (gateway.workers) take the address; this one answers their keys, limits
+  // and /v1 on connections they relay (another path: 404, as here).
+  const pool = newWorkerPool(loaded.settings, logger);
+  const keys = remoteKeys(client);
+  const routes = sharedRoutes(remoteRoutes(client));
+  const usage = remoteUsage(client);
   const gateway = newGateway({
-    keys: remoteKeys(client),
-    routes: remoteRoutes(client),
-    usage: remoteUsage(client),
+    keys,
+    routes,
+    usage,
     logger,
     settings: loaded.settings,
+    limits: pool?.limits,
   });
   await gateway.start();
   const http = new HttpServer({
     maxConnectionsPerClient: loaded.settings.gateway.max_connections_per_client,
+    ...(pool === undefined ? {} : { shared: pool }),
   });
   mountGateway(http, gateway);
   const url = await http.listen(o.listen);
-  logger.info({ url, servers: o.servers }, 'gateway listening');
+  pool?.attach(poolServices(gateway, { keys, routes, usage }));
+  logger.info(
+    { url, servers: o.servers, ...(pool === undefined ? {} : { workers: pool.pids() }) },
+    'gateway listening',
+  );
   await untilSignalled(logger);
   await http.close();
   await gateway.stop();

@@ -28,6 +28,7 @@ import {
 } from '../http1/answers.js';
 import { FrontDoor, type FastHandler, type FastLane } from '../http1/front-door.js';
 import { maxHeadBytes } from '../http1/heads.js';
+import { acceptRelayed } from '../http1/relay-preamble.js';
 
 import { localUrl, parseListen } from './listen.js';
 
@@ -49,6 +50,27 @@ export interface HttpServerOptions {
   requestMs?: number;
   /** Serve HTTPS with this certificate (PEM, its chain after it) and key; plain HTTP when unset. */
   tls?: ServingCertificate;
+  /**
+   * The public address is served by gateway workers (other processes): listen() has them
+   * accept on it and listens here on their relay socket only (see src/cli/gateway-workers).
+   */
+  shared?: SharedListener;
+  /**
+   * Takes a connection the front door does not serve before node:http does (a gateway worker
+   * relays it to its primary); returns whether it took it.
+   */
+  relay?: (socket: Socket, read: Buffer | undefined) => boolean;
+}
+
+/** A public address bound here and accepted on by other processes, which relay what they do not serve. */
+export interface SharedListener {
+  /** Binds the address, has the workers accept on it, and resolves with its port once they do. */
+  open(host: string | undefined, port: number, tls: ServingCertificate | undefined): Promise<number>;
+  /** The unix socket the workers relay to, listened on by this server. */
+  readonly relayPath: string;
+  setCertificate(tls: ServingCertificate): void;
+  /** The workers stop taking connections and finish theirs. */
+  close(): Promise<void>;
 }
 
 export interface ServingCertificate {
@@ -119,6 +141,8 @@ export class HttpServer {
   /** Connections handed to TLS, until they close (closed with the rest after the grace). */
   readonly #raw = new Set<Socket>();
   readonly #headMs: number;
+  readonly #shared: SharedListener | undefined;
+  #tlsPair: ServingCertificate | undefined;
   #fallback: RequestHandler = notFound;
 
   constructor(options: HttpServerOptions = {}) {
@@ -178,12 +202,15 @@ export class HttpServer {
         ? {}
         : { maxConnectionsPerClient: options.maxConnectionsPerClient }),
       handOff: (socket, read) => {
+        if (options.relay?.(socket, read) === true) return;
         this.#server.emit('connection', socket);
         // node:http reads what comes next from the socket itself; what was read already it is given.
         if (read !== undefined) socket.emit('data', read);
       },
     });
     this.#headMs = limits.headMs;
+    this.#shared = options.shared;
+    this.#tlsPair = options.tls;
     // TLS in front of the front door: it reads decrypted bytes as it reads plain ones, fast lane included.
     this.#tls =
       options.tls === undefined
@@ -199,7 +226,9 @@ export class HttpServer {
           );
     // Half-open as node:http has it: a client may end its side and still read the answer.
     this.#listener = createNetServer({ allowHalfOpen: true }, (socket) => {
-      if (this.#tls === undefined) this.#door.accept(socket);
+      // The workers' relay: decrypted already, and led by the client's address.
+      if (this.#shared !== undefined) acceptRelayed(socket, (s) => this.#door.accept(s));
+      else if (this.#tls === undefined) this.#door.accept(socket);
       else this.#sniff(socket, this.#tls);
     });
   }
@@ -251,6 +280,8 @@ export class HttpServer {
         'this server was started without TLS: its certificate cannot be replaced',
       );
     this.#tls.setSecureContext({ ...tls });
+    this.#tlsPair = tls;
+    this.#shared?.setCertificate(tls);
   }
 
   #request(req: IncomingMessage, res: ServerResponse): void {
@@ -300,6 +331,7 @@ export class HttpServer {
   /** Listens on HOST:PORT; resolves with the URL clients on this machine use. */
   listen(listen: string): Promise<string> {
     const { host, port } = parseListen(listen);
+    if (this.#shared !== undefined) return this.#listenShared(listen, host, port, this.#shared);
     return new Promise((resolve, reject) => {
       const onError = (e: NodeJS.ErrnoException) => {
         const hint =
@@ -324,11 +356,55 @@ export class HttpServer {
     });
   }
 
+  /** The public address through the workers; this server listens on their relay socket. */
+  async #listenShared(
+    listen: string,
+    host: string | undefined,
+    port: number,
+    shared: SharedListener,
+  ): Promise<string> {
+    await new Promise<void>((resolve, reject) => {
+      this.#listener.once('error', reject);
+      this.#listener.listen({ path: shared.relayPath, backlog: 4096 }, () => {
+        this.#listener.off('error', reject);
+        resolve();
+      });
+    });
+    let bound: number;
+    try {
+      bound = await shared.open(host, port, this.#tlsPair);
+    } catch (e) {
+      await new Promise((resolve) => this.#listener.close(resolve));
+      await shared.close();
+      const hint =
+        (e as NodeJS.ErrnoException).code === 'EADDRINUSE'
+          ? ': another process listens there; stop it, or set listen: to another port'
+          : '';
+      throw new LlmgwError('unavailable', `cannot listen on ${listen}: ${messageOf(e)}${hint}`, { cause: e });
+    }
+    this.#server.emit('listening');
+    return localUrl(host, bound, this.#tlsPair === undefined ? 'http' : 'https');
+  }
+
+  /** Accepts on a listening socket another process bound (a gateway worker's share of the public address). */
+  listenOn(handle: object): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.#listener.once('error', reject);
+      this.#listener.listen(handle, 4096, () => {
+        this.#listener.off('error', reject);
+        this.#server.emit('listening');
+        resolve();
+      });
+    });
+  }
+
   /**
    * Stops taking connections, lets requests in flight finish for up to `graceMs`,
    * then closes whatever is left.
    */
   async close(graceMs = 10_000): Promise<void> {
+    // The workers first: they stop accepting, finish their requests (relayed ones end here).
+    await this.#shared?.close();
     if (!this.#listener.listening) return;
     // Resolves when every connection it accepted is gone, node:http's included.
     const closed = new Promise<void>((resolve) =>

@@ -1,0 +1,66 @@
+import type { UsageRow } from '../../gateway/usage-recorder.js';
+import type { RouteTable } from '../../protocol/routes.js';
+import type { ServingCertificate } from '../../server/http-server.js';
+import type { GatewayPrincipal } from '../../gateway/keys.js';
+import type { LimitRefusal } from '../../gateway/rate-limits.js';
+
+/**
+ * What a gateway worker and its primary say over the worker's IPC channel (Node's, with
+ * 'advanced' serialization, so Maps and Buffers cross as they are). Both ends are this
+ * package's code of one version, started together: the messages are typed, not re-validated.
+ */
+
+/** What a worker needs to serve: sent with the listening socket. */
+export interface WorkerInit {
+  t: 'init';
+  /** 0-based, stable across restarts of the same slot: names the worker in logs. */
+  slot: number;
+  gateway: {
+    maxBodyBytes: number;
+    retries: number;
+    upstreamIdleMs: number;
+    queue: { maxPerModel: number; timeoutMs: number };
+  };
+  maxConnectionsPerClient: number;
+  /** The primary's unix socket for what a worker does not serve. */
+  relayPath: string;
+  tls: ServingCertificate | undefined;
+  routes: RouteTable;
+  /** How long a worker keeps a key's answer (the primary's store answers a revocation at once). */
+  keyTtlMs: number;
+}
+
+export type ToWorker =
+  | WorkerInit
+  | { t: 'routes'; routes: RouteTable }
+  | { t: 'cert'; tls: ServingCertificate }
+  | { t: 'peers'; counts: Map<string, number> }
+  | { t: 'reply'; id: number; value?: unknown; error?: WireError }
+  | { t: 'collect'; id: number }
+  | { t: 'stop'; graceMs: number };
+
+export type Call =
+  | { method: 'key'; secret: string }
+  | { method: 'admit'; key: string; rpm: number | null; tpm: number | null }
+  | { method: 'metrics' };
+
+export type CallResult = {
+  key: GatewayPrincipal;
+  admit: LimitRefusal | undefined;
+  metrics: { contentType: string; text: string };
+};
+
+export type ToPrimary =
+  | { t: 'listening' }
+  | { t: 'call'; id: number; call: Call }
+  | { t: 'charge'; key: string; tokens: number; tpm: number | null }
+  | { t: 'usage'; rows: UsageRow[] }
+  | { t: 'inflight'; counts: Map<string, number> }
+  | { t: 'collected'; id: number; metrics: unknown[] };
+
+/** An error crossing the channel: a GatewayError's code and words, rebuilt as one on the other side. */
+export interface WireError {
+  code: string;
+  message: string;
+  retryAfterS?: number | undefined;
+}

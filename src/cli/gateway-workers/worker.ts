@@ -1,0 +1,312 @@
+import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect, type Socket } from 'node:net';
+
+import type { Logger } from 'pino';
+
+import { Gateway, type KeyLimits } from '../../gateway/gateway.js';
+import type { GatewayKeys, GatewayPrincipal } from '../../gateway/keys.js';
+import { GatewayError, type GatewayErrorCode } from '../../gateway/openai-errors.js';
+import type { FastHandler } from '../../http1/front-door.js';
+import { nodeRequest } from '../../http1/client-io.js';
+import { formatPreamble } from '../../http1/relay-preamble.js';
+import type { RouteTable } from '../../protocol/routes.js';
+import { HttpServer } from '../../server/http-server.js';
+
+import type { Call, CallResult, ToPrimary, ToWorker, WireError, WorkerInit } from './messages.js';
+
+/** How long a call to the primary may take before the request is refused (it is on this machine). */
+const callTimeoutMs = 10_000;
+
+/** The worker's end of its IPC channel: calls answered by the primary, and messages. */
+class Channel {
+  readonly #pending = new Map<
+    number,
+    { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }
+  >();
+  #next = 1;
+
+  send(m: ToPrimary): Promise<void> {
+    return new Promise((resolve) => {
+      if (process.send === undefined || !process.connected) {
+        resolve();
+        return;
+      }
+      process.send(m, undefined, {}, () => {
+        resolve();
+      });
+    });
+  }
+
+  call<M extends Call['method']>(call: Extract<Call, { method: M }>): Promise<CallResult[M]> {
+    const id = this.#next++;
+    return new Promise<CallResult[M]>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(primaryAway(`it did not answer in ${callTimeoutMs / 1000} s`));
+      }, callTimeoutMs);
+      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
+      if (process.send === undefined || !process.connected) {
+        clearTimeout(timer);
+        this.#pending.delete(id);
+        reject(primaryAway('its channel is closed'));
+        return;
+      }
+      process.send({ t: 'call', id, call } satisfies ToPrimary);
+    });
+  }
+
+  reply(id: number, value: unknown, error: WireError | undefined): void {
+    const p = this.#pending.get(id);
+    if (p === undefined) return;
+    this.#pending.delete(id);
+    clearTimeout(p.timer);
+    if (error === undefined) p.resolve(value);
+    else
+      p.reject(
+        new GatewayError(error.code as GatewayErrorCode, error.message, { retryAfterS: error.retryAfterS }),
+      );
+  }
+}
+
+function primaryAway(why: string): GatewayError {
+  return new GatewayError(
+    'no_ready_replica',
+    `this gateway worker cannot reach its primary process (${why}): retry in a moment`,
+    { retryAfterS: 5 },
+  );
+}
+
+/** Keys answered by the primary, kept here `ttlMs` (a revocation reaches workers within it). */
+function workerKeys(channel: Channel, ttlMs: number): GatewayKeys {
+  const recent = new Map<string, { p: GatewayPrincipal; until: number }>();
+  return {
+    async check(secret) {
+      const now = Date.now();
+      if (secret !== undefined) {
+        const hit = recent.get(secret);
+        if (hit !== undefined && hit.until > now) return hit.p;
+      }
+      // No key at all is the primary's to refuse too: one place words every refusal.
+      const p = await channel.call({ method: 'key', secret: secret ?? '' });
+      if (secret !== undefined) {
+        if (recent.size >= 10_000) recent.clear();
+        recent.set(secret, { p, until: now + ttlMs });
+      }
+      return p;
+    },
+  };
+}
+
+/** A key without limits costs nothing here; one with limits is counted by the primary, for every worker at once. */
+function workerLimits(channel: Channel): KeyLimits {
+  return {
+    admit(key, limits) {
+      if (limits.rpm === null && limits.tpm === null) return undefined;
+      return channel.call({ method: 'admit', key, rpm: limits.rpm, tpm: limits.tpm });
+    },
+    charge(key, tokens, limits) {
+      if (limits.tpm === null || tokens <= 0) return;
+      void channel.send({ t: 'charge', key, tokens, tpm: limits.tpm });
+    },
+  };
+}
+
+/** The path of the first request in `read`, if its request line came whole. */
+export function requestPath(read: Buffer | undefined): string | undefined {
+  if (read === undefined) return undefined;
+  const eol = read.indexOf(13);
+  const line = read.toString('latin1', 0, eol < 0 ? Math.min(read.length, 8192) : eol);
+  const parts = line.split(' ');
+  return parts.length === 3 ? parts[1] : undefined;
+}
+
+/** Paths a worker serves itself: the gateway's; the rest is the primary's. */
+export function servedHere(path: string | undefined): boolean {
+  if (path === undefined) return true;
+  return path.startsWith('/v1/') || path === '/metrics' || path.startsWith('/metrics?');
+}
+
+function clientOf(socket: Socket): { address: string; tls: boolean } {
+  return {
+    address: socket.remoteAddress ?? '0.0.0.0',
+    tls: (socket as Socket & { encrypted?: boolean }).encrypted === true,
+  };
+}
+
+/** The whole connection becomes a byte pipe to the primary, led by the client's address. */
+function pipeToPrimary(relayPath: string, socket: Socket, read: Buffer | undefined, logger: Logger): void {
+  const up = connect(relayPath);
+  up.write(formatPreamble(clientOf(socket)));
+  if (read !== undefined) up.write(read);
+  socket.pipe(up);
+  up.pipe(socket);
+  const fail = (e?: Error) => {
+    if (
+      e !== undefined &&
+      (e as NodeJS.ErrnoException).code !== 'ECONNRESET' &&
+      (e as NodeJS.ErrnoException).code !== 'EPIPE'
+    )
+      logger.warn({ err: e.message }, 'relay to the primary failed');
+    up.destroy();
+    socket.destroy();
+  };
+  up.on('error', fail);
+  socket.on('error', () => fail());
+  up.on('close', () => socket.destroy());
+  socket.on('close', () => up.destroy());
+}
+
+/**
+ * A request of another part on a connection node:http already holds here (it first carried a
+ * chunked /v1 request, say): sent to the primary as its own HTTP request, answer streamed back.
+ */
+function proxyToPrimary(relayPath: string): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    const up = httpRequest(
+      {
+        method: req.method,
+        path: req.url,
+        headers: req.headers,
+        createConnection: () => {
+          const s = connect(relayPath);
+          s.write(formatPreamble(clientOf(req.socket)));
+          return s;
+        },
+      },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    up.on('error', (e) => {
+      if (res.headersSent) res.destroy();
+      else {
+        res.writeHead(502, { 'content-type': 'application/json', connection: 'close' });
+        res.end(
+          JSON.stringify({
+            error: {
+              code: 'unavailable',
+              message: `the control plane behind this gateway worker did not answer: ${e.message}`,
+            },
+          }),
+        );
+      }
+    });
+    req.pipe(up);
+  };
+}
+
+/** One gateway worker: its own Gateway on its share of the public address; state through the primary. */
+export async function runWorker(logger: Logger): Promise<void> {
+  const channel = new Channel();
+  const got = await new Promise<{ init: WorkerInit; handle: object }>((resolve) => {
+    const first = (m: ToWorker, handle: unknown) => {
+      if (m.t !== 'init') return;
+      process.off('message', first);
+      resolve({ init: m, handle: handle as object });
+    };
+    process.on('message', first);
+  });
+  const { init } = got;
+  let routes: RouteTable = init.routes;
+  const pid = String(process.pid);
+  const gateway = new Gateway({
+    keys: workerKeys(channel, init.keyTtlMs),
+    routes: () => Promise.resolve(routes),
+    usage: (rows) => channel.send({ t: 'usage', rows }),
+    limits: workerLimits(channel),
+    logger,
+    ...init.gateway,
+  });
+  // The worker's own requests per replica, posted once per turn for its peers to count.
+  let posting = false;
+  gateway.router.onInFlightChange(() => {
+    if (posting) return;
+    posting = true;
+    setImmediate(() => {
+      posting = false;
+      void channel.send({ t: 'inflight', counts: gateway.router.ownInFlight() });
+    });
+  });
+  const http = new HttpServer({
+    maxConnectionsPerClient: init.maxConnectionsPerClient,
+    ...(init.tls === undefined ? {} : { tls: init.tls }),
+    relay: (socket, read) => {
+      if (servedHere(requestPath(read))) return false;
+      pipeToPrimary(init.relayPath, socket, read, logger);
+      return true;
+    },
+  });
+  // Which process answered: for people reading a trace, and for tests of the workers.
+  const named: FastHandler = (req, res) => {
+    const writeHead = res.writeHead.bind(res);
+    res.writeHead = (status, headers) => writeHead(status, { ...headers, 'x-llmgw-worker': pid });
+    gateway.handle(req, res);
+  };
+  http.fastLane('/v1/', {
+    maxBodyBytes: gateway.maxBodyBytes,
+    handler: named,
+    fallback: (req, res) => {
+      res.setHeader('x-llmgw-worker', pid);
+      gateway.handle(nodeRequest(req), res);
+    },
+  });
+  http.mount('/metrics', (req, res) => {
+    void (async () => {
+      try {
+        await gateway.checkKey(req.headers, '/metrics');
+        const m = await channel.call({ method: 'metrics' });
+        res.writeHead(200, { 'content-type': m.contentType, 'x-llmgw-worker': pid });
+        res.end(m.text);
+      } catch {
+        // The refusal in the gateway's words (no key, wrong role).
+        void gateway.metricsHandler(nodeRequest(req), res);
+      }
+    })();
+  });
+  http.fallback(proxyToPrimary(init.relayPath));
+
+  process.on('message', (m: ToWorker) => {
+    switch (m.t) {
+      case 'routes':
+        routes = m.routes;
+        void gateway.refresh();
+        break;
+      case 'cert':
+        http.setCertificate(m.tls);
+        break;
+      case 'peers':
+        gateway.router.setPeerInFlight(m.counts);
+        break;
+      case 'reply':
+        channel.reply(m.id, m.value, m.error);
+        break;
+      case 'collect':
+        void gateway.metrics.registry
+          .getMetricsAsJSON()
+          .then((metrics) => channel.send({ t: 'collected', id: m.id, metrics }));
+        break;
+      case 'stop':
+        void stop(m.graceMs);
+        break;
+      case 'init':
+        break;
+    }
+  });
+  let stopping = false;
+  const stop = async (graceMs: number) => {
+    if (stopping) return;
+    stopping = true;
+    await http.close(graceMs);
+    await gateway.stop();
+    process.disconnect();
+  };
+  // The primary gone (killed): nothing is left to relay to or to answer keys; the port goes with it.
+  process.on('disconnect', () => {
+    if (!stopping) process.exit(0);
+  });
+  await gateway.start();
+  await http.listenOn(got.handle);
+  await channel.send({ t: 'listening' });
+  logger.info({ slot: init.slot, pid: process.pid }, 'gateway worker listening');
+}
