@@ -74,7 +74,7 @@ type TcpHandle = object & {
 async function bindHandle(host: string | undefined, port: number): Promise<TcpHandle> {
   const create = (
     net as unknown as {
-      _createServerHandle(this: void, address: string, port: number, addressType: number): TcpHandle | number;
+      _createServerHandle: (address: string, port: number, addressType: number) => TcpHandle | number;
     }
   )._createServerHandle;
   const tries: [string, number][] = [];
