@@ -403,8 +403,11 @@ export class HttpServer {
    * then closes whatever is left.
    */
   async close(graceMs = 10_000): Promise<void> {
-    // The workers first: they stop accepting, finish their requests (relayed ones end here).
-    await this.#shared?.close();
+    // The workers stop accepting and finish their requests meanwhile; connections they relay end with this server's.
+    await Promise.all([this.#shared?.close(), this.#closeOwn(graceMs)]);
+  }
+
+  async #closeOwn(graceMs: number): Promise<void> {
     if (!this.#listener.listening) return;
     // Resolves when every connection it accepted is gone, node:http's included.
     const closed = new Promise<void>((resolve) =>

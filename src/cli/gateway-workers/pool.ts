@@ -85,10 +85,16 @@ async function bindHandle(host: string | undefined, port: number): Promise<TcpHa
     tries.push([found.address, found.family]);
   }
   let last = 0;
-  for (const [address, type] of tries) {
-    const handle = create(address, port, type);
-    if (typeof handle !== 'number') return handle;
-    last = handle;
+  // The workers of a process just killed let go of the address as they see it gone: a
+  // restart on the same port waits a moment for them rather than fail.
+  for (let attempt = 0; attempt < 10; attempt++) {
+    for (const [address, type] of tries) {
+      const handle = create(address, port, type);
+      if (typeof handle !== 'number') return handle;
+      last = handle;
+    }
+    if (port === 0 || getSystemErrorName(last) !== 'EADDRINUSE') break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const code = getSystemErrorName(last);
   const e = new Error(`bind ${code} ${host ?? ''}:${port}`) as NodeJS.ErrnoException;
@@ -122,6 +128,8 @@ export class WorkerPool implements SharedListener {
   #attach: (s: PrimaryServices) => void = () => undefined;
   #stopping = false;
   #nextCollect = 1;
+  /** Usage being written: waited for on close, before the store closes. */
+  readonly #writing = new Set<Promise<void>>();
 
   constructor(options: WorkerPoolOptions) {
     this.#o = options;
@@ -213,6 +221,7 @@ export class WorkerPool implements SharedListener {
     );
     this.#handle?.close();
     this.#handle = undefined;
+    await Promise.all([...this.#writing]);
     rmSync(this.#dir, { recursive: true, force: true });
   }
 
@@ -277,16 +286,19 @@ export class WorkerPool implements SharedListener {
       case 'charge':
         this.limits.charge(m.key, m.tokens, { tpm: m.tpm });
         break;
-      case 'usage':
-        void this.#attached
+      case 'usage': {
+        const writing = this.#attached
           .then((s) => s.usage(m.rows))
           .catch((e: unknown) =>
             this.#o.logger.error(
               { err: e instanceof Error ? e.message : String(e) },
               'gateway workers’ usage not written',
             ),
-          );
+          )
+          .finally(() => this.#writing.delete(writing));
+        this.#writing.add(writing);
         break;
+      }
       case 'inflight':
         this.#ledger.post(member, m.counts);
         break;

@@ -134,8 +134,16 @@ function clientOf(socket: Socket): { address: string; tls: boolean } {
 }
 
 /** The whole connection becomes a byte pipe to the primary, led by the client's address. */
-function pipeToPrimary(relayPath: string, socket: Socket, read: Buffer | undefined, logger: Logger): void {
+function pipeToPrimary(
+  relayPath: string,
+  socket: Socket,
+  read: Buffer | undefined,
+  logger: Logger,
+  piped: Set<Socket>,
+): void {
   const up = connect(relayPath);
+  piped.add(socket);
+  socket.once('close', () => piped.delete(socket));
   up.write(formatPreamble(clientOf(socket)));
   if (read !== undefined) up.write(read);
   socket.pipe(up);
@@ -199,6 +207,12 @@ function proxyToPrimary(relayPath: string): (req: IncomingMessage, res: ServerRe
 /** One gateway worker: its own Gateway on its share of the public address; state through the primary. */
 export async function runWorker(logger: Logger): Promise<void> {
   const channel = new Channel();
+  let stopping = false;
+  // The primary gone (killed, even before it sent the socket): nothing is left to relay to or
+  // to answer keys, and the address must be free for the next start.
+  process.on('disconnect', () => {
+    if (!stopping) process.exit(0);
+  });
   const got = await new Promise<{ init: WorkerInit; handle: object }>((resolve) => {
     const first = (m: ToWorker, handle: unknown) => {
       if (m.t !== 'init') return;
@@ -228,12 +242,14 @@ export async function runWorker(logger: Logger): Promise<void> {
       void channel.send({ t: 'inflight', counts: gateway.router.ownInFlight() });
     });
   });
+  /** Connections relayed to the primary: it ends them as it stops; past the grace, they are cut here. */
+  const piped = new Set<Socket>();
   const http = new HttpServer({
     maxConnectionsPerClient: init.maxConnectionsPerClient,
     ...(init.tls === undefined ? {} : { tls: init.tls }),
     relay: (socket, read) => {
       if (servedHere(requestPath(read))) return false;
-      pipeToPrimary(init.relayPath, socket, read, logger);
+      pipeToPrimary(init.relayPath, socket, read, logger, piped);
       return true;
     },
   });
@@ -293,18 +309,17 @@ export async function runWorker(logger: Logger): Promise<void> {
         break;
     }
   });
-  let stopping = false;
   const stop = async (graceMs: number) => {
     if (stopping) return;
     stopping = true;
+    const cut = setTimeout(() => {
+      for (const s of piped) s.destroy();
+    }, graceMs);
     await http.close(graceMs);
+    clearTimeout(cut);
     await gateway.stop();
     process.disconnect();
   };
-  // The primary gone (killed): nothing is left to relay to or to answer keys; the port goes with it.
-  process.on('disconnect', () => {
-    if (!stopping) process.exit(0);
-  });
   await gateway.start();
   await http.listenOn(got.handle);
   await channel.send({ t: 'listening' });
