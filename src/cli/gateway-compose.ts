@@ -13,6 +13,7 @@ import { storeKeys } from '../gateway/keys.js';
 import { availableParallelism } from 'node:os';
 import type { KeyLimits } from '../gateway/gateway.js';
 import { WorkerPool, type PrimaryServices } from './gateway-workers/pool.js';
+import { sumCounts } from './gateway-workers/counts.js';
 
 export function gatewayOptions(settings: Settings): {
   maxBodyBytes: number;
@@ -152,7 +153,10 @@ export async function startLocalGateway(
   mountGateway(cp, gateway);
   // The workers (gateway.workers) serve /v1 on the listen address; this one serves it on connections they relay.
   o.pool?.attach(poolServices(gateway, { keys, routes, usage }));
-  cp.traffic.attach(() => gateway.metrics.counts());
+  const pool = o.pool;
+  cp.traffic.attach(() =>
+    pool === undefined ? gateway.metrics.counts() : sumCounts([gateway.metrics.counts(), pool.counts()]),
+  );
   cp.beforeStoreClose(() => gateway.stop());
   return gateway;
 }

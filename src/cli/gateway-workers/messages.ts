@@ -1,5 +1,6 @@
 import type { UsageRow } from '../../gateway/usage-recorder.js';
 import type { RouteTable } from '../../protocol/routes.js';
+import type { GatewayCounts } from '../../protocol/traffic-views.js';
 import type { ServingCertificate } from '../../server/http-server.js';
 import type { GatewayPrincipal } from '../../gateway/keys.js';
 import type { LimitRefusal } from '../../gateway/rate-limits.js';
@@ -56,6 +57,8 @@ export type ToPrimary =
   | { t: 'charge'; key: string; tokens: number; tpm: number | null }
   | { t: 'usage'; rows: UsageRow[] }
   | { t: 'inflight'; counts: Map<string, number> }
+  /** The worker's request counters, every second, for the control plane's traffic series. */
+  | { t: 'counts'; counts: GatewayCounts }
   | { t: 'collected'; id: number; metrics: unknown[] };
 
 /** An error crossing the channel: a GatewayError's code and words, rebuilt as one on the other side. */

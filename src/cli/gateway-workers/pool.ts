@@ -16,6 +16,9 @@ import type { UsageSink } from '../../gateway/usage-recorder.js';
 import type { RouteTable } from '../../protocol/routes.js';
 import type { ServingCertificate, SharedListener } from '../../server/http-server.js';
 
+import type { GatewayCounts } from '../../protocol/traffic-views.js';
+
+import { sumCounts } from './counts.js';
 import { InFlightLedger, type Counts } from './ledger.js';
 import type { Call, ToPrimary, ToWorker, WireError, WorkerInit } from './messages.js';
 import { aggregateMetrics, type MetricJson } from './metrics.js';
@@ -128,6 +131,9 @@ export class WorkerPool implements SharedListener {
   #attach: (s: PrimaryServices) => void = () => undefined;
   #stopping = false;
   #nextCollect = 1;
+  /** Each worker's last request counters; a worker's that exited are kept in #retired (counters never go back). */
+  readonly #counts = new Map<number, GatewayCounts>();
+  #retired: GatewayCounts = new Map();
   /** Usage being written: waited for on close, before the store closes. */
   readonly #writing = new Set<Promise<void>>();
 
@@ -148,6 +154,11 @@ export class WorkerPool implements SharedListener {
 
   get count(): number {
     return this.#o.count;
+  }
+
+  /** The request counters of every worker (up to a second old), and of those that exited. */
+  counts(): GatewayCounts {
+    return sumCounts([this.#retired, ...this.#counts.values()]);
   }
 
   /** The pids of the workers running now. */
@@ -247,6 +258,7 @@ export class WorkerPool implements SharedListener {
     return new Promise<void>((resolve, reject) => {
       child.on('message', (m: ToPrimary) => {
         if (m.t === 'listening') resolve();
+        else if (m.t === 'counts') this.#counts.set(slot.index, m.counts);
         else this.#message(child, member, m);
       });
       child.once('exit', (code, signal) => {
@@ -256,6 +268,9 @@ export class WorkerPool implements SharedListener {
           ),
         );
         this.#ledger.remove(member);
+        const last = this.#counts.get(slot.index);
+        if (last !== undefined) this.#retired = sumCounts([this.#retired, last]);
+        this.#counts.delete(slot.index);
         if (slot.child === child) slot.child = undefined;
         if (this.#stopping) return;
         const lived = Date.now() - slot.startedAt;
@@ -306,6 +321,7 @@ export class WorkerPool implements SharedListener {
         this.#collecting.get(m.id)?.(m.metrics as MetricJson[]);
         break;
       case 'listening':
+      case 'counts':
         break;
     }
   }

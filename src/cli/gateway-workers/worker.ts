@@ -135,12 +135,11 @@ function clientOf(socket: Socket): { address: string; tls: boolean } {
 
 /** The whole connection becomes a byte pipe to the primary, led by the client's address. */
 function pipeToPrimary(
-  relayPath: string,
   socket: Socket,
   read: Buffer | undefined,
-  logger: Logger,
-  piped: Set<Socket>,
+  o: { relayPath: string; logger: Logger; piped: Set<Socket> },
 ): void {
+  const { relayPath, logger, piped } = o;
   const up = connect(relayPath);
   piped.add(socket);
   socket.once('close', () => piped.delete(socket));
@@ -249,7 +248,7 @@ export async function runWorker(logger: Logger): Promise<void> {
     ...(init.tls === undefined ? {} : { tls: init.tls }),
     relay: (socket, read) => {
       if (servedHere(requestPath(read))) return false;
-      pipeToPrimary(init.relayPath, socket, read, logger, piped);
+      pipeToPrimary(socket, read, { relayPath: init.relayPath, logger, piped });
       return true;
     },
   });
@@ -312,14 +311,21 @@ export async function runWorker(logger: Logger): Promise<void> {
   const stop = async (graceMs: number) => {
     if (stopping) return;
     stopping = true;
+    clearInterval(counting);
     const cut = setTimeout(() => {
       for (const s of piped) s.destroy();
     }, graceMs);
     await http.close(graceMs);
     clearTimeout(cut);
     await gateway.stop();
+    await channel.send({ t: 'counts', counts: gateway.metrics.counts() });
     process.disconnect();
   };
+  const counting = setInterval(
+    () => void channel.send({ t: 'counts', counts: gateway.metrics.counts() }),
+    1000,
+  );
+  counting.unref();
   await gateway.start();
   await http.listenOn(got.handle);
   await channel.send({ t: 'listening' });
