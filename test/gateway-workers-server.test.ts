@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { request as httpsRequest } from 'node:https';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { connect as netConnect } from 'node:net';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
@@ -33,13 +33,17 @@ describe('llmgw server with gateway workers, on TLS', () => {
     await server.cleanup();
   });
 
-  const get = (path: string, key?: string) =>
+  const get = (path: string, key?: string, agent?: HttpsAgent) =>
     new Promise<{ status: number; headers: Record<string, unknown>; body: string }>((resolve, reject) => {
       const req = httpsRequest(
         `${server.url}${path}`,
         {
           ca,
-          headers: { connection: 'close', ...(key === undefined ? {} : { authorization: `Bearer ${key}` }) },
+          ...(agent === undefined ? {} : { agent }),
+          headers: {
+            ...(agent === undefined ? { connection: 'close' } : {}),
+            ...(key === undefined ? {} : { authorization: `Bearer ${key}` }),
+          },
         },
         (res) => {
           let body = '';
@@ -84,6 +88,16 @@ describe('llmgw server with gateway workers, on TLS', () => {
     const page = await get('/');
     expect(page.body).toContain('<h1>llmgw</h1>');
     expect(page.headers['x-llmgw-worker']).toBeUndefined();
+  });
+
+  it('serves /v1 in a worker even on a connection that carried an API request first', async () => {
+    const agent = new HttpsAgent({ keepAlive: true, maxSockets: 1, ca });
+    const me = await get('/api/v1/whoami', server.adminKey, agent);
+    expect(me.status).toBe(200);
+    const models = await get('/v1/models', server.adminKey, agent);
+    expect(models.status).toBe(200);
+    expect(workers).toContain(Number(models.headers['x-llmgw-worker']));
+    agent.destroy();
   });
 
   it('answers plain HTTP on its TLS address with the URL to use', async () => {
@@ -154,8 +168,8 @@ describe('llmgw server with gateway workers, on TLS', () => {
       .toBe('127.0.0.1');
   });
 
-  it('stops its workers with it: no process is left', async () => {
-    expect(await server.stop()).toBe(0);
+  it('takes its workers with it even when killed (SIGKILL): no process is left', async () => {
+    await server.kill();
     const alive = (pid: number) => {
       try {
         process.kill(pid, 0);

@@ -55,11 +55,6 @@ export interface HttpServerOptions {
    * accept on it and listens here on their relay socket only (see src/cli/gateway-workers).
    */
   shared?: SharedListener;
-  /**
-   * Takes a connection the front door does not serve before node:http does (a gateway worker
-   * relays it to its primary); returns whether it took it.
-   */
-  relay?: (socket: Socket, read: Buffer | undefined) => boolean;
 }
 
 /** A public address bound here and accepted on by other processes, which relay what they do not serve. */
@@ -144,6 +139,7 @@ export class HttpServer {
   readonly #shared: SharedListener | undefined;
   #tlsPair: ServingCertificate | undefined;
   #fallback: RequestHandler = notFound;
+  #upgradeFallback: UpgradeHandler | undefined;
 
   constructor(options: HttpServerOptions = {}) {
     const limits: RequestLimits = {
@@ -187,7 +183,7 @@ export class HttpServer {
         return;
       }
       const path = (req.url ?? '/').split('?')[0] ?? '/';
-      const handler = this.#upgrades.get(path);
+      const handler = this.#upgrades.get(path) ?? this.#upgradeFallback;
       if (handler === undefined) {
         socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
         return;
@@ -202,7 +198,6 @@ export class HttpServer {
         ? {}
         : { maxConnectionsPerClient: options.maxConnectionsPerClient }),
       handOff: (socket, read) => {
-        if (options.relay?.(socket, read) === true) return;
         this.#server.emit('connection', socket);
         // node:http reads what comes next from the socket itself; what was read already it is given.
         if (read !== undefined) socket.emit('data', read);
@@ -322,6 +317,11 @@ export class HttpServer {
 
   onUpgrade(path: string, handler: UpgradeHandler): void {
     this.#upgrades.set(path, handler);
+  }
+
+  /** Takes upgrades of every path no other handler takes (a gateway worker relays them to its primary). */
+  upgradeFallback(handler: UpgradeHandler): void {
+    this.#upgradeFallback = handler;
   }
 
   fallback(handler: RequestHandler): void {

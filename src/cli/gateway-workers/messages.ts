@@ -43,19 +43,21 @@ export type ToWorker =
 export type Call =
   | { method: 'key'; secret: string }
   | { method: 'admit'; key: string; rpm: number | null; tpm: number | null }
-  | { method: 'metrics' };
+  | { method: 'metrics' }
+  /** Answered once written: a worker keeps rows it could not write for its next try, as the primary's gateway does. */
+  | { method: 'usage'; rows: UsageRow[] };
 
 export type CallResult = {
   key: GatewayPrincipal;
   admit: LimitRefusal | undefined;
   metrics: { contentType: string; text: string };
+  usage: undefined;
 };
 
 export type ToPrimary =
   | { t: 'listening' }
   | { t: 'call'; id: number; call: Call }
   | { t: 'charge'; key: string; tokens: number; tpm: number | null }
-  | { t: 'usage'; rows: UsageRow[] }
   | { t: 'inflight'; counts: Map<string, number> }
   /** The worker's request counters, every second, for the control plane's traffic series. */
   | { t: 'counts'; counts: GatewayCounts }

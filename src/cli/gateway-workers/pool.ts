@@ -232,7 +232,7 @@ export class WorkerPool implements SharedListener {
     );
     this.#handle?.close();
     this.#handle = undefined;
-    await Promise.all([...this.#writing]);
+    await Promise.allSettled([...this.#writing]);
     rmSync(this.#dir, { recursive: true, force: true });
   }
 
@@ -301,19 +301,6 @@ export class WorkerPool implements SharedListener {
       case 'charge':
         this.limits.charge(m.key, m.tokens, { tpm: m.tpm });
         break;
-      case 'usage': {
-        const writing = this.#attached
-          .then((s) => s.usage(m.rows))
-          .catch((e: unknown) =>
-            this.#o.logger.error(
-              { err: e instanceof Error ? e.message : String(e) },
-              'gateway workers’ usage not written',
-            ),
-          )
-          .finally(() => this.#writing.delete(writing));
-        this.#writing.add(writing);
-        break;
-      }
       case 'inflight':
         this.#ledger.post(member, m.counts);
         break;
@@ -336,6 +323,17 @@ export class WorkerPool implements SharedListener {
         return this.limits.admit(call.key, { rpm: call.rpm, tpm: call.tpm });
       case 'metrics':
         return this.#metrics();
+      case 'usage': {
+        const s = await this.#attached;
+        const writing = s.usage(call.rows);
+        this.#writing.add(writing);
+        try {
+          await writing;
+        } finally {
+          this.#writing.delete(writing);
+        }
+        return undefined;
+      }
     }
   }
 

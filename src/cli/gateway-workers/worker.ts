@@ -1,5 +1,6 @@
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 
 import type { Logger } from 'pino';
 
@@ -111,21 +112,6 @@ function workerLimits(channel: Channel): KeyLimits {
   };
 }
 
-/** The path of the first request in `read`, if its request line came whole. */
-export function requestPath(read: Buffer | undefined): string | undefined {
-  if (read === undefined) return undefined;
-  const eol = read.indexOf(13);
-  const line = read.toString('latin1', 0, eol < 0 ? Math.min(read.length, 8192) : eol);
-  const parts = line.split(' ');
-  return parts.length === 3 ? parts[1] : undefined;
-}
-
-/** Paths a worker serves itself: the gateway's; the rest is the primary's. */
-export function servedHere(path: string | undefined): boolean {
-  if (path === undefined) return true;
-  return path.startsWith('/v1/') || path === '/metrics' || path.startsWith('/metrics?');
-}
-
 function clientOf(socket: Socket): { address: string; tls: boolean } {
   return {
     address: socket.remoteAddress ?? '0.0.0.0',
@@ -133,26 +119,37 @@ function clientOf(socket: Socket): { address: string; tls: boolean } {
   };
 }
 
-/** The whole connection becomes a byte pipe to the primary, led by the client's address. */
-function pipeToPrimary(
-  socket: Socket,
-  read: Buffer | undefined,
-  o: { relayPath: string; logger: Logger; piped: Set<Socket> },
+/** A connection to the primary's relay socket, led by the client's address. */
+function relayConnection(relayPath: string, client: Socket): Socket {
+  const s = connect(relayPath);
+  s.write(formatPreamble(clientOf(client)));
+  return s;
+}
+
+/**
+ * An upgrade (the agents' WebSocket channel): the request is written to the primary as it came,
+ * and the connection becomes a byte pipe both ways.
+ */
+function pipeUpgrade(
+  req: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+  o: { relayPath: string; logger: Logger; piped: Set<Duplex> },
 ): void {
-  const { relayPath, logger, piped } = o;
-  const up = connect(relayPath);
+  const { logger, piped } = o;
+  const up = relayConnection(o.relayPath, req.socket);
   piped.add(socket);
   socket.once('close', () => piped.delete(socket));
-  up.write(formatPreamble(clientOf(socket)));
-  if (read !== undefined) up.write(read);
+  let text = `${req.method ?? 'GET'} ${req.url ?? '/'} HTTP/${req.httpVersion}\r\n`;
+  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2)
+    text += `${req.rawHeaders[i] ?? ''}: ${req.rawHeaders[i + 1] ?? ''}\r\n`;
+  up.write(`${text}\r\n`, 'latin1');
+  if (head.length > 0) up.write(head);
   socket.pipe(up);
   up.pipe(socket);
-  const fail = (e?: Error) => {
-    if (
-      e !== undefined &&
-      (e as NodeJS.ErrnoException).code !== 'ECONNRESET' &&
-      (e as NodeJS.ErrnoException).code !== 'EPIPE'
-    )
+  const fail = (e?: NodeJS.ErrnoException) => {
+    const code = e?.code;
+    if (e !== undefined && code !== 'ECONNRESET' && code !== 'EPIPE')
       logger.warn({ err: e.message }, 'relay to the primary failed');
     up.destroy();
     socket.destroy();
@@ -164,8 +161,10 @@ function pipeToPrimary(
 }
 
 /**
- * A request of another part on a connection node:http already holds here (it first carried a
- * chunked /v1 request, say): sent to the primary as its own HTTP request, answer streamed back.
+ * A request of another part (the API, the console, an event stream): sent to the primary as an
+ * HTTP request of its own, on a connection of its own led by the client's address, and the
+ * answer streamed back. Per request rather than per connection, so that every /v1 request,
+ * whatever came before it on its connection, is served by a worker.
  */
 function proxyToPrimary(relayPath: string): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
@@ -174,17 +173,17 @@ function proxyToPrimary(relayPath: string): (req: IncomingMessage, res: ServerRe
         method: req.method,
         path: req.url,
         headers: req.headers,
-        createConnection: () => {
-          const s = connect(relayPath);
-          s.write(formatPreamble(clientOf(req.socket)));
-          return s;
-        },
+        createConnection: () => relayConnection(relayPath, req.socket),
       },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(res);
       },
     );
+    // The client gone: so is its request to the primary (an event stream never ends by itself).
+    res.on('close', () => {
+      if (!res.writableFinished) up.destroy();
+    });
     up.on('error', (e) => {
       if (res.headersSent) res.destroy();
       else {
@@ -226,7 +225,7 @@ export async function runWorker(logger: Logger): Promise<void> {
   const gateway = new Gateway({
     keys: workerKeys(channel, init.keyTtlMs),
     routes: () => Promise.resolve(routes),
-    usage: (rows) => channel.send({ t: 'usage', rows }),
+    usage: (rows) => channel.call({ method: 'usage', rows }),
     limits: workerLimits(channel),
     logger,
     ...init.gateway,
@@ -241,16 +240,11 @@ export async function runWorker(logger: Logger): Promise<void> {
       void channel.send({ t: 'inflight', counts: gateway.router.ownInFlight() });
     });
   });
-  /** Connections relayed to the primary: it ends them as it stops; past the grace, they are cut here. */
-  const piped = new Set<Socket>();
+  /** Upgraded connections relayed to the primary: it ends them as it stops; past the grace, they are cut here. */
+  const piped = new Set<Duplex>();
   const http = new HttpServer({
     maxConnectionsPerClient: init.maxConnectionsPerClient,
     ...(init.tls === undefined ? {} : { tls: init.tls }),
-    relay: (socket, read) => {
-      if (servedHere(requestPath(read))) return false;
-      pipeToPrimary(socket, read, { relayPath: init.relayPath, logger, piped });
-      return true;
-    },
   });
   // Which process answered: for people reading a trace, and for tests of the workers.
   const named: FastHandler = (req, res) => {
@@ -267,6 +261,11 @@ export async function runWorker(logger: Logger): Promise<void> {
     },
   });
   http.mount('/metrics', (req, res) => {
+    // Another path under the prefix (on a connection node:http holds here): the gateway's 404.
+    if ((req.url ?? '/').split('?')[0] !== '/metrics') {
+      void gateway.metricsHandler(nodeRequest(req), res);
+      return;
+    }
     void (async () => {
       try {
         await gateway.checkKey(req.headers, '/metrics');
@@ -280,6 +279,9 @@ export async function runWorker(logger: Logger): Promise<void> {
     })();
   });
   http.fallback(proxyToPrimary(init.relayPath));
+  http.upgradeFallback((req, socket, head) => {
+    pipeUpgrade(req, socket, head, { relayPath: init.relayPath, logger, piped });
+  });
 
   process.on('message', (m: ToWorker) => {
     switch (m.t) {
