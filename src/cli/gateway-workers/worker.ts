@@ -1,4 +1,9 @@
-import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 
@@ -160,6 +165,23 @@ function pipeUpgrade(
   socket.on('close', () => up.destroy());
 }
 
+/** Headers of one connection (RFC 9110, 7.6.1), not passed between the client's and the primary's. */
+const hopByHop = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+export function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = {};
+  for (const [k, v] of Object.entries(headers)) if (!hopByHop.has(k)) out[k] = v;
+  return out;
+}
+
 /**
  * A request of another part (the API, the console, an event stream): sent to the primary as an
  * HTTP request of its own, on a connection of its own led by the client's address, and the
@@ -172,11 +194,14 @@ function proxyToPrimary(relayPath: string): (req: IncomingMessage, res: ServerRe
       {
         method: req.method,
         path: req.url,
-        headers: req.headers,
+        headers: endToEnd(req.headers),
+        // No agent: a connection per request, carrying this client's address, never another's.
         createConnection: () => relayConnection(relayPath, req.socket),
       },
       (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        // The primary's connection is this request's alone: whether the client's stays open is
+        // for this worker's node:http to say, as for any answer of its own.
+        res.writeHead(answer.statusCode ?? 502, endToEnd(answer.headers));
         answer.pipe(res);
       },
     );
