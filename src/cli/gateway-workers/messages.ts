@@ -1,6 +1,7 @@
 import type { UsageRow } from '../../gateway/usage-recorder.js';
 import type { RouteTable } from '../../protocol/routes.js';
 import type { GatewayCounts } from '../../protocol/traffic-views.js';
+import type { GatewayLoadReport, WakeAnswer } from '../../protocol/load-report.js';
 import type { ServingCertificate } from '../../server/http-server.js';
 import type { GatewayPrincipal } from '../../gateway/keys.js';
 import type { LimitRefusal } from '../../gateway/rate-limits.js';
@@ -45,13 +46,16 @@ export type Call =
   | { method: 'admit'; key: string; rpm: number | null; tpm: number | null }
   | { method: 'metrics' }
   /** Answered once written: a worker keeps rows it could not write for its next try, as the primary's gateway does. */
-  | { method: 'usage'; rows: UsageRow[] };
+  | { method: 'usage'; rows: UsageRow[] }
+  /** A model at zero asked to start (the autoscaler's waiting room), answered by the primary's signals. */
+  | { method: 'wake'; model: string };
 
 export type CallResult = {
   key: GatewayPrincipal;
   admit: LimitRefusal | undefined;
   metrics: { contentType: string; text: string };
   usage: undefined;
+  wake: WakeAnswer;
 };
 
 export type ToPrimary =
@@ -61,6 +65,8 @@ export type ToPrimary =
   | { t: 'inflight'; counts: Map<string, number> }
   /** The worker's request counters, every second, for the control plane's traffic series. */
   | { t: 'counts'; counts: GatewayCounts }
+  /** The worker's load report, for the autoscaler (ScaleSignals.report) through the primary. */
+  | { t: 'report'; report: GatewayLoadReport }
   | { t: 'collected'; id: number; metrics: unknown[] };
 
 /** An error crossing the channel: a GatewayError's code and words, rebuilt as one on the other side. */

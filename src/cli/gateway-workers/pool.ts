@@ -14,6 +14,7 @@ import { GatewayError } from '../../gateway/openai-errors.js';
 import { RateLimits } from '../../gateway/rate-limits.js';
 import type { UsageSink } from '../../gateway/usage-recorder.js';
 import type { RouteTable } from '../../protocol/routes.js';
+import type { ScaleSignals, WakeAnswer } from '../../protocol/load-report.js';
 import type { ServingCertificate, SharedListener } from '../../server/http-server.js';
 
 import type { GatewayCounts } from '../../protocol/traffic-views.js';
@@ -28,6 +29,8 @@ export interface PrimaryServices {
   keys: GatewayKeys;
   routes: () => Promise<RouteTable>;
   usage: UsageSink;
+  /** Where the workers' load reports and wake-ups go (the autoscaler); without, reports are dropped and wakes refused. */
+  signals?: ScaleSignals | undefined;
   /** The primary's own gateway (it serves /v1 on relayed connections): a member of the in-flight ledger, its metrics summed in. */
   local: {
     ownInFlight(): Counts;
@@ -304,6 +307,16 @@ export class WorkerPool implements SharedListener {
       case 'inflight':
         this.#ledger.post(member, m.counts);
         break;
+      case 'report':
+        void this.#attached
+          .then((s) => s.signals?.report(m.report))
+          .catch((e: unknown) =>
+            this.#o.logger.warn(
+              { err: e instanceof Error ? e.message : String(e) },
+              'a gateway worker’s load report was not passed on',
+            ),
+          );
+        break;
       case 'collected':
         this.#collecting.get(m.id)?.(m.metrics as MetricJson[]);
         break;
@@ -323,6 +336,15 @@ export class WorkerPool implements SharedListener {
         return this.limits.admit(call.key, { rpm: call.rpm, tpm: call.tpm });
       case 'metrics':
         return this.#metrics();
+      case 'wake': {
+        const s = await this.#attached;
+        if (s.signals === undefined)
+          return {
+            ok: false,
+            reason: 'this gateway has no autoscaler to wake the model',
+          } satisfies WakeAnswer;
+        return s.signals.wake(call.model);
+      }
       case 'usage': {
         const s = await this.#attached;
         const writing = s.usage(call.rows);

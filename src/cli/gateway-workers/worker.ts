@@ -16,6 +16,7 @@ import type { FastHandler } from '../../http1/front-door.js';
 import { nodeRequest } from '../../http1/client-io.js';
 import { formatPreamble } from '../../http1/relay-preamble.js';
 import type { RouteTable } from '../../protocol/routes.js';
+import type { ScaleSignals } from '../../protocol/load-report.js';
 import { HttpServer } from '../../server/http-server.js';
 
 import type { Call, CallResult, ToPrimary, ToWorker, WireError, WorkerInit } from './messages.js';
@@ -24,7 +25,7 @@ import type { Call, CallResult, ToPrimary, ToWorker, WireError, WorkerInit } fro
 const callTimeoutMs = 10_000;
 
 /** The worker's end of its IPC channel: calls answered by the primary, and messages. */
-class Channel {
+export class Channel {
   readonly #pending = new Map<
     number,
     { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }
@@ -100,6 +101,18 @@ function workerKeys(channel: Channel, ttlMs: number): GatewayKeys {
       }
       return p;
     },
+  };
+}
+
+/**
+ * The autoscaler's signals from a worker: its load reports and wake-ups go to the primary,
+ * which hands them to its own (in memory in the control plane, over the API in `llmgw gateway`).
+ * For the Gateway's `signals` option (issue 15, parts 1–2).
+ */
+export function workerSignals(channel: Channel): ScaleSignals {
+  return {
+    report: (report) => channel.send({ t: 'report', report }),
+    wake: (model) => channel.call({ method: 'wake', model }),
   };
 }
 
@@ -209,19 +222,11 @@ function proxyToPrimary(relayPath: string): (req: IncomingMessage, res: ServerRe
     res.on('close', () => {
       if (!res.writableFinished) up.destroy();
     });
-    up.on('error', (e) => {
-      if (res.headersSent) res.destroy();
-      else {
-        res.writeHead(502, { 'content-type': 'application/json', connection: 'close' });
-        res.end(
-          JSON.stringify({
-            error: {
-              code: 'unavailable',
-              message: `the control plane behind this gateway worker did not answer: ${e.message}`,
-            },
-          }),
-        );
-      }
+    // The primary gone (stopping, or killed: this worker follows it at once): the client sees
+    // the connection cut, as from a server that died, not an answer: a write it sent may have
+    // been done, and only a cut says so.
+    up.on('error', () => {
+      res.destroy();
     });
     req.pipe(up);
   };
