@@ -7,7 +7,7 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { startDaemon, type Daemon } from './support/cli.js';
+import { llmgw, startDaemon, type Daemon } from './support/cli.js';
 
 /**
  * `llmgw gateway` with gateway.workers: 2, as a process, against a control plane of this
@@ -116,6 +116,7 @@ describe('llmgw gateway with two worker processes', () => {
   let engines: Engine[];
   let gw: Daemon;
   let url: string;
+  let cpUrl: string;
   const usage: { key_name: string; model: string; requests: number }[] = [];
 
   beforeAll(async () => {
@@ -157,7 +158,7 @@ describe('llmgw gateway with two worker processes', () => {
         } else json(404, { error: { code: 'not_found', message: req.url } });
       });
     });
-    const cpUrl = await listen(cp);
+    cpUrl = await listen(cp);
     writeFileSync(join(dir, 'config.yaml'), 'gateway: {workers: 2}\n');
     gw = startDaemon(
       [
@@ -265,6 +266,32 @@ describe('llmgw gateway with two worker processes', () => {
     await expect.poll(() => workersNow().length, { timeout: 15_000 }).toBe(3);
     for (let i = 0; i < 4; i++)
       expect((await call(url, { key: 'sk-user-0123456789abcdef', path: '/v1/models' })).status).toBe(200);
+  });
+
+  it('refuses to start on an address another process listens on, and leaves no worker behind', async () => {
+    const taken = new URL(url).host;
+    const second = await llmgw(
+      [
+        'gateway',
+        '--server',
+        cpUrl,
+        '--key',
+        'gw-key',
+        '--listen',
+        taken,
+        '--config',
+        join(dir, 'config.yaml'),
+      ],
+      { LLMGW_DATA_DIR: dir },
+    );
+    expect(second.code).not.toBe(0);
+    expect(second.stdout + second.stderr).toContain(
+      `cannot listen on ${taken}: bind EADDRINUSE ${taken}: another process listens there; stop it, or set listen: to another port`,
+    );
+    const started = [
+      ...(second.stdout + second.stderr).matchAll(/"pid":(\d+),"msg":"gateway worker listening"/g),
+    ];
+    expect(started).toEqual([]);
   });
 
   it('stops its workers with it: no process is left', async () => {

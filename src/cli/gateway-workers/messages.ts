@@ -60,6 +60,8 @@ export type CallResult = {
 
 export type ToPrimary =
   | { t: 'listening' }
+  /** It could not listen on the address (EADDRINUSE): the primary's start fails with this. */
+  | { t: 'failed'; code: string | undefined; message: string }
   | { t: 'call'; id: number; call: Call }
   | { t: 'charge'; key: string; tokens: number; tpm: number | null }
   | { t: 'inflight'; counts: Map<string, number> }

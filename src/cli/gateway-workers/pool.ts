@@ -72,6 +72,15 @@ type TcpHandle = object & {
   close(): void;
 };
 
+/** The error of listening on host:port now, if any. */
+function listenError(host: string | undefined, port: number): Promise<NodeJS.ErrnoException | undefined> {
+  return new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.once('error', (e: NodeJS.ErrnoException) => resolve(e));
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve(undefined)));
+  });
+}
+
 /**
  * Binds an address without listening on it here: the workers listen and accept, this process
  * never does (the handle is never polled), and keeps it for workers started later. The
@@ -94,11 +103,18 @@ async function bindHandle(host: string | undefined, port: number): Promise<TcpHa
   // The workers of a process just killed let go of the address as they see it gone: a
   // restart on the same port waits a moment for them rather than fail.
   for (let attempt = 0; attempt < 10; attempt++) {
-    for (const [address, type] of tries) {
-      const handle = create(address, port, type);
-      if (typeof handle !== 'number') return handle;
-      last = handle;
-    }
+    // A bound handle listened on in another process does not refuse a second one on Linux
+    // (both then accept): whether another process listens is asked first, by listening here
+    // for a moment (the port is then free again at once: nothing was accepted).
+    const taken = port === 0 ? undefined : await listenError(host, port);
+    if (taken === undefined) {
+      for (const [address, type] of tries) {
+        const handle = create(address, port, type);
+        if (typeof handle !== 'number') return handle;
+        last = handle;
+      }
+    } else if (taken.code !== 'EADDRINUSE') throw taken;
+    else last = -98;
     if (port === 0 || getSystemErrorName(last) !== 'EADDRINUSE') break;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -179,7 +195,7 @@ export class WorkerPool implements SharedListener {
       Array.from({ length: this.#o.count }, (_, index) => {
         const slot: Slot = { index, child: undefined, failures: 0, startedAt: 0, timer: undefined };
         this.#slots.push(slot);
-        return this.#start(slot);
+        return this.#start(slot, true);
       }),
     );
     return out.port ?? port;
@@ -225,7 +241,8 @@ export class WorkerPool implements SharedListener {
       this.#slots.map(async (slot) => {
         if (slot.timer !== undefined) clearTimeout(slot.timer);
         const child = slot.child;
-        if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+        if (child === undefined || child.exitCode !== null || child.signalCode !== null || !child.connected)
+          return;
         const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
         child.send({ t: 'stop', graceMs } satisfies ToWorker);
         const kill = setTimeout(() => child.kill('SIGKILL'), graceMs + 5000);
@@ -239,7 +256,8 @@ export class WorkerPool implements SharedListener {
     rmSync(this.#dir, { recursive: true, force: true });
   }
 
-  #start(slot: Slot): Promise<void> {
+  /** Starts a worker in `slot`; `first`: during open(), when a worker that cannot listen fails the start instead of being started again. */
+  #start(slot: Slot, first = false): Promise<void> {
     const entry = this.#o.entry ?? fileURLToPath(new URL('./worker-main.js', import.meta.url));
     const child = fork(entry, [], {
       serialization: 'advanced',
@@ -258,24 +276,33 @@ export class WorkerPool implements SharedListener {
       keyTtlMs: this.#o.keyTtlMs ?? 1000,
     };
     const member = String(slot.index);
+    // A worker gone before a send reaches it (EPIPE) is handled by its exit.
+    child.on('error', (e) =>
+      this.#o.logger.warn({ worker: slot.index, err: e.message }, 'gateway worker channel'),
+    );
+    let failure: NodeJS.ErrnoException | undefined;
     return new Promise<void>((resolve, reject) => {
       child.on('message', (m: ToPrimary) => {
         if (m.t === 'listening') resolve();
-        else if (m.t === 'counts') this.#counts.set(slot.index, m.counts);
+        else if (m.t === 'failed') {
+          failure = new Error(m.message);
+          if (m.code !== undefined) failure.code = m.code;
+        } else if (m.t === 'counts') this.#counts.set(slot.index, m.counts);
         else this.#message(child, member, m);
       });
       child.once('exit', (code, signal) => {
         reject(
-          new Error(
-            `gateway worker ${slot.index} exited (${signal ?? `code ${code ?? '?'}`}) before it listened`,
-          ),
+          failure ??
+            new Error(
+              `gateway worker ${slot.index} exited (${signal ?? `code ${code ?? '?'}`}) before it listened`,
+            ),
         );
         this.#ledger.remove(member);
         const last = this.#counts.get(slot.index);
         if (last !== undefined) this.#retired = sumCounts([this.#retired, last]);
         this.#counts.delete(slot.index);
         if (slot.child === child) slot.child = undefined;
-        if (this.#stopping) return;
+        if (this.#stopping || (first && failure !== undefined)) return;
         const lived = Date.now() - slot.startedAt;
         slot.failures = lived >= healthyLifeMs ? 0 : slot.failures + 1;
         const wait = slot.failures === 0 ? 0 : backoffMs(slot.failures);
@@ -321,6 +348,7 @@ export class WorkerPool implements SharedListener {
         this.#collecting.get(m.id)?.(m.metrics as MetricJson[]);
         break;
       case 'listening':
+      case 'failed':
       case 'counts':
         break;
     }

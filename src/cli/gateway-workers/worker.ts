@@ -359,7 +359,13 @@ export async function runWorker(logger: Logger): Promise<void> {
   );
   counting.unref();
   await gateway.start();
-  await http.listenOn(got.handle);
+  try {
+    await http.listenOn(got.handle);
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    await channel.send({ t: 'failed', code: err.code, message: err.message });
+    throw e;
+  }
   await channel.send({ t: 'listening' });
   logger.info({ slot: init.slot, pid: process.pid }, 'gateway worker listening');
 }
