@@ -5,6 +5,8 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { connect, type Socket } from 'node:net';
+import { rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Duplex } from 'node:stream';
 
 import type { Logger } from 'pino';
@@ -238,8 +240,12 @@ export async function runWorker(logger: Logger): Promise<void> {
   let stopping = false;
   // The primary gone (killed, even before it sent the socket): nothing is left to relay to or
   // to answer keys, and the address must be free for the next start.
+  const relay: { dir?: string } = {};
   process.on('disconnect', () => {
-    if (!stopping) process.exit(0);
+    if (stopping) return;
+    // A primary killed leaves its relay socket's directory: the first of its workers to go removes it.
+    if (relay.dir !== undefined) rmSync(relay.dir, { recursive: true, force: true });
+    process.exit(0);
   });
   const got = await new Promise<{ init: WorkerInit; handle: object }>((resolve) => {
     const first = (m: ToWorker, handle: unknown) => {
@@ -250,6 +256,7 @@ export async function runWorker(logger: Logger): Promise<void> {
     process.on('message', first);
   });
   const { init } = got;
+  relay.dir = dirname(init.relayPath);
   let routes: RouteTable = init.routes;
   const pid = String(process.pid);
   const gateway = new Gateway({
