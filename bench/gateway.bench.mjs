@@ -12,19 +12,26 @@
 //   BENCH_LATENCY_CONCURRENCY=256  clients of the delay50 and stream100 runs (default 256)
 //   BENCH_CPU_PROF=DIR             write a V8 CPU profile of the llmgw process into DIR
 //   BENCH_NGINX_KEEPALIVE=64       idle connections nginx keeps to each engine
+//   BENCH_GATEWAY_WORKERS=N        worker processes of the `workers` path (default: one per core; 0 skips it)
+//   BENCH_PIN=1                    pin the proxies (llmgw, its workers, nginx) to the upper half of the
+//                                  cores and the engines and the load to the lower half (taskset)
+//
+// Paths: `direct` (the engine), `gateway` (llmgw's gateway in the control plane's own event loop,
+// gateway.workers: 0, as before workers existed), `workers` (`llmgw gateway` with gateway.workers
+// processes, routing to the same replicas through the same control plane) and `nginx`.
 //
 // The load (bench/gateway-load.mjs), the engines and the proxy share one machine: on a
 // machine with few cores they compete for them, and the figures say so.
 import { execFile } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
+import { availableParallelism, cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 import { findNginx, nginxWorkers, startNginx } from './gateway-nginx.mjs';
 import { summarise } from './gateway-profile.mjs';
-import { cpuSeconds, freePort, machineCpu, sleep, start, until } from './gateway-proc.mjs';
+import { childrenOf, cpuSeconds, freePort, machineCpu, sleep, start, until } from './gateway-proc.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const llmgwBin = join(root, 'bin', 'llmgw.js');
@@ -39,6 +46,30 @@ const engineKey = 'bench-engine-key-0123456789';
 const modes = ['instant', 'delay50', 'stream100'];
 
 const latencyConcurrency = Number(process.env.BENCH_LATENCY_CONCURRENCY ?? 256);
+const gatewayWorkers = Number(process.env.BENCH_GATEWAY_WORKERS ?? availableParallelism());
+const pin = process.env.BENCH_PIN === '1' && availableParallelism() >= 2;
+const half = Math.floor(availableParallelism() / 2);
+/** Cores of the proxies, and of the engines and the load, when pinned (taskset -c lists). */
+const proxyCores = `${half}-${availableParallelism() - 1}`;
+const otherCores = `0-${half - 1}`;
+
+/** The command pinned to `cores` when BENCH_PIN is set. */
+function pinned(cmd, args, cores) {
+  return pin ? ['taskset', ['-c', cores, cmd, ...args]] : [cmd, args];
+}
+
+/** A process's children, theirs, and so on. */
+function descendants(pid) {
+  const out = [];
+  for (const child of childrenOf(pid)) out.push(child, ...descendants(child));
+  return out;
+}
+
+/** Moves a running process (every thread) to `cores` when BENCH_PIN is set. */
+function repin(pid, cores) {
+  if (pin) return run('taskset', ['-a', '-p', '-c', cores, String(pid)], process.env);
+  return Promise.resolve();
+}
 
 const workloads = [
   { group: 'capacity', mode: 'instant', concurrency: 64 },
@@ -81,7 +112,12 @@ function writeEngineBin() {
 
 async function startDirectEngine(bin, mode) {
   const port = await freePort();
-  const proc = start(bin, ['--host', '127.0.0.1', '--port', String(port), '--metrics', '--parallel', '512'], {
+  const [cmd, args] = pinned(
+    bin,
+    ['--host', '127.0.0.1', '--port', String(port), '--metrics', '--parallel', '512'],
+    otherCores,
+  );
+  const proc = start(cmd, args, {
     env: { PATH: process.env.PATH ?? '', LLAMA_API_KEY: engineKey, BENCH_ENGINE_MODE: mode },
   });
   children.push(proc);
@@ -99,6 +135,8 @@ function llmgwConfig({ port, engineBin, model, replicas }) {
   const lines = [
     `listen: 127.0.0.1:${port}`,
     `data_dir: ${join(dir, 'llmgw')}`,
+    // Today's single event loop: the `workers` path is a gateway of its own beside it.
+    'gateway: {workers: 0}',
     'agent:',
     '  stop_grace_s: 2',
     '  engines:',
@@ -203,7 +241,12 @@ function runLoad({ url, key, mode, concurrency, proxyCpu }) {
     seconds,
     warmupSeconds,
   };
-  const proc = start(process.execPath, [join(root, 'bench', 'gateway-load.mjs'), JSON.stringify(spec)]);
+  const [cmd, args] = pinned(
+    process.execPath,
+    [join(root, 'bench', 'gateway-load.mjs'), JSON.stringify(spec)],
+    otherCores,
+  );
+  const proc = start(cmd, args);
   children.push(proc);
   let cpu0 = 0;
   let cpu1 = 0;
@@ -262,13 +305,13 @@ function printCapacity(results, paths) {
     }
   }
   console.log(
-    '\n| concurrency | throughput gateway/direct | throughput gateway/nginx | nginx/direct | CPU per request gateway/nginx |',
+    '\n| concurrency | throughput gateway/direct | throughput gateway/nginx | nginx/direct | CPU per request gateway/nginx | throughput workers/direct | throughput workers/gateway | CPU per request workers/nginx |',
   );
-  console.log('|---:|---:|---:|---:|---:|');
+  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const w of workloads.filter((x) => x.group === 'capacity')) {
     const r = results[w.id] ?? {};
     console.log(
-      `| ${w.concurrency} | ${ratio(r.gateway?.rps, r.direct?.rps)} | ${ratio(r.gateway?.rps, r.nginx?.rps)} | ${ratio(r.nginx?.rps, r.direct?.rps)} | ${ratio(r.gateway?.cpu_per_1k, r.nginx?.cpu_per_1k)} |`,
+      `| ${w.concurrency} | ${ratio(r.gateway?.rps, r.direct?.rps)} | ${ratio(r.gateway?.rps, r.nginx?.rps)} | ${ratio(r.nginx?.rps, r.direct?.rps)} | ${ratio(r.gateway?.cpu_per_1k, r.nginx?.cpu_per_1k)} | ${ratio(r.workers?.rps, r.direct?.rps)} | ${ratio(r.workers?.rps, r.gateway?.rps)} | ${ratio(r.workers?.cpu_per_1k, r.nginx?.cpu_per_1k)} |`,
     );
   }
 }
@@ -327,6 +370,23 @@ function checkTargets(results) {
   latency(st, st, 'ttfb_p99', 5);
   for (const id of ['instant c64', 'instant c256']) {
     const r = results[id];
+    // Issue 15: gateway workers at most 1.5 × nginx's CPU per request, and at least 0.9 × direct's throughput.
+    if (r?.workers?.cpu_per_1k !== undefined && r.nginx?.cpu_per_1k !== undefined) {
+      const x = r.workers.cpu_per_1k / r.nginx.cpu_per_1k;
+      checks.push({
+        what: `${id}: workers' CPU per request ≤ 1.5 × nginx's`,
+        met: x <= 1.5,
+        detail: `${x.toFixed(2)}x`,
+      });
+    }
+    if (r?.workers?.rps !== undefined && r.direct?.rps !== undefined) {
+      const x = r.workers.rps / r.direct.rps;
+      checks.push({
+        what: `${id}: workers' throughput ≥ 0.9 × direct${pin ? '' : ' (unpinned: the load, the engine and the proxy share every core)'}`,
+        met: x >= 0.9,
+        detail: `${x.toFixed(2)}x`,
+      });
+    }
     if (r?.gateway?.cpu_per_1k === undefined || r.nginx?.cpu_per_1k === undefined) continue;
     const x = r.gateway.cpu_per_1k / r.nginx.cpu_per_1k;
     checks.push({
@@ -360,6 +420,11 @@ async function main() {
   console.log(
     `${seconds} s measured after ${warmupSeconds} s of warm-up per run; workloads: ${workloads.map((w) => w.id).join(', ')}`,
   );
+  console.log(
+    pin
+      ? `pinned: proxies (llmgw, its ${gatewayWorkers} workers, nginx) on cores ${proxyCores}; engines and load on ${otherCores}`
+      : 'not pinned (BENCH_PIN=1 pins the proxies and the rest to separate halves of the cores)',
+  );
 
   const engineBin = writeEngineBin();
   const model = join(dir, 'bench.gguf');
@@ -387,7 +452,12 @@ async function main() {
   if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true });
   // --cpu-prof is refused in NODE_OPTIONS: given to node itself. The profile is written when llmgw exits.
   const profileArgs = profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
-  const llmgw = start(process.execPath, [...profileArgs, llmgwBin, 'up', '-c', configPath], {
+  const [upCmd, upArgs] = pinned(
+    process.execPath,
+    [...profileArgs, llmgwBin, 'up', '-c', configPath],
+    proxyCores,
+  );
+  const llmgw = start(upCmd, upArgs, {
     cwd: dir,
     env: llmgwEnv(),
   });
@@ -406,6 +476,52 @@ async function main() {
   console.log(
     `llmgw pid ${llmgw.pid} at ${url}; replicas ready: ${ready.map((r) => `${r.model} ${r.endpoint}`).join(', ')}`,
   );
+  // The agent's engines are llmgw's children: pinned with the load, away from the proxies.
+  const pinEngines = async () => {
+    for (const pid of descendants(llmgw.pid)) await repin(pid, otherCores);
+  };
+  await pinEngines();
+
+  // (2b) The same replicas through gateway worker processes: `llmgw gateway` on the same control plane.
+  let workers;
+  if (gatewayWorkers > 0) {
+    const wport = await freePort();
+    const wconfig = join(dir, 'workers.yaml');
+    writeFileSync(wconfig, `data_dir: ${join(dir, 'workers')}\ngateway: {workers: ${gatewayWorkers}}\n`);
+    const [wcmd, wargs] = pinned(
+      process.execPath,
+      [
+        llmgwBin,
+        'gateway',
+        '--server',
+        url,
+        '--key',
+        adminKey,
+        '--listen',
+        `127.0.0.1:${wport}`,
+        '-c',
+        wconfig,
+      ],
+      proxyCores,
+    );
+    workers = start(wcmd, wargs, { cwd: dir, env: llmgwEnv() });
+    children.push(workers);
+    workers.url = `http://127.0.0.1:${wport}`;
+    for (const m of modes.filter((x) => first[x] > 0))
+      await until(`the gateway workers serving ${m}`, async () => {
+        const res = await fetch(`${workers.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify(bodyOf(m)),
+        });
+        await res.arrayBuffer();
+        return res.ok ? true : undefined;
+      });
+    workers.cpu = () => [workers.pid, ...childrenOf(workers.pid)].reduce((t, pid) => t + cpuSeconds(pid), 0);
+    console.log(
+      `llmgw gateway pid ${workers.pid} with ${childrenOf(workers.pid).length} workers at ${workers.url}`,
+    );
+  }
 
   // (3) nginx, in front of the direct engines.
   let nginx;
@@ -421,6 +537,7 @@ async function main() {
       keepalive: nginxKeepalive,
     });
     children.push(nginx);
+    for (const pid of nginx.pids()) await repin(pid, proxyCores);
     nginx.url = `http://127.0.0.1:${nginxPort}`;
     await until(
       'nginx',
@@ -438,7 +555,12 @@ async function main() {
   const idleShare = (cpuSeconds(llmgw.pid) - idle0) / 3;
   console.log(`llmgw idle: ${f(idleShare * 100, 1)}% of one core`);
 
-  const paths = ['direct', 'gateway', ...(nginx === undefined ? [] : ['nginx'])];
+  const paths = [
+    'direct',
+    'gateway',
+    ...(workers === undefined ? [] : ['workers']),
+    ...(nginx === undefined ? [] : ['nginx']),
+  ];
   const results = {};
   let swapped = false;
   for (const w of workloads) {
@@ -446,6 +568,7 @@ async function main() {
       const next = { ...first, instant: 0, stream100: 1 };
       await putConfig(url, adminKey, llmgwConfig({ port, engineBin, model, replicas: next }));
       const now = await waitReady(url, adminKey, next);
+      await pinEngines();
       console.log(`stream100 replica ready at ${now.find((r) => r.model === 'stream100')?.endpoint}`);
       swapped = true;
     }
@@ -460,11 +583,13 @@ async function main() {
             }
           : p === 'gateway'
             ? { url: `${url}/v1/chat/completions`, key: adminKey, proxyCpu: () => cpuSeconds(llmgw.pid) }
-            : {
-                url: `${nginx.url}/${w.mode}/v1/chat/completions`,
-                key: engineKey,
-                proxyCpu: () => nginx.cpuSeconds(),
-              };
+            : p === 'workers'
+              ? { url: `${workers.url}/v1/chat/completions`, key: adminKey, proxyCpu: () => workers.cpu() }
+              : {
+                  url: `${nginx.url}/${w.mode}/v1/chat/completions`,
+                  key: engineKey,
+                  proxyCpu: () => nginx.cpuSeconds(),
+                };
       const r = await runLoad({ ...target, mode: w.mode, concurrency: w.concurrency });
       results[w.id][p] = r;
       console.log(

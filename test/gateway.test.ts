@@ -61,6 +61,8 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
         `    vllm: {bin: ${vllm}}`,
         'gateway:',
         '  max_body_mb: 0.25',
+        // One worker process serves /v1: the queue's bound is per worker (docs/gateway-workers.md).
+        '  workers: 1',
         '  queue: {max_per_model: 1, timeout_s: 2}',
         'models:',
         gpu('chat', 'vllm', {

@@ -12,6 +12,10 @@ import type { RouteTable } from '../protocol/routes.js';
 import type { HttpServer } from '../server/http-server.js';
 import type { ControlPlane } from '../server/control-plane.js';
 import { storeKeys } from '../gateway/keys.js';
+import { availableParallelism } from 'node:os';
+import type { KeyLimits } from '../gateway/gateway.js';
+import { WorkerPool, type PrimaryServices } from './gateway-workers/pool.js';
+import { sumCounts } from './gateway-workers/counts.js';
 
 export function gatewayOptions(settings: Settings): {
   maxBodyBytes: number;
@@ -74,6 +78,7 @@ export function newGateway(o: {
   settings: Settings;
   /** The autoscaler's (in process) or remoteSignals: load reports, and wake-ups of models at zero. */
   signals?: ScaleSignals | undefined;
+  limits?: KeyLimits | undefined;
 }): Gateway {
   return new Gateway({
     keys: o.keys,
@@ -82,7 +87,58 @@ export function newGateway(o: {
     logger: o.logger,
     ...gatewayOptions(o.settings),
     ...(o.signals === undefined ? {} : { signals: o.signals }),
+    ...(o.limits === undefined ? {} : { limits: o.limits }),
   });
+}
+
+/** gateway.workers as a number: "auto" is one per core. */
+export function workerCount(setting: Settings['gateway']['workers']): number {
+  return setting === 'auto' ? availableParallelism() : setting;
+}
+
+/** The gateway's worker processes the settings ask for; none for gateway.workers: 0. */
+export function newWorkerPool(settings: Settings, logger: Logger): WorkerPool | undefined {
+  const count = workerCount(settings.gateway.workers);
+  if (count === 0) return undefined;
+  return new WorkerPool({
+    count,
+    gateway: gatewayOptions(settings),
+    maxConnectionsPerClient: settings.gateway.max_connections_per_client,
+    logger,
+  });
+}
+
+/** The primary's gateway as the workers' pool sees it: a member of the in-flight ledger, its metrics summed in. */
+export function poolServices(
+  gateway: Gateway,
+  parts: Pick<PrimaryServices, 'keys' | 'routes' | 'usage' | 'signals'>,
+): PrimaryServices {
+  return {
+    ...parts,
+    local: {
+      ownInFlight: () => gateway.router.ownInFlight(),
+      onInFlightChange: (listener) => gateway.router.onInFlightChange(listener),
+      setPeerInFlight: (counts) => gateway.router.setPeerInFlight(counts),
+      metricsJson: () => gateway.metrics.registry.getMetricsAsJSON(),
+    },
+  };
+}
+
+/** One read of the route table shared by the callers of `ms` (the primary's gateway and its workers' pool). */
+export function sharedRoutes(read: () => Promise<RouteTable>, ms = 250): () => Promise<RouteTable> {
+  let last: { at: number; table: Promise<RouteTable> } | undefined;
+  return () => {
+    const now = Date.now();
+    if (last === undefined || now - last.at >= ms) {
+      const table = read();
+      last = { at: now, table };
+      // A failure is not kept: the next caller reads again.
+      table.catch(() => {
+        if (last?.table === table) last = undefined;
+      });
+    }
+    return last.table;
+  };
 }
 
 /** Where the gateway is served: a control plane's address, or a gateway's own. */
@@ -111,23 +167,34 @@ export async function startLocalGateway(
     routes?: () => Promise<RouteTable>;
     /** Where load reports and wake-ups go; the control plane's autoscaler unless told otherwise. */
     signals?: ScaleSignals | undefined;
+    pool?: WorkerPool | undefined;
   },
 ): Promise<Gateway> {
+  const keys = storeKeys(cp.authenticator);
+  const routes = sharedRoutes(o.routes ?? (() => cp.fleet.routeTable()));
+  const usage: UsageSink = async (rows) => {
+    await cp.store.usage.add(rows);
+    if (rows.length > 0) cp.events.publish('usage');
+  };
+  const signals = o.signals ?? cp.autoscaler;
   const gateway = newGateway({
-    keys: storeKeys(cp.authenticator),
-    routes: o.routes ?? (() => cp.fleet.routeTable()),
-    usage: async (rows) => {
-      await cp.store.usage.add(rows);
-      if (rows.length > 0) cp.events.publish('usage');
-    },
+    keys,
+    routes,
+    usage,
     logger: o.logger,
     settings: o.settings,
-    signals: o.signals ?? cp.autoscaler,
+    signals,
+    limits: o.pool?.limits,
   });
   await gateway.start();
   mountGateway(cp, gateway);
   gateway.metrics.include(cp.autoscaler.metrics);
-  cp.traffic.attach(() => gateway.metrics.counts());
+  // The workers (gateway.workers) serve /v1 on the listen address; this one serves it on connections they relay.
+  o.pool?.attach(poolServices(gateway, { keys, routes, usage, signals }));
+  const pool = o.pool;
+  cp.traffic.attach(() =>
+    pool === undefined ? gateway.metrics.counts() : sumCounts([gateway.metrics.counts(), pool.counts()]),
+  );
   cp.beforeStoreClose(() => gateway.stop());
   return gateway;
 }

@@ -4,7 +4,16 @@ import type { WhoAmI } from '../core/api-types.js';
 import { HttpServer } from '../server/http-server.js';
 
 import { remoteKeys } from '../gateway/keys.js';
-import { mountGateway, newGateway, remoteRoutes, remoteSignals, remoteUsage } from './gateway-compose.js';
+import {
+  mountGateway,
+  newGateway,
+  newWorkerPool,
+  poolServices,
+  remoteRoutes,
+  remoteSignals,
+  remoteUsage,
+  sharedRoutes,
+} from './gateway-compose.js';
 import { createLogger } from './logger.js';
 import { untilSignalled } from './signals.js';
 import { commandSettings } from './settings.js';
@@ -52,21 +61,34 @@ export async function runGateway(o: RunGatewayOptions): Promise<void> {
       `key "${me.name}" has the ${me.role} role; a gateway needs one of role gateway (llmgw ctl key create NAME --role gateway)`,
     );
   }
+  // Worker processes (gateway.workers) take the address; this one answers their keys, limits
+  // and /v1 on connections they relay (another path: 404, as here).
+  const pool = newWorkerPool(loaded.settings, logger);
+  const keys = remoteKeys(client);
+  const routes = sharedRoutes(remoteRoutes(client));
+  const usage = remoteUsage(client);
+  const signals = remoteSignals(client);
   const gateway = newGateway({
-    keys: remoteKeys(client),
-    routes: remoteRoutes(client),
-    usage: remoteUsage(client),
-    signals: remoteSignals(client),
+    keys,
+    routes,
+    usage,
+    signals,
     logger,
     settings: loaded.settings,
+    limits: pool?.limits,
   });
   await gateway.start();
   const http = new HttpServer({
     maxConnectionsPerClient: loaded.settings.gateway.max_connections_per_client,
+    ...(pool === undefined ? {} : { shared: pool }),
   });
   mountGateway(http, gateway);
   const url = await http.listen(o.listen);
-  logger.info({ url, servers: o.servers }, 'gateway listening');
+  pool?.attach(poolServices(gateway, { keys, routes, usage, signals }));
+  logger.info(
+    { url, servers: o.servers, ...(pool === undefined ? {} : { workers: pool.pids() }) },
+    'gateway listening',
+  );
   await untilSignalled(logger);
   await http.close();
   await gateway.stop();

@@ -15,7 +15,7 @@ import { describeFix, secureDataDir, secureSqliteFile, type OnFixed } from './pr
 import { commandSettings } from './settings.js';
 import { loadIdentity } from '../agent/identity.js';
 import { generateSecret, hashSecret, secretPrefix } from '../core/secrets.js';
-import { startLocalGateway } from './gateway-compose.js';
+import { newWorkerPool, startLocalGateway } from './gateway-compose.js';
 import { startNodeAgent, type NodeAgent } from './node-agent.js';
 import { version } from './version.js';
 import { publicKeyHash } from '../tls/certificates.js';
@@ -57,6 +57,9 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
     throw e;
   }
   let cp: ControlPlane;
+  // The gateway's processes (gateway.workers): they take the listen address, and relay what is not /v1 here.
+  const gatewayLogger = createLogger('gateway', process.env, { async: true });
+  const pool = newWorkerPool(loaded.settings, gatewayLogger);
   try {
     cp = await ControlPlane.start({
       settings: loaded,
@@ -66,6 +69,7 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
       version,
       adminKey: process.env['LLMGW_ADMIN_KEY'],
       engineKeySecret: process.env['LLMGW_ENGINE_KEY_SECRET'],
+      ...(pool === undefined ? {} : { shared: pool }),
       ...(stringOpt(opts, 'listen') === undefined ? {} : { listen: stringOpt(opts, 'listen') }),
     });
   } catch (e) {
@@ -74,10 +78,8 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
     throw e;
   }
   // The OpenAI-compatible gateway on the same address: /v1, and its /metrics.
-  await startLocalGateway(cp, {
-    logger: createLogger('gateway', process.env, { async: true }),
-    settings: loaded.settings,
-  });
+  await startLocalGateway(cp, { logger: gatewayLogger, settings: loaded.settings, pool });
+  if (pool !== undefined) logger.info({ workers: pool.pids() }, 'gateway workers serving');
   if (cp.generatedAdminKey !== undefined)
     announceAdminKey({ mode, o, url: cp.url, key: cp.generatedAdminKey, logger });
   // `llmgw up` is also this machine's node: its agent runs here, joined over loopback.

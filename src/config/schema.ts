@@ -154,6 +154,17 @@ export const settingsSchema = z.strictObject({
         .min(1, 'at least 1 connection, e.g. 512')
         .max(1_000_000, 'at most 1000000 connections')
         .default(512),
+      /**
+       * Processes serving the gateway's /v1 on the listen address, each on its own core
+       * (docs/gateway-workers.md): "auto" is one per core; 0 serves it in the control plane's
+       * (or `llmgw gateway`'s) own process.
+       */
+      workers: z
+        .union([z.literal('auto'), z.int().min(0).max(256)], {
+          error:
+            'a number of worker processes (0 serves the gateway in the main process), or "auto" (one per core)',
+        })
+        .default('auto'),
       queue: z
         .strictObject({
           /** Requests that may wait for a free replica of one model; past it, 503 at once. */

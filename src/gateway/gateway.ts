@@ -25,7 +25,7 @@ import {
   sseError,
   toGatewayError,
 } from './openai-errors.js';
-import { RateLimits } from './rate-limits.js';
+import { RateLimits, type LimitRefusal } from './rate-limits.js';
 import { promptBlocks } from './router/prefix-blocks.js';
 import { Router, type RouterOptions } from './router/router.js';
 import { Scraper } from './router/scraper.js';
@@ -77,6 +77,17 @@ export interface GatewayOptions {
   };
   /** How replicas are picked (the router's policy, bounds and pick hook); the defaults serve. */
   routing?: Pick<RouterOptions, 'policy' | 'pick' | 'affinityBound' | 'prefixBound' | 'prefixMaxBlocks'>;
+  /** Where keys' rpm and tpm are counted: in this process by default; a gateway worker asks its primary. */
+  limits?: KeyLimits;
+}
+
+/** Requests and tokens per key, counted where every gateway worker's requests count. */
+export interface KeyLimits {
+  admit(
+    key: string,
+    limits: { rpm: number | null; tpm: number | null },
+  ): LimitRefusal | undefined | Promise<LimitRefusal | undefined>;
+  charge(key: string, tokens: number, limits: { tpm: number | null }): void;
 }
 
 const chatPaths = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses']);
@@ -125,7 +136,7 @@ export class Gateway {
   readonly #o: GatewayOptions;
   readonly router: Router;
   readonly #scraper: Scraper;
-  readonly #limits = new RateLimits();
+  readonly #limits: KeyLimits;
   readonly #usage: UsageRecorder;
   readonly metrics: GatewayMetrics;
   readonly #pools = new Map<string, UpstreamPool>();
@@ -145,6 +156,7 @@ export class Gateway {
 
   constructor(options: GatewayOptions) {
     this.#o = options;
+    this.#limits = options.limits ?? new RateLimits();
     this.router = new Router({
       ...options.routing,
       ...(options.queue === undefined ? {} : { queue: options.queue }),
@@ -348,7 +360,9 @@ export class Gateway {
         `model ${base} runs on ${entry.engines.join(', ')}, which does not serve /v1/responses: use /v1/chat/completions`,
       );
     }
-    const refusal = this.#limits.admit(x.principal.name, x.principal);
+    let refusal = this.#limits.admit(x.principal.name, x.principal);
+    // Only a key with limits, in a gateway worker, waits for its primary's count.
+    if (refusal instanceof Promise) refusal = await refusal;
     if (refusal !== undefined)
       throw new GatewayError('rate_limit_exceeded', refusal.message, { retryAfterS: refusal.retryAfterS });
 

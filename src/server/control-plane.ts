@@ -13,7 +13,7 @@ import { apiPrefix, createApi } from './api/app.js';
 import { Catalog } from './catalog.js';
 import { ModelOrigins } from './model-origins.js';
 import { consoleRoute } from './console-route.js';
-import { HttpServer, notFound, type RequestHandler } from './http-server.js';
+import { HttpServer, notFound, type RequestHandler, type SharedListener } from './http-server.js';
 import { agentChannelPath } from '../protocol/agent-protocol.js';
 import { messageOf } from '../core/errors.js';
 import { loadEngineKeys, prepareEngineKeys } from './fleet/engine-keys.js';
@@ -68,6 +68,8 @@ export interface ControlPlaneOptions {
   trafficStepMs?: number;
   /** The serving certificate's lifetime when made by the cluster CA (tests shorten it to see renewal). */
   servingLifetimeMs?: number;
+  /** The listen address served by gateway worker processes, which relay the rest here (gateway.workers). */
+  shared?: SharedListener;
 }
 
 /** The control plane: catalog, API and (mounted by later parts) gateway and agent channel. */
@@ -316,6 +318,7 @@ export class ControlPlane {
     const http = new HttpServer({
       maxConnectionsPerClient: options.settings.settings.gateway.max_connections_per_client,
       ...(tls === undefined ? {} : { tls: tls.current }),
+      ...(options.shared === undefined ? {} : { shared: options.shared }),
     });
     tls?.onChange((pair) => http.setCertificate(pair));
     if (tls !== undefined) {

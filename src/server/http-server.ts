@@ -28,6 +28,7 @@ import {
 } from '../http1/answers.js';
 import { FrontDoor, type FastHandler, type FastLane } from '../http1/front-door.js';
 import { maxHeadBytes } from '../http1/heads.js';
+import { acceptRelayed } from '../http1/relay-preamble.js';
 
 import { localUrl, parseListen } from './listen.js';
 
@@ -49,6 +50,22 @@ export interface HttpServerOptions {
   requestMs?: number;
   /** Serve HTTPS with this certificate (PEM, its chain after it) and key; plain HTTP when unset. */
   tls?: ServingCertificate;
+  /**
+   * The public address is served by gateway workers (other processes): listen() has them
+   * accept on it and listens here on their relay socket only (see src/cli/gateway-workers).
+   */
+  shared?: SharedListener;
+}
+
+/** A public address bound here and accepted on by other processes, which relay what they do not serve. */
+export interface SharedListener {
+  /** Binds the address, has the workers accept on it, and resolves with its port once they do. */
+  open(host: string | undefined, port: number, tls: ServingCertificate | undefined): Promise<number>;
+  /** The unix socket the workers relay to, listened on by this server. */
+  readonly relayPath: string;
+  setCertificate(tls: ServingCertificate): void;
+  /** The workers stop taking connections and finish theirs. */
+  close(): Promise<void>;
 }
 
 export interface ServingCertificate {
@@ -119,7 +136,10 @@ export class HttpServer {
   /** Connections handed to TLS, until they close (closed with the rest after the grace). */
   readonly #raw = new Set<Socket>();
   readonly #headMs: number;
+  readonly #shared: SharedListener | undefined;
+  #tlsPair: ServingCertificate | undefined;
   #fallback: RequestHandler = notFound;
+  #upgradeFallback: UpgradeHandler | undefined;
 
   constructor(options: HttpServerOptions = {}) {
     const limits: RequestLimits = {
@@ -163,7 +183,7 @@ export class HttpServer {
         return;
       }
       const path = (req.url ?? '/').split('?')[0] ?? '/';
-      const handler = this.#upgrades.get(path);
+      const handler = this.#upgrades.get(path) ?? this.#upgradeFallback;
       if (handler === undefined) {
         socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
         return;
@@ -184,6 +204,8 @@ export class HttpServer {
       },
     });
     this.#headMs = limits.headMs;
+    this.#shared = options.shared;
+    this.#tlsPair = options.tls;
     // TLS in front of the front door: it reads decrypted bytes as it reads plain ones, fast lane included.
     this.#tls =
       options.tls === undefined
@@ -199,7 +221,9 @@ export class HttpServer {
           );
     // Half-open as node:http has it: a client may end its side and still read the answer.
     this.#listener = createNetServer({ allowHalfOpen: true }, (socket) => {
-      if (this.#tls === undefined) this.#door.accept(socket);
+      // The workers' relay: decrypted already, and led by the client's address.
+      if (this.#shared !== undefined) acceptRelayed(socket, (s) => this.#door.accept(s));
+      else if (this.#tls === undefined) this.#door.accept(socket);
       else this.#sniff(socket, this.#tls);
     });
   }
@@ -251,6 +275,8 @@ export class HttpServer {
         'this server was started without TLS: its certificate cannot be replaced',
       );
     this.#tls.setSecureContext({ ...tls });
+    this.#tlsPair = tls;
+    this.#shared?.setCertificate(tls);
   }
 
   #request(req: IncomingMessage, res: ServerResponse): void {
@@ -293,6 +319,11 @@ export class HttpServer {
     this.#upgrades.set(path, handler);
   }
 
+  /** Takes upgrades of every path no other handler takes (a gateway worker relays them to its primary). */
+  upgradeFallback(handler: UpgradeHandler): void {
+    this.#upgradeFallback = handler;
+  }
+
   fallback(handler: RequestHandler): void {
     this.#fallback = handler;
   }
@@ -300,6 +331,7 @@ export class HttpServer {
   /** Listens on HOST:PORT; resolves with the URL clients on this machine use. */
   listen(listen: string): Promise<string> {
     const { host, port } = parseListen(listen);
+    if (this.#shared !== undefined) return this.#listenShared(listen, host, port, this.#shared);
     return new Promise((resolve, reject) => {
       const onError = (e: NodeJS.ErrnoException) => {
         const hint =
@@ -324,11 +356,58 @@ export class HttpServer {
     });
   }
 
+  /** The public address through the workers; this server listens on their relay socket. */
+  async #listenShared(
+    listen: string,
+    host: string | undefined,
+    port: number,
+    shared: SharedListener,
+  ): Promise<string> {
+    await new Promise<void>((resolve, reject) => {
+      this.#listener.once('error', reject);
+      this.#listener.listen({ path: shared.relayPath, backlog: 4096 }, () => {
+        this.#listener.off('error', reject);
+        resolve();
+      });
+    });
+    let bound: number;
+    try {
+      bound = await shared.open(host, port, this.#tlsPair);
+    } catch (e) {
+      await new Promise((resolve) => this.#listener.close(resolve));
+      await shared.close();
+      const hint =
+        (e as NodeJS.ErrnoException).code === 'EADDRINUSE'
+          ? ': another process listens there; stop it, or set listen: to another port'
+          : '';
+      throw new LlmgwError('unavailable', `cannot listen on ${listen}: ${messageOf(e)}${hint}`, { cause: e });
+    }
+    this.#server.emit('listening');
+    return localUrl(host, bound, this.#tlsPair === undefined ? 'http' : 'https');
+  }
+
+  /** Accepts on a listening socket another process bound (a gateway worker's share of the public address). */
+  listenOn(handle: object): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.#listener.once('error', reject);
+      this.#listener.listen(handle, 4096, () => {
+        this.#listener.off('error', reject);
+        this.#server.emit('listening');
+        resolve();
+      });
+    });
+  }
+
   /**
    * Stops taking connections, lets requests in flight finish for up to `graceMs`,
    * then closes whatever is left.
    */
   async close(graceMs = 10_000): Promise<void> {
+    // The workers stop accepting and finish their requests meanwhile; connections they relay end with this server's.
+    await Promise.all([this.#shared?.close(), this.#closeOwn(graceMs)]);
+  }
+
+  async #closeOwn(graceMs: number): Promise<void> {
     if (!this.#listener.listening) return;
     // Resolves when every connection it accepted is gone, node:http's included.
     const closed = new Promise<void>((resolve) =>

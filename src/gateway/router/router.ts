@@ -205,6 +205,8 @@ export class Router {
   readonly #release: ReleaseFn = (entry, trial, outcome) => {
     this.#released(entry, trial, outcome);
   };
+  /** Told when this router's own in-flight counts change (a gateway worker posts them to its peers). */
+  #onInFlight: (() => void) | undefined;
 
   constructor(options: RouterOptions = {}) {
     this.#staleMs = options.staleMs ?? 1000;
@@ -299,6 +301,18 @@ export class Router {
       entry.peerInFlight = n;
     }
     for (const group of freed) this.#drain(group, now);
+  }
+
+  /** Calls `listener` after each lease taken or released (one listener). */
+  onInFlightChange(listener: () => void): void {
+    this.#onInFlight = listener;
+  }
+
+  /** This router's own requests per replica now (replicas with none left out). */
+  ownInFlight(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const [id, entry] of this.#entries) if (entry.inFlight > 0) counts.set(id, entry.inFlight);
+    return counts;
   }
 
   /** A scrape failed; `unreachable` (the default) opens the replica's breaker. */
@@ -581,6 +595,7 @@ export class Router {
   #lease(entry: ReplicaEntry, queuedMs: number): Lease {
     entry.inFlight++;
     entry.group.inFlight++;
+    this.#onInFlight?.();
     // Picked through a half-open breaker: this request is its trial.
     const trial = entry.breaker.admit();
     return new RouterLease(entry, queuedMs, trial, this.#release);
@@ -590,6 +605,7 @@ export class Router {
     const group = entry.group;
     entry.inFlight--;
     group.inFlight--;
+    this.#onInFlight?.();
     const now = this.#now();
     if (outcome === 'ok') {
       entry.breaker.succeeded(now, trial);

@@ -1,0 +1,302 @@
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Agent, createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { llmgw, startDaemon, type Daemon } from './support/cli.js';
+
+/**
+ * `llmgw gateway` with gateway.workers: 2, as a process, against a control plane of this
+ * test's own (routes, keys, usage over the API, as the real one serves them) and two tiny
+ * engines of capacity 1 that count the requests they hold at once.
+ */
+
+interface Engine {
+  server: Server;
+  url: string;
+  running: number;
+  most: number;
+  served: number;
+}
+
+async function listen(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** An engine holding each chat `holdMs`; its llama.cpp metrics say how many it computes. */
+async function engine(holdMs: number): Promise<Engine> {
+  const e = { running: 0, most: 0, served: 0 } as Engine;
+  e.server = createServer((req, res) => {
+    if (req.url === '/metrics') {
+      res.end(`llamacpp:requests_processing ${e.running}\nllamacpp:requests_deferred 0\n`);
+      return;
+    }
+    req.resume();
+    req.on('end', () => {
+      e.running++;
+      e.most = Math.max(e.most, e.running);
+      setTimeout(() => {
+        e.running--;
+        e.served++;
+        const body = JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+        });
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+      }, holdMs);
+    });
+  });
+  e.url = await listen(e.server);
+  return e;
+}
+
+const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+const keys: Record<string, { name: string; role: string; rpm: number | null }> = {
+  'sk-user-0123456789abcdef': { name: 'user', role: 'user', rpm: null },
+  'sk-limited-0123456789abcd': { name: 'limited', role: 'user', rpm: 3 },
+  'sk-metrics-0123456789abcd': { name: 'reader', role: 'metrics', rpm: null },
+};
+
+interface Answer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+function call(
+  url: string,
+  o: { key: string; path?: string; body?: unknown; agent?: Agent },
+): Promise<Answer> {
+  const data = o.body === undefined ? undefined : JSON.stringify(o.body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${url}${o.path ?? '/v1/chat/completions'}`,
+      {
+        method: data === undefined ? 'GET' : 'POST',
+        headers: {
+          authorization: `Bearer ${o.key}`,
+          ...(data === undefined ? {} : { 'content-type': 'application/json' }),
+          // A new connection each, unless an agent keeps one: the kernel picks the worker.
+          ...(o.agent === undefined ? { connection: 'close' } : {}),
+        },
+        ...(o.agent === undefined ? {} : { agent: o.agent }),
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      },
+    );
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+const chat = { model: 'm', messages: [{ role: 'user', content: 'hello' }] };
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe('llmgw gateway with two worker processes', () => {
+  let dir: string;
+  let cp: Server;
+  let engines: Engine[];
+  let gw: Daemon;
+  let url: string;
+  let cpUrl: string;
+  const usage: { key_name: string; model: string; requests: number }[] = [];
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'llmgw-workers-'));
+    engines = [await engine(400), await engine(400)];
+    const table = {
+      models: [{ name: 'm', adapters: [], engines: ['llamacpp'] }],
+      replicas: engines.map((e, i) => ({
+        id: `m-${i}`,
+        model: 'm',
+        engine: 'llamacpp',
+        endpoint: e.url,
+        apiKey: 'engine-key',
+        servedName: 'm',
+        adapters: [],
+        capacity: 1,
+        loadMetrics: { running: 'llamacpp:requests_processing', waiting: 'llamacpp:requests_deferred' },
+        metricsUrl: `${e.url}/metrics`,
+      })),
+    };
+    const byHash = new Map(Object.entries(keys).map(([secret, k]) => [sha(secret), k]));
+    cp = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d.toString()));
+      req.on('end', () => {
+        const json = (status: number, value: unknown) => {
+          res.writeHead(status, { 'content-type': 'application/json' });
+          res.end(JSON.stringify(value));
+        };
+        if (req.url === '/api/v1/whoami') json(200, { name: 'gw', role: 'gateway' });
+        else if (req.url === '/api/v1/gateway/routes') json(200, table);
+        else if (req.url === '/api/v1/gateway/usage') {
+          usage.push(...(JSON.parse(body) as { rows: typeof usage }).rows);
+          json(200, {});
+        } else if (req.url === '/api/v1/gateway/keys') {
+          const k = byHash.get((JSON.parse(body) as { secret_hash: string }).secret_hash);
+          if (k === undefined) json(401, { error: { code: 'unauthenticated', message: 'no such key' } });
+          else json(200, { name: k.name, role: k.role, allowed_models: null, rpm: k.rpm, tpm: null });
+        } else json(404, { error: { code: 'not_found', message: req.url } });
+      });
+    });
+    cpUrl = await listen(cp);
+    writeFileSync(join(dir, 'config.yaml'), 'gateway: {workers: 2}\n');
+    gw = startDaemon(
+      [
+        'gateway',
+        '--server',
+        cpUrl,
+        '--key',
+        'gw-key',
+        '--listen',
+        '127.0.0.1:0',
+        '--config',
+        join(dir, 'config.yaml'),
+      ],
+      { LLMGW_DATA_DIR: dir },
+    );
+    const line = await gw.waitFor(/^.*"msg":"gateway listening".*$/m);
+    url = /"url":"([^"]+)"/.exec(line[0])?.[1] ?? '';
+  });
+
+  afterAll(async () => {
+    await gw.stop('SIGKILL');
+    cp.close();
+    for (const e of engines) e.server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const workersNow = () =>
+    [...gw.output().matchAll(/"pid":(\d+),"msg":"gateway worker listening"/g)].map((m) => Number(m[1]));
+
+  it('answers /v1 from both worker processes, with usage and metrics summed through the primary', async () => {
+    const pids = new Set<string>();
+    for (let i = 0; i < 40 && pids.size < 2; i++) {
+      const a = await call(url, { key: 'sk-user-0123456789abcdef', path: '/v1/models' });
+      expect(a.status).toBe(200);
+      pids.add(String(a.headers['x-llmgw-worker']));
+    }
+    expect([...pids].sort()).toEqual(workersNow().map(String).sort());
+    const answers = await Promise.all(
+      [0, 1].map(() => call(url, { key: 'sk-user-0123456789abcdef', body: chat })),
+    );
+    expect(answers.map((a) => a.status)).toEqual([200, 200]);
+    const metrics = await call(url, { key: 'sk-metrics-0123456789abcd', path: '/metrics' });
+    expect(metrics.status).toBe(200);
+    // Every worker's /v1/models and chats, counted once: summed over the processes.
+    const chats =
+      /llmgw_gateway_requests_total\{[^}]*model="m"[^}]*key="user"[^}]*status="200"[^}]*\} (\d+)/.exec(
+        metrics.body,
+      );
+    expect(Number(chats?.[1])).toBe(2);
+    const refused = await call(url, { key: 'sk-user-0123456789abcdef', path: '/metrics' });
+    expect(refused.status).toBe(403);
+    expect(refused.body).toContain(
+      'key \\"user\\" has the user role; /metrics needs an admin key or a metrics key',
+    );
+    // Usage counted in the workers reaches the control plane through the primary.
+    const used = () =>
+      usage.filter((u) => u.key_name === 'user' && u.model === 'm').reduce((n, u) => n + u.requests, 0);
+    await expect.poll(used, { timeout: 5000 }).toBe(2);
+  });
+
+  it("holds a key's rpm across workers: the 4th request is refused whichever worker takes it", async () => {
+    const answers: Answer[] = [];
+    for (let i = 0; i < 4; i++)
+      answers.push(await call(url, { key: 'sk-limited-0123456789abcd', body: chat }));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 429]);
+    expect(answers[3]?.body).toContain('key \\"limited\\" made its 3 requests per minute');
+  });
+
+  it("counts every worker's requests on a replica: a capacity-1 replica never holds two at once", async () => {
+    // Two connections on each worker (a connection stays with the worker that accepted it).
+    const byWorker = new Map<string, Agent[]>();
+    const spare: Agent[] = [];
+    for (let i = 0; i < 40 && [...byWorker.values()].filter((a) => a.length >= 2).length < 2; i++) {
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      const a = await call(url, { key: 'sk-user-0123456789abcdef', path: '/v1/models', agent });
+      const pid = String(a.headers['x-llmgw-worker']);
+      const list = byWorker.get(pid) ?? [];
+      if (list.length < 2) list.push(agent);
+      else spare.push(agent);
+      byWorker.set(pid, list);
+    }
+    const [one, two] = [...byWorker.values()];
+    expect(one?.length).toBe(2);
+    expect(two?.length).toBe(2);
+    for (const e of engines) e.most = 0;
+    // Alternating workers, each sent after the last was counted (an IPC hop, well within 100 ms).
+    const order = [one?.[0], two?.[0], one?.[1], two?.[1]];
+    const sent: Promise<Answer>[] = [];
+    for (const agent of order) {
+      sent.push(
+        call(url, { key: 'sk-user-0123456789abcdef', body: chat, ...(agent === undefined ? {} : { agent }) }),
+      );
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const answers = await Promise.all(sent);
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+    expect(engines.map((e) => e.most)).toEqual([1, 1]);
+    for (const agent of [...byWorker.values()].flat().concat(spare)) agent.destroy();
+  });
+
+  it('replaces a killed worker and serves on', async () => {
+    const [victim] = workersNow();
+    process.kill(victim ?? 0, 'SIGKILL');
+    await gw.waitFor(/"msg":"a gateway worker exited; it is started again"/);
+    await expect.poll(() => workersNow().length, { timeout: 15_000 }).toBe(3);
+    for (let i = 0; i < 4; i++)
+      expect((await call(url, { key: 'sk-user-0123456789abcdef', path: '/v1/models' })).status).toBe(200);
+  });
+
+  it('refuses to start on an address another process listens on, and leaves no worker behind', async () => {
+    const taken = new URL(url).host;
+    const second = await llmgw(
+      [
+        'gateway',
+        '--server',
+        cpUrl,
+        '--key',
+        'gw-key',
+        '--listen',
+        taken,
+        '--config',
+        join(dir, 'config.yaml'),
+      ],
+      { LLMGW_DATA_DIR: dir },
+    );
+    expect(second.code).not.toBe(0);
+    expect(second.stdout + second.stderr).toContain(
+      `cannot listen on ${taken}: bind EADDRINUSE ${taken}: another process listens there; stop it, or set listen: to another port`,
+    );
+    const started = [
+      ...(second.stdout + second.stderr).matchAll(/"pid":(\d+),"msg":"gateway worker listening"/g),
+    ];
+    expect(started).toEqual([]);
+  });
+
+  it('stops its workers with it: no process is left', async () => {
+    const pids = workersNow();
+    expect(await gw.stop('SIGTERM')).toBe(0);
+    await expect.poll(() => pids.filter(alive), { timeout: 5000 }).toEqual([]);
+  });
+});
