@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { messageOf } from '../core/errors.js';
 import type { AssignedShard } from '../protocol/agent-protocol.js';
 import { engineProxyPrefix } from '../protocol/engine-proxy-path.js';
+import { hopByHop } from '../http1/hop-by-hop.js';
 
 /** A certificate, its key and the CA that issued it, in PEM: what the control plane gives a node's forwarder. */
 export interface TlsMaterial {
@@ -34,17 +35,6 @@ export { engineProxyPrefix };
 
 /** The first byte of a TLS handshake record (RFC 8446, 5.1: ContentType handshake). */
 const tlsHandshake = 0x16;
-
-/** Hop-by-hop headers, which each side sets for its own connection (RFC 9110, 7.6.1). */
-const hopByHop = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
 
 /**
  * The node's door to its engines for gateways on other machines: TLS on one port of the

@@ -35,6 +35,7 @@ import { UsageRecorder, type UsageSink } from './usage-recorder.js';
 import { scanUsage, type TokenCounts } from './usage-scan.js';
 import { WaitingRoom } from './waiting-room.js';
 import { WaitingStream } from './waiting-stream.js';
+import { hopByHop } from '../http1/hop-by-hop.js';
 
 export interface GatewayOptions {
   keys: GatewayKeys;
@@ -898,18 +899,6 @@ function fnv1a(text: string): string {
   }
   return (h >>> 0).toString(36);
 }
-
-/** Headers of one connection, not of the answer (RFC 9110, 7.6.1): not passed on. */
-const hopByHop = new Set([
-  'connection',
-  'keep-alive',
-  'transfer-encoding',
-  'te',
-  'trailer',
-  'upgrade',
-  'proxy-authenticate',
-  'proxy-authorization',
-]);
 
 /** The engine's headers as the client gets them: a new object, without the connection's own (and a stream's length, which the gateway may change). */
 function passedHeaders(h: Record<string, string>, sse: boolean): Record<string, string> {

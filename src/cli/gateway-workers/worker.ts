@@ -22,6 +22,7 @@ import type { ScaleSignals } from '../../protocol/load-report.js';
 import { HttpServer } from '../../server/http-server.js';
 
 import type { Call, CallResult, ToPrimary, ToWorker, WireError, WorkerInit } from './messages.js';
+import { hopByHop } from '../../http1/hop-by-hop.js';
 
 /** How long a call to the primary may take before the request is refused (it is on this machine). */
 const callTimeoutMs = 10_000;
@@ -178,17 +179,6 @@ function pipeUpgrade(
   up.on('close', () => socket.destroy());
   socket.on('close', () => up.destroy());
 }
-
-/** Headers of one connection (RFC 9110, 7.6.1), not passed between the client's and the primary's. */
-const hopByHop = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
 
 export function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = {};
