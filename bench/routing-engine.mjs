@@ -252,8 +252,17 @@ export class SimEngine {
       timer: undefined,
       done: false,
       cancel: () => {
+        if (job.done) return;
         job.done = true;
         clearTimeout(job.timer);
+        // Its prefill's timer is gone with it: the next prefill starts now, or the replica's
+        // prefill queue would wait for ever.
+        if (this.prefilling === job) {
+          this.#unpend(job);
+          this.prefilling = undefined;
+          this.prefillEndsAt = this.now();
+          this.#nextPrefill();
+        }
       },
     };
     this.requests++;
