@@ -5,17 +5,8 @@
  * route of /v1 and /api/v1 with bad keys, bad bodies, odd paths and oversized bodies.
  */
 
-/** A small fast PRNG (mulberry32): the same seed gives the same requests. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The same seed gives the same requests. */
+export { seeded as prng } from '../support/timing.js';
 
 export interface FuzzCase {
   /** The family it was drawn from: counted in the report, named in a failure. */
