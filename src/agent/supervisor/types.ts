@@ -1,4 +1,5 @@
 import type { ProcessSpec } from '../../engines/types.js';
+import type { ContainerRun } from '../containers/types.js';
 
 /**
  * What the supervisor runs: for each shard placed on this node, its processes, how to
@@ -13,6 +14,11 @@ export interface ShardRun {
   rank: number;
   /** The engine's processes; one for every engine llmgw launches today. */
   processes: ProcessSpec[];
+  /**
+   * Set when the profile runs as a container (`runtime: container`): the one process's
+   * command is the container's entrypoint and arguments, run by the container supervisor.
+   */
+  container?: ContainerRun;
   /** HTTP readiness, for ranks that serve the API; absent: ready once alive for `settleMs`. */
   health?: {
     /** `http://127.0.0.1:PORT/health`. */
