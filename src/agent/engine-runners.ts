@@ -149,7 +149,8 @@ export class EngineRunners implements EngineRunner {
     );
   }
 
-  #connect(): void {
+  /** `retry`: the timer after a failure (which may fire a little before its time by Date.now()). */
+  #connect(retry = false): void {
     if (this.#connecting !== undefined) return;
     const make = this.#o.containers;
     if (make === undefined) {
@@ -162,7 +163,7 @@ export class EngineRunners implements EngineRunner {
       return;
     }
     const retryMs = this.#o.retryMs ?? 30_000;
-    if (this.#failure !== undefined && Date.now() - this.#failure.at < retryMs) return;
+    if (!retry && this.#failure !== undefined) return;
     this.#failure = undefined;
     this.#o.onChange();
     this.#connecting = make().then(
@@ -178,7 +179,9 @@ export class EngineRunners implements EngineRunner {
         this.#o.onChange();
         this.#retry = setTimeout(() => {
           this.#retry = undefined;
-          if (this.#containerRuns.length > 0) this.#connect();
+          if (this.#containerRuns.length > 0) this.#connect(true);
+          // None wanted now: the next container run asks the daemon at once.
+          else this.#failure = undefined;
         }, retryMs);
         this.#retry.unref();
       },
