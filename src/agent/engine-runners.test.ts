@@ -5,6 +5,7 @@ import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
+import { probeDaemon } from './container-daemon.js';
 import type { ContainerRun, ContainerRunner, ContainerShardStatus } from './containers/types.js';
 import { EngineRunners, type EngineRunnersOptions } from './engine-runners.js';
 import { Supervisor } from './supervisor/supervisor.js';
@@ -154,15 +155,11 @@ describe('engine runners: processes and containers behind one surface', () => {
     let calls = 0;
     const { engines } = runners({
       retryMs: 50,
-      containers: () => {
+      // The agent's own first step: a socket where nothing listens, then one that answers.
+      containers: async () => {
         calls++;
-        if (calls === 1)
-          return Promise.reject(
-            new Error(
-              'no container daemon answers at unix:///var/run/docker.sock (connect ENOENT): start Docker or Podman, or set agent.containers.host',
-            ),
-          );
-        return Promise.resolve(runner);
+        if (calls === 1) await probeDaemon({ runtime: 'auto', host: 'unix:///nonexistent/d.sock' }, {});
+        return runner;
       },
     });
     engines.apply([run('c-1/0', {})]);
@@ -171,7 +168,7 @@ describe('engine runners: processes and containers behind one surface', () => {
     ]);
     const failed = await until(() => engines.statuses().find((s) => s.state === 'failed'), 'the failure');
     expect(failed.reason).toBe(
-      'no container daemon answers at unix:///var/run/docker.sock (connect ENOENT): start Docker or Podman, or set agent.containers.host',
+      'no usable container daemon at unix:///nonexistent/d.sock (agent.containers.host: connect ENOENT /nonexistent/d.sock): start Docker or Podman (its API socket: systemctl start docker, or systemctl start podman.socket), or set agent.containers.host (or DOCKER_HOST) to where it listens',
     );
     expect(engines.logs('c-1/0')).toEqual([]);
     await until(() => runner.applied.at(-1), 'the second try');
@@ -204,6 +201,34 @@ describe('engine runners: processes and containers behind one surface', () => {
     expect(engines.portsTaken(port, port)).toEqual([port]);
     engines.apply([run('c-1/0', { publish: { hostIp: '127.0.0.1', port } })]);
     expect(engines.portsTaken(port, port)).toEqual([]);
+  });
+
+  it("releases an earlier agent's process for a shard that now runs as a container", () => {
+    const released: string[] = [];
+    const supervisor = {
+      unclaimed: () => ['p-1/0', 'c-1/0'],
+      releaseUnclaimed: (keep: (key: string) => boolean = () => false) => {
+        const out = ['p-1/0', 'c-1/0'].filter((k) => !keep(k));
+        released.push(...out);
+        return out;
+      },
+      apply: () => undefined,
+      statuses: () => [],
+      logs: () => [],
+      follow: () => () => undefined,
+      portsTaken: () => [],
+      stopped: () => Promise.resolve(),
+      stopAll: () => Promise.resolve(),
+      detach: () => Promise.resolve(),
+    };
+    const engines = new EngineRunners({
+      supervisor,
+      containers: () => Promise.resolve(new RecordingRunner()),
+      onChange: () => undefined,
+    });
+    engines.apply([run('p-1/0'), run('c-1/0', {})]);
+    expect(engines.releaseUnclaimed(() => true)).toEqual(['c-1/0']);
+    expect(released).toEqual(['c-1/0']);
   });
 
   it('stops and detaches both', async () => {

@@ -67,8 +67,14 @@ export class EngineRunners implements EngineRunner {
     return this.#o.supervisor.unclaimed();
   }
 
-  releaseUnclaimed(keep?: (key: string) => boolean): string[] {
-    return this.#o.supervisor.releaseUnclaimed(keep);
+  /**
+   * An earlier agent's engine process for a shard that now runs as a container is not
+   * kept for it: nothing would claim it, and it holds the shard's port and GPUs.
+   */
+  releaseUnclaimed(keep: (key: string) => boolean = () => false): string[] {
+    return this.#o.supervisor.releaseUnclaimed(
+      (key) => keep(key) && !this.#containerRuns.some((r) => r.key === key),
+    );
   }
 
   apply(desired: readonly ShardRun[]): void {
