@@ -140,7 +140,7 @@ describe('a container profile, as the agent runs it', () => {
         'llmgw.shard': 'm-1/0',
         'llmgw.replica': 'm-1',
         'llmgw.node': 'node-1',
-        'llmgw.hash': expect.stringMatching(/^[0-9a-f]{64}$/) as string,
+        'llmgw.hash': expect.stringMatching(/^[0-9a-f]{32}$/) as string,
       },
     });
   });

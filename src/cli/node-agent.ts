@@ -52,6 +52,8 @@ export interface ContainerRunnerOptions {
   /** Each shard's log file goes here, as the process supervisor's do. */
   logDir: string;
   onStatus: (status: ContainerShardStatus) => void;
+  /** A stopped shard has left `statuses()` (its container is gone). */
+  onRemoved: (key: string) => void;
   /** A container labelled for this node that no shard claims is removed after this long (agent.containers.orphan_grace_s). */
   orphanGraceMs: number;
 }
@@ -163,6 +165,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
           );
           late.executor?.report();
         },
+        onRemoved: () => late.executor?.report(),
         orphanGraceMs: containers.orphan_grace_s * 1000,
       });
     },
