@@ -197,19 +197,18 @@ describe.skipIf('skip' in daemon)('the container supervisor on a real Docker dae
       await startContainer(client, id);
       ids.push(id);
     }
-    const started = Date.now();
-    const { sup, status } = supervisor({ orphanGraceMs: 1500, sweepIntervalMs: 200 });
+    const before = Date.now();
+    const { sup, status } = supervisor({ orphanGraceMs: 2000, sweepIntervalMs: 200 });
     sup.apply([engineRun('tiny-2/0', p1)]);
     await until('the replacement ready', () => status.get('tiny-2/0')?.state === 'ready');
-    const now = await ours();
-    expect(now.map((c) => c.id)).not.toContain(ids[0]);
-    expect(now.map((c) => c.id)).toContain(ids[1]);
-    await until(
+    expect((await ours()).map((c) => c.id)).not.toContain(ids[0]);
+    const removedAt = await until(
       'the unknown container removed',
-      async () => !(await ours()).some((c) => c.id === ids[1]),
+      async () => !(await ours()).some((c) => c.id === ids[1]) && Date.now(),
       10_000,
     );
-    expect(Date.now() - started).toBeGreaterThanOrEqual(1500);
+    // Not before its grace: the control plane's first assignment may still place it here.
+    expect(removedAt - before).toBeGreaterThanOrEqual(2000);
     await sup.stopAll();
     expect(await ours()).toEqual([]);
   });

@@ -8,6 +8,7 @@ import {
   probeHealth,
   startingReason,
   type Health,
+  type Probe,
 } from '../supervisor/readiness.js';
 import type { ExitReport, ShardRun, ShardState } from '../supervisor/types.js';
 import { aborted, never, wait } from '../supervisor/wait.js';
@@ -356,7 +357,7 @@ export class ContainerShard {
       if (!adopted && !(await wait(timing.settleMs, signal))) return never();
     } else {
       for (;;) {
-        const probe = await probeHealth(health, probeTimeout(timing.startingIntervalMs));
+        const probe = throughProxy(await probeHealth(health, probeTimeout(timing.startingIntervalMs)));
         if (signal.aborted) return never();
         if (probe.kind === 'ok') break;
         if (now() >= deadline)
@@ -415,6 +416,17 @@ function daemonFailure(what: string, e: unknown, kind: DaemonKind, refusedRetryM
   const gpu = gpuRuntimeReason(message, kind);
   if (gpu !== undefined) return { reason: gpu, retry: refusedRetryMs };
   return { reason: `${what}: ${e instanceof DaemonError ? `the daemon says: ${message}` : message}` };
+}
+
+/**
+ * A published port answers through the daemon's proxy (docker-proxy, rootlessport), which
+ * accepts the connection and then drops it while nothing listens in the container: that
+ * is the engine refusing connections, as it would be on the host.
+ */
+function throughProxy(probe: Probe): Probe {
+  if (probe.kind === 'error' && /^(ECONNRESET|EPIPE|socket hang up)$/.test(probe.message))
+    return { kind: 'refused' };
+  return probe;
 }
 
 function probeTimeout(intervalMs: number): number {
