@@ -3,7 +3,7 @@ import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { ContainerSupervisor } from '../src/agent/containers/container-supervisor.js';
-import { DaemonClient } from '../src/agent/containers/daemon.js';
+import { connectDaemon, DaemonClient } from '../src/agent/containers/daemon.js';
 import type { ContainerShardStatus } from '../src/agent/containers/types.js';
 import type { ShardRun } from '../src/agent/supervisor/types.js';
 import { startFakePodman } from './fakes/podman-api.js';
@@ -96,5 +96,25 @@ describe('the container supervisor on Podman (libpod API)', () => {
     expect(after).toContain('DELETE /v4.0.0/libpod/containers/ID?force=true&v=true');
     expect(fake.containers.size).toBe(0);
     await sup.stopAll();
+  });
+});
+
+describe('connectDaemon', () => {
+  it('takes agent.containers.host, then DOCKER_HOST, and refuses a daemon of the other kind', async () => {
+    expect((await connectDaemon({ runtime: 'auto', host: fake.host }, {})).kind).toBe('podman');
+    expect((await connectDaemon({ runtime: 'podman', host: '' }, { DOCKER_HOST: fake.host })).kind).toBe(
+      'podman',
+    );
+    await expect(connectDaemon({ runtime: 'docker', host: fake.host }, {})).rejects.toThrow(
+      `${fake.host} is Podman 5.2.2, but agent.containers.runtime says docker`,
+    );
+  });
+
+  it('says which sockets it tried when none answers', async () => {
+    await expect(
+      connectDaemon({ runtime: 'podman', host: '' }, { XDG_RUNTIME_DIR: '/nonexistent' }),
+    ).rejects.toThrow(
+      /^no container daemon answers on this node \(tried unix:\/\/\/run\/podman\/podman.sock: no container daemon answers at unix:\/\/\/run\/podman\/podman.sock \(ENOENT\); unix:\/\/\/nonexistent\/podman\/podman.sock: .*\); start Docker or Podman/,
+    );
   });
 });
