@@ -3,7 +3,7 @@ import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { ContainerSupervisor } from '../src/agent/containers/container-supervisor.js';
-import { connectDaemon, DaemonClient } from '../src/agent/containers/daemon.js';
+import { autoGpuRequest, connectDaemon, DaemonClient } from '../src/agent/containers/daemon.js';
 import type { ContainerShardStatus } from '../src/agent/containers/types.js';
 import type { ShardRun } from '../src/agent/supervisor/types.js';
 import { startFakePodman } from './fakes/podman-api.js';
@@ -116,5 +116,11 @@ describe('connectDaemon', () => {
     ).rejects.toThrow(
       /^no container daemon answers on this node \(tried unix:\/\/\/run\/podman\/podman.sock: no container daemon answers at unix:\/\/\/run\/podman\/podman.sock \(ENOENT\); unix:\/\/\/nonexistent\/podman\/podman.sock: .*\); start Docker or Podman/,
     );
+  });
+});
+
+describe('autoGpuRequest', () => {
+  it('is CDI for Podman', async () => {
+    expect(await autoGpuRequest(await DaemonClient.connect(fake.host))).toBe('cdi');
   });
 });

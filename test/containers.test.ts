@@ -10,7 +10,7 @@ import {
   ContainerSupervisor,
   type ContainerSupervisorOptions,
 } from '../src/agent/containers/container-supervisor.js';
-import type { DaemonClient } from '../src/agent/containers/daemon.js';
+import { autoGpuRequest, type DaemonClient } from '../src/agent/containers/daemon.js';
 import {
   createContainer,
   inspectContainer,
@@ -211,6 +211,10 @@ describe.skipIf('skip' in daemon)('the container supervisor on a real Docker dae
     expect(removedAt - before).toBeGreaterThanOrEqual(2000);
     await sup.stopAll();
     expect(await ours()).toEqual([]);
+  });
+
+  it('takes the NVIDIA runtime for gpus: auto on a Docker without CDI', async () => {
+    expect(await autoGpuRequest(client)).toBe('nvidia');
   });
 
   it('reports a GPU request without the NVIDIA runtime in words, and does not retry it in a tight loop', async () => {

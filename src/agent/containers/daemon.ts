@@ -1,6 +1,6 @@
 import http from 'node:http';
 
-import type { DaemonKind } from './types.js';
+import type { DaemonKind, GpuRequestKind } from './types.js';
 
 /**
  * A small client of a container daemon's HTTP API (Docker Engine's, or Podman's own
@@ -297,4 +297,17 @@ export async function connectDaemon(
   throw new Error(
     `no container daemon answers on this node (tried ${tried.join('; ')}); start Docker or Podman (\`systemctl enable --now podman.socket\`), or set agent.containers.host`,
   );
+}
+
+/**
+ * `agent.containers.gpus: auto`: CDI for Podman; for Docker, CDI when the daemon lists CDI
+ * spec directories in `GET /info` (Docker 25+ with CDI on), else the NVIDIA runtime's
+ * `DeviceRequests`.
+ */
+export async function autoGpuRequest(client: DaemonClient): Promise<GpuRequestKind> {
+  if (client.kind === 'podman') return 'cdi';
+  const info = await client
+    .json<{ CDISpecDirs?: unknown }>({ method: 'GET', path: '/info' })
+    .catch(() => undefined);
+  return Array.isArray(info?.CDISpecDirs) && info.CDISpecDirs.length > 0 ? 'cdi' : 'nvidia';
 }
