@@ -148,6 +148,21 @@ describe.skipIf('skip' in daemon)('the container supervisor on a real Docker dae
       'llmgw.node': node,
     });
     expect(first.status.get('tiny-1/0')?.pid).toBe((await inspectContainer(client, c1?.id ?? ''))?.pid);
+    // The daemon took every field as meant (a misspelt one is silently ignored by Docker).
+    const inspected = await client.json<{
+      Config: { Entrypoint: string[]; Cmd: string[]; Env: string[] };
+      HostConfig: Record<string, unknown>;
+    }>({ method: 'GET', path: `/containers/${c1?.id ?? ''}/json` });
+    expect(inspected.Config.Entrypoint).toEqual([imageNode]);
+    expect(inspected.Config.Cmd[0]).toBe(imageLlamaServer);
+    expect(inspected.Config.Env).toContain('FAKE_LLAMA_LOAD_MS=300');
+    expect(inspected.HostConfig).toMatchObject({
+      NetworkMode: 'bridge',
+      RestartPolicy: { Name: 'no' },
+      ShmSize: 64 * 2 ** 20,
+      Mounts: [{ Type: 'bind', Source: dir, Target: dir, ReadOnly: true }],
+      PortBindings: { [`${port}/tcp`]: [{ HostIp: '127.0.0.1', HostPort: String(port) }] },
+    });
     // A line the fake prints, through the demuxed log stream.
     await until('the log line', () =>
       first.sup.logs('tiny-1/0').some((l) => l.includes(`listening on http://0.0.0.0:${port}`)),
