@@ -32,7 +32,7 @@ export async function testDaemon(): Promise<{ client: DaemonClient } | { skip: s
   try {
     return { client: await DaemonClient.connect(host) };
   } catch (e) {
-    return { skip: `no container daemon answers at ${host} (${e instanceof Error ? e.message : String(e)})` };
+    return { skip: e instanceof Error ? e.message : `no container daemon answers at ${host}` };
   }
 }
 
