@@ -11,6 +11,8 @@ import type {
   DaemonKind,
   GpuRequestKind,
 } from '../agent/containers/types.js';
+import { ContainerSupervisor } from '../agent/containers/container-supervisor.js';
+import { DaemonClient } from '../agent/containers/daemon.js';
 import { EngineRunners } from '../agent/engine-runners.js';
 import { NodeEngineProxy } from '../agent/engine-proxy-node.js';
 import { ShardExecutor } from '../agent/shard-executor.js';
@@ -37,7 +39,7 @@ export interface NodeAgentOptions {
   adoptGraceMs?: number;
   /**
    * Makes the container supervisor, once a profile with runtime: container is placed here
-   * and the node's daemon answered; without it such shards fail, saying so.
+   * and the node's daemon answered (default: ContainerSupervisor over that daemon).
    */
   containerRunner?: (o: ContainerRunnerOptions) => ContainerRunner;
 }
@@ -49,8 +51,6 @@ export interface ContainerRunnerOptions {
   kind: DaemonKind;
   /** The `llmgw.node` label of this node's containers: those of other nodes on a shared daemon are left alone. */
   nodeId: string;
-  /** Each shard's log file goes here, as the process supervisor's do. */
-  logDir: string;
   onStatus: (status: ContainerShardStatus) => void;
   /** A stopped shard has left `statuses()` (its container is gone). */
   onRemoved: (key: string) => void;
@@ -149,15 +149,11 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
         },
         'container daemon answers',
       );
-      if (o.containerRunner === undefined)
-        throw new Error(
-          `the container daemon at ${daemon.address.url} answers, but this llmgw has no container supervisor: run this profile with runtime: process, or upgrade llmgw`,
-        );
-      return o.containerRunner({
+      const make = o.containerRunner ?? defaultContainerRunner;
+      return make({
         host: daemon.address.url,
         kind: daemon.kind,
         nodeId: late.agent?.identity.id ?? hostname(),
-        logDir: join(dataDir, 'logs'),
         onStatus: (s) => {
           o.logger.info(
             { shard: s.key, state: s.state, reason: s.reason, restarts: s.restarts },
@@ -247,6 +243,17 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       await exec.detach();
     },
   };
+}
+
+/** The container supervisor over the daemon that answered (reconnected by it after a failure). */
+function defaultContainerRunner(r: ContainerRunnerOptions): ContainerRunner {
+  return new ContainerSupervisor({
+    client: () => DaemonClient.connect(r.host, r.kind),
+    node: r.nodeId,
+    onStatus: r.onStatus,
+    onRemoved: r.onRemoved,
+    orphanGraceMs: r.orphanGraceMs,
+  });
 }
 
 /** Says what became of the engines an earlier agent of this node left running. */

@@ -155,7 +155,8 @@ describe.each([
           const r = list.find((x) => x.node === 'node-other' && x.state === 'ready');
           return r !== undefined && list.every((x) => x.node !== 'node-behind') ? r : undefined;
         },
-        lostAfterS * 1000 + 20_000,
+        // Generous: in the full suite the machine's two cores are shared with other test files.
+        lostAfterS * 1000 + 45_000,
       );
       const movedAfterMs = Date.now() - cutAt;
       // Alone, the agent leaves its engine be: the control plane may be the one that is lost.
@@ -213,6 +214,6 @@ describe.each([
       expect(proxy.refused()).toBeGreaterThan(0);
       expect(enginesLeft).toBe(0);
       expect(list.map((r) => [r.id, r.node, r.state])).toEqual([[moved.id, 'node-other', 'ready']]);
-    }, 90_000);
+    }, 150_000);
   },
 );

@@ -1,0 +1,313 @@
+import http from 'node:http';
+
+import type { DaemonKind, GpuRequestKind } from './types.js';
+
+/**
+ * A small client of a container daemon's HTTP API (Docker Engine's, or Podman's own
+ * libpod), over its unix socket or TCP. No library: dockerode speaks only Docker's API
+ * (Podman's Docker-compatible one ignores GPU requests before 5.4) and brings ssh2 and
+ * protobuf with it; what the agent needs is a dozen calls.
+ */
+
+/** Where a daemon listens: a unix socket, or a TCP host and port (plain HTTP). */
+export type DaemonEndpoint = { socketPath: string } | { host: string; port: number };
+
+/**
+ * `unix:///var/run/docker.sock`, `tcp://10.0.0.5:2375`, or a bare socket path, as
+ * `DOCKER_HOST` and `agent.containers.host` say it. TLS (`DOCKER_TLS_VERIFY`) and ssh://
+ * are refused: the agent runs beside the daemon, on its socket.
+ */
+export function parseDaemonHost(host: string): DaemonEndpoint {
+  const text = host.trim();
+  if (text.startsWith('/')) return { socketPath: text };
+  if (text.startsWith('unix://')) {
+    const path = text.slice('unix://'.length);
+    if (!path.startsWith('/'))
+      throw new Error(`${host}: a unix socket address needs an absolute path (unix:///run/…)`);
+    return { socketPath: path };
+  }
+  if (text.startsWith('tcp://') || text.startsWith('http://')) {
+    const url = new URL(text.replace(/^tcp:/, 'http:'));
+    const port = url.port === '' ? 2375 : Number(url.port);
+    return { host: url.hostname.replace(/^\[|\]$/g, ''), port };
+  }
+  throw new Error(
+    `${host}: not a daemon address the agent can use; give unix:///path/to/docker.sock or tcp://host:port`,
+  );
+}
+
+export function describeEndpoint(endpoint: DaemonEndpoint): string {
+  return 'socketPath' in endpoint
+    ? `unix://${endpoint.socketPath}`
+    : `tcp://${endpoint.host}:${endpoint.port}`;
+}
+
+/** The daemon answered with an error status: its message, as it wrote it. */
+export class DaemonError extends Error {
+  readonly status: number;
+
+  constructor(status: number, message: string) {
+    super(message);
+    this.name = 'DaemonError';
+    this.status = status;
+  }
+}
+
+export interface DaemonRequest {
+  method: 'GET' | 'POST' | 'DELETE' | 'HEAD';
+  /** After the version prefix: `/containers/create`. */
+  path: string;
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  /** Whole-request timeout (default 30 s); streams pass 0 (none) and an AbortSignal. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/** Docker's API version this client speaks: Docker 20.10 (Debian 12) has it, newer daemons accept it. */
+export const dockerApiVersion = '1.41';
+/** Podman's libpod API version in paths: Podman 4.0 and later answer it. */
+export const podmanApiVersion = '4.0.0';
+
+export class DaemonClient {
+  readonly endpoint: DaemonEndpoint;
+  readonly kind: DaemonKind;
+  /** Daemon's version, from GET /version. */
+  readonly version: string;
+
+  constructor(endpoint: DaemonEndpoint, kind: DaemonKind, version = '') {
+    this.endpoint = endpoint;
+    this.kind = kind;
+    this.version = version;
+  }
+
+  /**
+   * Asks `GET /version` and tells Docker from Podman (Podman lists a "Podman Engine"
+   * component). `kind`: what the settings say; `auto` takes what the daemon says.
+   */
+  static async connect(host: string, kind: DaemonKind | 'auto' = 'auto'): Promise<DaemonClient> {
+    const endpoint = parseDaemonHost(host);
+    const res = await send(endpoint, { method: 'GET', path: '/version', timeoutMs: 5000 });
+    const body = await readAll(res);
+    if ((res.statusCode ?? 0) !== 200)
+      throw new DaemonError(
+        res.statusCode ?? 0,
+        `GET /version answered ${res.statusCode}: ${body.toString()}`,
+      );
+    const version = detectDaemon(JSON.parse(body.toString()) as unknown);
+    if (kind !== 'auto' && kind !== version.kind)
+      throw new Error(
+        `${describeEndpoint(endpoint)} is ${version.kind === 'podman' ? 'Podman' : 'Docker'} ${version.version}, but agent.containers.runtime says ${kind}`,
+      );
+    return new DaemonClient(endpoint, version.kind, version.version);
+  }
+
+  /** The versioned path: `/v1.41/containers/create`, `/v4.0.0/libpod/containers/create`. */
+  url(path: string, query?: DaemonRequest['query']): string {
+    const prefix = this.kind === 'podman' ? `/v${podmanApiVersion}/libpod` : `/v${dockerApiVersion}`;
+    return `${prefix}${path}${queryString(query)}`;
+  }
+
+  /** A request whose answer is read whole; an error status throws DaemonError with the daemon's message. */
+  async call(req: DaemonRequest): Promise<{ status: number; body: Buffer }> {
+    const res = await this.open(req);
+    const body = await readAll(res);
+    const status = res.statusCode ?? 0;
+    if (status >= 400)
+      throw new DaemonError(status, errorMessage(body) ?? `${req.method} ${req.path} answered ${status}`);
+    return { status, body };
+  }
+
+  async json<T>(req: DaemonRequest): Promise<T> {
+    const { body } = await this.call(req);
+    return (body.length === 0 ? undefined : JSON.parse(body.toString())) as T;
+  }
+
+  /** A request whose answer streams (logs, pulls, waits); an error status throws as for call(). */
+  async open(req: DaemonRequest): Promise<http.IncomingMessage> {
+    const res = await send(this.endpoint, { ...req, path: this.url(req.path, req.query), query: undefined });
+    const status = res.statusCode ?? 0;
+    if (status >= 400) {
+      const body = await readAll(res);
+      throw new DaemonError(status, errorMessage(body) ?? `${req.method} ${req.path} answered ${status}`);
+    }
+    return res;
+  }
+}
+
+/** Docker or Podman, and its version, from a GET /version answer. */
+export function detectDaemon(body: unknown): { kind: DaemonKind; version: string } {
+  const v = (typeof body === 'object' && body !== null ? body : {}) as {
+    Version?: unknown;
+    Components?: unknown;
+  };
+  const components = Array.isArray(v.Components)
+    ? (v.Components as { Name?: unknown; Version?: unknown }[])
+    : [];
+  const podman = components.find((c) => typeof c.Name === 'string' && /podman/i.test(c.Name));
+  if (podman !== undefined)
+    return {
+      kind: 'podman',
+      version:
+        typeof podman.Version === 'string' ? podman.Version : typeof v.Version === 'string' ? v.Version : '',
+    };
+  return { kind: 'docker', version: typeof v.Version === 'string' ? v.Version : '' };
+}
+
+function queryString(query: DaemonRequest['query']): string {
+  if (query === undefined) return '';
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) if (v !== undefined) params.set(k, String(v));
+  const text = params.toString();
+  return text === '' ? '' : `?${text}`;
+}
+
+/** The daemon's `{"message": …}` (Docker, and Podman's `cause`/`message`), else the body's text. */
+function errorMessage(body: Buffer): string | undefined {
+  const text = body.toString().trim();
+  if (text === '') return undefined;
+  try {
+    const parsed = JSON.parse(text) as { message?: unknown };
+    if (typeof parsed.message === 'string') return parsed.message;
+  } catch {
+    // Not JSON: the text is the message.
+  }
+  return text.slice(0, 500);
+}
+
+function send(endpoint: DaemonEndpoint, req: DaemonRequest): Promise<http.IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const payload = req.body === undefined ? undefined : Buffer.from(JSON.stringify(req.body));
+    const headers: Record<string, string | number> = { host: 'docker' };
+    if (payload !== undefined) {
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = payload.length;
+    }
+    const timeoutMs = req.timeoutMs ?? 30_000;
+    const r = http.request(
+      {
+        ...endpoint,
+        method: req.method,
+        path: `${req.path}${queryString(req.query)}`,
+        headers,
+        // No keep-alive pool: streams (logs, waits) hold their sockets for hours.
+        agent: false,
+        ...(req.signal === undefined ? {} : { signal: req.signal }),
+      },
+      (res) => {
+        if (timeoutMs > 0) res.once('end', () => clearTimeout(timer));
+        resolve(res);
+      },
+    );
+    const timer =
+      timeoutMs > 0
+        ? setTimeout(() => {
+            r.destroy(
+              new Error(
+                `${describeEndpoint(endpoint)} did not answer ${req.method} ${req.path} within ${timeoutMs / 1000} s`,
+              ),
+            );
+          }, timeoutMs)
+        : undefined;
+    timer?.unref();
+    r.on('error', (e: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      if (e.code === 'ENOENT' || e.code === 'ECONNREFUSED')
+        reject(new Error(`no container daemon answers at ${describeEndpoint(endpoint)} (${e.code})`));
+      else reject(e);
+    });
+    r.end(payload);
+  });
+}
+
+export function readAll(res: http.IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('end', () => {
+      resolve(Buffer.concat(chunks));
+    });
+    res.on('error', reject);
+  });
+}
+
+/** Calls `onLine` with each JSON line of a streamed answer (pull progress); resolves at its end. */
+export function readJsonLines(res: http.IncomingMessage, onLine: (value: unknown) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let partial = '';
+    res.setEncoding('utf8');
+    const take = (line: string): void => {
+      const text = line.trim();
+      if (text === '') return;
+      try {
+        onLine(JSON.parse(text));
+      } catch {
+        // A line that is not JSON carries nothing to report.
+      }
+    };
+    res.on('data', (d: string) => {
+      const lines = (partial + d).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) take(line);
+    });
+    res.on('end', () => {
+      take(partial);
+      resolve();
+    });
+    res.on('error', reject);
+    res.on('aborted', () => {
+      reject(new Error('the daemon closed the stream'));
+    });
+  });
+}
+
+/** The sockets a daemon usually listens on, per kind, in the order they are tried. */
+export function defaultDaemonSockets(
+  runtime: DaemonKind | 'auto',
+  env: NodeJS.ProcessEnv = process.env,
+): string[] {
+  const docker = ['unix:///var/run/docker.sock'];
+  const podman = ['unix:///run/podman/podman.sock'];
+  const runtimeDir = env['XDG_RUNTIME_DIR'];
+  if (runtimeDir !== undefined && runtimeDir !== '') podman.push(`unix://${runtimeDir}/podman/podman.sock`);
+  if (runtime === 'docker') return docker;
+  if (runtime === 'podman') return podman;
+  return [...docker, ...podman];
+}
+
+/**
+ * Connects to the node's daemon as `agent.containers` says: `host` when set, else
+ * `DOCKER_HOST`, else the first of the usual sockets that answers. `runtime` other than
+ * auto must match what answers.
+ */
+export async function connectDaemon(
+  settings: { runtime: DaemonKind | 'auto'; host: string },
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<DaemonClient> {
+  const given = settings.host !== '' ? settings.host : (env['DOCKER_HOST'] ?? '');
+  if (given !== '') return DaemonClient.connect(given, settings.runtime);
+  const tried: string[] = [];
+  for (const host of defaultDaemonSockets(settings.runtime, env)) {
+    try {
+      return await DaemonClient.connect(host, settings.runtime);
+    } catch (e) {
+      tried.push(`${host}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  throw new Error(
+    `no container daemon answers on this node (tried ${tried.join('; ')}); start Docker or Podman (\`systemctl enable --now podman.socket\`), or set agent.containers.host`,
+  );
+}
+
+/**
+ * `agent.containers.gpus: auto`: CDI for Podman; for Docker, CDI when the daemon lists CDI
+ * spec directories in `GET /info` (Docker 25+ with CDI on), else the NVIDIA runtime's
+ * `DeviceRequests`.
+ */
+export async function autoGpuRequest(client: DaemonClient): Promise<GpuRequestKind> {
+  if (client.kind === 'podman') return 'cdi';
+  const info = await client
+    .json<{ CDISpecDirs?: unknown }>({ method: 'GET', path: '/info' })
+    .catch(() => undefined);
+  return Array.isArray(info?.CDISpecDirs) && info.CDISpecDirs.length > 0 ? 'cdi' : 'nvidia';
+}

@@ -1,0 +1,126 @@
+import { createServer } from 'node:net';
+
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { ContainerSupervisor } from '../src/agent/containers/container-supervisor.js';
+import { autoGpuRequest, connectDaemon, DaemonClient } from '../src/agent/containers/daemon.js';
+import type { ContainerShardStatus } from '../src/agent/containers/types.js';
+import type { ShardRun } from '../src/agent/supervisor/types.js';
+import { startFakePodman } from './fakes/podman-api.js';
+
+/** The container supervisor speaking Podman's own API (libpod paths and a SpecGenerator), against a fake of it. */
+
+const fake = await startFakePodman();
+afterAll(() => fake.close());
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const address = s.address();
+      s.close(() => {
+        resolve(typeof address === 'object' && address !== null ? address.port : 0);
+      });
+    });
+  });
+}
+
+const mig = 'MIG-0d1e2f3a-4b5c-5d6e-9f0a-1b2c3d4e5f6a';
+
+describe('the container supervisor on Podman (libpod API)', () => {
+  it('pulls with a downloading state, creates by libpod paths with CDI devices, follows logs, and removes at scale 0', async () => {
+    const client = await DaemonClient.connect(fake.host, 'auto');
+    expect(client.kind).toBe('podman');
+    const port = await freePort();
+    const run: ShardRun = {
+      key: 'tiny-1/0',
+      replica: 'tiny-1',
+      rank: 0,
+      processes: [
+        { name: 'vllm', bin: 'vllm', args: ['serve', '/models/m', '--port', String(port)], env: {} },
+      ],
+      container: {
+        image: 'docker.io/vllm/vllm-openai:v0.15.1',
+        pull: 'missing',
+        gpus: [mig],
+        gpuRequest: 'cdi',
+        mounts: [{ source: '/models/m', target: '/models/m', readOnly: true }],
+        network: 'bridge',
+        publish: { hostIp: '127.0.0.1', port },
+        ipc: 'host',
+        labels: {},
+      },
+      health: { url: `http://127.0.0.1:${port}/health`, loading: 'refuses-connections' },
+      stopGraceMs: 5000,
+    };
+    const seen: ContainerShardStatus[] = [];
+    const sup = new ContainerSupervisor({
+      client,
+      node: 'node-p',
+      onStatus: (s) => seen.push(s),
+      healthIntervalMs: 50,
+    });
+    sup.apply([run]);
+    const deadline = Date.now() + 5000;
+    while (seen.at(-1)?.state !== 'ready' && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(seen.at(-1)).toMatchObject({ state: 'ready', pid: 4242, restarts: 0 });
+    expect(seen.find((s) => s.state === 'downloading')).toMatchObject({
+      reason: 'pulling image docker.io/vllm/vllm-openai:v0.15.1',
+      download: { done: 0, total: 0, rate_bps: 0 },
+    });
+    expect(sup.logs('tiny-1/0')).toEqual(['hello from the fake podman']);
+
+    const paths = fake.requests.map((r) => `${r.method} ${r.url.replace(/[0-9a-f]{64}/, 'ID')}`);
+    expect(paths).toContain(
+      'POST /v4.0.0/libpod/images/pull?reference=docker.io%2Fvllm%2Fvllm-openai%3Av0.15.1&policy=always',
+    );
+    const create = fake.requests.find((r) => r.url === '/v4.0.0/libpod/containers/create');
+    expect(create?.body).toMatchObject({
+      image: 'docker.io/vllm/vllm-openai:v0.15.1',
+      entrypoint: ['vllm'],
+      devices: [{ path: `nvidia.com/gpu=${mig}` }],
+      ipcns: { nsmode: 'host' },
+      netns: { nsmode: 'bridge' },
+      portmappings: [{ host_ip: '127.0.0.1', host_port: port, container_port: port, protocol: 'tcp' }],
+      restart_policy: 'no',
+      labels: { 'llmgw.node': 'node-p', 'llmgw.shard': 'tiny-1/0' },
+    });
+    expect(paths).toContain('POST /v4.0.0/libpod/containers/ID/start');
+    expect(paths).toContain('POST /v4.0.0/libpod/containers/ID/wait');
+
+    sup.apply([]);
+    await sup.stopped();
+    const after = fake.requests.map((r) => `${r.method} ${r.url.replace(/[0-9a-f]{64}/, 'ID')}`);
+    expect(after).toContain('POST /v4.0.0/libpod/containers/ID/stop?timeout=5');
+    expect(after).toContain('DELETE /v4.0.0/libpod/containers/ID?force=true&v=true');
+    expect(fake.containers.size).toBe(0);
+    await sup.stopAll();
+  });
+});
+
+describe('connectDaemon', () => {
+  it('takes agent.containers.host, then DOCKER_HOST, and refuses a daemon of the other kind', async () => {
+    expect((await connectDaemon({ runtime: 'auto', host: fake.host }, {})).kind).toBe('podman');
+    expect((await connectDaemon({ runtime: 'podman', host: '' }, { DOCKER_HOST: fake.host })).kind).toBe(
+      'podman',
+    );
+    await expect(connectDaemon({ runtime: 'docker', host: fake.host }, {})).rejects.toThrow(
+      `${fake.host} is Podman 5.2.2, but agent.containers.runtime says docker`,
+    );
+  });
+
+  it('says which sockets it tried when none answers', async () => {
+    await expect(
+      connectDaemon({ runtime: 'podman', host: '' }, { XDG_RUNTIME_DIR: '/nonexistent' }),
+    ).rejects.toThrow(
+      /^no container daemon answers on this node \(tried unix:\/\/\/run\/podman\/podman.sock: no container daemon answers at unix:\/\/\/run\/podman\/podman.sock \(ENOENT\); unix:\/\/\/nonexistent\/podman\/podman.sock: .*\); start Docker or Podman/,
+    );
+  });
+});
+
+describe('autoGpuRequest', () => {
+  it('is CDI for Podman', async () => {
+    expect(await autoGpuRequest(await DaemonClient.connect(fake.host))).toBe('cdi');
+  });
+});

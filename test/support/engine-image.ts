@@ -1,0 +1,112 @@
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import * as tar from 'tar';
+
+import { DaemonClient, readJsonLines } from '../../src/agent/containers/daemon.js';
+import { imagePresent } from '../../src/agent/containers/pull.js';
+
+/**
+ * A container image of the fake llama-server, built locally (this machine has no
+ * registry): FROM scratch with this machine's node binary, the libraries `ldd` lists for
+ * it, and the fake at /app. Tagged by a hash of its inputs, so a second test file (or run)
+ * finds it built.
+ */
+
+const fakes = join(dirname(fileURLToPath(import.meta.url)), '..', 'fakes', 'engines');
+/** The fake and what it imports. */
+const appFiles = ['llama-server.mjs', 'fake-openai-server.mjs'];
+
+/** Where the fake llama-server is in the image; run it as `/usr/bin/node /app/llama-server.mjs …`. */
+export const imageNode = '/usr/bin/node';
+export const imageLlamaServer = '/app/llama-server.mjs';
+
+/** The daemon this machine's tests use, or why there is none. */
+export async function testDaemon(): Promise<{ client: DaemonClient } | { skip: string }> {
+  const host = process.env['DOCKER_HOST'] ?? 'unix:///var/run/docker.sock';
+  try {
+    return { client: await DaemonClient.connect(host) };
+  } catch (e) {
+    return { skip: e instanceof Error ? e.message : `no container daemon answers at ${host}` };
+  }
+}
+
+function nodeLibraries(node: string): string[] {
+  const out = execFileSync('ldd', [node], { encoding: 'utf8' });
+  const libs: string[] = [];
+  for (const line of out.split('\n')) {
+    const m = /=>\s*(\/\S+)/.exec(line) ?? /^\s*(\/\S+)\s+\(/.exec(line);
+    if (m?.[1] !== undefined) libs.push(m[1]);
+  }
+  return libs;
+}
+
+/** Builds the image unless its tag is there already; resolves with the tag. */
+export async function buildEngineImage(client: DaemonClient): Promise<string> {
+  const node = process.execPath;
+  const libs = nodeLibraries(node);
+  const hash = createHash('sha256');
+  for (const file of [node, ...libs]) {
+    const s = statSync(file);
+    hash.update(`${file}:${s.size}:${s.mtimeMs}\n`);
+  }
+  for (const f of appFiles) hash.update(readFileSync(join(fakes, f)));
+  const tag = `llmgw-test-engine:${hash.digest('hex').slice(0, 12)}`;
+  if (await imagePresent(client, tag)) return tag;
+
+  const stage = mkdtempSync(join(tmpdir(), 'llmgw-engine-image-'));
+  try {
+    const put = (from: string, to: string): void => {
+      const target = join(stage, to);
+      mkdirSync(dirname(target), { recursive: true });
+      copyFileSync(from, target);
+    };
+    put(node, imageNode);
+    for (const lib of libs) put(lib, lib);
+    for (const f of appFiles) put(join(fakes, f), `/app/${f}`);
+    mkdirSync(join(stage, 'tmp'));
+    writeFileSync(join(stage, 'Dockerfile'), 'FROM scratch\nCOPY . /\n');
+    await postBuild(client, tag, tar.c({ cwd: stage, portable: true }, ['.']));
+  } finally {
+    rmSync(stage, { recursive: true, force: true });
+  }
+  return tag;
+}
+
+/** `POST /build?t=TAG` with the context as a tar stream (the daemon's legacy builder: no BuildKit needed). */
+function postBuild(
+  client: DaemonClient,
+  tag: string,
+  context: { pipe: (to: http.ClientRequest) => unknown },
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        ...client.endpoint,
+        method: 'POST',
+        path: client.url('/build', { t: tag, rm: true, forcerm: true }),
+        headers: { host: 'docker', 'content-type': 'application/x-tar' },
+        agent: false,
+      },
+      (res) => {
+        let error: string | undefined;
+        readJsonLines(res, (line) => {
+          const e = line as { error?: unknown; message?: unknown };
+          if (typeof e.error === 'string') error = e.error;
+          if (typeof e.message === 'string' && (res.statusCode ?? 0) >= 400) error = e.message;
+        }).then(() => {
+          if (error !== undefined || (res.statusCode ?? 0) >= 400)
+            reject(new Error(`building ${tag} failed: ${error ?? `status ${res.statusCode}`}`));
+          else resolve();
+        }, reject);
+      },
+    );
+    req.on('error', reject);
+    context.pipe(req);
+  });
+}
