@@ -115,6 +115,8 @@ describe('llmgw doctor', () => {
       no_engine: 'cannot_serve',
       control_plane_unreachable: 'cannot_serve',
       token_refused: 'cannot_serve',
+      container_daemon_unreachable: 'cannot_serve',
+      container_gpu_runtime_missing: 'cannot_serve',
       gpu_reset_pending: 'notice',
       gpu_remap_failed: 'notice',
       ecc_uncorrectable: 'notice',

@@ -1,6 +1,8 @@
 import { devicesOf } from '../gpu/devices.js';
 import type { Card, DiscoveryMethod, GpuProcess, HostInfo } from '../gpu/types.js';
 
+import type { DaemonKind, GpuRequestKind } from './containers/types.js';
+
 /**
  * What is wrong on this node, as `llmgw doctor` reports it. A pure function of what was
  * probed (discovery paths, engines, the control plane), so each warning is tested on
@@ -35,11 +37,29 @@ export interface ControlPlaneProbe {
   token?: { accepted: boolean; name?: string; expires_at?: string | null; error?: string };
 }
 
+/** The container daemon, asked only where a profile or a setting runs engines as containers. */
+export interface ContainerDaemonProbe {
+  /** What uses containers: `model m profile p has runtime: container`, `agent.containers.host is set`. */
+  wanted_by: string;
+  answers: boolean;
+  address?: string;
+  kind?: DaemonKind;
+  version?: string;
+  api_version?: string;
+  /** The daemon's runtimes (/info Runtimes): `nvidia` is the NVIDIA Container Toolkit's. */
+  runtimes?: string[];
+  cdi?: boolean;
+  /** How the agent would hand GPUs to containers there (agent.containers.gpus, auto resolved). */
+  gpu_request?: GpuRequestKind;
+  error?: string;
+}
+
 export interface DoctorInput {
   paths: PathResult[];
   engines: EngineProbe[];
   host: HostInfo;
   controlPlane?: ControlPlaneProbe;
+  containers?: ContainerDaemonProbe;
 }
 
 /**
@@ -53,6 +73,8 @@ export const doctorFindings = {
   no_engine: 'cannot_serve',
   control_plane_unreachable: 'cannot_serve',
   token_refused: 'cannot_serve',
+  container_daemon_unreachable: 'cannot_serve',
+  container_gpu_runtime_missing: 'cannot_serve',
   gpu_reset_pending: 'notice',
   gpu_remap_failed: 'notice',
   ecc_uncorrectable: 'notice',
@@ -103,6 +125,7 @@ export interface DoctorReport {
   host: HostInfo;
   engines: EngineProbe[];
   control_plane?: ControlPlaneProbe;
+  containers?: ContainerDaemonProbe;
   warnings: DoctorWarning[];
   /** 1 when a warning means the node cannot serve (a `blocking` one), else 0. */
   exit_code: 0 | 1;
@@ -162,7 +185,8 @@ export function diagnose(input: DoctorInput): DoctorReport {
     }
   }
 
-  const engine = noEngine(input.engines, devices.length > 0);
+  // Engines run from their images where a container daemon answers: none need be installed.
+  const engine = input.containers?.answers === true ? undefined : noEngine(input.engines, devices.length > 0);
   if (engine !== undefined) warnings.push(warning('no_engine', engine));
 
   const cp = input.controlPlane;
@@ -183,6 +207,10 @@ export function diagnose(input: DoctorInput): DoctorReport {
       );
   }
 
+  const containers = input.containers;
+  const problem = containers === undefined ? undefined : containerProblem(containers, devices.length > 0);
+  if (problem !== undefined) warnings.push(problem);
+
   return {
     discovery: { method: working?.method ?? 'none', reasons },
     ...(working?.driver_version === undefined ? {} : { driver_version: working.driver_version }),
@@ -191,9 +219,46 @@ export function diagnose(input: DoctorInput): DoctorReport {
     host: input.host,
     engines: input.engines,
     ...(cp === undefined ? {} : { control_plane: cp }),
+    ...(containers === undefined ? {} : { containers }),
     warnings,
     exit_code: warnings.some((w) => w.blocking) ? 1 : 0,
   };
+}
+
+/**
+ * A daemon that does not answer; or, on a GPU node, one that cannot give containers GPUs
+ * the way the agent would ask (Docker then refuses with `could not select device driver
+ * "nvidia"`, which would otherwise read as an engine that keeps failing).
+ */
+function containerProblem(c: ContainerDaemonProbe, hasGpu: boolean): DoctorWarning | undefined {
+  if (!c.answers)
+    return warning(
+      'container_daemon_unreachable',
+      `${c.wanted_by}, but ${c.error ?? 'no container daemon answers'}`,
+    );
+  if (!hasGpu) return undefined;
+  const daemon = `${c.kind === 'podman' ? 'Podman' : 'Docker'} at ${c.address ?? '?'}`;
+  if (c.gpu_request === 'cdi' && c.cdi !== true)
+    return warning(
+      'container_gpu_runtime_missing',
+      `${daemon} resolves no CDI devices, so it cannot give containers this node's GPUs by CDI name: generate NVIDIA's CDI spec (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml) and enable CDI in the daemon, or set agent.containers.gpus: nvidia`,
+    );
+  if (c.gpu_request === 'nvidia' && !(c.runtimes ?? []).includes('nvidia'))
+    return warning(
+      'container_gpu_runtime_missing',
+      `${daemon} lists no nvidia runtime, so GPU containers fail there (the daemon says: could not select device driver "nvidia"): install the NVIDIA Container Toolkit, run nvidia-ctk runtime configure --runtime=docker and restart the daemon${c.cdi === true ? ', or set agent.containers.gpus: cdi (the daemon resolves CDI devices)' : ''}`,
+    );
+  return undefined;
+}
+
+/** The doctor's line about the container daemon. */
+export function containersLine(c: ContainerDaemonProbe): string {
+  if (!c.answers) return `no daemon answers (${c.wanted_by})`;
+  const gpus =
+    c.gpu_request === undefined
+      ? ''
+      : `; GPUs by ${c.gpu_request === 'cdi' ? 'CDI name' : 'the nvidia runtime'}`;
+  return `${c.kind ?? '?'} ${c.version ?? '?'} (API ${c.api_version ?? '?'}) at ${c.address ?? '?'}; runtimes: ${(c.runtimes ?? []).join(', ') || 'none listed'}; CDI: ${c.cdi === true ? 'yes' : 'no'}${gpus}`;
 }
 
 /**

@@ -7,7 +7,14 @@ import { parseSource } from '../models/source.js';
 import { writeFileAtomic } from '../config/write.js';
 import { messageOf } from '../core/errors.js';
 import { engineFor } from '../engines/registry.js';
-import type { EngineName } from '../catalog/model-spec.js';
+import {
+  isContainerProfile,
+  isCpuProfile,
+  type EngineName,
+  type ProfileSpec,
+} from '../catalog/model-spec.js';
+import type { ContainersSettings } from '../config/schema.js';
+import { chooseImage, imageExecutables } from '../engines/container-images.js';
 import type { EngineSettings, ShardLaunch, Weights } from '../engines/types.js';
 import { devicesOf } from '../gpu/devices.js';
 import type { Device, NodeInventory } from '../gpu/types.js';
@@ -31,8 +38,10 @@ import {
   type InstalledLlama,
   type LlamaInstallOptions,
 } from './installer/index.js';
+import { containerLabels, type ContainerMount, type GpuRequestKind } from './containers/types.js';
+import { containerRunHash } from './containers/wiring-hash.js';
+import type { EngineRunner } from './engine-runners.js';
 import { toRanges } from './supervisor/sockets.js';
-import type { Supervisor } from './supervisor/supervisor.js';
 import type { ShardRun } from './supervisor/types.js';
 import { AgentWeights, isProjector, type AgentWeightsOptions } from './weights.js';
 
@@ -41,7 +50,8 @@ type Assign = Extract<ServerMessage, { type: 'assign' }>;
 export interface ShardExecutorOptions {
   dataDir: string;
   logger: Logger;
-  supervisor: Supervisor;
+  /** The process supervisor, or the composite that also runs container profiles (engine-runners.ts). */
+  supervisor: EngineRunner;
   /** Engine binaries this node's own settings name; they win over the control plane's. */
   localBins: {
     llamacpp?: string | undefined;
@@ -70,6 +80,16 @@ export interface ShardExecutorOptions {
    * place here, are kept while no control plane has said what this node runs (default 60 s).
    */
   adoptGraceMs?: number;
+  /**
+   * Profiles with `runtime: container`: this node's `agent.containers` settings, and how GPUs
+   * reach its daemon's containers (`gpus: auto` resolved once the daemon answered; nvidia until then).
+   */
+  containers?: {
+    settings: ContainersSettings;
+    gpuRequest?: () => GpuRequestKind;
+    /** The `llmgw.node` label: this node's id, the same across agent restarts (for adoption). */
+    nodeId?: () => string | undefined;
+  };
 }
 
 /** A shard waiting for its model's files, reported with the download's progress as it goes. */
@@ -144,6 +164,11 @@ export class ShardExecutor {
   /** The node's model files: fetched, reported, bounded, purged. */
   get weights(): AgentWeights {
     return this.#weights;
+  }
+
+  /** Builds the runs again from the assignment held (after the container daemon answered, say). */
+  resync(): void {
+    this.#sync();
   }
 
   get assignmentFile(): string {
@@ -355,7 +380,14 @@ export class ShardExecutor {
   ): LlamaChoice {
     const local = this.#o.localBins.llamacpp ?? engines.llamacpp.bin;
     if (local !== undefined) return { bin: local };
-    if (!shards.some((s) => profileOf(s).engine === 'llamacpp')) return {};
+    // Containers bring their own llama-server: only process profiles need one installed.
+    if (
+      !shards.some((s) => {
+        const p = profileOf(s);
+        return p.engine === 'llamacpp' && !isContainerProfile(p);
+      })
+    )
+      return {};
     const cards = inventory?.gpu.cards ?? [];
     const mig = cards.some((c) => c.mig?.current === true);
     const { flavour, warning } = chooseFlavour(
@@ -475,27 +507,33 @@ export class ShardExecutor {
     // The model's files first: the longest wait, and one shared with any install running meanwhile.
     const weights = this.#weightsOf(shard, engine.name);
     if ('downloading' in weights) return weights;
-    if (engine.name === 'llamacpp' && llama.error !== undefined) throw new Error(llama.error);
-    if (engine.name === 'llamacpp' && llama.waiting !== undefined) return { waiting: llama.waiting };
+    const container = isContainerProfile(profile);
+    if (!container && engine.name === 'llamacpp' && llama.error !== undefined) throw new Error(llama.error);
+    if (!container && engine.name === 'llamacpp' && llama.waiting !== undefined)
+      return { waiting: llama.waiting };
     const settings: EngineSettings = {
       llamacpp: {
-        bin: llama.bin ?? 'llama-server',
+        bin: container ? imageExecutables.llamacpp : (llama.bin ?? 'llama-server'),
         parallel: engines.llamacpp.parallel,
         threads: engines.llamacpp.threads,
       },
-      vllm: { bin: this.#o.localBins.vllm ?? engines.vllm.bin },
-      sglang: { bin: this.#o.localBins.sglang ?? engines.sglang.bin },
-      trtllm: { bin: this.#o.localBins.trtllm ?? engines.trtllm.bin },
+      vllm: { bin: container ? imageExecutables.vllm : (this.#o.localBins.vllm ?? engines.vllm.bin) },
+      sglang: { bin: container ? imageExecutables.sglang : (this.#o.localBins.sglang ?? engines.sglang.bin) },
+      trtllm: { bin: container ? imageExecutables.trtllm : (this.#o.localBins.trtllm ?? engines.trtllm.bin) },
       cpuCount: this.#o.inventory()?.host.cpus.count ?? 1,
     };
     const bindHost = typeof this.#o.bindHost === 'string' ? this.#o.bindHost : this.#o.bindHost();
+    // A container on bridge networking listens on every address of its own namespace; the
+    // daemon publishes its port on the node's bind address. Ranks of a multi-node replica
+    // reach each other as host processes do, so they share the node's network instead.
+    const bridge = container && shard.ranks === 1;
     const launch: ShardLaunch = {
       replica: shard.replica,
       model: shard.model,
       profile,
       rank: shard.rank,
       ranks: shard.ranks,
-      host: bindHost,
+      host: bridge ? '0.0.0.0' : bindHost,
       port: shard.port,
       head: shard.head,
       devices,
@@ -512,12 +550,12 @@ export class ShardExecutor {
         HF_HOME: join(models, 'huggingface'),
         HF_HUB_CACHE: this.#weights.root,
         HF_HUB_OFFLINE: '1',
-        ...(engine.name === 'llamacpp' ? llama.env : {}),
+        ...(engine.name === 'llamacpp' && !container ? llama.env : {}),
         ...p.env,
       },
     }));
     const localHost = bindHost === '0.0.0.0' ? '127.0.0.1' : bindHost;
-    return {
+    const run: ShardRun = {
       key: `${shard.replica}/${shard.rank}`,
       replica: shard.replica,
       rank: shard.rank,
@@ -532,10 +570,79 @@ export class ShardExecutor {
           }
         : {}),
       ...(devices.length > 0 ? { gpu: { uuids: devices.map((d) => d.uuid) } } : {}),
-      ...(engine.name === 'llamacpp' && devices.length > 0 && llama.cpuOnly !== undefined
+      ...(!container && engine.name === 'llamacpp' && devices.length > 0 && llama.cpuOnly !== undefined
         ? { degradedReason: llama.cpuOnly }
         : {}),
       stopGraceMs: engines.stop_grace_s * 1000,
+    };
+    if (!container) return run;
+    return this.#container(run, { shard, profile, engines, weights, devices, bindHost, bridge });
+  }
+
+  /**
+   * The container a shard runs as: the engine's image, its devices by UUID, the model's
+   * files read-only at the same path, the port published on the node's address (or the
+   * node's network for multi-node ranks), and llmgw's labels.
+   */
+  #container(
+    run: ShardRun,
+    c: {
+      shard: AssignedShard;
+      profile: ProfileSpec;
+      engines: EngineSettingsWire;
+      weights: Weights;
+      devices: readonly Device[];
+      bindHost: string;
+      bridge: boolean;
+    },
+  ): ShardRun {
+    const settings = this.#o.containers?.settings;
+    const engine = c.profile.engine;
+    const image = chooseImage({
+      engine,
+      profileImage: c.profile.image,
+      settingsImage: settings?.images[engine],
+      gpu: !isCpuProfile(c.profile),
+      llamaBuild: c.engines.llamacpp.build,
+      registry: settings?.registry,
+    });
+    const fetched = c.shard.origin !== undefined && c.shard.origin.kind !== 'path';
+    const mounts = containerMounts([
+      // Fetched files are in the agent's cache (HF_HUB_CACHE, HF_HOME); a local model is where it is.
+      ...(fetched ? [join(this.#o.dataDir, 'models')] : [c.weights.path]),
+      ...(c.weights.projector === undefined ? [] : [c.weights.projector]),
+      ...c.profile.adapters.map((a) => a.path),
+    ]);
+    const nodeId = this.#o.containers?.nodeId?.() ?? this.#o.inventory()?.host.hostname ?? 'unknown';
+    const withContainer: ShardRun = {
+      ...run,
+      container: {
+        image,
+        pull: settings?.pull ?? 'missing',
+        gpus: c.devices.map((d) => d.uuid),
+        gpuRequest: this.#o.containers?.gpuRequest?.() ?? (settings?.gpus === 'cdi' ? 'cdi' : 'nvidia'),
+        mounts,
+        network: c.bridge ? 'bridge' : 'host',
+        ...(c.bridge ? { publish: { hostIp: c.bindHost, port: c.shard.port } } : {}),
+        ipc:
+          (settings?.ipc ?? 'host') === 'host'
+            ? 'host'
+            : { shmBytes: Math.round((settings?.shm_size_gb ?? 16) * 1e9) },
+        labels: {},
+      },
+    };
+    const hash = containerRunHash(withContainer);
+    return {
+      ...withContainer,
+      container: {
+        ...(withContainer.container as NonNullable<ShardRun['container']>),
+        labels: {
+          [containerLabels.shard]: run.key,
+          [containerLabels.replica]: run.replica,
+          [containerLabels.node]: nodeId,
+          [containerLabels.hash]: hash,
+        },
+      },
     };
   }
 
@@ -626,6 +733,17 @@ export class ShardExecutor {
       if (timer !== undefined) clearTimeout(timer);
     });
   }
+}
+
+/**
+ * Read-only bind mounts at the same path as on the node, each once: a path under another
+ * mounted one is already in the container.
+ */
+export function containerMounts(paths: readonly string[]): ContainerMount[] {
+  const unique = [...new Set(paths.map((p) => p.replace(/\/+$/, '') || '/'))].sort();
+  const kept: string[] = [];
+  for (const p of unique) if (!kept.some((k) => p === k || p.startsWith(`${k}/`))) kept.push(p);
+  return kept.map((p) => ({ source: p, target: p, readOnly: true }));
 }
 
 /** A line of the agent's own in a log it sends, marked as the supervisor's notes in log files are. */

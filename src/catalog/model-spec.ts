@@ -9,6 +9,9 @@ import { z } from 'zod';
 export const engineNames = ['llamacpp', 'vllm', 'sglang', 'trtllm'] as const;
 export type EngineName = (typeof engineNames)[number];
 
+export const runtimeNames = ['process', 'container'] as const;
+export type RuntimeName = (typeof runtimeNames)[number];
+
 const count = () => z.int().min(1);
 
 export const adapterSchema = z.strictObject({
@@ -31,6 +34,14 @@ export const profileSchema = z.strictObject({
   served_model_name: z.string().min(1).optional(),
   adapters: z.array(adapterSchema).default([]),
   min_memory_gb: z.number().nonnegative().optional(),
+  /** How the agent runs the engine: a host process, or the engine's image as a container (docs/containers.md). */
+  runtime: z
+    .enum(runtimeNames, {
+      error: 'how the engine runs: runtime: process (the default) or runtime: container',
+    })
+    .optional(),
+  /** The container image (only with runtime: container); unset, the engine's default image. Checked in rules.ts. */
+  image: z.string({ error: 'a container image, e.g. image: vllm/vllm-openai:v0.21.0' }).optional(),
 });
 
 /**
@@ -85,6 +96,10 @@ export interface ProfileSpec {
   served_model_name?: string;
   adapters: AdapterSpec[];
   min_memory_gb?: number;
+  /** Set only to `container` (a process is the default, and reads back without the key). */
+  runtime?: 'container';
+  /** With runtime container: the image, when not the engine's default. */
+  image?: string;
 }
 
 /** A model after validation, with every default filled in. */
@@ -102,6 +117,11 @@ export interface ModelSpec {
 /** Whether a profile runs on CPUs (no GPU at all). */
 export function isCpuProfile(p: Pick<ProfileSpec, 'cpu'>): boolean {
   return p.cpu === true;
+}
+
+/** Whether a profile's engine runs as a container rather than a host process. */
+export function isContainerProfile(p: Pick<ProfileSpec, 'runtime'>): boolean {
+  return p.runtime === 'container';
 }
 
 /** How many cards one replica of a profile takes, over all its nodes. */

@@ -2,9 +2,10 @@ import type { Issue } from '../core/errors.js';
 import { dnsLabelProblem } from '../core/names.js';
 
 import { gpuClassProblem, isMigClass, parseGpuClass } from './gpu-class.js';
-import type { EngineName, ModelSpec, ProfileSpec } from './model-spec.js';
+import type { EngineName, ModelSpec, ProfileSpec, RuntimeName } from './model-spec.js';
 import { isLlmgwError, messageOf } from '../core/errors.js';
 import { parseSource } from '../models/source.js';
+import { imageProblem } from './image-ref.js';
 
 /**
  * What each engine and device class accepts, checked across keys. Every message says
@@ -12,8 +13,8 @@ import { parseSource } from '../models/source.js';
  */
 
 type Path = (string | number)[];
-type ParsedProfile = Omit<ProfileSpec, 'tp' | 'pp' | 'gpus_per_node' | 'nodes'> &
-  Partial<Pick<ProfileSpec, 'tp' | 'pp' | 'gpus_per_node' | 'nodes'>>;
+type ParsedProfile = Omit<ProfileSpec, 'tp' | 'pp' | 'gpus_per_node' | 'nodes' | 'runtime'> &
+  Partial<Pick<ProfileSpec, 'tp' | 'pp' | 'gpus_per_node' | 'nodes'>> & { runtime?: RuntimeName | undefined };
 export type ParsedModel = Omit<ModelSpec, 'profiles'> & { profiles: ParsedProfile[] };
 
 /** Environment variables llmgw sets itself on every engine, from placement and the gateway. */
@@ -219,6 +220,16 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
     );
   }
 
+  if (p.image !== undefined) {
+    if (p.runtime !== 'container')
+      add(
+        ['image'],
+        `an image runs only as a container: write runtime: container beside image: ${p.image}, or remove image to run ${p.engine} as a host process`,
+      );
+    const problem = imageProblem(p.image);
+    if (problem !== undefined) add(['image'], problem);
+  }
+
   // Keys in the order people read them, whatever order they were written in.
   return {
     name: p.name,
@@ -234,6 +245,9 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
     ...(p.served_model_name === undefined ? {} : { served_model_name: p.served_model_name }),
     adapters: p.adapters,
     ...(p.min_memory_gb === undefined ? {} : { min_memory_gb: p.min_memory_gb }),
+    // A process is the default, and reads back without the key (as every profile before containers).
+    ...(p.runtime === 'container' ? { runtime: 'container' as const } : {}),
+    ...(p.image === undefined ? {} : { image: p.image }),
   };
 }
 

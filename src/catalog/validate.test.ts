@@ -331,6 +331,48 @@ const refusals: [string, unknown, string, string][] = [
     'a whole number of replicas, e.g. max: 4',
   ],
   [
+    'an image without runtime: container',
+    gpu({ engine: 'vllm', gpu_class: 'l4-24g', image: 'vllm/vllm-openai:v0.21.0' }),
+    'profiles[0].image',
+    'an image runs only as a container: write runtime: container beside image: vllm/vllm-openai:v0.21.0, or remove image to run vllm as a host process',
+  ],
+  [
+    'an image with runtime: process',
+    gpu({ engine: 'vllm', gpu_class: 'l4-24g', runtime: 'process', image: 'vllm/vllm-openai:v0.21.0' }),
+    'profiles[0].image',
+    'write runtime: container beside image',
+  ],
+  [
+    'an unknown runtime',
+    gpu({ engine: 'vllm', gpu_class: 'l4-24g', runtime: 'docker' }),
+    'profiles[0].runtime',
+    'runtime: process (the default) or runtime: container',
+  ],
+  [
+    'an image in upper case',
+    gpu({ engine: 'vllm', gpu_class: 'l4-24g', runtime: 'container', image: 'VLLM/vllm-openai:v1' }),
+    'profiles[0].image',
+    'names are lower case: write "vllm/vllm-openai:v1"',
+  ],
+  [
+    'an image with a scheme',
+    gpu({ engine: 'vllm', gpu_class: 'l4-24g', runtime: 'container', image: 'https://ghcr.io/a/b:1' }),
+    'profiles[0].image',
+    'write it without https://: "ghcr.io/a/b:1"',
+  ],
+  [
+    'an image with a bad tag',
+    gpu({ engine: 'vllm', gpu_class: 'l4-24g', runtime: 'container', image: 'vllm/vllm-openai:.v1' }),
+    'profiles[0].image',
+    'its tag ".v1" may hold letters, digits',
+  ],
+  [
+    'an image with a short digest',
+    gpu({ engine: 'vllm', gpu_class: 'l4-24g', runtime: 'container', image: 'vllm/vllm-openai@sha256:abc' }),
+    'profiles[0].image',
+    'its digest "sha256:abc" is not ALGORITHM:HEX',
+  ],
+  [
     'a missing source',
     { name: 'x', profiles: [{ name: 'p', engine: 'vllm', gpu_class: 'l4-24g' }] },
     'source',
@@ -408,6 +450,24 @@ describe('catalog validation', () => {
       { ...gpu({ engine: 'llamacpp', cpu: true }), source: 'https://example.org/m.gguf' },
       {},
     ],
+    [
+      'vllm as a container with its default image (no image key)',
+      gpu({ engine: 'vllm', gpu_class: 'l4-24g', runtime: 'container' }),
+      { runtime: 'container' },
+    ],
+    [
+      'llama.cpp as a container on a registry with a port, by digest',
+      gpu({
+        engine: 'llamacpp',
+        cpu: true,
+        runtime: 'container',
+        image: `registry.local:5000/ggml-org/llama.cpp:server-b1@sha256:${'a'.repeat(64)}`,
+      }),
+      {
+        runtime: 'container',
+        image: `registry.local:5000/ggml-org/llama.cpp:server-b1@sha256:${'a'.repeat(64)}`,
+      },
+    ],
   ];
   it.each(accepted)('accepts %s, with defaults filled in', (_what, input, expected) => {
     const r = validateModel(input);
@@ -422,6 +482,12 @@ describe('catalog validation', () => {
       if (!first.ok) throw new Error('expected valid');
       expect(validateModel(first.model)).toEqual(first);
     }
+  });
+
+  it('reads runtime: process back without the key, as every profile before containers', () => {
+    const r = validateModel(gpu({ engine: 'vllm', gpu_class: 'l4-24g', runtime: 'process' }));
+    if (!r.ok) throw new Error(formatIssues(r.issues));
+    expect(r.model.profiles[0]).not.toHaveProperty('runtime');
   });
 
   it('reports every problem at once, not the first alone', () => {

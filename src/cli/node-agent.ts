@@ -1,8 +1,19 @@
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 
 import type { Logger } from 'pino';
 
 import { Agent } from '../agent/agent.js';
+import { gpuRequestFor, probeDaemon } from '../agent/container-daemon.js';
+import type {
+  ContainerRunner,
+  ContainerShardStatus,
+  DaemonKind,
+  GpuRequestKind,
+} from '../agent/containers/types.js';
+import { ContainerSupervisor } from '../agent/containers/container-supervisor.js';
+import { DaemonClient } from '../agent/containers/daemon.js';
+import { EngineRunners } from '../agent/engine-runners.js';
 import { NodeEngineProxy } from '../agent/engine-proxy-node.js';
 import { ShardExecutor } from '../agent/shard-executor.js';
 import { Supervisor } from '../agent/supervisor/supervisor.js';
@@ -26,12 +37,33 @@ export interface NodeAgentOptions {
   backoff?: { initialMs: number; maxMs: number };
   /** How long an earlier agent's engines that no assignment places here are kept without a control plane (default 60 s). */
   adoptGraceMs?: number;
+  /**
+   * Makes the container supervisor, once a profile with runtime: container is placed here
+   * and the node's daemon answered (default: ContainerSupervisor over that daemon).
+   */
+  containerRunner?: (o: ContainerRunnerOptions) => ContainerRunner;
+}
+
+/** What the agent gives the container supervisor it makes. */
+export interface ContainerRunnerOptions {
+  /** The daemon's address: unix:///PATH or tcp://HOST:PORT. */
+  host: string;
+  kind: DaemonKind;
+  /** The `llmgw.node` label of this node's containers: those of other nodes on a shared daemon are left alone. */
+  nodeId: string;
+  onStatus: (status: ContainerShardStatus) => void;
+  /** A stopped shard has left `statuses()` (its container is gone). */
+  onRemoved: (key: string) => void;
+  /** A container labelled for this node that no shard claims is removed after this long (agent.containers.orphan_grace_s). */
+  orphanGraceMs: number;
 }
 
 export interface NodeAgent {
   agent: Agent;
   executor: ShardExecutor;
   supervisor: Supervisor;
+  /** The process supervisor and, once a container profile needed it, the container supervisor. */
+  engines: EngineRunners;
   /** Stops the agent and its engines. */
   stop: () => Promise<void>;
   /** Stops the agent and leaves its engines running, for the next agent to adopt. */
@@ -99,6 +131,44 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     gpuProcesses: async () => gpuHolders(await inventory()),
   });
   logAdoption(o.logger, supervisor);
+  // Container profiles: the daemon is asked only once one is placed here.
+  const containers = o.settings.agent.containers;
+  let gpuRequest: GpuRequestKind | undefined;
+  const engineRunners = new EngineRunners({
+    supervisor,
+    containers: async () => {
+      const daemon = await probeDaemon(containers, process.env);
+      gpuRequest = gpuRequestFor(containers.gpus, daemon);
+      o.logger.info(
+        {
+          daemon: daemon.address.url,
+          kind: daemon.kind,
+          version: daemon.version,
+          gpus: gpuRequest,
+          runtimes: daemon.runtimes,
+        },
+        'container daemon answers',
+      );
+      const make = o.containerRunner ?? defaultContainerRunner;
+      return make({
+        host: daemon.address.url,
+        kind: daemon.kind,
+        nodeId: late.agent?.identity.id ?? hostname(),
+        onStatus: (s) => {
+          o.logger.info(
+            { shard: s.key, state: s.state, reason: s.reason, restarts: s.restarts },
+            'container shard',
+          );
+          late.executor?.report();
+        },
+        onRemoved: () => late.executor?.report(),
+        orphanGraceMs: containers.orphan_grace_s * 1000,
+      });
+    },
+    // Built again with what the daemon said (how it takes GPUs).
+    onContainers: () => late.executor?.resync(),
+    onChange: () => late.executor?.report(),
+  });
   const loopback = servers.every((s) => {
     const host = new URL(s).hostname;
     return host === 'localhost' || host.startsWith('127.') || host === '[::1]' || host === '::1';
@@ -107,7 +177,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   const exec = new ShardExecutor({
     dataDir,
     logger: o.logger,
-    supervisor,
+    supervisor: engineRunners,
     localBins: {
       llamacpp: engines.llamacpp.bin,
       ...(engines.vllm.bin === defaultBins.vllm ? {} : { vllm: engines.vllm.bin }),
@@ -129,6 +199,11 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
         o.settings.agent.models.max_gb === undefined ? undefined : o.settings.agent.models.max_gb * 1e9,
     },
     ...(o.adoptGraceMs === undefined ? {} : { adoptGraceMs: o.adoptGraceMs }),
+    containers: {
+      settings: containers,
+      gpuRequest: () => gpuRequest ?? (containers.gpus === 'cdi' ? 'cdi' : 'nvidia'),
+      nodeId: () => late.agent?.identity.id,
+    },
   });
   late.executor = exec;
   const a = new Agent({
@@ -157,6 +232,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     agent: a,
     executor: exec,
     supervisor,
+    engines: engineRunners,
     stop: async () => {
       await a.stop();
       await exec.stop();
@@ -167,6 +243,17 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       await exec.detach();
     },
   };
+}
+
+/** The container supervisor over the daemon that answered (reconnected by it after a failure). */
+function defaultContainerRunner(r: ContainerRunnerOptions): ContainerRunner {
+  return new ContainerSupervisor({
+    client: () => DaemonClient.connect(r.host, r.kind),
+    node: r.nodeId,
+    onStatus: r.onStatus,
+    onRemoved: r.onRemoved,
+    orphanGraceMs: r.orphanGraceMs,
+  });
 }
 
 /** Says what became of the engines an earlier agent of this node left running. */

@@ -3,9 +3,12 @@ import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
+import { gpuRequestFor, probeDaemon } from '../agent/container-daemon.js';
 import {
+  containersLine,
   diagnose,
   llamaServerProbe,
+  type ContainerDaemonProbe,
   type ControlPlaneProbe,
   type DoctorReport,
   type EngineProbe,
@@ -39,11 +42,13 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   const engines = await probeEngines(settings.agent.engines.llamacpp, settings.data_dir);
   const controlPlane =
     options.server === undefined ? undefined : await probeControlPlane(options.server, options.token);
+  const containers = await probeContainers(settings);
   const report = diagnose({
     paths,
     engines,
     host: hostOf(settings.data_dir),
     ...(controlPlane === undefined ? {} : { controlPlane }),
+    ...(containers === undefined ? {} : { containers }),
   });
   if (options.o.json) options.o.out(JSON.stringify(report, null, 2));
   else options.o.out(human(report));
@@ -78,6 +83,50 @@ async function probePath(d: GpuDiscovery): Promise<PathResult> {
       kind: e instanceof DiscoveryError ? e.kind : 'unusable',
       reason: messageOf(e),
     };
+  }
+}
+
+/**
+ * What in this node's settings runs engines as containers: a declared model's profile with
+ * runtime: container, or an agent.containers key set. Undefined: nothing does, and the
+ * daemon is not asked.
+ */
+export function containersWantedBy(settings: Pick<Settings, 'agent' | 'models'>): string | undefined {
+  for (const m of settings.models)
+    for (const p of m.profiles)
+      if (p.runtime === 'container') return `model ${m.name} profile ${p.name} has runtime: container`;
+  const c = settings.agent.containers;
+  if (c.host !== '') return 'agent.containers.host is set';
+  if (c.runtime !== 'auto') return `agent.containers.runtime is ${c.runtime}`;
+  if (c.registry !== '') return 'agent.containers.registry is set';
+  const image = Object.keys(c.images)[0];
+  if (image !== undefined) return `agent.containers.images.${image} is set`;
+  return undefined;
+}
+
+/** The container daemon, where something here uses containers. */
+export async function probeContainers(
+  settings: Pick<Settings, 'agent' | 'models'>,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ContainerDaemonProbe | undefined> {
+  const wanted = containersWantedBy(settings);
+  if (wanted === undefined) return undefined;
+  const c = settings.agent.containers;
+  try {
+    const d = await probeDaemon(c, env);
+    return {
+      wanted_by: wanted,
+      answers: true,
+      address: d.address.url,
+      kind: d.kind,
+      version: d.version,
+      api_version: d.apiVersion,
+      runtimes: d.runtimes,
+      cdi: d.cdi,
+      gpu_request: gpuRequestFor(c.gpus, d),
+    };
+  } catch (e) {
+    return { wanted_by: wanted, answers: false, error: messageOf(e) };
   }
 }
 
@@ -187,6 +236,7 @@ function human(r: DoctorReport): string {
     lines.push(
       `  ${e.name.padEnd(13)} ${e.found ? `found: ${e.path ?? ''}` : e.installs === true ? 'to be installed' : 'not found'}${e.detail === undefined ? '' : ` (${e.detail})`}`,
     );
+  if (r.containers !== undefined) lines.push(`Containers:     ${containersLine(r.containers)}`);
   if (r.control_plane !== undefined) {
     const cp = r.control_plane;
     lines.push(

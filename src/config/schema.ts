@@ -1,5 +1,7 @@
 import { z } from 'zod';
 
+import { imageProblem, registryProblem } from '../catalog/image-ref.js';
+
 /**
  * The settings file, key by key. Later parts add their own sections here; every key is
  * also settable from the environment as LLMGW_ + its path in upper snake case.
@@ -53,6 +55,76 @@ export const llamacppSettingsSchema = z.strictObject({
     .optional(),
 });
 
+const imageSchema = z
+  .string({ error: 'a container image, e.g. vllm/vllm-openai:v0.21.0' })
+  .superRefine((v, ctx) => {
+    const problem = imageProblem(v);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  });
+
+/** Profiles with `runtime: container`: how this node's agent reaches its container daemon and runs engines there (docs/containers.md). */
+export const containersSettingsSchema = z.strictObject({
+  /** Which daemon: auto takes DOCKER_HOST's, else the first socket that answers (Docker's, then Podman's). */
+  runtime: z
+    .enum(['auto', 'docker', 'podman'], { error: 'auto, docker or podman (auto: the daemon that answers)' })
+    .default('auto'),
+  /** The daemon's address: unix:///PATH or tcp://HOST:PORT; unset, DOCKER_HOST, then the usual sockets. */
+  host: z
+    .string()
+    .regex(
+      /^(?:unix:\/\/\/.+|tcp:\/\/[A-Za-z0-9.:[\]-]+:\d{1,5})?$/,
+      'unix:///PATH (e.g. unix:///var/run/docker.sock) or tcp://HOST:PORT; leave it empty for DOCKER_HOST or the usual sockets',
+    )
+    .default(''),
+  /** How GPUs reach containers: auto is CDI on Podman, and on Docker the nvidia runtime unless the daemon reports CDI. */
+  gpus: z
+    .enum(['auto', 'nvidia', 'cdi'], {
+      error: 'auto, nvidia (the NVIDIA Container Toolkit runtime) or cdi (CDI device names)',
+    })
+    .default('auto'),
+  /** An image per engine instead of llmgw's default (a profile's `image:` wins over it). */
+  images: z
+    .strictObject({
+      llamacpp: imageSchema.optional(),
+      vllm: imageSchema.optional(),
+      sglang: imageSchema.optional(),
+      trtllm: imageSchema.optional(),
+    })
+    .prefault({}),
+  /** A registry mirror (HOST[:PORT][/PREFIX]) that replaces the registry of the default images, for offline sites. */
+  registry: z
+    .string()
+    .superRefine((v, ctx) => {
+      const problem = v === '' ? undefined : registryProblem(v);
+      if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .default(''),
+  /** When images are pulled: missing (when not on the node), always (before each start), never (refused when missing). */
+  pull: z
+    .enum(['missing', 'always', 'never'], {
+      error: 'missing (pull an image the node lacks), always or never (load images by hand)',
+    })
+    .default('missing'),
+  /** host: the node's IPC namespace (what vLLM and SGLang document); private: a /dev/shm of shm_size_gb. */
+  ipc: z
+    .enum(['host', 'private'], {
+      error: "host (share the node's IPC namespace) or private (a /dev/shm of shm_size_gb)",
+    })
+    .default('host'),
+  /** The size of a container's /dev/shm with ipc: private, in GB (PyTorch moves tensors between processes through it). */
+  shm_size_gb: z
+    .number({ error: 'a number of GB, e.g. 16' })
+    .min(0.064, "at least 0.064 GB (64 MB, the daemon's default)")
+    .max(4096, 'at most 4096 GB')
+    .default(16),
+  /** How long a container labelled for this node that no shard claims is left before it is removed. */
+  orphan_grace_s: z
+    .int({ error: 'a whole number of seconds, e.g. 300' })
+    .min(0, 'at least 0 s (remove at once)')
+    .max(86_400, 'at most 86400 s (a day)')
+    .default(300),
+});
+
 const binSchema = (bin: string) => z.strictObject({ bin: z.string().min(1).default(bin) });
 
 export const settingsSchema = z.strictObject({
@@ -98,6 +170,7 @@ export const settingsSchema = z.strictObject({
           trtllm: binSchema('trtllm-serve').prefault({}),
         })
         .prefault({}),
+      containers: containersSettingsSchema.prefault({}),
     })
     .prefault({}),
   /** Several control planes on one PostgreSQL database: one leads (places replicas) at a time. */
@@ -282,6 +355,7 @@ export const settingsSchema = z.strictObject({
 export type RawSettings = z.output<typeof settingsSchema>;
 export type LlamacppSettings = z.output<typeof llamacppSettingsSchema>;
 export type AgentSettings = RawSettings['agent'];
+export type ContainersSettings = RawSettings['agent']['containers'];
 export type PlacementSettings = RawSettings['placement'];
 export type GatewaySettings = RawSettings['gateway'];
 export type HubSettings = RawSettings['hub'];

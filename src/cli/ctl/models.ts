@@ -201,7 +201,10 @@ function replicasText(m: ModelView): string {
 
 export function profilesSummary(m: ModelView): string {
   return m.profiles
-    .map((p) => `${p.name}:${p.engine}@${p.cpu === true ? 'cpu' : (p.gpu_class ?? '?')}`)
+    .map(
+      (p) =>
+        `${p.name}:${p.engine}@${p.cpu === true ? 'cpu' : (p.gpu_class ?? '?')}${p.runtime === 'container' ? `[container${p.image === undefined ? '' : ` ${p.image}`}]` : ''}`,
+    )
     .join(',');
 }
 
