@@ -300,6 +300,32 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
     expect(raw.tls.san).toContain('demo-llmgw.ai.svc');
   });
 
+  it('serves plain HTTP behind a terminating proxy, with more settings and environment merged in', () => {
+    const objs = objects({
+      tls: { enabled: false },
+      settings: { gateway: { workers: 4, queue: { max_per_model: 64 } } },
+      // Values YAML would read as another type stay strings in the pod spec.
+      extraEnv: [
+        { name: 'LLMGW_LOG_LEVEL', value: 'debug' },
+        { name: 'FLAG', value: 'true' },
+        { name: 'PORT', value: '8080' },
+      ],
+    });
+    const c = container(objs);
+    expect(c['readinessProbe']).toMatchObject({ httpGet: { scheme: 'HTTP' } });
+    expect(envOf(objs, 'FLAG')?.value).toBe('true');
+    expect(envOf(objs, 'PORT')?.value).toBe('8080');
+    const svc = one(objs, 'Service') as Obj & { spec: { ports: { name: string }[] } };
+    expect(svc.spec.ports[0]?.name).toBe('http');
+    const s = loadChartSettings(objs) as {
+      tls: { enabled?: boolean };
+      gateway: { workers: unknown; queue: unknown };
+    };
+    expect(s.tls.enabled).toBe(false);
+    expect(s.gateway.workers).toBe(4);
+    expect(s.gateway.queue).toMatchObject({ max_per_model: 64, timeout_s: 30 });
+  });
+
   it('runs several control planes on PostgreSQL, the URL from a Secret', () => {
     const objs = objects({
       replicaCount: 2,
@@ -428,6 +454,18 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
     expect(one(objs, 'ClusterRoleBinding')['roleRef']).toMatchObject({
       name: one(objs, 'ClusterRole').metadata.name,
     });
+  });
+
+  it.skipIf(renderer !== 'go')('renders NOTES.txt with how to read the admin key and log in', () => {
+    const r = spawnSync(goRenderer(), [...baseGoArgs(), '--name', 'demo', '--namespace', 'ai', '--notes'], {
+      encoding: 'utf8',
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const notes = r.stdout.slice(r.stdout.indexOf('\nNOTES:\n'));
+    expect(notes).toContain(
+      "kubectl -n ai get secret demo-llmgw -o jsonpath='{.data.admin-key}' | base64 -d",
+    );
+    expect(notes).toContain('llmgw ctl login --server https://localhost:8080 --key <the admin key>');
   });
 
   it('refuses values it cannot run, saying what to set', () => {
