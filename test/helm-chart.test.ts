@@ -12,6 +12,8 @@ import { z } from 'zod';
 
 import { parseSettings, settingsSchema } from '../src/config/index.js';
 
+import { resourceByKind, validateObject } from './fakes/kube-apiserver/index.js';
+
 /**
  * deploy/helm/llmgw rendered as `helm template` renders it: by helm when it is on PATH, else by
  * test/tools/helm-template (Go's text/template, the engine helm uses, with helm's built-ins and
@@ -131,8 +133,15 @@ const dns1123Subdomain = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 const labelValue = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const clusterScoped = new Set(['ClusterRole', 'ClusterRoleBinding']);
 
+// Kinds the fake API server does not serve: checked by the structural checks below only.
+const notServed = new Set(['networking.k8s.io/v1 Ingress', 'policy/v1 PodDisruptionBudget']);
+
 function checkObject(obj: Obj): void {
   const what = `${obj.kind} ${obj.metadata.name}`;
+  // What the real server would refuse (strict decoding, then the kind's validation), per the fake.
+  if (resourceByKind(obj.apiVersion, obj.kind) === undefined)
+    expect(notServed, `${obj.apiVersion} ${obj.kind}`).toContain(`${obj.apiVersion} ${obj.kind}`);
+  else expect(validateObject(obj), what).toEqual([]);
   expect(obj.apiVersion, what).toMatch(/^([a-z0-9.-]+\/)?v\d+((alpha|beta)\d+)?$/);
   expect(obj.metadata.name.length, what).toBeLessThanOrEqual(obj.kind === 'Service' ? 63 : 253);
   expect(obj.metadata.name, what).toMatch(obj.kind === 'Service' ? dns1123Label : dns1123Subdomain);
@@ -471,6 +480,26 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
       "kubectl -n ai get secret demo-llmgw -o jsonpath='{.data.admin-key}' | base64 -d",
     );
     expect(notes).toContain('llmgw ctl login --server https://localhost:8080 --key <the admin key>');
+  });
+
+  it('has every rendered object checked by the fake API server, which refuses a broken one', () => {
+    const objs = objects({
+      inferencePool: { enabled: true, model: 'm', endpointPicker: { service: 'epp' } },
+    });
+    const d = structuredClone(deployment(objs));
+    (d.spec.template.spec.containers[0] as Container)['livenessProbe'] = {
+      tcpSocket: { port: 'Not_A_Port_Name' },
+    };
+    (d.spec as Record<string, unknown>)['replica'] = 2;
+    expect(validateObject(d).map((p) => p.field)).toEqual(
+      expect.arrayContaining([
+        'spec.replica',
+        'spec.template.spec.containers[0].livenessProbe.tcpSocket.port',
+      ]),
+    );
+    const pool = structuredClone(one(objs, 'InferencePool')) as Obj & { spec: Record<string, unknown> };
+    pool.spec['targetPorts'] = [];
+    expect(validateObject(pool)).not.toEqual([]);
   });
 
   it('refuses values it cannot run, saying what to set', () => {
