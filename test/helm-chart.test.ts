@@ -38,15 +38,13 @@ if (renderer === undefined) {
   );
 }
 
-/** The Go renderer, built once per source hash (node_modules/.cache, else the temp dir). */
+/** The Go renderer, built once per source hash into the temp dir (node_modules may be shared). */
 function goRenderer(): string {
   const sources = ['go.mod', 'main.go', 'yaml.go'];
   const hash = createHash('sha256');
   for (const f of sources) hash.update(readFileSync(join(toolDir, f)));
   const tag = hash.digest('hex').slice(0, 16);
-  const cacheRoot = existsSync(join(root, 'node_modules'))
-    ? join(root, 'node_modules/.cache/llmgw-helm-template')
-    : join(tmpdir(), 'llmgw-helm-template');
+  const cacheRoot = join(tmpdir(), 'llmgw-helm-template');
   const bin = join(cacheRoot, tag, 'helm-template');
   if (existsSync(bin)) return bin;
   mkdirSync(join(cacheRoot, tag), { recursive: true });
