@@ -1,0 +1,3 @@
+module llmgw/test/tools/helm-template
+
+go 1.19
