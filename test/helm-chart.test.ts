@@ -543,18 +543,16 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
 
     const rejects = (over: Record<string, unknown>, path: string, message: string) => {
       expect(validate(merged(over))).toBe(false);
-      expect(validate.errors?.map((e) => `${e.dataPath} ${e.message ?? ''}`)).toContain(`${path} ${message}`);
+      expect(validate.errors?.map((e) => `${e.instancePath} ${e.message ?? ''}`)).toContain(
+        `${path} ${message}`,
+      );
     };
-    rejects({ replicaCount: 'two' }, '.replicaCount', 'should be integer');
-    rejects(
-      { database: { type: 'mysql' } },
-      '.database.type',
-      'should be equal to one of the allowed values',
-    );
-    rejects({ kubernetes: { enginePort: 70000 } }, '.kubernetes.enginePort', 'should be <= 65535');
-    rejects({ replicas: 2 }, '', 'should NOT have additional properties');
+    rejects({ replicaCount: 'two' }, '/replicaCount', 'must be integer');
+    rejects({ database: { type: 'mysql' } }, '/database/type', 'must be equal to one of the allowed values');
+    rejects({ kubernetes: { enginePort: 70000 } }, '/kubernetes/enginePort', 'must be <= 65535');
+    rejects({ replicas: 2 }, '', 'must NOT have additional properties');
     // The chart's own keys are set through its values (service.port, database, tls, kubernetes).
-    rejects({ settings: { listen: '0.0.0.0:1' } }, '.settings', "property name 'listen' is invalid");
+    rejects({ settings: { listen: '0.0.0.0:1' } }, '/settings', 'property name must be valid');
     if (renderer === 'helm') {
       const r = render({ replicaCount: 'two' });
       expect(r.ok).toBe(false);
