@@ -3,7 +3,8 @@ import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { ContainerSupervisor } from '../src/agent/containers/container-supervisor.js';
-import { autoGpuRequest, connectDaemon, DaemonClient } from '../src/agent/containers/daemon.js';
+import { gpuRequestFor, probeDaemon } from '../src/agent/container-daemon.js';
+import { DaemonClient } from '../src/agent/containers/daemon.js';
 import type { ContainerShardStatus } from '../src/agent/containers/types.js';
 import type { ShardRun } from '../src/agent/supervisor/types.js';
 import { startFakePodman } from './fakes/podman-api.js';
@@ -99,28 +100,26 @@ describe('the container supervisor on Podman (libpod API)', () => {
   });
 });
 
-describe('connectDaemon', () => {
+describe('probeDaemon', () => {
   it('takes agent.containers.host, then DOCKER_HOST, and refuses a daemon of the other kind', async () => {
-    expect((await connectDaemon({ runtime: 'auto', host: fake.host }, {})).kind).toBe('podman');
-    expect((await connectDaemon({ runtime: 'podman', host: '' }, { DOCKER_HOST: fake.host })).kind).toBe(
+    expect((await probeDaemon({ runtime: 'auto', host: fake.host }, {})).kind).toBe('podman');
+    expect((await probeDaemon({ runtime: 'podman', host: '' }, { DOCKER_HOST: fake.host })).kind).toBe(
       'podman',
     );
-    await expect(connectDaemon({ runtime: 'docker', host: fake.host }, {})).rejects.toThrow(
-      `${fake.host} is Podman 5.2.2, but agent.containers.runtime says docker`,
+    await expect(probeDaemon({ runtime: 'docker', host: fake.host }, {})).rejects.toThrow(
+      'it is Podman, but agent.containers.runtime is docker: set it to podman or auto',
     );
   });
 
   it('says which sockets it tried when none answers', async () => {
     await expect(
-      connectDaemon({ runtime: 'podman', host: '' }, { XDG_RUNTIME_DIR: '/nonexistent' }),
+      probeDaemon({ runtime: 'podman', host: '' }, { XDG_RUNTIME_DIR: '/nonexistent' }),
     ).rejects.toThrow(
-      /^no container daemon answers on this node \(tried unix:\/\/\/run\/podman\/podman.sock: no container daemon answers at unix:\/\/\/run\/podman\/podman.sock \(ENOENT\); unix:\/\/\/nonexistent\/podman\/podman.sock: .*\); start Docker or Podman/,
+      /^no usable container daemon at unix:\/\/\/run\/podman\/podman.sock \(Podman's socket: .*\), unix:\/\/\/nonexistent\/podman\/podman.sock \(Podman's user socket: .*\): start Docker or Podman/,
     );
   });
-});
 
-describe('autoGpuRequest', () => {
-  it('is CDI for Podman', async () => {
-    expect(await autoGpuRequest(await DaemonClient.connect(fake.host))).toBe('cdi');
+  it('takes CDI for gpus: auto on Podman', async () => {
+    expect(gpuRequestFor('auto', await probeDaemon({ runtime: 'auto', host: fake.host }, {}))).toBe('cdi');
   });
 });

@@ -10,7 +10,8 @@ import {
   ContainerSupervisor,
   type ContainerSupervisorOptions,
 } from '../src/agent/containers/container-supervisor.js';
-import { autoGpuRequest, type DaemonClient } from '../src/agent/containers/daemon.js';
+import { gpuRequestFor, probeDaemon } from '../src/agent/container-daemon.js';
+import { describeEndpoint, type DaemonClient } from '../src/agent/containers/daemon.js';
 import {
   createContainer,
   inspectContainer,
@@ -229,7 +230,12 @@ describe.skipIf('skip' in daemon)('the container supervisor on a real Docker dae
   });
 
   it('takes the NVIDIA runtime for gpus: auto on a Docker without CDI', async () => {
-    expect(await autoGpuRequest(client)).toBe('nvidia');
+    expect(
+      gpuRequestFor(
+        'auto',
+        await probeDaemon({ runtime: 'docker', host: describeEndpoint(client.endpoint) }, {}),
+      ),
+    ).toBe('nvidia');
   });
 
   it('reports a GPU request without the NVIDIA runtime in words, and does not retry it in a tight loop', async () => {

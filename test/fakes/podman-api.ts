@@ -72,6 +72,15 @@ export async function startFakePodman(options: { images?: string[] } = {}): Prom
         json(res, 200, { Version: '5.2.2', Components: [{ Name: 'Podman Engine', Version: '5.2.2' }] });
         return;
       }
+      // Podman's Docker-compatible ping and info, which the agent's probe asks first.
+      if (path === '/_ping') {
+        res.writeHead(200, { 'content-type': 'text/plain', 'libpod-api-version': '5.2.2' }).end('OK');
+        return;
+      }
+      if (path === '/info') {
+        json(res, 200, { Runtimes: { crun: { path: '/usr/bin/crun' } }, CDISpecDirs: ['/etc/cdi'] });
+        return;
+      }
       if (!path.startsWith(prefix)) {
         json(res, 404, { cause: 'no such path', message: `no such path ${path}`, response: 404 });
         return;

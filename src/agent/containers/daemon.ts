@@ -1,6 +1,6 @@
 import http from 'node:http';
 
-import type { DaemonKind, GpuRequestKind } from './types.js';
+import type { DaemonKind } from './types.js';
 
 /**
  * A small client of a container daemon's HTTP API (Docker Engine's, or Podman's own
@@ -259,55 +259,4 @@ export function readJsonLines(res: http.IncomingMessage, onLine: (value: unknown
       reject(new Error('the daemon closed the stream'));
     });
   });
-}
-
-/** The sockets a daemon usually listens on, per kind, in the order they are tried. */
-export function defaultDaemonSockets(
-  runtime: DaemonKind | 'auto',
-  env: NodeJS.ProcessEnv = process.env,
-): string[] {
-  const docker = ['unix:///var/run/docker.sock'];
-  const podman = ['unix:///run/podman/podman.sock'];
-  const runtimeDir = env['XDG_RUNTIME_DIR'];
-  if (runtimeDir !== undefined && runtimeDir !== '') podman.push(`unix://${runtimeDir}/podman/podman.sock`);
-  if (runtime === 'docker') return docker;
-  if (runtime === 'podman') return podman;
-  return [...docker, ...podman];
-}
-
-/**
- * Connects to the node's daemon as `agent.containers` says: `host` when set, else
- * `DOCKER_HOST`, else the first of the usual sockets that answers. `runtime` other than
- * auto must match what answers.
- */
-export async function connectDaemon(
-  settings: { runtime: DaemonKind | 'auto'; host: string },
-  env: NodeJS.ProcessEnv = process.env,
-): Promise<DaemonClient> {
-  const given = settings.host !== '' ? settings.host : (env['DOCKER_HOST'] ?? '');
-  if (given !== '') return DaemonClient.connect(given, settings.runtime);
-  const tried: string[] = [];
-  for (const host of defaultDaemonSockets(settings.runtime, env)) {
-    try {
-      return await DaemonClient.connect(host, settings.runtime);
-    } catch (e) {
-      tried.push(`${host}: ${e instanceof Error ? e.message : String(e)}`);
-    }
-  }
-  throw new Error(
-    `no container daemon answers on this node (tried ${tried.join('; ')}); start Docker or Podman (\`systemctl enable --now podman.socket\`), or set agent.containers.host`,
-  );
-}
-
-/**
- * `agent.containers.gpus: auto`: CDI for Podman; for Docker, CDI when the daemon lists CDI
- * spec directories in `GET /info` (Docker 25+ with CDI on), else the NVIDIA runtime's
- * `DeviceRequests`.
- */
-export async function autoGpuRequest(client: DaemonClient): Promise<GpuRequestKind> {
-  if (client.kind === 'podman') return 'cdi';
-  const info = await client
-    .json<{ CDISpecDirs?: unknown }>({ method: 'GET', path: '/info' })
-    .catch(() => undefined);
-  return Array.isArray(info?.CDISpecDirs) && info.CDISpecDirs.length > 0 ? 'cdi' : 'nvidia';
 }
