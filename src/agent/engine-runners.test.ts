@@ -120,6 +120,25 @@ describe('engine runners: processes and containers behind one surface', () => {
     expect(statuses[1]?.download).toEqual({ done: 10, total: 100, rate_bps: 5 });
   });
 
+  it('makes the container runner with no run wanted when asked (a node that ran containers), applying none', async () => {
+    const runner = new RecordingRunner();
+    let made = 0;
+    const { engines } = runners({
+      containers: () => {
+        made++;
+        return Promise.resolve(runner);
+      },
+    });
+    engines.apply([run('p-1/0')]);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(made).toBe(0);
+    engines.connectContainers();
+    await until(() => engines.containers, 'the container runner');
+    expect(runner.applied).toEqual([[]]);
+    engines.connectContainers();
+    expect(made).toBe(1);
+  });
+
   it('reads and follows each log where its shard runs', async () => {
     const runner = new RecordingRunner();
     const { engines } = runners({ containers: () => Promise.resolve(runner) });

@@ -85,6 +85,15 @@ export class EngineRunners implements EngineRunner {
     else if (this.#containerRuns.length > 0) this.#connect();
   }
 
+  /**
+   * Makes the container supervisor now, with no container run wanted: on a node that ran
+   * containers before, so that those an earlier agent left and no assignment claims are
+   * removed after their grace, rather than kept until the next container profile comes.
+   */
+  connectContainers(): void {
+    if (this.#runner === undefined) this.#connect();
+  }
+
   statuses(): ContainerShardStatus[] {
     const out: ContainerShardStatus[] = [...this.#o.supervisor.statuses()];
     if (this.#runner !== undefined) return [...out, ...this.#runner.statuses()];

@@ -1,3 +1,4 @@
+import { existsSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 
@@ -133,6 +134,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   logAdoption(o.logger, supervisor);
   // Container profiles: the daemon is asked only once one is placed here.
   const containers = o.settings.agent.containers;
+  const containersUsed = join(dataDir, 'containers-used');
   let gpuRequest: GpuRequestKind | undefined;
   const engineRunners = new EngineRunners({
     supervisor,
@@ -149,6 +151,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
         },
         'container daemon answers',
       );
+      // This node has run containers: its next agent looks for leftovers at once (connectContainers).
+      writeFileSync(containersUsed, `${new Date().toISOString()}\n`);
       const make = o.containerRunner ?? defaultContainerRunner;
       return make({
         host: daemon.address.url,
@@ -226,6 +230,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   });
   late.agent = a;
   exec.resume();
+  if (existsSync(containersUsed)) engineRunners.connectContainers();
   // The first report then tells the engines taken over as they are (ready), not as being checked.
   await supervisor.adoptedChecked(5000);
   return {
