@@ -1,3 +1,7 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -249,9 +253,67 @@ describe('Kubernetes mode', () => {
     );
   });
 
+  it('restarts a replica: in place by deleting its pod, else as kubectl rollout restart does', async () => {
+    const [first] = await until('a ready replica of chat', async () => {
+      const ready = (await replicas('chat')).filter((r) => r.state === 'ready');
+      return ready.length > 0 ? ready : undefined;
+    });
+    const inPlace = await api(t.url, t.adminKey, 'POST', `/replicas/${first.id}/restart`, { in_place: true });
+    expect(inPlace.status, JSON.stringify(inPlace.body)).toBe(200);
+    expect(inPlace.body.message).toBe(
+      `pod ${first.id} deleted by admin: its Deployment makes a new one in its place`,
+    );
+    await kube.waitFor(() => kube.get('Pod', ns, first.id) === undefined, 10_000);
+
+    const [second] = await until('a ready replica of chat', async () => {
+      const ready = (await replicas('chat')).filter((r) => r.state === 'ready');
+      return ready.length > 0 ? ready : undefined;
+    });
+    const rolled = await api(t.url, t.adminKey, 'POST', `/replicas/${second.id}/restart`, {});
+    expect(rolled.status, JSON.stringify(rolled.body)).toBe(200);
+    expect(rolled.body.mode).toBe('surge');
+    const d = kube.get('Deployment', ns, 'llmgw-chat-h100');
+    expect(d?.spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']).toMatch(/^\d{4}-/);
+  }, 30_000);
+
+  it('refuses logs through an agent, in words', async () => {
+    const [any] = await replicas('chat');
+    const logs = await api(t.url, t.adminKey, 'GET', `/replicas/${any.id}/logs`);
+    expect(JSON.stringify(logs.body)).toContain(
+      'ctl logs is for nodes with an llmgw agent, and this control plane runs in Kubernetes mode (kubernetes: in its settings): the kubelet runs the engines, so use kubectl (kubectl -n NAMESPACE logs POD, kubectl describe pod POD)',
+    );
+  });
+
   it('deletes the objects of a model removed from the catalog', async () => {
     expect((await api(t.url, t.adminKey, 'DELETE', '/models/mig')).status).toBe(200);
     await kube.waitFor(() => kube.get('Deployment', ns, 'llmgw-mig-mig') === undefined, 15_000);
     await kube.waitFor(() => kube.get('Secret', ns, 'llmgw-mig-engine-key') === undefined, 5000);
+  });
+});
+
+describe('Kubernetes mode refused at start', () => {
+  let kube: FakeKubeApiServer;
+  beforeAll(async () => {
+    kube = await startFakeKubeApiServer({ namespaces: ['default', ns] });
+  });
+  afterAll(async () => {
+    await kube.close();
+  });
+  const start = (lines: string[]) => startControlPlane({ config: ['kubernetes:', ...lines].join('\n') });
+
+  it('says so when the credentials are not accepted', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'llmgw-kube-')), 'kubeconfig');
+    writeFileSync(path, kube.kubeconfigYaml().replace(`token: ${kube.token ?? ''}`, 'token: wrong'));
+    await expect(start([`  kubeconfig: ${path}`])).rejects.toThrow(
+      'could not list nodes: the Kubernetes API says: Unauthorized (401); the credentials of kubernetes.kubeconfig (or the service account token) are not accepted: renew them',
+    );
+    rmSync(join(path, '..'), { recursive: true, force: true });
+  });
+
+  it('names the contexts a kubeconfig has when the one asked for is not there', async () => {
+    const path = await kube.kubeconfig();
+    await expect(start([`  kubeconfig: ${path}`, '  context: prod'])).rejects.toThrow(
+      `kubernetes.context "prod" is not a context of ${path} (it has: fake)`,
+    );
   });
 });

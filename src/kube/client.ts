@@ -131,6 +131,26 @@ export async function connectCluster(c: KubeConnection): Promise<KubeCluster> {
     return informer;
   }
 
+  // An informer that cannot list says so only through its error event: each list is tried once
+  // first, so that a refusal (credentials, RBAC, a missing namespace) stops the start in words.
+  const preflight = async (list: () => Promise<unknown>, action: Parameters<typeof kubeError>[1]) => {
+    try {
+      await list();
+    } catch (e) {
+      throw kubeError(e, action);
+    }
+  };
+  await preflight(() => core.listNode({ limit: 1 }), { verb: 'list', resource: 'nodes' });
+  await preflight(() => core.listNamespacedPod({ namespace: ns, labelSelector: selector, limit: 1 }), {
+    verb: 'list',
+    resource: 'pods',
+    namespace: ns,
+  });
+  await preflight(() => apps.listNamespacedDeployment({ namespace: ns, labelSelector: selector, limit: 1 }), {
+    verb: 'list',
+    resource: 'deployments.apps',
+    namespace: ns,
+  });
   const nodes = await watchList<V1Node>('/api/v1/nodes', () => core.listNode({}), {
     verb: 'list',
     resource: 'nodes',

@@ -34,7 +34,9 @@ export function apiStatus(e: unknown): { code: number; message: string } | undef
   ) {
     message = body.message;
   }
-  return { code: e.code, message: message ?? messageOf(e) };
+  // Without a Status body the library's message is `HTTP-Code: 401\nMessage: Unauthorized\n…`.
+  message ??= /^Message: (.*)$/m.exec(messageOf(e))?.[1] ?? messageOf(e);
+  return { code: e.code, message };
 }
 
 export function kubeError(e: unknown, action: KubeAction): LlmgwError {
