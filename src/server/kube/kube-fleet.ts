@@ -71,6 +71,8 @@ export class KubeFleet implements FleetDelegate {
   readonly #problems = new Map<string, string>();
   /** Rolling restarts asked for, by workload name: the template annotation to write. */
   readonly #restarts = new Map<string, string>();
+  /** Models whose Secret holds their key, as last read or written here. */
+  readonly #secretsOk = new Set<string>();
   #wanted = new Map<string, Wanted>();
   #running: Promise<void> | undefined;
   #again = false;
@@ -92,7 +94,12 @@ export class KubeFleet implements FleetDelegate {
     });
     this.#o.leader?.onChange(() => this.poke());
     await this.reconcile();
-    this.#timer = setInterval(() => this.poke(), this.#o.intervalMs ?? 10_000);
+    let beats = 0;
+    this.#timer = setInterval(() => {
+      // Now and then the Secrets are read again: one deleted by hand is made again.
+      if (++beats % 6 === 0) this.#secretsOk.clear();
+      this.poke();
+    }, this.#o.intervalMs ?? 10_000);
     this.#timer.unref();
   }
 
@@ -163,6 +170,7 @@ export class KubeFleet implements FleetDelegate {
         if (this.#problems.get(spec.name) !== message)
           this.#o.logger.warn({ model: spec.name, err: message }, 'could not write the model to Kubernetes');
         this.#problems.set(spec.name, message);
+        this.#secretsOk.delete(spec.name);
       }
     }
     this.#wanted = wanted;
@@ -177,6 +185,7 @@ export class KubeFleet implements FleetDelegate {
       if (model !== undefined && !models.has(model)) {
         await cluster.remove('Secret', secretName(model));
         this.#keys.delete(model);
+        this.#secretsOk.delete(model);
       }
     }
   }
@@ -219,11 +228,15 @@ export class KubeFleet implements FleetDelegate {
         };
       }
     }
-    const key = await this.#keyOf(spec.name);
-    const secret = await this.#o.cluster.readSecret(secretName(spec.name));
-    const stored = secret?.data?.[engineKeySecretKey];
-    if (stored === undefined || Buffer.from(stored, 'base64').toString('utf8') !== key)
-      await this.#o.cluster.apply(engineKeySecret(spec.name, pods.namespace, key));
+    // The Secret is read once a minute per model (and after a failed pass): not on every pass.
+    if (!this.#secretsOk.has(spec.name)) {
+      const key = await this.#keyOf(spec.name);
+      const secret = await this.#o.cluster.readSecret(secretName(spec.name));
+      const stored = secret?.data?.[engineKeySecretKey];
+      if (stored === undefined || Buffer.from(stored, 'base64').toString('utf8') !== key)
+        await this.#o.cluster.apply(engineKeySecret(spec.name, pods.namespace, key));
+      this.#secretsOk.add(spec.name);
+    }
     const same =
       current !== undefined &&
       current.kind === workload.kind &&
