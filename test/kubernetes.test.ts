@@ -236,6 +236,10 @@ describe('Kubernetes mode', () => {
     expect(r.stderr).toBe('');
     expect(r.stdout).toMatch(/gpu-1\s.*h100-80g/);
     expect(r.stdout).toMatch(/mig-1\s.*a100-80g-mig-3g\.40gb/);
+    // The planner sees the cluster's classes as it sees agents' nodes.
+    const plan = await llmgw(['ctl', 'plan', 'chat'], { LLMGW_SERVER: t.url, LLMGW_KEY: t.adminKey });
+    expect(plan.stderr).toBe('');
+    expect(plan.stdout).toMatch(/h100\s+vllm\s+h100-80g\s+1\s+yes/);
     const status = await api(t.url, t.adminKey, 'GET', '/status');
     expect(status.body.nodes).toMatchObject({ total: 3, ready: 3 });
     expect(status.body.devices).toContainEqual(expect.objectContaining({ class: 'h100-80g', total: 4 }));
