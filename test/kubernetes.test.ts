@@ -288,6 +288,21 @@ describe('Kubernetes mode', () => {
     );
   });
 
+  it('keeps watching after the API server ends its watches and forgets old versions', async () => {
+    kube.compact();
+    kube.dropWatches();
+    const r = await api(t.url, t.adminKey, 'POST', '/models/chat/scale', { replicas: 1 });
+    expect(r.status).toBe(200);
+    // The pods' informer lists again (410 Gone) and sees the Deployment's pods go.
+    await until(
+      'chat down to one replica',
+      async () =>
+        (await replicas('chat')).filter((x) => x.retiring !== true).length === 1 ? true : undefined,
+      15_000,
+    );
+    expect(kube.watchStats.gone).toBeGreaterThan(0);
+  }, 20_000);
+
   it('deletes the objects of a model removed from the catalog', async () => {
     expect((await api(t.url, t.adminKey, 'DELETE', '/models/mig')).status).toBe(200);
     await kube.waitFor(() => kube.get('Deployment', ns, 'llmgw-mig-mig') === undefined, 15_000);
