@@ -231,6 +231,22 @@ describe('Kubernetes mode', () => {
     expect(lws.spec.replicas).toBe(1);
   });
 
+  it('replaces the Deployment by a LeaderWorkerSet when the profile comes to span nodes', async () => {
+    const grow = (nodes: number) => ({
+      name: 'grow',
+      source: 'hf://org/repo',
+      replicas: 0,
+      profiles: [{ name: 'p', engine: 'vllm', gpu_class: 'h100-80g', gpus_per_node: 1, pp: nodes, nodes }],
+    });
+    await addModel(grow(1));
+    await kube.waitFor(() => kube.get('Deployment', ns, 'llmgw-grow-p'), 10_000);
+    const r = await api(t.url, t.adminKey, 'PUT', '/models/grow', grow(2));
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    await kube.waitFor(() => kube.get('LeaderWorkerSet', ns, 'llmgw-grow-p'), 10_000);
+    await kube.waitFor(() => kube.get('Deployment', ns, 'llmgw-grow-p') === undefined, 10_000);
+    expect((await api(t.url, t.adminKey, 'DELETE', '/models/grow')).status).toBe(200);
+  });
+
   it('shows the Kubernetes nodes in ctl nodes, with their classes', async () => {
     const r = await llmgw(['ctl', 'nodes'], { LLMGW_SERVER: t.url, LLMGW_KEY: t.adminKey });
     expect(r.stderr).toBe('');

@@ -10,8 +10,8 @@ import type {
 import { LlmgwError } from '../core/errors.js';
 
 import { apiStatus, kubeError } from './errors.js';
-import type { KNode, KPod, KSecret } from './kube-types.js';
-import type { LeaderWorkerSet, Workload } from './manifests.js';
+import type { KDeployment, KNode, KPod, KSecret } from './kube-types.js';
+import { lwsApiVersion, type LeaderWorkerSet, type Workload } from './manifests.js';
 import { managedBy } from './names.js';
 
 /**
@@ -161,7 +161,7 @@ export async function connectCluster(c: KubeConnection): Promise<KubeCluster> {
     { verb: 'list', resource: 'pods', namespace: ns },
     selector,
   );
-  const deployments = await watchList<V1Deployment>(
+  const deployments = await watchList<KDeployment>(
     `/apis/apps/v1/namespaces/${ns}/deployments`,
     () => apps.listNamespacedDeployment({ namespace: ns, labelSelector: selector }),
     { verb: 'list', resource: 'deployments.apps', namespace: ns },
@@ -199,7 +199,15 @@ export async function connectCluster(c: KubeConnection): Promise<KubeCluster> {
   return {
     nodes: () => nodes.list(),
     pods: () => pods.list(),
-    workloads: () => [...deployments.list(), ...(sets?.list() ?? [])],
+    // Items of a list carry no kind (only watch events do): each informer's are stamped with theirs.
+    workloads: (): Workload[] => [
+      ...deployments.list().map((d): Workload => ({ ...d, apiVersion: 'apps/v1', kind: 'Deployment' })),
+      ...(sets?.list() ?? []).map((l): Workload => ({
+        ...l,
+        apiVersion: lwsApiVersion,
+        kind: 'LeaderWorkerSet',
+      })),
+    ],
     leaderWorkerSets: sets !== undefined,
     onChange: (l) => listeners.push(l),
 

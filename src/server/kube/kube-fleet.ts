@@ -146,7 +146,8 @@ export class KubeFleet implements FleetDelegate {
     const nodes = cluster.nodes();
     const products = productsByClass(nodes.map((n) => ({ labels: n.metadata?.labels })));
     const offered = new Set(nodes.flatMap((n) => offersOf(n).map((o) => o.class)));
-    const existing = new Map(cluster.workloads().map((w) => [w.metadata?.name ?? '', w]));
+    const workloads = cluster.workloads();
+    const existing = new Map(workloads.map((w) => [w.metadata?.name ?? '', w]));
     const wanted = new Map<string, Wanted>();
     const keep = new Set<string>();
     for (const spec of specs) {
@@ -155,10 +156,13 @@ export class KubeFleet implements FleetDelegate {
       const w: Wanted = { spec, profile, replicas };
       wanted.set(spec.name, w);
       const name = workloadName(spec.name, profile.name);
-      keep.add(name);
+      // By kind too: a profile that came to span nodes leaves its Deployment for a LeaderWorkerSet.
+      const kind = profile.nodes > 1 ? 'LeaderWorkerSet' : 'Deployment';
+      keep.add(`${kind}/${name}`);
       if (!this.#leads) continue;
       try {
-        await this.#write(w, existing.get(name), {
+        const current = existing.get(name);
+        await this.#write(w, current?.kind === kind ? current : undefined, {
           origin: origins.get(spec.name),
           pods: podSettings,
           llamaParallel,
@@ -176,9 +180,10 @@ export class KubeFleet implements FleetDelegate {
     this.#wanted = wanted;
     if (!this.#leads) return;
     const models = new Set(specs.map((s) => s.name));
-    for (const [name, w] of existing) {
-      if (keep.has(name)) continue;
+    for (const w of workloads) {
+      const name = w.metadata?.name ?? '';
       const kind = w.kind === 'LeaderWorkerSet' ? 'LeaderWorkerSet' : 'Deployment';
+      if (keep.has(`${kind}/${name}`)) continue;
       this.#o.logger.info({ object: `${kind}/${name}` }, 'deleting what the catalog no longer wants');
       await cluster.remove(kind, name);
       const model = w.metadata?.annotations?.[modelNameAnnotation];
