@@ -165,6 +165,15 @@ describe('workloadOf: MIG, CPU, llama.cpp, downloads', () => {
     expect(c?.env?.some((e) => e.name === 'CUDA_VISIBLE_DEVICES')).toBe(false);
   });
 
+  it('passes a key SGLang takes on its command line through the environment variable', () => {
+    const d = workloadOf(input(profile({ engine: 'sglang', name: 'sg' }))) as KDeployment;
+    const c = d.spec?.template.spec?.containers[0];
+    expect(c?.command).toEqual(['python3']);
+    const args = c?.args ?? [];
+    expect(args[args.indexOf('--api-key') + 1]).toBe('$(LLMGW_ENGINE_KEY)');
+    expect(JSON.stringify(d)).not.toContain('llmgw-engine-key\\u0000');
+  });
+
   it('downloads into an emptyDir with the downloader image when no PVC is given', () => {
     const s = {
       ...settings,
