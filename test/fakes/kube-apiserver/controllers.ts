@@ -110,6 +110,8 @@ export class Controllers {
   #pods = new Map<string, PodRuntime>();
   #unsubscribe: () => void;
   #failedMessages = new Map<string, string>();
+  /** Leaders (by uid) whose group has had all its pods. */
+  #fullGroups = new Set<string>();
   #podIp = 0;
 
   readonly reg: Registry;
@@ -475,7 +477,9 @@ export class Controllers {
             deleteObject(this.reg, this.hooks, { rt: POD, namespace: ns, name: p.metadata.name });
         continue;
       }
-      if (recreate && !leader && members.length > 0) {
+      // A worker gone from a group that had all its pods: RecreateGroupOnPodRestart restarts the group.
+      const workersGone = leader && this.#fullGroups.has(leader.metadata.uid) && members.length < size;
+      if (recreate && ((!leader && members.length > 0) || workersGone)) {
         for (const p of members)
           deleteObject(this.reg, this.hooks, { rt: POD, namespace: ns, name: p.metadata.name });
         continue;
@@ -530,6 +534,8 @@ export class Controllers {
       const now_ = this.reg
         .list(POD, ns)
         .filter((p) => ownedBy(p, l.metadata.uid) && groupOf(p) === i && isActive(p));
+      const leaderNow_ = now_.find((p) => p.metadata.name === leaderName);
+      if (leaderNow_ && now_.length === size) this.#fullGroups.add(leaderNow_.metadata.uid);
       if (now_.some((p) => p.metadata.name === leaderName)) groups++;
       if (now_.length === size && now_.every(isReady)) readyGroups++;
     }

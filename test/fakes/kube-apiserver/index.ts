@@ -34,8 +34,19 @@
  *     resourceVersion: string                       the current global resourceVersion
  *     close(): Promise<void>                        ends watches, stops pods (hooks' stop), closes the port
  *
- *   validateObject(obj: unknown): Problem[]   what the server would refuse ({field, message, decoding?}); [] = valid
+ *   validateObject(obj: unknown): Problem[]   what the server would refuse ({field, message, decoding?}); [] = valid.
+ *     For a chart's rendered documents: decoding problems (unknown field, wrong type) are what the server answers
+ *     400 "strict decoding error" with fieldValidation=Strict; the others are its 422 Invalid causes.
  *   parseQuantity(q): number | undefined;  RESOURCES, resourceByKind;  types KubeObject, NodeSpec, RunningPod, KubeletHook
+ *
+ * Things a client meets as on a real cluster:
+ *   - kubeconfig() sets insecure-skip-tls-verify (client-node refuses plain http otherwise).
+ *   - client-node's typed APIs drop fields their models lack before sending; unknown fields reach the server
+ *     only through raw JSON, CustomObjectsApi and server-side apply (500 "field not declared in schema").
+ *   - Namespaced objects need their namespace (404 `namespaces "x" not found`); pods are deleted gracefully
+ *     (deletionTimestamp, then the hook's stop, then DELETED) unless gracePeriodSeconds=0 or unscheduled.
+ *   - A rollout that cannot surge (no room for the new pod) waits, as it does on a real cluster.
+ *   - Built-in kinds' list items carry no apiVersion/kind; watch events' objects do.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -60,6 +60,7 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
   beforeAll(async () => {
     k8s = await import('@kubernetes/client-node');
     kube = await startFakeKubeApiServer({
+      bookmarkIntervalMs: 100,
       nodes: [
         {
           name: 'gpu-a',
@@ -319,6 +320,103 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
     expect(lws.kind).toBe('LeaderWorkerSet');
   });
 
+  it('scales a LeaderWorkerSet through /scale and recreates a group that lost a pod', async () => {
+    const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    const lws = {
+      group: 'leaderworkerset.x-k8s.io',
+      version: 'v1',
+      namespace: 'default',
+      plural: 'leaderworkersets',
+      name: 'big-model',
+    };
+    await custom.patchNamespacedCustomObjectScale(
+      { ...lws, body: { spec: { replicas: 2 } } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
+    // Group 1 wants 2 GPUs the H100 node no longer has (the llm deployment holds both): its leader waits.
+    const pending = await kube.waitFor(() => {
+      const p = kube.get('Pod', 'default', 'big-model-1');
+      return p?.status?.conditions?.some((c: any) => c.reason === 'Unschedulable') && p;
+    });
+    expect(pending.metadata.labels).toMatchObject({
+      'leaderworkerset.sigs.k8s.io/group-index': '1',
+      'leaderworkerset.sigs.k8s.io/worker-index': '0',
+    });
+    const scale: any = await custom.getNamespacedCustomObjectScale(lws);
+    expect(scale).toMatchObject({
+      kind: 'Scale',
+      spec: { replicas: 2 },
+      status: {
+        selector: 'leaderworkerset.sigs.k8s.io/name=big-model,leaderworkerset.sigs.k8s.io/worker-index=0',
+      },
+    });
+    await custom.patchNamespacedCustomObjectScale(
+      { ...lws, body: { spec: { replicas: 1 } } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
+    await kube.waitFor(() => !kube.get('Pod', 'default', 'big-model-1'));
+    const worker = kube.get('Pod', 'default', 'big-model-0-1')!;
+    kube.deletePod('default', 'big-model-0-1', { gracePeriodSeconds: 0 });
+    const leader = kube.get('Pod', 'default', 'big-model-0')!;
+    await kube.waitFor(() => {
+      const l = kube.get('Pod', 'default', 'big-model-0');
+      const w = kube.get('Pod', 'default', 'big-model-0-1');
+      return l && w && l.metadata.uid !== leader.metadata.uid && w.metadata.uid !== worker.metadata.uid;
+    });
+  });
+
+  it('watches with selectors and bookmarks over plain HTTP, and cascades a deployment deletion', async () => {
+    const ac = new AbortController();
+    const res = await fetch(
+      `${kube.url}/api/v1/namespaces/default/events?watch=true&allowWatchBookmarks=true&fieldSelector=involvedObject.name=sel-1,reason=Scheduled&resourceVersion=${kube.resourceVersion}`,
+      { headers: { authorization: `Bearer ${kube.token!}` }, signal: ac.signal },
+    );
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    await core.createNamespacedPod({
+      namespace: 'default',
+      body: { metadata: { name: 'sel-1' }, spec: { containers: [{ name: 'c', image: 'x:1' }] } },
+    });
+    let text = '';
+    while (!text.includes('BOOKMARK')) text += (await reader.read()).value ?? '';
+    const events = text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(events[0]).toMatchObject({
+      type: 'ADDED',
+      object: { kind: 'Event', reason: 'Scheduled', involvedObject: { name: 'sel-1' } },
+    });
+    expect(events.at(-1)).toMatchObject({
+      type: 'BOOKMARK',
+      object: { kind: 'Event', metadata: { resourceVersion: expect.any(String) } },
+    });
+    ac.abort();
+
+    kube.setPodReady('default', 'sel-1', false);
+    expect(
+      kube.get('Pod', 'default', 'sel-1')!.status.conditions.find((c: any) => c.type === 'Ready').status,
+    ).toBe('False');
+
+    const apps = kc.makeApiClient(k8s.AppsV1Api);
+    const out = await apps.deleteNamespacedDeployment({
+      namespace: 'default',
+      name: 'mig',
+      propagationPolicy: 'Foreground',
+    });
+    expect(out).toMatchObject({
+      kind: 'Status',
+      status: 'Success',
+      details: { name: 'mig', group: 'apps', kind: 'deployments' },
+    });
+    await kube.waitFor(
+      () => !kube.objects('Pod', 'default').some((p) => p.metadata.labels?.['app'] === 'mig'),
+    );
+    expect(kube.objects('ReplicaSet', 'default').filter((r) => r.metadata.name.startsWith('mig-'))).toEqual(
+      [],
+    );
+  });
+
   it('patches with server-side apply and merge patch, and refuses a stale update with 409 Conflict', async () => {
     const apps = kc.makeApiClient(k8s.AppsV1Api);
     const body = deployment('applied', 0);
@@ -342,7 +440,108 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
     );
   });
 
-  it('refuses invalid names and missing tokens', async () => {
+  it('refuses what the real server refuses, in its words', async () => {
+    const post = (path: string, body: unknown, init: RequestInit = {}) =>
+      fetch(`${kube.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${kube.token!}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        ...init,
+      });
+    // Typed client-node APIs drop unknown fields before sending; raw JSON and custom objects keep them.
+    const typo = await post(
+      '/apis/apps/v1/namespaces/default/deployments?fieldValidation=Strict',
+      deployment('typo', 1, { imagePullPolcy: 'Always' }),
+    );
+    expect(typo.status).toBe(400);
+    expect(await typo.json()).toMatchObject({
+      kind: 'Status',
+      reason: 'BadRequest',
+      message:
+        'Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.template.spec.containers[0].imagePullPolcy"',
+    });
+    // fieldValidation=Ignore drops the field, as the decoder does.
+    const ignored = await post(
+      '/apis/apps/v1/namespaces/default/deployments?fieldValidation=Ignore',
+      deployment('typo', 0, { imagePullPolcy: 'Always' }),
+    );
+    expect(ignored.status).toBe(201);
+    expect(((await ignored.json()) as any).spec.template.spec.containers[0]).not.toHaveProperty(
+      'imagePullPolcy',
+    );
+
+    const apps = kc.makeApiClient(k8s.AppsV1Api);
+    const apply = await apps
+      .patchNamespacedDeployment(
+        {
+          namespace: 'default',
+          name: 'typo2',
+          body: deployment('typo2', 0, { imagePullPolcy: 'Always' }),
+          fieldManager: 'llmgw',
+        },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.ServerSideApply),
+      )
+      .catch((e: unknown) => e);
+    expect(status(apply).message).toBe(
+      'failed to create typed patch object (default/typo2; apps/v1, Kind=Deployment): .spec.template.spec.containers[0].imagePullPolcy: field not declared in schema',
+    );
+
+    const mismatched = deployment('mismatch', 1);
+    mismatched.spec.selector.matchLabels.app = 'other';
+    const invalid = await apps
+      .createNamespacedDeployment({ namespace: 'default', body: mismatched as any })
+      .catch((e: unknown) => e);
+    expect((invalid as any).code).toBe(422);
+    expect(status(invalid)).toMatchObject({
+      reason: 'Invalid',
+      message:
+        'Deployment.apps "mismatch" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{"app":"mismatch"}: `selector` does not match template `labels`',
+      details: { causes: [{ reason: 'FieldValueInvalid', field: 'spec.template.metadata.labels' }] },
+    });
+
+    const moved = await apps
+      .patchNamespacedDeployment(
+        {
+          namespace: 'default',
+          name: 'typo',
+          body: {
+            spec: {
+              selector: { matchLabels: { app: 'x' } },
+              template: { metadata: { labels: { app: 'x' } } },
+            },
+          },
+        },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      )
+      .catch((e: unknown) => e);
+    expect(status(moved).message).toBe(
+      'Deployment.apps "typo" is invalid: spec.selector: Invalid value: {"matchLabels":{"app":"x"}}: field is immutable',
+    );
+
+    const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    const lwsTypo = await custom
+      .createNamespacedCustomObject({
+        group: 'leaderworkerset.x-k8s.io',
+        version: 'v1',
+        namespace: 'default',
+        plural: 'leaderworkersets',
+        body: {
+          apiVersion: 'leaderworkerset.x-k8s.io/v1',
+          kind: 'LeaderWorkerSet',
+          metadata: { name: 'x' },
+          spec: { leaderWorkerTemplate: { size: 2, workerTemplates: {} } },
+        },
+      })
+      .catch((e: unknown) => e);
+    expect(lwsTypo.code).toBe(400);
+    expect(status(lwsTypo).message).toBe(
+      'LeaderWorkerSet in version "v1" cannot be handled as a LeaderWorkerSet: strict decoding error: unknown field "spec.leaderWorkerTemplate.workerTemplates"',
+    );
+
+    const noNs = await post('/api/v1/namespaces/nowhere/secrets', { metadata: { name: 's' } });
+    expect(noNs.status).toBe(404);
+    expect(((await noNs.json()) as any).message).toBe('namespaces "nowhere" not found');
+
     expect(validateObject({ ...deployment('Bad_Name', 1) })).toEqual([
       expect.objectContaining({
         field: 'metadata.name',
@@ -356,6 +555,18 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
       reason: 'Unauthorized',
       code: 401,
       message: 'Unauthorized',
+    });
+    const gone = await fetch(`${kube.url}/api/v1/pods?watch=true&resourceVersion=1`, {
+      headers: { authorization: `Bearer ${kube.token!}` },
+    });
+    expect(JSON.parse(await gone.text())).toMatchObject({
+      type: 'ERROR',
+      object: {
+        kind: 'Status',
+        code: 410,
+        reason: 'Expired',
+        message: expect.stringMatching(/^too old resource version: 1 \(\d+\)$/),
+      },
     });
   });
 });

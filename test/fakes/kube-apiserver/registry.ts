@@ -67,6 +67,8 @@ export interface WriteOptions {
   dryRun?: boolean;
   /** fieldValidation=Strict: unknown fields are refused. */
   strict?: boolean;
+  /** A control loop's own write (a Binding, a status): not validated again. */
+  internal?: boolean;
 }
 
 const ALNUM = 'bcdfghjklmnpqrstvwxz2456789'; // the apiserver's name generator alphabet (no vowels)
@@ -237,7 +239,7 @@ export class Registry {
         if (old.status === undefined) delete obj.status;
         else obj.status = structuredClone(old.status);
       }
-      this.validate(rt, obj, { strict: opts.strict ?? false, old });
+      if (!opts.internal) this.validate(rt, obj, { strict: opts.strict ?? false, old });
     }
     const m = obj.metadata;
     m.name = old.metadata.name;
@@ -270,7 +272,7 @@ export class Registry {
     if (!cur) return undefined;
     const copy = structuredClone(cur);
     fn(copy);
-    return this.update(rt, copy, { namespace: ns, name, subresource });
+    return this.update(rt, copy, { namespace: ns, name, subresource, internal: true });
   }
 
   /** Removes the object now (its DELETED event carries the last state with a new resourceVersion). */

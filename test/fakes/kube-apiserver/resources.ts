@@ -44,7 +44,7 @@ const grouped = (
 export const RESOURCES: readonly ResourceType[] = [
   core('namespaces', 'Namespace', false, ['status']),
   core('nodes', 'Node', false, ['status']),
-  core('pods', 'Pod', true, ['status', 'log']),
+  core('pods', 'Pod', true, ['status', 'log', 'binding']),
   core('secrets', 'Secret', true),
   core('configmaps', 'ConfigMap', true),
   core('services', 'Service', true, ['status']),

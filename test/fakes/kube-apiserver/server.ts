@@ -388,6 +388,36 @@ export class HttpFront {
       this.#watch(res, rt, namespace, q);
       return;
     }
+    if (subresource === 'binding') {
+      if (method !== 'POST')
+        throw methodNotAllowed('the server does not allow this method on the requested resource');
+      const binding = parseJson(await readBody(req), 'Object cannot be handled') as {
+        target?: { name?: string };
+      };
+      const pod = this.reg.mustGet(rt, namespace, name);
+      const node = binding.target?.name;
+      if (!node)
+        throw invalid({ ...rt, kind: 'Binding' }, name, [
+          { reason: 'FieldValueRequired', message: 'Required value', field: 'target.name' },
+        ]);
+      if (pod.spec?.nodeName) {
+        throw new ApiError({
+          kind: 'Status',
+          apiVersion: 'v1',
+          metadata: {},
+          status: 'Failure',
+          message: `Operation cannot be fulfilled on pods/binding "${name}": pod ${name} is already assigned to node "${String(pod.spec.nodeName)}"`,
+          reason: 'Conflict',
+          details: { name, kind: 'pods/binding' },
+          code: 409,
+        });
+      }
+      this.reg.mutate(rt, namespace, name, (p) => {
+        p.spec.nodeName = node;
+      });
+      this.#send(res, 201, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', code: 201 });
+      return;
+    }
     if (subresource === 'log') {
       const pod = this.reg.mustGet(rt, namespace, name);
       res.writeHead(200, { 'content-type': 'text/plain' });
@@ -516,10 +546,12 @@ export class HttpFront {
           `the name of the object (${obj.metadata.name}) does not match the name on the URL (${name})`,
         );
       }
-      const created = this.reg.create(
-        rt,
-        { ...obj, metadata: { ...obj.metadata, name } },
-        { namespace, strict: true, dryRun: p.dryRun },
+      const created = this.#applying(true, { rt, namespace, obj }, () =>
+        this.reg.create(
+          rt,
+          { ...obj, metadata: { ...obj.metadata, name } },
+          { namespace, strict: true, dryRun: p.dryRun },
+        ),
       );
       this.#send(res, 201, created);
       return;
@@ -575,14 +607,41 @@ export class HttpFront {
       return;
     }
     const sub = p.subresource === 'status' ? 'status' : '';
-    const updated = this.reg.update(rt, next, {
-      namespace,
-      name,
-      subresource: sub,
-      strict: p.strict || isApply,
-      dryRun: p.dryRun,
-    });
+    const updated = this.#applying(isApply, { rt, namespace, obj: next }, () =>
+      this.reg.update(rt, next, {
+        namespace,
+        name,
+        subresource: sub,
+        strict: p.strict || isApply,
+        dryRun: p.dryRun,
+      }),
+    );
     this.#send(res, 200, updated);
+  }
+
+  /** Server-side apply reports fields the schema lacks in its own words (structured-merge-diff's). */
+  #applying(
+    isApply: boolean,
+    target: { rt: ResourceType; namespace?: string; obj: KubeObject },
+    write: () => KubeObject,
+  ): KubeObject {
+    const { rt, namespace, obj } = target;
+    try {
+      return write();
+    } catch (e) {
+      const m =
+        e instanceof ApiError ? /strict decoding error: unknown field "([^"]+)"/.exec(e.message) : null;
+      if (!isApply || !m) throw e;
+      const ns = obj.metadata.namespace ?? namespace ?? '';
+      throw new ApiError({
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Failure',
+        message: `failed to create typed patch object (${ns}/${obj.metadata.name}; ${apiVersionOf(rt)}, Kind=${rt.kind}): .${m[1]!}: field not declared in schema`,
+        code: 500,
+      });
+    }
   }
 
   #selectors(rt: ResourceType, q: URLSearchParams): { labels: Requirement[]; fields: FieldRequirement[] } {

@@ -17,6 +17,8 @@ export interface Problem {
   /** Decoding problems (unknown field, wrong type) are 400s; the rest are 422 Invalid. */
   decoding?: boolean;
   reason?: string;
+  /** Where an unknown field sits, for pruning it when the request does not ask for strictness. */
+  path?: PropertyKey[];
 }
 
 // Kinds whose names must be DNS-1123 labels (the rest take subdomains, RBAC takes path segments).
@@ -103,9 +105,124 @@ export function problemsOf(rt: ResourceType, obj: KubeObject, strict: boolean): 
   return strict ? all : all.filter((p) => !(p.decoding && p.message === 'unknown field'));
 }
 
-/** The registry's validator: throws the Status the real server returns. */
-export function validateForServer(rt: ResourceType, obj: KubeObject, opts: { strict: boolean }) {
-  const problems = problemsOf(rt, obj, opts.strict);
+function prune(obj: KubeObject, path: PropertyKey[]) {
+  let cur: unknown = obj;
+  for (const k of path.slice(0, -1)) cur = (cur as Record<PropertyKey, unknown> | undefined)?.[k];
+  if (cur && typeof cur === 'object') Reflect.deleteProperty(cur, path[path.length - 1]!);
+}
+
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+
+/** What an update may not change, with the real validators' messages. */
+export function immutableProblems(rt: ResourceType, obj: KubeObject, old: KubeObject): Problem[] {
+  const out: Problem[] = [];
+  const spec = obj.spec ?? {};
+  const was = old.spec ?? {};
+  switch (rt.kind) {
+    case 'Deployment':
+    case 'ReplicaSet':
+    case 'StatefulSet':
+    case 'LeaderWorkerSet':
+      if (rt.kind !== 'LeaderWorkerSet' && !sameJson(spec.selector, was.selector)) {
+        out.push({
+          field: 'spec.selector',
+          message: `Invalid value: ${JSON.stringify(spec.selector)}: field is immutable`,
+        });
+      }
+      if (rt.kind === 'StatefulSet') {
+        const mutable = [
+          'replicas',
+          'ordinals',
+          'template',
+          'updateStrategy',
+          'revisionHistoryLimit',
+          'persistentVolumeClaimRetentionPolicy',
+          'minReadySeconds',
+        ];
+        const strip = (s: Record<string, unknown>) =>
+          Object.fromEntries(Object.entries(s).filter(([k]) => !mutable.includes(k)));
+        if (!sameJson(strip(spec), strip(was))) {
+          out.push({
+            field: 'spec',
+            message:
+              "Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+          });
+        }
+      }
+      if (
+        rt.kind === 'LeaderWorkerSet' &&
+        spec.leaderWorkerTemplate?.size !== was.leaderWorkerTemplate?.size
+      ) {
+        out.push({
+          field: 'spec.leaderWorkerTemplate.size',
+          message: `Invalid value: ${String(spec.leaderWorkerTemplate?.size)}: field is immutable`,
+        });
+      }
+      break;
+    case 'Pod': {
+      // Only images, activeDeadlineSeconds and added tolerations may change (nodeName only through a Binding).
+      const strip = (s: any) => ({
+        ...s,
+        containers: (s.containers ?? []).map((c: any) => ({ ...c, image: undefined })),
+        initContainers: (s.initContainers ?? []).map((c: any) => ({ ...c, image: undefined })),
+        activeDeadlineSeconds: undefined,
+        tolerations: undefined,
+      });
+      if (!sameJson(strip(spec), strip(was))) {
+        out.push({
+          field: 'spec',
+          message:
+            'Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)',
+        });
+      }
+      break;
+    }
+    case 'Secret':
+    case 'ConfigMap':
+      if (old['immutable'] === true && (!sameJson(obj['data'], old['data']) || obj['immutable'] !== true)) {
+        out.push({ field: 'data', message: 'Forbidden: field is immutable when `immutable` is set' });
+      }
+      break;
+    case 'Service':
+      if (was.clusterIP && spec.clusterIP && spec.clusterIP !== was.clusterIP) {
+        out.push({
+          field: 'spec.clusterIPs[0]',
+          message: `Invalid value: []string{"${String(spec.clusterIP)}"}: may not change once set`,
+        });
+      }
+      break;
+    case 'PersistentVolumeClaim': {
+      const strip = (s: any) => ({ ...s, resources: undefined, volumeName: undefined });
+      if (!sameJson(strip(spec), strip(was))) {
+        out.push({
+          field: 'spec',
+          message:
+            'Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims',
+        });
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+/**
+ * The registry's validator: throws the Status the real server returns. Without fieldValidation=Strict,
+ * unknown fields are dropped, as the decoder does for Warn and Ignore.
+ */
+export function validateForServer(
+  rt: ResourceType,
+  obj: KubeObject,
+  opts: { strict: boolean; old?: KubeObject },
+) {
+  const all = problemsOf(rt, obj, true);
+  if (!opts.strict) {
+    for (const p of all) if (p.decoding && p.message === 'unknown field' && p.path) prune(obj, p.path);
+  }
+  const problems = [
+    ...(opts.strict ? all : all.filter((p) => !(p.decoding && p.message === 'unknown field'))),
+    ...(opts.old ? immutableProblems(rt, obj, opts.old) : []),
+  ];
   const decoding = problems.filter((p) => p.decoding);
   if (decoding.length > 0) {
     const kind = rt.kind;
@@ -117,9 +234,7 @@ export function validateForServer(rt: ResourceType, obj: KubeObject, opts: { str
       );
     }
     const p = decoding[0]!;
-    throw badRequest(
-      `${kind} in version "${rt.version}" cannot be handled as a ${kind}: json: ${p.message} (field ${p.field})`,
-    );
+    throw badRequest(`${kind} in version "${rt.version}" cannot be handled as a ${kind}: json: ${p.message}`);
   }
   if (problems.length > 0) {
     const causes: StatusCause[] = problems.map((p) => ({
@@ -129,7 +244,13 @@ export function validateForServer(rt: ResourceType, obj: KubeObject, opts: { str
           ? 'FieldValueRequired'
           : p.message.startsWith('Unsupported value')
             ? 'FieldValueNotSupported'
-            : 'FieldValueInvalid'),
+            : p.message.startsWith('Forbidden')
+              ? 'FieldValueForbidden'
+              : p.message.startsWith('Duplicate value')
+                ? 'FieldValueDuplicate'
+                : p.message.startsWith('Not found')
+                  ? 'FieldValueNotFound'
+                  : 'FieldValueInvalid'),
       message: p.message,
       field: p.field,
     }));
