@@ -229,6 +229,14 @@ describe('Kubernetes mode', () => {
     expect(lws.apiVersion).toBe('leaderworkerset.x-k8s.io/v1');
     expect(lws.spec.leaderWorkerTemplate.size).toBe(2);
     expect(lws.spec.replicas).toBe(1);
+    // Its group is one replica, named for its leader's pod, each pod a shard.
+    const group = await until(
+      'the group of big as one replica',
+      async () => (await replicas('big')).find((r) => r.id !== null && r.shards.length === 2),
+      10_000,
+    );
+    expect(group.id).toBe('llmgw-big-two-0');
+    expect(group.shards.map((s: { rank: number }) => s.rank)).toEqual([0, 1]);
   });
 
   it('replaces the Deployment by a LeaderWorkerSet when the profile comes to span nodes', async () => {
