@@ -224,7 +224,10 @@ export class KubeFleet implements FleetDelegate {
     });
     const name = workload.metadata?.name ?? '';
     // A rolling restart asked for here, or one made before (by llmgw or kubectl rollout restart), is kept.
-    const restartedAt = this.#restarts.get(name) ?? templateAnnotations(current)?.[restartedAtAnnotation];
+    const seen = templateAnnotations(current)?.[restartedAtAnnotation];
+    // Ours is kept until the informer shows it written; from then on the object's (a later kubectl rollout restart's) wins.
+    if (this.#restarts.get(name) === seen) this.#restarts.delete(name);
+    const restartedAt = this.#restarts.get(name) ?? seen;
     if (restartedAt !== undefined) {
       for (const t of templatesOf(workload)) {
         t.metadata = {
