@@ -16,7 +16,8 @@ export const layers = [
   ['config', 'engines', 'planner', 'protocol'],
   // Certificates and trust: under the store (which keeps the CA), the client and the parts that serve.
   ['tls'],
-  ['placement', 'store', 'client'],
+  // Kubernetes mode's objects and client: beside the store, under the server that drives them.
+  ['placement', 'store', 'client', 'kube'],
   ['auth'],
   ['server', 'agent', 'gateway'],
   ['cli'],

@@ -11,6 +11,7 @@ import {
   settingsSchema,
   type AgentSettings,
   type AutoscaleSettings,
+  type KubernetesSettings,
   type GatewaySettings,
   type HubSettings,
   type TlsSettings,
@@ -41,6 +42,8 @@ export interface Settings {
   readonly tls: Readonly<TlsSettings>;
   /** How autoscaled models are decided on. */
   readonly autoscale: Readonly<AutoscaleSettings>;
+  /** Kubernetes mode when present; `kubeconfig` is absolute when set. */
+  readonly kubernetes?: Readonly<KubernetesSettings>;
 }
 
 export interface SettingsSource {
@@ -190,6 +193,15 @@ export function parseSettings(
       ...(parsed.data.tls.key === undefined ? {} : { key: resolve(cwd, parsed.data.tls.key) }),
     },
     autoscale: parsed.data.autoscale,
+    ...(parsed.data.kubernetes === undefined
+      ? {}
+      : {
+          kubernetes: {
+            ...parsed.data.kubernetes,
+            kubeconfig:
+              parsed.data.kubernetes.kubeconfig === '' ? '' : resolve(cwd, parsed.data.kubernetes.kubeconfig),
+          },
+        }),
   });
   return {
     settings,

@@ -348,6 +348,38 @@ export const settingsSchema = z.strictObject({
         message: `tls.${given} is set without tls.${missing}: give both tls.cert and tls.key (PEM files), or neither to use the cluster's own CA`,
       });
     }),
+  /**
+   * Kubernetes mode: present, the control plane places replicas as Deployments (LeaderWorkerSets
+   * for multi-node profiles) in this namespace instead of through agents (docs/kubernetes.md).
+   */
+  kubernetes: z
+    .strictObject({
+      /** Where model objects are created. */
+      namespace: z
+        .string()
+        .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'a namespace name: lower case letters, digits and -')
+        .default('llmgw'),
+      /** Unset: the in-cluster service account, else KUBECONFIG or ~/.kube/config. */
+      kubeconfig: z.string().default(''),
+      /** A context of the kubeconfig; unset, its current one. */
+      context: z.string().default(''),
+      models: z
+        .strictObject({
+          /** A PersistentVolumeClaim holding the models (the Hugging Face cache layout), mounted read-only. */
+          pvc: z.string().default(''),
+          mount_path: z.string().startsWith('/', 'an absolute path, e.g. /models').default('/models'),
+          /** Without a PVC: the image of the init container that downloads the model into an emptyDir. */
+          downloader_image: z.string().default(''),
+        })
+        .prefault({}),
+      /** The RuntimeClass engines run with (e.g. nvidia); unset, the cluster's default. */
+      runtime_class: z.string().default(''),
+      /** The port engines listen on inside their pods. */
+      engine_port: z.int().min(1).max(65535).default(8000),
+      /** The ServiceAccount engine pods run as; unset, the namespace's default. */
+      service_account: z.string().default(''),
+    })
+    .optional(),
   // Each model is validated by the catalog's own rules, which give better messages than a nested schema.
   models: z.array(z.unknown()).default([]),
 });
@@ -361,3 +393,4 @@ export type GatewaySettings = RawSettings['gateway'];
 export type HubSettings = RawSettings['hub'];
 export type TlsSettings = RawSettings['tls'];
 export type AutoscaleSettings = RawSettings['autoscale'];
+export type KubernetesSettings = NonNullable<RawSettings['kubernetes']>;

@@ -18,6 +18,8 @@ import { agentChannelPath } from '../protocol/agent-protocol.js';
 import { messageOf } from '../core/errors.js';
 import { loadEngineKeys, prepareEngineKeys } from './fleet/engine-keys.js';
 import { Fleet } from './fleet/fleet.js';
+import { connectCluster } from '../kube/client.js';
+import { KubeFleet } from './kube/kube-fleet.js';
 import { Autoscaler } from './autoscale/autoscaler.js';
 import { BlobIndex } from './mirror/blob-index.js';
 import { Mirror, type MirrorOptions } from './mirror/mirror.js';
@@ -151,6 +153,9 @@ export class ControlPlane {
       fromEnv: options.engineKeySecret,
     });
     await prepareEngineKeys(store, keys);
+    // Kubernetes mode: the cluster is reached (and its informers synced) before anything else starts.
+    const kube = options.settings.settings.kubernetes;
+    const cluster = kube === undefined ? undefined : await connectCluster(kube);
     const origins: ModelOrigins = new ModelOrigins({
       store,
       hub: (): HubSettings => settings.current.settings.hub,
@@ -220,6 +225,25 @@ export class ControlPlane {
       ...(options.trafficStepMs === undefined ? {} : { stepMs: options.trafficStepMs }),
       onSample: () => events.publish('traffic'),
     });
+    const delegate =
+      cluster === undefined || kube === undefined
+        ? undefined
+        : new KubeFleet({
+            cluster,
+            catalog,
+            store,
+            keys,
+            logger: logger.child({ part: 'kubernetes' }),
+            settings: () => ({
+              // Read at start: a changed namespace or connection takes effect at the next start.
+              pods: kube,
+              llamaParallel: settings.current.settings.agent.engines.llamacpp.parallel,
+            }),
+            leader: leadership,
+            scaledReplicas: (spec) => autoscaler.countOf(spec),
+            events,
+          });
+    if (delegate !== undefined) registry.setExternal(() => delegate.nodeViews());
     const fleet = new Fleet({
       store,
       catalog,
@@ -233,6 +257,7 @@ export class ControlPlane {
       leader: leadership,
       controlPlaneId: id,
       scaledReplicas: (spec) => autoscaler.countOf(spec),
+      ...(delegate === undefined ? {} : { delegate }),
     });
     const autoscaler: Autoscaler = new Autoscaler({
       store,

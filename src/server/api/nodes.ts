@@ -50,7 +50,13 @@ export function nodeRoutes(deps: NodeDeps): Hono<ApiEnv> {
   });
 
   app.delete('/:name', adminOnly, async (c) => {
-    const removed = await deps.store.nodes.remove(c.req.param('name'), principalOf(c).name);
+    const name = c.req.param('name');
+    if (deps.registry.isExternal(name))
+      throw new LlmgwError(
+        'invalid_argument',
+        `node ${clientText(name)} is a Kubernetes node, which llmgw reads from the cluster: remove it there (kubectl drain ${clientText(name)}, then kubectl delete node ${clientText(name)})`,
+      );
+    const removed = await deps.store.nodes.remove(name, principalOf(c).name);
     deps.hub.disconnect(removed.id, 'the node was removed from the cluster');
     deps.registry.forget(removed.id);
     deps.events?.publish('nodes', { nodes: [removed.name] });

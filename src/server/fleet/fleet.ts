@@ -47,6 +47,7 @@ import {
 import type { RouteReplica, RouteTable } from '../../protocol/routes.js';
 import type { Catalog } from '../catalog.js';
 import type { LeaderView } from '../cluster/leadership.js';
+import type { FleetDelegate } from '../kube/delegate.js';
 import type { AgentHub, HubListener } from '../nodes/agent-hub.js';
 import type { NodeRegistry } from '../nodes/node-registry.js';
 import type { SettingsHolder } from '../settings-holder.js';
@@ -94,6 +95,11 @@ export interface FleetOptions {
   controlPlaneId?: string;
   /** An autoscaled model's count (the autoscaler's), run instead of its `replicas`; undefined for the others. */
   scaledReplicas?: (spec: ModelSpec) => number | undefined;
+  /**
+   * What places replicas instead of the agents (Kubernetes mode): replicas, routes and restarts
+   * are its; what only agents do (pulls, node caches, logs) is refused in its words.
+   */
+  delegate?: FleetDelegate;
 }
 
 /** What an agent last said of its shards, as control planes share it through the store. */
@@ -201,6 +207,11 @@ export class Fleet implements HubListener {
 
   async start(): Promise<void> {
     this.#o.hub.listen(this);
+    const delegate = this.#o.delegate;
+    if (delegate !== undefined) {
+      this.#o.settings.onChange(() => delegate.poke());
+      return delegate.start();
+    }
     this.#o.registry.onStateChange(() => this.poke());
     this.#o.registry.setUsage(() => this.devicesInUse());
     this.#o.settings.onChange(() => this.poke());
@@ -234,6 +245,7 @@ export class Fleet implements HubListener {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    if (this.#o.delegate !== undefined) return this.#o.delegate.stop();
     if (this.#timer !== undefined) clearInterval(this.#timer);
     for (const u of this.#unlisten.splice(0)) u();
     for (const done of this.#leaderPassed.splice(0)) done();
@@ -273,6 +285,10 @@ export class Fleet implements HubListener {
   /** Places again soon: the catalog, a node or a replica changed. Calls close together run once. */
   poke(): void {
     if (this.#stopped) return;
+    if (this.#o.delegate !== undefined) {
+      this.#o.delegate.poke();
+      return;
+    }
     if (this.#running !== undefined || this.#held > 0) {
       this.#again = true;
       return;
@@ -298,6 +314,7 @@ export class Fleet implements HubListener {
 
   /** Waits until a placement that was asked for has run (tests, and API calls that report its outcome). */
   async settled(): Promise<void> {
+    if (this.#o.delegate !== undefined) return this.#o.delegate.settled();
     while (this.#running !== undefined) await this.#running;
   }
 
@@ -307,6 +324,7 @@ export class Fleet implements HubListener {
    * connected here are told what their nodes should run.
    */
   async reconcile(): Promise<void> {
+    if (this.#o.delegate !== undefined) return this.#o.delegate.reconcile();
     if (!this.leads) return this.#follow();
     try {
       await this.#lead();
@@ -755,6 +773,7 @@ export class Fleet implements HubListener {
   // Views and control
 
   replicas(model?: string): ReplicaView[] {
+    if (this.#o.delegate !== undefined) return this.#o.delegate.replicas(model);
     const views = this.#o.registry.views();
     const out = this.#replicas
       .filter((r) => model === undefined || r.model === model)
@@ -779,6 +798,7 @@ export class Fleet implements HubListener {
   }
 
   replica(id: string): ReplicaView {
+    if (this.#o.delegate !== undefined) return this.#o.delegate.replica(id);
     const r = this.#replicas.find((x) => x.id === id);
     if (r === undefined)
       throw new LlmgwError('not_found', `no replica is named "${id}" (llmgw ctl replicas lists them)`);
@@ -790,6 +810,7 @@ export class Fleet implements HubListener {
    * its model's rollout (`restart of ID`), which says when the new one is ready or failed.
    */
   async restart(id: string, inPlace: boolean, actor: string): Promise<RestartResult> {
+    if (this.#o.delegate !== undefined) return this.#o.delegate.restart(id, inPlace, actor);
     const r = this.#replicas.find((x) => x.id === id);
     if (r === undefined)
       throw new LlmgwError('not_found', `no replica is named "${id}" (llmgw ctl replicas lists them)`);
@@ -851,6 +872,24 @@ export class Fleet implements HubListener {
     o: RollOptions,
     write: () => Promise<void>,
   ): Promise<RolloutView> {
+    const delegate = this.#o.delegate;
+    if (delegate !== undefined) {
+      // Kubernetes rolls a changed pod template itself (the Deployment's rolling update).
+      const started_at = new Date().toISOString();
+      await write();
+      await delegate.reconcile();
+      const total = delegate.replicas(model).length;
+      return {
+        model,
+        change: o.change,
+        mode: 'surge',
+        by: o.actor,
+        started_at,
+        state: 'rolling',
+        replaced: 0,
+        total,
+      };
+    }
     if (!o.inPlace) await this.#roomBeside(model, next);
     const started_at = new Date().toISOString();
     while (this.#running !== undefined) await this.#running;
@@ -914,6 +953,7 @@ export class Fleet implements HubListener {
 
   /** A model's latest rollout, with how many of its replicas run the change; undefined when it never had one. */
   async rollout(model: string): Promise<RolloutView | undefined> {
+    if (this.#o.delegate !== undefined) return undefined;
     const r = await this.#o.store.rollouts.get(model);
     if (r === undefined) return undefined;
     const spec = this.#specOf(model) ?? r.spec;
@@ -953,6 +993,7 @@ export class Fleet implements HubListener {
 
   /** What the gateway routes to: replicas that answer (ready, or degraded but serving), and every model of the catalog. */
   async routeTable(): Promise<RouteTable> {
+    if (this.#o.delegate !== undefined) return this.#o.delegate.routeTable();
     const views = this.#o.registry.views();
     const settings = this.#o.settings.current.settings;
     const replicas: RouteReplica[] = [];
@@ -1016,6 +1057,8 @@ export class Fleet implements HubListener {
       onLines: (lines: string[]) => void;
     },
   ): Promise<void> {
+    if (this.#o.delegate !== undefined)
+      return Promise.reject(new LlmgwError('not_implemented', this.#o.delegate.refusal('ctl logs')));
     const shard = this.#shards.find((s) => s.replica === id && s.rank === options.rank);
     if (shard === undefined) {
       const exists = this.#replicas.some((r) => r.id === id);
@@ -1079,6 +1122,8 @@ export class Fleet implements HubListener {
    * ones, else every ready node. Each reports its progress in `downloads` messages.
    */
   pull(model: string, origin: Origin, nodes: readonly string[] = []): PullStarted {
+    if (this.#o.delegate !== undefined)
+      throw new LlmgwError('not_implemented', this.#o.delegate.refusal('ctl model pull'));
     if (origin.kind === 'path')
       throw new LlmgwError(
         'invalid_argument',
@@ -1150,6 +1195,8 @@ export class Fleet implements HubListener {
 
   /** What each node's cache holds (the named one, else every connected node), asked of its agent. */
   async caches(node?: string, timeoutMs = 10_000): Promise<NodeCache[]> {
+    if (this.#o.delegate !== undefined)
+      throw new LlmgwError('not_implemented', this.#o.delegate.refusal("ctl cache of nodes' model files"));
     const views = this.#o.registry.views();
     const targets =
       node === undefined
@@ -1192,6 +1239,8 @@ export class Fleet implements HubListener {
    * model's engine uses are kept.
    */
   async purge(model: string, origin: Origin): Promise<string[]> {
+    // No agent keeps files in Kubernetes mode: a PVC is the operator's, an emptyDir goes with its pod.
+    if (this.#o.delegate !== undefined) return [];
     await this.settled();
     const sent: string[] = [];
     for (const v of this.#o.registry.views()) {

@@ -46,6 +46,8 @@ export class NodeRegistry {
   #lastFlush = 0;
   #lastReload = 0;
   #usage: () => Map<string, Set<number>> = () => new Map();
+  /** Nodes without an agent, read elsewhere (Kubernetes mode's nodes): shown read-only beside the others. */
+  #external: () => NodeView[] = () => [];
   /**
    * When this control plane began to listen for its nodes. A node's silence is only held
    * against it from then on: while the control plane was down it could not hear anyone.
@@ -76,6 +78,16 @@ export class NodeRegistry {
   /** Which devices replicas use, by node name (the fleet's placement). */
   setUsage(usage: () => Map<string, Set<number>>): void {
     this.#usage = usage;
+  }
+
+  /** Nodes known without an agent (Kubernetes mode): their views, each with its devices in use. */
+  setExternal(views: () => NodeView[]): void {
+    this.#external = views;
+  }
+
+  /** Whether a node is one of those (it is removed from its cluster, not from llmgw). */
+  isExternal(name: string): boolean {
+    return this.#external().some((v) => v.name === name);
   }
 
   onStateChange(listener: NodeListener): void {
@@ -177,18 +189,21 @@ export class NodeRegistry {
   }
 
   views(): NodeView[] {
-    return [...this.#nodes.values()].map((e) => this.#view(e)).sort((a, b) => a.name.localeCompare(b.name));
+    return [...[...this.#nodes.values()].map((e) => this.#view(e)), ...this.#external()].sort((a, b) =>
+      a.name.localeCompare(b.name),
+    );
   }
 
   view(name: string): NodeView | undefined {
     const e = [...this.#nodes.values()].find((x) => x.record.name === name);
-    return e === undefined ? undefined : this.#view(e);
+    return e === undefined ? this.#external().find((v) => v.name === name) : this.#view(e);
   }
 
   status(): ClusterStatus {
     const views = this.views();
     const classes = new Map<string, { total: number; used: number; other: number }>();
     const usage = this.#usage();
+    const external = new Set(this.#external().map((v) => v.name));
     let cpus = 0;
     let total = 0;
     let free = 0;
@@ -197,10 +212,16 @@ export class NodeRegistry {
       total += v.host.memory.total_mib;
       free += v.host.memory.free_mib;
       const inUse = usage.get(v.name);
+      // An external node says how many of each class its pods use, not which devices.
+      const usedLeft = external.has(v.name) ? { ...v.devices_in_use_by_class } : {};
       for (const d of v.devices) {
         const c = classes.get(d.class) ?? { total: 0, used: 0, other: 0 };
         c.total++;
-        if (inUse?.has(d.id) === true) c.used++;
+        const left = usedLeft[d.class] ?? 0;
+        if (left > 0) {
+          usedLeft[d.class] = left - 1;
+          c.used++;
+        } else if (inUse?.has(d.id) === true) c.used++;
         else if (d.processes.length > 0) c.other++;
         classes.set(d.class, c);
       }

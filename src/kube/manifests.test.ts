@@ -1,0 +1,250 @@
+import { describe, expect, it } from 'vitest';
+
+import type { ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
+import type { Origin } from '../models/origin.js';
+
+import type { KDeployment } from './kube-types.js';
+import {
+  affinityOf,
+  engineKeySecret,
+  productsByClass,
+  workloadOf,
+  type LeaderWorkerSet,
+  type PodSettings,
+  type WorkloadInput,
+} from './manifests.js';
+
+const profile = (p: Partial<ProfileSpec>): ProfileSpec => ({
+  name: 'h100',
+  engine: 'vllm',
+  gpu_class: 'h100-80g',
+  tp: 1,
+  pp: 1,
+  gpus_per_node: 1,
+  nodes: 1,
+  args: [],
+  env: {},
+  adapters: [],
+  ...p,
+});
+const model = (p: ProfileSpec): ModelSpec => ({
+  name: 'qwen',
+  source: 'hf:Qwen/Qwen3-8B',
+  replicas: 2,
+  profiles: [p],
+});
+const origin: Origin = {
+  source: 'hf:Qwen/Qwen3-8B',
+  kind: 'hf',
+  repo: 'Qwen/Qwen3-8B',
+  revision: 'main',
+  commit: 'a'.repeat(40),
+  files: [{ path: 'config.json', size: 10 }],
+};
+const settings: PodSettings = {
+  namespace: 'llmgw',
+  models: { pvc: 'models', mount_path: '/models', downloader_image: '' },
+  runtime_class: 'nvidia',
+  engine_port: 8000,
+  service_account: '',
+};
+const products = productsByClass([
+  { labels: { 'nvidia.com/gpu.product': 'NVIDIA-H100-80GB-HBM3', 'nvidia.com/gpu.memory': '81559' } },
+  { labels: { 'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB', 'nvidia.com/gpu.memory': '81920' } },
+]);
+const input = (p: ProfileSpec, o: Partial<WorkloadInput> = {}): WorkloadInput => ({
+  model: model(p),
+  profile: p,
+  origin,
+  replicas: 2,
+  settings,
+  llamaParallel: 4,
+  products,
+  ...o,
+});
+
+describe('workloadOf: a Deployment', () => {
+  const d = workloadOf(input(profile({ gpus_per_node: 2, tp: 2 }))) as KDeployment;
+  const pod = d.spec?.template.spec;
+  const engine = pod?.containers[0];
+
+  it('is named and labelled per the shared decision, with the count wanted', () => {
+    expect(d.kind).toBe('Deployment');
+    expect(d.metadata?.name).toBe('llmgw-qwen-h100');
+    expect(d.metadata?.labels).toEqual({
+      'app.kubernetes.io/managed-by': 'llmgw',
+      'llmgw.io/model': 'qwen',
+      'llmgw.io/profile': 'h100',
+    });
+    expect(d.metadata?.annotations?.['llmgw.io/spec-hash']).toMatch(/^[0-9a-f]{16}$/);
+    expect(d.spec?.replicas).toBe(2);
+    expect(d.spec?.selector.matchLabels).toEqual(d.metadata?.labels);
+  });
+
+  it('requests the cards and pins the class by GFD labels', () => {
+    expect(engine?.resources?.requests).toEqual({ 'nvidia.com/gpu': '2' });
+    expect(engine?.resources?.limits).toEqual({ 'nvidia.com/gpu': '2' });
+    expect(
+      pod?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms,
+    ).toEqual([
+      {
+        matchExpressions: [
+          { key: 'nvidia.com/gpu.product', operator: 'In', values: ['NVIDIA-H100-80GB-HBM3'] },
+          { key: 'nvidia.com/gpu.memory', operator: 'In', values: ['81559'] },
+        ],
+      },
+      { matchExpressions: [{ key: 'llmgw.io/gpu-class', operator: 'In', values: ['h100-80g'] }] },
+    ]);
+    expect(pod?.runtimeClassName).toBe('nvidia');
+  });
+
+  it('runs the engine module’s command, its key from the Secret', () => {
+    expect(engine?.image).toBe('vllm/vllm-openai:v0.21.0');
+    expect(engine?.command).toEqual(['vllm']);
+    expect(engine?.args?.slice(0, 6)).toEqual([
+      'serve',
+      `/models/models--Qwen--Qwen3-8B/snapshots/${'a'.repeat(40)}`,
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '8000',
+    ]);
+    expect(engine?.args).toContain('--tensor-parallel-size');
+    expect(engine?.env).toEqual([
+      {
+        name: 'LLMGW_ENGINE_KEY',
+        valueFrom: { secretKeyRef: { name: 'llmgw-qwen-engine-key', key: 'engine-key' } },
+      },
+      { name: 'VLLM_API_KEY', value: '$(LLMGW_ENGINE_KEY)' },
+    ]);
+    expect(engine?.readinessProbe?.httpGet).toEqual({ path: '/health', port: 'http' });
+  });
+
+  it('mounts the PVC read-only and /dev/shm in memory', () => {
+    expect(pod?.volumes).toEqual([
+      { name: 'shm', emptyDir: { medium: 'Memory' } },
+      { name: 'models', persistentVolumeClaim: { claimName: 'models', readOnly: true } },
+    ]);
+    expect(engine?.volumeMounts).toEqual([
+      { name: 'shm', mountPath: '/dev/shm' },
+      { name: 'models', mountPath: '/models', readOnly: true },
+    ]);
+  });
+
+  it('changes its hash with what runs, not with the count', () => {
+    const hash = (i: WorkloadInput) => workloadOf(i).metadata?.annotations?.['llmgw.io/spec-hash'];
+    const p = profile({});
+    expect(hash(input(p, { replicas: 5 }))).toBe(hash(input(p)));
+    expect(hash(input(profile({ args: ['--max-num-seqs', '8'] })))).not.toBe(hash(input(p)));
+  });
+});
+
+describe('workloadOf: MIG, CPU, llama.cpp, downloads', () => {
+  it('requests one MIG device of the class by its resource name', () => {
+    const d = workloadOf(input(profile({ gpu_class: 'a100-80g-mig-3g.40gb', name: 'mig' }))) as KDeployment;
+    const c = d.spec?.template.spec?.containers[0];
+    expect(c?.resources?.requests).toEqual({ 'nvidia.com/mig-3g.40gb': '1' });
+    expect(
+      d.spec?.template.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
+        ?.nodeSelectorTerms[0]?.matchExpressions?.[0]?.values,
+    ).toEqual(['NVIDIA-A100-SXM4-80GB']);
+  });
+
+  it('gives a CPU profile no GPU and no affinity', () => {
+    const p = profile({ engine: 'llamacpp', cpu: true, gpus_per_node: 0, name: 'cpu' });
+    delete p.gpu_class;
+    const gguf: Origin = { ...origin, files: [{ path: 'q4.gguf', size: 1 }] };
+    const d = workloadOf(input(p, { origin: gguf })) as KDeployment;
+    const c = d.spec?.template.spec?.containers[0];
+    expect(c?.resources).toBeUndefined();
+    expect(d.spec?.template.spec?.affinity).toBeUndefined();
+    expect(c?.image).toBe('ghcr.io/ggml-org/llama.cpp:server-b10587');
+    expect(c?.command).toEqual(['/app/llama-server']);
+    expect(c?.args).toContain(`/models/models--Qwen--Qwen3-8B/snapshots/${'a'.repeat(40)}/q4.gguf`);
+    expect(c?.env).toContainEqual({ name: 'LLAMA_API_KEY', value: '$(LLMGW_ENGINE_KEY)' });
+    expect(c?.env?.some((e) => e.name === 'CUDA_VISIBLE_DEVICES')).toBe(false);
+  });
+
+  it('passes a key SGLang takes on its command line through the environment variable', () => {
+    const d = workloadOf(input(profile({ engine: 'sglang', name: 'sg' }))) as KDeployment;
+    const c = d.spec?.template.spec?.containers[0];
+    expect(c?.command).toEqual(['python3']);
+    const args = c?.args ?? [];
+    expect(args[args.indexOf('--api-key') + 1]).toBe('$(LLMGW_ENGINE_KEY)');
+    expect(JSON.stringify(d)).not.toContain('llmgw-engine-key\\u0000');
+  });
+
+  it('downloads into an emptyDir with the downloader image when no PVC is given', () => {
+    const s = {
+      ...settings,
+      models: { pvc: '', mount_path: '/models', downloader_image: 'ghcr.io/x/llmgw:1' },
+    };
+    const d = workloadOf(input(profile({}), { settings: s })) as KDeployment;
+    expect(d.spec?.template.spec?.volumes).toContainEqual({ name: 'models', emptyDir: {} });
+    expect(d.spec?.template.spec?.initContainers?.[0]).toMatchObject({
+      name: 'download',
+      image: 'ghcr.io/x/llmgw:1',
+      volumeMounts: [{ name: 'models', mountPath: '/models' }],
+    });
+  });
+
+  it('refuses a model whose files have nowhere to come from', () => {
+    const s = { ...settings, models: { pvc: '', mount_path: '/models', downloader_image: '' } };
+    expect(() => workloadOf(input(profile({}), { settings: s }))).toThrow(
+      "qwen's files have nowhere to come from in Kubernetes: set kubernetes.models.pvc to a PersistentVolumeClaim holding them, or kubernetes.models.downloader_image to an llmgw image that downloads them into each pod",
+    );
+  });
+
+  it('refuses a source not resolved yet', () => {
+    expect(() => workloadOf(input(profile({}), { origin: undefined }))).toThrow(
+      'the source hf:Qwen/Qwen3-8B is not resolved yet: its pods are made once it is (llmgw ctl models shows why it is not)',
+    );
+  });
+});
+
+describe('workloadOf: a multi-node profile', () => {
+  const lws = workloadOf(
+    input(profile({ nodes: 2, gpus_per_node: 8, tp: 8, pp: 2, name: 'big' })),
+  ) as LeaderWorkerSet;
+
+  it('is a LeaderWorkerSet of the profile’s nodes', () => {
+    expect(lws.apiVersion).toBe('leaderworkerset.x-k8s.io/v1');
+    expect(lws.kind).toBe('LeaderWorkerSet');
+    expect(lws.spec.replicas).toBe(2);
+    expect(lws.spec.leaderWorkerTemplate.size).toBe(2);
+  });
+
+  it('tells each rank the leader’s address and its own index', () => {
+    const leader = lws.spec.leaderWorkerTemplate.leaderTemplate.spec?.containers[0];
+    const worker = lws.spec.leaderWorkerTemplate.workerTemplate.spec?.containers[0];
+    const after = (args: string[] | undefined, flag: string) => args?.[args.indexOf(flag) + 1];
+    expect(after(leader?.args, '--node-rank')).toBe('0');
+    expect(after(worker?.args, '--node-rank')).toBe('$(LWS_WORKER_INDEX)');
+    expect(after(worker?.args, '--master-addr')).toBe('$(LWS_LEADER_ADDRESS)');
+    expect(worker?.args).toContain('--headless');
+    expect(worker?.readinessProbe).toBeUndefined();
+    expect(leader?.resources?.requests).toEqual({ 'nvidia.com/gpu': '8' });
+  });
+});
+
+describe('affinityOf', () => {
+  it('matches only hand-labelled nodes when no node of the class is known', () => {
+    expect(
+      affinityOf('l4-24g', products).nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution,
+    ).toEqual({
+      nodeSelectorTerms: [
+        { matchExpressions: [{ key: 'llmgw.io/gpu-class', operator: 'In', values: ['l4-24g'] }] },
+      ],
+    });
+  });
+});
+
+describe('engineKeySecret', () => {
+  it('holds the key under engine-key', () => {
+    expect(engineKeySecret('qwen', 'llmgw', 'k')).toMatchObject({
+      kind: 'Secret',
+      metadata: { name: 'llmgw-qwen-engine-key', namespace: 'llmgw' },
+      stringData: { 'engine-key': 'k' },
+    });
+  });
+});

@@ -1,0 +1,358 @@
+import type {
+  KContainer,
+  KDeployment,
+  KEnvVar,
+  KPodSpec,
+  KPodTemplate,
+  KSecret,
+  KVolume,
+  KVolumeMount,
+} from './kube-types.js';
+
+import { isCpuProfile, type ModelSpec, type ProfileSpec } from '../catalog/model-spec.js';
+import { LlmgwError } from '../core/errors.js';
+import { engineFor } from '../engines/registry.js';
+import type { EngineSettings, ProcessSpec, Weights } from '../engines/types.js';
+import { originLayout } from '../models/cache-layout.js';
+import type { Origin } from '../models/origin.js';
+
+import { podImage, podImages } from './images.js';
+import {
+  labelValue,
+  managedBy,
+  modelLabel,
+  profileLabel,
+  secretName,
+  specHash,
+  specHashAnnotation,
+  workloadName,
+} from './names.js';
+import { classOfLabels, memoryLabel, productLabel, resourceOf } from './node-classes.js';
+
+/**
+ * The objects that run one model's profile in Kubernetes: a Deployment (a LeaderWorkerSet
+ * when the profile spans nodes) whose pods run the same command line the agent would run
+ * (the engine modules' commands), the engine's key from a Secret, the GPUs requested from
+ * the NVIDIA device plugin and pinned to the profile's class by GPU feature discovery labels.
+ * Pure: table-tested in manifests.test.ts.
+ */
+
+/** The `kubernetes:` settings that shape pods. */
+export interface PodSettings {
+  namespace: string;
+  models: { pvc: string; mount_path: string; downloader_image: string };
+  runtime_class: string;
+  engine_port: number;
+  service_account: string;
+}
+
+export const modelNameAnnotation = 'llmgw.io/model-name';
+export const engineKeyEnv = 'LLMGW_ENGINE_KEY';
+export const engineKeySecretKey = 'engine-key';
+/** The container of the engine, in every pod llmgw makes. */
+export const engineContainer = 'engine';
+/** Where rank 0 of a multi-node replica accepts the other ranks (torch.distributed). */
+export const headPort = 29500;
+
+export const lwsApiVersion = 'leaderworkerset.x-k8s.io/v1';
+
+export interface LeaderWorkerSet {
+  apiVersion: typeof lwsApiVersion;
+  kind: 'LeaderWorkerSet';
+  metadata: KDeployment['metadata'];
+  spec: {
+    replicas: number;
+    leaderWorkerTemplate: {
+      size: number;
+      restartPolicy?: 'RecreateGroupOnPodRestart' | 'None';
+      leaderTemplate: KPodTemplate;
+      workerTemplate: KPodTemplate;
+    };
+  };
+  status?: { readyReplicas?: number; replicas?: number };
+}
+
+export type Workload = KDeployment | LeaderWorkerSet;
+
+export interface WorkloadInput {
+  model: ModelSpec;
+  profile: ProfileSpec & { image?: string };
+  /** The model's pinned origin: where its files lie under the mount (the Hugging Face cache layout). */
+  origin: Origin | undefined;
+  replicas: number;
+  settings: PodSettings;
+  /** llama.cpp's slots when the profile does not say (agent.engines.llamacpp.parallel). */
+  llamaParallel: number;
+  /** The GFD labels of the cluster's cards, for node affinity. */
+  products: ProductsByClass;
+}
+
+const sentinelKey = '\u0000llmgw-engine-key\u0000';
+
+/** The labels of every object of this model's profile (and the selector of its pods). */
+export function workloadLabels(model: string, profile: string): Record<string, string> {
+  return {
+    [managedBy.key]: managedBy.value,
+    [modelLabel]: labelValue(model),
+    [profileLabel]: labelValue(profile),
+  };
+}
+
+/** The Secret holding the model's engine key: the gateway sends it, the engine requires it. */
+export function engineKeySecret(model: string, namespace: string, key: string): KSecret {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: secretName(model),
+      namespace,
+      labels: { [managedBy.key]: managedBy.value, [modelLabel]: labelValue(model) },
+      annotations: { [modelNameAnnotation]: model },
+    },
+    type: 'Opaque',
+    stringData: { [engineKeySecretKey]: key },
+  };
+}
+
+/** The Deployment, or LeaderWorkerSet, of one model's profile. Throws LlmgwError for what cannot run. */
+export function workloadOf(input: WorkloadInput): Workload {
+  const { model, profile, settings } = input;
+  const name = workloadName(model.name, profile.name);
+  const labels = workloadLabels(model.name, profile.name);
+  const multi = profile.nodes > 1;
+  const leader = podTemplate(input, 0);
+  // The hash is of what the pods run, not of how many there are: a scale is no rollout.
+  const hash = specHash(multi ? [leader, podTemplate(input, 1)] : leader);
+  const annotations = { [specHashAnnotation]: hash, [modelNameAnnotation]: model.name };
+  const stamp = (t: KPodTemplate): KPodTemplate => ({
+    ...t,
+    metadata: { ...t.metadata, annotations: { ...t.metadata?.annotations, ...annotations } },
+  });
+  const metadata = { name, namespace: settings.namespace, labels, annotations };
+  if (!multi) {
+    return {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata,
+      spec: {
+        replicas: input.replicas,
+        selector: { matchLabels: labels },
+        // A replica holds GPUs: a surge would wait for cards the old pod still holds.
+        strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } },
+        template: stamp(leader),
+      },
+    };
+  }
+  return {
+    apiVersion: lwsApiVersion,
+    kind: 'LeaderWorkerSet',
+    metadata,
+    spec: {
+      replicas: input.replicas,
+      leaderWorkerTemplate: {
+        size: profile.nodes,
+        // One rank lost is the whole replica lost (NCCL): the group starts again together.
+        restartPolicy: 'RecreateGroupOnPodRestart',
+        leaderTemplate: stamp(leader),
+        workerTemplate: stamp(podTemplate(input, 1)),
+      },
+    },
+  };
+}
+
+/** The files the engine is given: the snapshot under the mount, or a local path as it is. */
+export function podWeights(origin: Origin | undefined, mountPath: string, source: string): Weights {
+  if (origin === undefined) {
+    throw new LlmgwError(
+      'unavailable',
+      `the source ${source} is not resolved yet: its pods are made once it is (llmgw ctl models shows why it is not)`,
+    );
+  }
+  const layout = originLayout(mountPath, origin);
+  const files = origin.files.map((f) => f.path);
+  if (layout === undefined) return { path: origin.source, files };
+  return { path: layout.snapshotDir, files };
+}
+
+/** The pod of one rank: 0 (the leader, serving HTTP), or any worker rank (1 stands for all). */
+function podTemplate(input: WorkloadInput, rank: number): KPodTemplate {
+  const { model, profile, settings } = input;
+  const engine = engineFor(profile.engine);
+  const gpu = !isCpuProfile(profile);
+  const ranks = profile.nodes;
+  const weights = podWeights(input.origin, settings.models.mount_path, model.source);
+  const bin = podImages[profile.engine].bin;
+  const engineSettings: EngineSettings = {
+    llamacpp: { bin, parallel: input.llamaParallel, threads: 0 },
+    vllm: { bin },
+    sglang: { bin },
+    trtllm: { bin },
+    cpuCount: 0,
+  };
+  const processes = engine.commands({
+    replica: workloadName(model.name, profile.name),
+    model,
+    profile,
+    rank,
+    ranks,
+    host: '0.0.0.0',
+    port: settings.engine_port,
+    ...(ranks > 1 ? { head: { address: '$(LWS_LEADER_ADDRESS)', port: headPort } } : {}),
+    devices: [],
+    apiKey: sentinelKey,
+    weights,
+    settings: engineSettings,
+  });
+  const main = processes[0];
+  if (main === undefined || processes.length > 1) {
+    throw new LlmgwError(
+      'invalid_argument',
+      `profile "${profile.name}" of ${model.name} runs ${processes.length} processes per node, and a pod runs one engine: use another engine for Kubernetes`,
+    );
+  }
+  const serves = engine.servesHttp(rank, ranks);
+  const container = engineContainerOf(main, input, { rank, serves, gpu });
+  const volumes: KVolume[] = [{ name: 'shm', emptyDir: { medium: 'Memory' } }];
+  const initContainers: KContainer[] = [];
+  const { pvc, mount_path, downloader_image } = settings.models;
+  if (pvc !== '') {
+    volumes.push({ name: 'models', persistentVolumeClaim: { claimName: pvc, readOnly: true } });
+  } else if (input.origin?.kind !== 'path') {
+    if (downloader_image === '') {
+      throw new LlmgwError(
+        'invalid_argument',
+        `${model.name}'s files have nowhere to come from in Kubernetes: set kubernetes.models.pvc to a PersistentVolumeClaim holding them, or kubernetes.models.downloader_image to an llmgw image that downloads them into each pod`,
+      );
+    }
+    volumes.push({ name: 'models', emptyDir: {} });
+    initContainers.push({
+      name: 'download',
+      image: downloader_image,
+      command: ['llmgw', 'model', 'fetch', model.source, '--into', mount_path],
+      volumeMounts: [{ name: 'models', mountPath: mount_path }],
+    });
+  }
+  const spec: KPodSpec = {
+    containers: [container],
+    ...(initContainers.length === 0 ? {} : { initContainers }),
+    volumes,
+    // The engine's key is read from the Secret; the API's token is of no use to it.
+    automountServiceAccountToken: false,
+    ...(settings.service_account === '' ? {} : { serviceAccountName: settings.service_account }),
+    ...(settings.runtime_class === '' ? {} : { runtimeClassName: settings.runtime_class }),
+    ...(gpu && profile.gpu_class !== undefined
+      ? { affinity: affinityOf(profile.gpu_class, input.products) }
+      : {}),
+    // Engines finish what they compute on SIGTERM within this.
+    terminationGracePeriodSeconds: 60,
+  };
+  return {
+    metadata: { labels: workloadLabels(model.name, profile.name) },
+    spec,
+  };
+}
+
+function engineContainerOf(
+  p: ProcessSpec,
+  input: WorkloadInput,
+  at: { rank: number; serves: boolean; gpu: boolean },
+): KContainer {
+  const { rank, serves, gpu } = at;
+  const { profile, settings, model } = input;
+  const keyRef = `$(${engineKeyEnv})`;
+  let args = p.args.map((a) => (a === sentinelKey ? keyRef : a));
+  // Every worker runs the worker's command; the LeaderWorkerSet tells each its index.
+  if (rank > 0) args = args.map((a, i) => (args[i - 1] === '--node-rank' ? '$(LWS_WORKER_INDEX)' : a));
+  const env: KEnvVar[] = [
+    {
+      name: engineKeyEnv,
+      valueFrom: { secretKeyRef: { name: secretName(model.name), key: engineKeySecretKey } },
+    },
+  ];
+  for (const [name, value] of Object.entries(p.env)) {
+    // The device plugin gives the pod its devices (NVIDIA_VISIBLE_DEVICES): an empty list would hide them.
+    if (name === 'CUDA_VISIBLE_DEVICES') continue;
+    env.push(value === sentinelKey ? { name, value: keyRef } : { name, value });
+  }
+  const mounts: KVolumeMount[] = [{ name: 'shm', mountPath: '/dev/shm' }];
+  if (settings.models.pvc !== '' || input.origin?.kind !== 'path')
+    mounts.push({ name: 'models', mountPath: settings.models.mount_path, readOnly: true });
+  const engine = engineFor(profile.engine);
+  const resources =
+    gpu && profile.gpu_class !== undefined ? resourceOf(profile.gpu_class, profile.gpus_per_node) : undefined;
+  return {
+    name: engineContainer,
+    image: podImage(profile.engine, gpu, profile.image),
+    command: [p.bin],
+    args,
+    env,
+    ...(serves ? { ports: [{ name: 'http', containerPort: settings.engine_port }] } : {}),
+    ...(resources === undefined
+      ? {}
+      : {
+          resources: {
+            requests: { [resources.resource]: String(resources.count) },
+            limits: { [resources.resource]: String(resources.count) },
+          },
+        }),
+    ...(serves
+      ? {
+          readinessProbe: {
+            httpGet: { path: engine.healthPath, port: 'http' },
+            periodSeconds: 5,
+            failureThreshold: 3,
+          },
+          // Loading a large model takes minutes: liveness starts counting once it answered.
+          startupProbe: {
+            httpGet: { path: engine.healthPath, port: 'http' },
+            periodSeconds: 10,
+            failureThreshold: 180,
+          },
+        }
+      : {}),
+    volumeMounts: mounts,
+  };
+}
+
+/** A label operators may put on nodes without GPU feature discovery: `llmgw.io/gpu-class=h100-80g`. */
+export const classLabel = 'llmgw.io/gpu-class';
+
+/** The GFD (product, memory) pairs seen on the cluster's nodes that make up each card class. */
+export type ProductsByClass = Map<string, { product: string; memory: string | undefined }[]>;
+
+export function productsByClass(
+  nodes: readonly { labels?: Record<string, string> | undefined }[],
+): ProductsByClass {
+  const out: ProductsByClass = new Map();
+  for (const n of nodes) {
+    const cls = classOfLabels(n.labels);
+    const product = n.labels?.[productLabel];
+    if (cls === undefined || product === undefined) continue;
+    const memory = n.labels?.[memoryLabel];
+    const pairs = out.get(cls) ?? [];
+    if (!pairs.some((p) => p.product === product && p.memory === memory)) pairs.push({ product, memory });
+    out.set(
+      cls,
+      pairs.sort((a, b) => `${a.product}/${a.memory ?? ''}`.localeCompare(`${b.product}/${b.memory ?? ''}`)),
+    );
+  }
+  return out;
+}
+
+/**
+ * Required node affinity for a class: GFD writes the product's own name
+ * (`NVIDIA-H100-80GB-HBM3`, `NVIDIA-H100-PCIe`), which llmgw maps to a class but cannot
+ * write back, so each (product, memory) pair seen on the cluster's nodes of that card class
+ * is one term; nodes labelled `llmgw.io/gpu-class=<card class>` by hand match too.
+ */
+export function affinityOf(gpuClass: string, products: ProductsByClass): NonNullable<KPodSpec['affinity']> {
+  const card = gpuClass.replace(/-mig-.*$/, '');
+  const terms = (products.get(card) ?? []).map((p) => ({
+    matchExpressions: [
+      { key: productLabel, operator: 'In', values: [p.product] },
+      ...(p.memory === undefined ? [] : [{ key: memoryLabel, operator: 'In', values: [p.memory] }]),
+    ],
+  }));
+  terms.push({ matchExpressions: [{ key: classLabel, operator: 'In', values: [card] }] });
+  return { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } } };
+}

@@ -1,0 +1,131 @@
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+
+import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
+import type { KubeCluster } from '../../kube/client.js';
+import type { Origin } from '../../models/origin.js';
+import type { Store } from '../../store/store.js';
+import type { Catalog } from '../catalog.js';
+import { EngineKeys } from '../fleet/engine-keys.js';
+
+import { chooseProfile, KubeFleet } from './kube-fleet.js';
+
+const profile = (name: string, p: Partial<ProfileSpec>): ProfileSpec => ({
+  name,
+  engine: 'vllm',
+  tp: 1,
+  pp: 1,
+  gpus_per_node: 1,
+  nodes: 1,
+  args: [],
+  env: {},
+  adapters: [],
+  ...p,
+});
+const spec: ModelSpec = {
+  name: 'qwen',
+  source: 'hf:Qwen/Qwen3-8B',
+  replicas: 1,
+  profiles: [
+    profile('h100', { gpu_class: 'h100-80g' }),
+    profile('mig', { gpu_class: 'a100-80g-mig-3g.40gb' }),
+    profile('cpu', { engine: 'llamacpp', cpu: true, gpus_per_node: 0 }),
+  ],
+};
+
+describe('chooseProfile', () => {
+  it.each([
+    ['the first whose class the nodes offer', ['h100-80g', 'a100-80g-mig-3g.40gb'], [], 'h100'],
+    ['a MIG class offered', ['a100-80g-mig-3g.40gb'], [], 'mig'],
+    ['a CPU profile when no class is offered', [], [], 'cpu'],
+    ['the one already running, whatever is offered', ['h100-80g'], ['llmgw-qwen-mig'], 'mig'],
+  ])('%s', (_, offered, existing, want) => {
+    const chosen = chooseProfile(spec, new Set(offered), new Map(existing.map((n) => [n, {}])));
+    expect(chosen.name).toBe(want);
+  });
+
+  it('falls back to the first profile, whose pods then wait', () => {
+    const gpuOnly = { ...spec, profiles: spec.profiles.slice(0, 2) };
+    expect(chooseProfile(gpuOnly, new Set(), new Map()).name).toBe('h100');
+  });
+});
+
+describe('KubeFleet writes only while it leads', () => {
+  const origin: Origin = {
+    source: spec.source,
+    kind: 'hf',
+    repo: 'Qwen/Qwen3-8B',
+    revision: 'main',
+    commit: 'a'.repeat(40),
+    files: [{ path: 'config.json', size: 1 }],
+  };
+  const setup = (leads: boolean) => {
+    const applied: string[] = [];
+    const cluster: KubeCluster = {
+      nodes: () => [],
+      pods: () => [],
+      workloads: () => [],
+      leaderWorkerSets: true,
+      onChange: () => undefined,
+      apply: (o) => {
+        applied.push(`${o.kind ?? ''}/${o.metadata?.name ?? ''}`);
+        return Promise.resolve();
+      },
+      remove: () => Promise.resolve(),
+      readSecret: () => Promise.resolve(undefined),
+      deletePod: () => Promise.resolve(),
+      stop: () => Promise.resolve(),
+    };
+    const values = new Map<string, string>();
+    const store = {
+      shared: {
+        get: (k: string) => Promise.resolve(values.get(k)),
+        putIfAbsent: (k: string, v: string) => {
+          if (!values.has(k)) values.set(k, v);
+          return Promise.resolve(values.get(k) ?? v);
+        },
+      },
+    } as unknown as Store;
+    const catalog = {
+      specs: () => Promise.resolve([{ ...spec, profiles: [profile('h100', { gpu_class: 'h100-80g' })] }]),
+      origins: () => Promise.resolve(new Map([[spec.name, origin]])),
+    } as unknown as Catalog;
+    const fleet = new KubeFleet({
+      cluster,
+      catalog,
+      store,
+      keys: new EngineKeys('s'.repeat(40), 'test'),
+      logger: pino({ level: 'silent' }),
+      settings: () => ({
+        pods: {
+          namespace: 'llmgw',
+          models: { pvc: 'models', mount_path: '/models', downloader_image: '' },
+          runtime_class: '',
+          engine_port: 8000,
+          service_account: '',
+        },
+        llamaParallel: 4,
+      }),
+      leader: {
+        leads: () => leads,
+        fence: () => undefined,
+        lost: () => undefined,
+        onChange: () => undefined,
+      },
+    });
+    return { fleet, applied };
+  };
+
+  it('a follower writes nothing, but shows the replicas it waits for', async () => {
+    const { fleet, applied } = setup(false);
+    await fleet.reconcile();
+    expect(applied).toEqual([]);
+    expect(fleet.replicas().map((r) => [r.model, r.state])).toEqual([['qwen', 'pending']]);
+  });
+
+  it('the leader writes the Secret, then the Deployment', async () => {
+    const { fleet, applied } = setup(true);
+    await fleet.reconcile();
+    expect(applied).toEqual(['Secret/llmgw-qwen-engine-key', 'Deployment/llmgw-qwen-h100']);
+  });
+});
