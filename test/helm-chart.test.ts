@@ -8,9 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { Ajv } from 'ajv';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
-import { z } from 'zod';
 
-import { parseSettings, settingsSchema } from '../src/config/index.js';
+import { parseSettings } from '../src/config/index.js';
 
 import { resourceByKind, validateObject } from './fakes/kube-apiserver/index.js';
 
@@ -193,21 +192,6 @@ const envOf = (objs: Obj[], name: string) => container(objs).env?.find((e) => e.
 const settingsText = (objs: Obj[]) =>
   (one(objs, 'ConfigMap')['data'] as Record<string, string>)['config.yaml'] ?? '';
 
-// Until the Kubernetes settings are merged from helper kube's branch: its shape, per the brief.
-const kubernetesShape = z.strictObject({
-  namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/),
-  kubeconfig: z.string().optional(),
-  context: z.string().optional(),
-  models: z.strictObject({
-    pvc: z.string().optional(),
-    mount_path: z.string().startsWith('/').optional(),
-    downloader_image: z.string().optional(),
-  }),
-  runtime_class: z.string().optional(),
-  engine_port: z.int().min(1).max(65535),
-  service_account: z.string().optional(),
-});
-
 /** The settings file as llmgw loads it, with the environment the pod gives it. */
 function loadChartSettings(objs: Obj[]): Record<string, unknown> {
   const text = settingsText(objs);
@@ -215,13 +199,8 @@ function loadChartSettings(objs: Obj[]): Record<string, unknown> {
   if (envOf(objs, 'LLMGW_DATABASE') !== undefined)
     env['LLMGW_DATABASE'] = 'postgres://llmgw:pw@pg:5432/llmgw';
   const raw = parseYaml(text) as Record<string, unknown>;
-  if ('kubernetes' in settingsSchema.shape) {
-    const loaded = parseSettings(text, { path: '/etc/llmgw/config.yaml', env, cwd: '/' });
-    return { ...loaded.settings, raw };
-  }
-  kubernetesShape.parse(raw['kubernetes']);
-  const rest = Object.fromEntries(Object.entries(raw).filter(([k]) => k !== 'kubernetes'));
-  const loaded = parseSettings(JSON.stringify(rest), { path: '/etc/llmgw/config.yaml', env, cwd: '/' });
+  const loaded = parseSettings(text, { path: '/etc/llmgw/config.yaml', env, cwd: '/' });
+  expect(loaded.settings.kubernetes).toBeDefined();
   return { ...loaded.settings, raw };
 }
 
