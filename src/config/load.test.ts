@@ -314,5 +314,7 @@ describe('what a new settings file changes', () => {
       restartRequired: ['listen', 'gateway', 'mirror'],
     });
     expect(diffSettings(before, before)).toEqual({ applied: [], restartRequired: [] });
+    // The cluster's client and informers are made at start.
+    expect(diffSettings(before, at('kubernetes: {namespace: ai}\n')).restartRequired).toEqual(['kubernetes']);
   });
 });

@@ -92,8 +92,8 @@ function escapeRegExp(text: string): string {
 
 /** Keys that a running control plane cannot take without a restart. */
 const restartKeys = ['listen', 'database', 'data_dir'] as const;
-/** Sections read once at start (the gateway's limits and queue; where the mirror is). */
-const restartSections = ['gateway', 'mirror', 'ha'] as const;
+/** Sections read once at start (the gateway's limits and queue; where the mirror is; the cluster's client and informers). */
+const restartSections = ['gateway', 'mirror', 'ha', 'kubernetes'] as const;
 
 export interface SettingsChange {
   /** Keys whose new value is in effect now. */

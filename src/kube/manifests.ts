@@ -16,7 +16,7 @@ import type { EngineSettings, ProcessSpec, Weights } from '../engines/types.js';
 import { originLayout } from '../models/cache-layout.js';
 import type { Origin } from '../models/origin.js';
 
-import { podImage, podImages } from './images.js';
+import { podExecutable, podImage } from './images.js';
 import {
   labelValue,
   managedBy,
@@ -181,7 +181,7 @@ function podTemplate(input: WorkloadInput, rank: number): KPodTemplate {
   const gpu = !isCpuProfile(profile);
   const ranks = profile.nodes;
   const weights = podWeights(input.origin, settings.models.mount_path, model.source);
-  const bin = podImages[profile.engine].bin;
+  const bin = podExecutable(profile.engine);
   const engineSettings: EngineSettings = {
     llamacpp: { bin, parallel: input.llamaParallel, threads: 0 },
     vllm: { bin },
