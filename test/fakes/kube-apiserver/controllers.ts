@@ -55,6 +55,8 @@ interface PodRuntime {
   override?: boolean;
   timer?: NodeJS.Timeout;
   failures: number;
+  /** The node stopped posting status: probes no longer count. */
+  nodeDown?: boolean;
   stopped: boolean;
 }
 
@@ -161,6 +163,67 @@ export class Controllers {
     if (s.leaderWorkerSets) for (const l of this.reg.list(LWS)) this.#lws(l);
     if (s.scheduler) this.#schedule();
     if (s.kubelet) this.#kubelet();
+    this.#podGc();
+  }
+
+  /** The pod garbage collector: pods bound to a node that no longer exists go. */
+  #podGc() {
+    for (const p of this.reg.list(POD)) {
+      if (p.spec?.nodeName && !this.reg.get(NODE, undefined, p.spec.nodeName)) {
+        deleteObject(
+          this.reg,
+          this.hooks,
+          { rt: POD, namespace: p.metadata.namespace, name: p.metadata.name },
+          { gracePeriodSeconds: 0 },
+        );
+      }
+    }
+  }
+
+  /**
+   * A node's kubelet stops posting status (ready=false), or comes back: the node lifecycle controller sets
+   * Ready Unknown, taints it unreachable, and marks its pods not ready; pods stay (their toleration is 300 s).
+   */
+  setNodeReady(name: string, ready: boolean) {
+    const unreachable = 'node.kubernetes.io/unreachable';
+    this.reg.mutate(
+      NODE,
+      undefined,
+      name,
+      (n) => {
+        n.status.conditions = setCondition(
+          n.status.conditions,
+          ready
+            ? {
+                type: 'Ready',
+                status: 'True',
+                reason: 'KubeletReady',
+                message: 'kubelet is posting ready status',
+              }
+            : {
+                type: 'Ready',
+                status: 'Unknown',
+                reason: 'NodeStatusUnknown',
+                message: 'Kubelet stopped posting node status.',
+              },
+        ).map(({ lastProbeTime: _p, ...c }) => c);
+      },
+      'status',
+    );
+    this.reg.mutate(NODE, undefined, name, (n) => {
+      n.spec ??= {};
+      const taints = ((n.spec.taints ?? []) as any[]).filter((t) => t.key !== unreachable);
+      if (!ready)
+        taints.push({ key: unreachable, effect: 'NoSchedule' }, { key: unreachable, effect: 'NoExecute' });
+      if (taints.length > 0) n.spec.taints = taints;
+      else delete n.spec.taints;
+    });
+    for (const p of this.reg.list(POD)) {
+      if (p.spec?.nodeName !== name || p.metadata.deletionTimestamp) continue;
+      const r = this.#pods.get(p.metadata.uid);
+      if (r) r.nodeDown = !ready;
+      if (r?.running) this.#setStatus(p, { ready: !ready ? false : (r.override ?? r.ready) });
+    }
   }
 
   async close() {
@@ -698,7 +761,7 @@ export class Controllers {
           const ready = ok ? true : r.failures >= (p.failureThreshold ?? 3) ? false : r.ready;
           if (ready !== r.ready) {
             r.ready = ready;
-            if (r.override === undefined) this.#setStatus(pod, { ready });
+            if (r.override === undefined && !r.nodeDown) this.#setStatus(pod, { ready });
           }
           tick((p.periodSeconds ?? 10) * 1000 * scale);
         });

@@ -417,6 +417,37 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
     );
   });
 
+  it('folds stringData into data, and follows nodes going unready and away', async () => {
+    const secret = kube.get('Secret', 'default', 'engine-key')!;
+    expect(secret['data']).toEqual({ key: Buffer.from('k').toString('base64') });
+    expect(secret).not.toHaveProperty('stringData');
+
+    const ready = (p: KubeObject | undefined) =>
+      p?.status?.conditions?.find((c: any) => c.type === 'Ready')?.status === 'True';
+    const onA = () =>
+      kube
+        .objects('Pod', 'default')
+        .filter((p) => p.spec.nodeName === 'gpu-a' && p.metadata.labels?.['app'] === 'llm');
+    expect(onA().every(ready)).toBe(true);
+    kube.setNodeReady('gpu-a', false);
+    expect(onA().some(ready)).toBe(false);
+    expect(kube.get('Node', undefined, 'gpu-a')!.spec.taints).toContainEqual({
+      key: 'node.kubernetes.io/unreachable',
+      effect: 'NoSchedule',
+    });
+    kube.setNodeReady('gpu-a', true);
+    expect(onA().every(ready)).toBe(true);
+
+    // A node deleted: the pod garbage collector removes its pods; their replacements go to the new node.
+    kube.addNode({ name: 'gpu-d', allocatable: { 'nvidia.com/gpu': 8 } });
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    await core.deleteNode({ name: 'gpu-a' });
+    await kube.waitFor(() => {
+      const ps = kube.objects('Pod', 'default').filter((p) => p.metadata.labels?.['app'] === 'llm');
+      return ps.length === 2 && ps.every((p) => p.spec.nodeName === 'gpu-d' && ready(p));
+    });
+  });
+
   it('patches with server-side apply and merge patch, and refuses a stale update with 409 Conflict', async () => {
     const apps = kc.makeApiClient(k8s.AppsV1Api);
     const body = deployment('applied', 0);
@@ -468,6 +499,14 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
     expect(ignored.status).toBe(201);
     expect(((await ignored.json()) as any).spec.template.spec.containers[0]).not.toHaveProperty(
       'imagePullPolcy',
+    );
+    const warned = await post(
+      '/apis/apps/v1/namespaces/default/deployments?fieldValidation=Warn',
+      deployment('warned', 0, { imagePullPolcy: 'Always' }),
+    );
+    expect(warned.status).toBe(201);
+    expect(warned.headers.get('warning')).toBe(
+      '299 - "unknown field \\"spec.template.spec.containers[0].imagePullPolcy\\""',
     );
 
     const apps = kc.makeApiClient(k8s.AppsV1Api);
