@@ -58,7 +58,7 @@ interface Target {
   watch: boolean;
 }
 
-const BUILTIN_GROUPS = new Set(['', 'apps', 'rbac.authorization.k8s.io']);
+const BUILTIN_GROUPS = new Set(['', 'apps', 'rbac.authorization.k8s.io', 'networking.k8s.io', 'policy']);
 
 /** Deletes an object as the API server and the garbage collector do together. */
 export function deleteObject(
