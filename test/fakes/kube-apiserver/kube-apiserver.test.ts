@@ -608,6 +608,134 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
       },
     });
   });
+
+  it('binds a pod another scheduler owns through pods/binding', async () => {
+    kube.create({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'bind-me', namespace: 'default' },
+      spec: {
+        schedulerName: 'other',
+        tolerations: [{ operator: 'Exists' }],
+        containers: [{ name: 'c', image: 'x:1' }],
+      },
+    });
+    const res = await fetch(`${kube.url}/api/v1/namespaces/default/pods/bind-me/binding`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${kube.token!}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Binding',
+        metadata: { name: 'bind-me' },
+        target: { kind: 'Node', name: 'cpu-c' },
+      }),
+    });
+    expect(res.status).toBe(201);
+    await kube.waitFor(() => kube.get('Pod', 'default', 'bind-me')?.status?.phase === 'Running');
+  });
+
+  it.each<
+    [string, string, string, Record<string, unknown> | string | undefined, string | undefined, number, string]
+  >([
+    [
+      'a patch of no known type',
+      'PATCH',
+      '/api/v1/namespaces/default/secrets/engine-key',
+      '{}',
+      'text/plain',
+      415,
+      'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got text/plain)',
+    ],
+    [
+      'a strategic merge patch of a custom resource',
+      'PATCH',
+      '/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets/big-model',
+      {},
+      'application/strategic-merge-patch+json',
+      415,
+      'strategic merge patch is not supported for custom resources; use merge patch or server-side apply',
+    ],
+    [
+      'an apply without fieldManager',
+      'PATCH',
+      '/api/v1/namespaces/default/secrets/engine-key',
+      'metadata: {name: engine-key}',
+      'application/apply-patch+yaml',
+      422,
+      'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+    ],
+    [
+      'a label selector that does not parse',
+      'GET',
+      '/api/v1/pods?labelSelector=app%3D(x',
+      undefined,
+      undefined,
+      400,
+      'unable to parse requirement: app=(x',
+    ],
+    [
+      'a field selector the kind lacks',
+      'GET',
+      '/api/v1/pods?fieldSelector=spec.foo%3Dx',
+      undefined,
+      undefined,
+      400,
+      'field label not supported: spec.foo',
+    ],
+    [
+      "a PUT whose name is not the URL's",
+      'PUT',
+      '/api/v1/namespaces/default/secrets/engine-key',
+      { metadata: { name: 'other' } },
+      'application/json',
+      400,
+      'the name of the object (other) does not match the name on the URL (engine-key)',
+    ],
+    [
+      'a path the API does not have',
+      'GET',
+      '/apis/apps/v1/namespaces/default/widgets',
+      undefined,
+      undefined,
+      404,
+      'the server could not find the requested resource',
+    ],
+    [
+      'a POST to an object',
+      'POST',
+      '/api/v1/namespaces/default/secrets/engine-key',
+      {},
+      'application/json',
+      405,
+      'the server does not allow this method on the requested resource',
+    ],
+    [
+      'a second binding',
+      'POST',
+      '/api/v1/namespaces/default/pods/bind-me/binding',
+      { target: { name: 'cpu-c' } },
+      'application/json',
+      409,
+      'Operation cannot be fulfilled on pods/binding "bind-me": pod bind-me is already assigned to node "cpu-c"',
+    ],
+    [
+      'a continue token that is not one',
+      'GET',
+      '/api/v1/pods?limit=1&continue=%%%',
+      undefined,
+      undefined,
+      400,
+      'continue key is not valid: illegal base64 data',
+    ],
+  ])('refuses %s', async (_what, method, path, body, type, code, message) => {
+    const res = await fetch(`${kube.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${kube.token!}`, ...(type ? { 'content-type': type } : {}) },
+      ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+    });
+    expect(res.status).toBe(code);
+    expect(await res.json()).toMatchObject({ kind: 'Status', status: 'Failure', code, message });
+  });
 });
 
 export type { KubeObject };
