@@ -806,6 +806,7 @@ export class Controllers {
           const prev: any[] = st.containerStatuses ?? [];
           st.containerStatuses = ((x.spec.containers ?? []) as any[]).map((c) => {
             const old = prev.find((o) => o.name === c.name && o.state?.running);
+            const before = prev.find((o) => o.name === c.name);
             return {
               name: c.name,
               image: c.image,
@@ -813,9 +814,9 @@ export class Controllers {
               containerID: old?.containerID ?? `containerd://${randomBytes(32).toString('hex')}`,
               ready,
               started: true,
-              restartCount: 0,
+              restartCount: before?.restartCount ?? 0,
               state: { running: { startedAt: old?.state.running.startedAt ?? now() } },
-              lastState: {},
+              lastState: before?.lastState ?? {},
             };
           });
           if (x.spec.initContainers?.length) {
@@ -843,6 +844,47 @@ export class Controllers {
         conds = setCondition(conds, { type: 'ContainersReady', status: ready ? 'True' : 'False', ...why });
         st.conditions = setCondition(conds, { type: 'PodScheduled', status: 'True' });
         x.status = st;
+      },
+      'status',
+    );
+  }
+
+  /**
+   * The pod's first container exits and the kubelet backs off restarting it (CrashLoopBackOff), until
+   * setPodReady(..., true) says it runs again.
+   */
+  crashPod(pod: KubeObject, exit: { exitCode?: number; reason?: string; message?: string } = {}) {
+    const r = this.#pods.get(pod.metadata.uid);
+    if (!r || r.starting)
+      throw new Error(`pod ${pod.metadata.namespace ?? ''}/${pod.metadata.name} is not running yet`);
+    r.override = false;
+    this.#setStatus(pod, { ready: false });
+    this.reg.mutate(
+      POD,
+      pod.metadata.namespace,
+      pod.metadata.name,
+      (x) => {
+        const cs = x.status.containerStatuses?.[0];
+        if (!cs) return;
+        const startedAt = cs.state?.running?.startedAt ?? now();
+        cs.lastState = {
+          terminated: {
+            exitCode: exit.exitCode ?? 1,
+            reason: exit.reason ?? 'Error',
+            ...(exit.message ? { message: exit.message } : {}),
+            startedAt,
+            finishedAt: now(),
+            containerID: cs.containerID,
+          },
+        };
+        cs.restartCount = Number(cs.restartCount ?? 0) + 1;
+        cs.started = false;
+        cs.state = {
+          waiting: {
+            reason: 'CrashLoopBackOff',
+            message: `back-off 10s restarting failed container=${String(cs.name)} pod=${x.metadata.name}_${String(x.metadata.namespace)}(${x.metadata.uid})`,
+          },
+        };
       },
       'status',
     );

@@ -393,6 +393,20 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
     });
     ac.abort();
 
+    kube.crashPod('default', 'sel-1', { exitCode: 137, reason: 'OOMKilled' });
+    const crashed = kube.get('Pod', 'default', 'sel-1')!.status.containerStatuses[0];
+    expect(crashed).toMatchObject({
+      ready: false,
+      restartCount: 1,
+      state: { waiting: { reason: 'CrashLoopBackOff' } },
+      lastState: { terminated: { exitCode: 137, reason: 'OOMKilled' } },
+    });
+    kube.setPodReady('default', 'sel-1', true);
+    expect(kube.get('Pod', 'default', 'sel-1')!.status.containerStatuses[0]).toMatchObject({
+      ready: true,
+      restartCount: 1,
+      state: { running: {} },
+    });
     kube.setPodReady('default', 'sel-1', false);
     expect(
       kube.get('Pod', 'default', 'sel-1')!.status.conditions.find((c: any) => c.type === 'Ready').status,
