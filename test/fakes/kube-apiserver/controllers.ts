@@ -55,6 +55,8 @@ interface PodRuntime {
   override?: boolean;
   timer?: NodeJS.Timeout;
   failures: number;
+  /** The node stopped posting status: probes no longer count. */
+  nodeDown?: boolean;
   stopped: boolean;
 }
 
@@ -161,6 +163,67 @@ export class Controllers {
     if (s.leaderWorkerSets) for (const l of this.reg.list(LWS)) this.#lws(l);
     if (s.scheduler) this.#schedule();
     if (s.kubelet) this.#kubelet();
+    this.#podGc();
+  }
+
+  /** The pod garbage collector: pods bound to a node that no longer exists go. */
+  #podGc() {
+    for (const p of this.reg.list(POD)) {
+      if (p.spec?.nodeName && !this.reg.get(NODE, undefined, p.spec.nodeName)) {
+        deleteObject(
+          this.reg,
+          this.hooks,
+          { rt: POD, namespace: p.metadata.namespace, name: p.metadata.name },
+          { gracePeriodSeconds: 0 },
+        );
+      }
+    }
+  }
+
+  /**
+   * A node's kubelet stops posting status (ready=false), or comes back: the node lifecycle controller sets
+   * Ready Unknown, taints it unreachable, and marks its pods not ready; pods stay (their toleration is 300 s).
+   */
+  setNodeReady(name: string, ready: boolean) {
+    const unreachable = 'node.kubernetes.io/unreachable';
+    this.reg.mutate(
+      NODE,
+      undefined,
+      name,
+      (n) => {
+        n.status.conditions = setCondition(
+          n.status.conditions,
+          ready
+            ? {
+                type: 'Ready',
+                status: 'True',
+                reason: 'KubeletReady',
+                message: 'kubelet is posting ready status',
+              }
+            : {
+                type: 'Ready',
+                status: 'Unknown',
+                reason: 'NodeStatusUnknown',
+                message: 'Kubelet stopped posting node status.',
+              },
+        ).map(({ lastProbeTime: _p, ...c }) => c);
+      },
+      'status',
+    );
+    this.reg.mutate(NODE, undefined, name, (n) => {
+      n.spec ??= {};
+      const taints = ((n.spec.taints ?? []) as any[]).filter((t) => t.key !== unreachable);
+      if (!ready)
+        taints.push({ key: unreachable, effect: 'NoSchedule' }, { key: unreachable, effect: 'NoExecute' });
+      if (taints.length > 0) n.spec.taints = taints;
+      else delete n.spec.taints;
+    });
+    for (const p of this.reg.list(POD)) {
+      if (p.spec?.nodeName !== name || p.metadata.deletionTimestamp) continue;
+      const r = this.#pods.get(p.metadata.uid);
+      if (r) r.nodeDown = !ready;
+      if (r?.running) this.#setStatus(p, { ready: !ready ? false : (r.override ?? r.ready) });
+    }
   }
 
   async close() {
@@ -698,7 +761,7 @@ export class Controllers {
           const ready = ok ? true : r.failures >= (p.failureThreshold ?? 3) ? false : r.ready;
           if (ready !== r.ready) {
             r.ready = ready;
-            if (r.override === undefined) this.#setStatus(pod, { ready });
+            if (r.override === undefined && !r.nodeDown) this.#setStatus(pod, { ready });
           }
           tick((p.periodSeconds ?? 10) * 1000 * scale);
         });
@@ -743,6 +806,7 @@ export class Controllers {
           const prev: any[] = st.containerStatuses ?? [];
           st.containerStatuses = ((x.spec.containers ?? []) as any[]).map((c) => {
             const old = prev.find((o) => o.name === c.name && o.state?.running);
+            const before = prev.find((o) => o.name === c.name);
             return {
               name: c.name,
               image: c.image,
@@ -750,9 +814,9 @@ export class Controllers {
               containerID: old?.containerID ?? `containerd://${randomBytes(32).toString('hex')}`,
               ready,
               started: true,
-              restartCount: 0,
+              restartCount: before?.restartCount ?? 0,
               state: { running: { startedAt: old?.state.running.startedAt ?? now() } },
-              lastState: {},
+              lastState: before?.lastState ?? {},
             };
           });
           if (x.spec.initContainers?.length) {
@@ -780,6 +844,47 @@ export class Controllers {
         conds = setCondition(conds, { type: 'ContainersReady', status: ready ? 'True' : 'False', ...why });
         st.conditions = setCondition(conds, { type: 'PodScheduled', status: 'True' });
         x.status = st;
+      },
+      'status',
+    );
+  }
+
+  /**
+   * The pod's first container exits and the kubelet backs off restarting it (CrashLoopBackOff), until
+   * setPodReady(..., true) says it runs again.
+   */
+  crashPod(pod: KubeObject, exit: { exitCode?: number; reason?: string; message?: string } = {}) {
+    const r = this.#pods.get(pod.metadata.uid);
+    if (!r || r.starting)
+      throw new Error(`pod ${pod.metadata.namespace ?? ''}/${pod.metadata.name} is not running yet`);
+    r.override = false;
+    this.#setStatus(pod, { ready: false });
+    this.reg.mutate(
+      POD,
+      pod.metadata.namespace,
+      pod.metadata.name,
+      (x) => {
+        const cs = x.status.containerStatuses?.[0];
+        if (!cs) return;
+        const startedAt = cs.state?.running?.startedAt ?? now();
+        cs.lastState = {
+          terminated: {
+            exitCode: exit.exitCode ?? 1,
+            reason: exit.reason ?? 'Error',
+            ...(exit.message ? { message: exit.message } : {}),
+            startedAt,
+            finishedAt: now(),
+            containerID: cs.containerID,
+          },
+        };
+        cs.restartCount = Number(cs.restartCount ?? 0) + 1;
+        cs.started = false;
+        cs.state = {
+          waiting: {
+            reason: 'CrashLoopBackOff',
+            message: `back-off 10s restarting failed container=${String(cs.name)} pod=${x.metadata.name}_${String(x.metadata.namespace)}(${x.metadata.uid})`,
+          },
+        };
       },
       'status',
     );

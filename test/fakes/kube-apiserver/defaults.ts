@@ -59,6 +59,15 @@ export function applyDefaults(rt: ResourceType, obj: KubeObject) {
   switch (rt.kind) {
     case 'Pod':
       defaultPodSpec(spec);
+      // The DefaultTolerationSeconds admission plugin: 300 s on not-ready and unreachable nodes.
+      if (spec && typeof spec === 'object') {
+        const tolerations: any[] = (spec.tolerations ??= []);
+        for (const key of ['node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable']) {
+          if (!tolerations.some((t) => t.key === key && t.effect === 'NoExecute')) {
+            tolerations.push({ key, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 });
+          }
+        }
+      }
       obj.status ??= {};
       obj.status.phase ??= 'Pending';
       obj.status.qosClass ??= qosClass(spec);
@@ -97,9 +106,18 @@ export function applyDefaults(rt: ResourceType, obj: KubeObject) {
         p.targetPort ??= p.port;
       }
       break;
-    case 'Secret':
+    case 'Secret': {
       obj['type'] ??= 'Opaque';
+      // stringData is write-only: the server folds it into data (base64) and drops it.
+      const given = obj['stringData'] as Record<string, string> | undefined;
+      if (given) {
+        const data = (obj['data'] ?? {}) as Record<string, string>;
+        for (const [k, v] of Object.entries(given)) data[k] = Buffer.from(v, 'utf8').toString('base64');
+        obj['data'] = data;
+        Reflect.deleteProperty(obj, 'stringData');
+      }
       break;
+    }
     case 'Namespace':
       obj.spec ??= { finalizers: ['kubernetes'] };
       obj.status = { phase: obj.metadata.deletionTimestamp ? 'Terminating' : 'Active' };

@@ -26,6 +26,9 @@
  *     objects(kind, namespace?): KubeObject[]
  *     events(filter?: {namespace?, reason?, involvedName?}): KubeObject[]
  *     setPodReady(namespace, name, ready): void     overrides probes for that pod
+ *     crashPod(namespace, name, exit?: {exitCode?, reason?, message?}): void   CrashLoopBackOff, restartCount+1,
+ *                                    lastState.terminated, not ready; setPodReady(ns, name, true) runs it again
+ *     setNodeReady(name, ready): void   false: Ready Unknown, unreachable taints, its pods not ready (not evicted)
  *     deletePod(namespace, name, opts?: DeleteOptions): KubeObject
  *     waitFor<T>(fn: () => T | undefined | false, timeoutMs?): Promise<T>   polls until fn returns a truthy value
  *     setHistoryLimit(n): void; compact(): void     compact(): every watch from an older resourceVersion gets 410
@@ -111,6 +114,12 @@ export interface FakeKubeApiServer {
   objects(kind: string, namespace?: string): KubeObject[];
   events(filter?: { namespace?: string; reason?: string; involvedName?: string }): KubeObject[];
   setPodReady(namespace: string, name: string, ready: boolean): void;
+  setNodeReady(name: string, ready: boolean): void;
+  crashPod(
+    namespace: string,
+    name: string,
+    exit?: { exitCode?: number; reason?: string; message?: string },
+  ): void;
   deletePod(namespace: string, name: string, opts?: DeleteOptions): KubeObject;
   waitFor<T>(fn: () => T | undefined | false | null, timeoutMs?: number): Promise<T>;
   setHistoryLimit(n: number): void;
@@ -274,6 +283,9 @@ export async function startFakeKubeApiServer(opts: FakeKubeOptions = {}): Promis
     setPodReady(namespace, name, ready) {
       controllers.setPodReady(reg.mustGet(resourceFor('Pod'), namespace, name), ready);
     },
+    setNodeReady: (name, ready) => controllers.setNodeReady(name, ready),
+    crashPod: (namespace, name, exit) =>
+      controllers.crashPod(reg.mustGet(resourceFor('Pod'), namespace, name), exit),
     deletePod: (namespace, name, o) =>
       deleteObject(reg, hooks, { rt: resourceFor('Pod'), namespace, name }, o),
     async waitFor(fn, timeoutMs = 5000) {

@@ -393,6 +393,20 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
     });
     ac.abort();
 
+    kube.crashPod('default', 'sel-1', { exitCode: 137, reason: 'OOMKilled' });
+    const crashed = kube.get('Pod', 'default', 'sel-1')!.status.containerStatuses[0];
+    expect(crashed).toMatchObject({
+      ready: false,
+      restartCount: 1,
+      state: { waiting: { reason: 'CrashLoopBackOff' } },
+      lastState: { terminated: { exitCode: 137, reason: 'OOMKilled' } },
+    });
+    kube.setPodReady('default', 'sel-1', true);
+    expect(kube.get('Pod', 'default', 'sel-1')!.status.containerStatuses[0]).toMatchObject({
+      ready: true,
+      restartCount: 1,
+      state: { running: {} },
+    });
     kube.setPodReady('default', 'sel-1', false);
     expect(
       kube.get('Pod', 'default', 'sel-1')!.status.conditions.find((c: any) => c.type === 'Ready').status,
@@ -415,6 +429,37 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
     expect(kube.objects('ReplicaSet', 'default').filter((r) => r.metadata.name.startsWith('mig-'))).toEqual(
       [],
     );
+  });
+
+  it('folds stringData into data, and follows nodes going unready and away', async () => {
+    const secret = kube.get('Secret', 'default', 'engine-key')!;
+    expect(secret['data']).toEqual({ key: Buffer.from('k').toString('base64') });
+    expect(secret).not.toHaveProperty('stringData');
+
+    const ready = (p: KubeObject | undefined) =>
+      p?.status?.conditions?.find((c: any) => c.type === 'Ready')?.status === 'True';
+    const onA = () =>
+      kube
+        .objects('Pod', 'default')
+        .filter((p) => p.spec.nodeName === 'gpu-a' && p.metadata.labels?.['app'] === 'llm');
+    expect(onA().every(ready)).toBe(true);
+    kube.setNodeReady('gpu-a', false);
+    expect(onA().some(ready)).toBe(false);
+    expect(kube.get('Node', undefined, 'gpu-a')!.spec.taints).toContainEqual({
+      key: 'node.kubernetes.io/unreachable',
+      effect: 'NoSchedule',
+    });
+    kube.setNodeReady('gpu-a', true);
+    expect(onA().every(ready)).toBe(true);
+
+    // A node deleted: the pod garbage collector removes its pods; their replacements go to the new node.
+    kube.addNode({ name: 'gpu-d', allocatable: { 'nvidia.com/gpu': 8 } });
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    await core.deleteNode({ name: 'gpu-a' });
+    await kube.waitFor(() => {
+      const ps = kube.objects('Pod', 'default').filter((p) => p.metadata.labels?.['app'] === 'llm');
+      return ps.length === 2 && ps.every((p) => p.spec.nodeName === 'gpu-d' && ready(p));
+    });
   });
 
   it('patches with server-side apply and merge patch, and refuses a stale update with 409 Conflict', async () => {
@@ -468,6 +513,14 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
     expect(ignored.status).toBe(201);
     expect(((await ignored.json()) as any).spec.template.spec.containers[0]).not.toHaveProperty(
       'imagePullPolcy',
+    );
+    const warned = await post(
+      '/apis/apps/v1/namespaces/default/deployments?fieldValidation=Warn',
+      deployment('warned', 0, { imagePullPolcy: 'Always' }),
+    );
+    expect(warned.status).toBe(201);
+    expect(warned.headers.get('warning')).toBe(
+      '299 - "unknown field \\"spec.template.spec.containers[0].imagePullPolcy\\""',
     );
 
     const apps = kc.makeApiClient(k8s.AppsV1Api);
@@ -568,6 +621,134 @@ describe('fake kube-apiserver through @kubernetes/client-node', () => {
         message: expect.stringMatching(/^too old resource version: 1 \(\d+\)$/),
       },
     });
+  });
+
+  it('binds a pod another scheduler owns through pods/binding', async () => {
+    kube.create({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'bind-me', namespace: 'default' },
+      spec: {
+        schedulerName: 'other',
+        tolerations: [{ operator: 'Exists' }],
+        containers: [{ name: 'c', image: 'x:1' }],
+      },
+    });
+    const res = await fetch(`${kube.url}/api/v1/namespaces/default/pods/bind-me/binding`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${kube.token!}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Binding',
+        metadata: { name: 'bind-me' },
+        target: { kind: 'Node', name: 'cpu-c' },
+      }),
+    });
+    expect(res.status).toBe(201);
+    await kube.waitFor(() => kube.get('Pod', 'default', 'bind-me')?.status?.phase === 'Running');
+  });
+
+  it.each<
+    [string, string, string, Record<string, unknown> | string | undefined, string | undefined, number, string]
+  >([
+    [
+      'a patch of no known type',
+      'PATCH',
+      '/api/v1/namespaces/default/secrets/engine-key',
+      '{}',
+      'text/plain',
+      415,
+      'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got text/plain)',
+    ],
+    [
+      'a strategic merge patch of a custom resource',
+      'PATCH',
+      '/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets/big-model',
+      {},
+      'application/strategic-merge-patch+json',
+      415,
+      'strategic merge patch is not supported for custom resources; use merge patch or server-side apply',
+    ],
+    [
+      'an apply without fieldManager',
+      'PATCH',
+      '/api/v1/namespaces/default/secrets/engine-key',
+      'metadata: {name: engine-key}',
+      'application/apply-patch+yaml',
+      422,
+      'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+    ],
+    [
+      'a label selector that does not parse',
+      'GET',
+      '/api/v1/pods?labelSelector=app%3D(x',
+      undefined,
+      undefined,
+      400,
+      'unable to parse requirement: app=(x',
+    ],
+    [
+      'a field selector the kind lacks',
+      'GET',
+      '/api/v1/pods?fieldSelector=spec.foo%3Dx',
+      undefined,
+      undefined,
+      400,
+      'field label not supported: spec.foo',
+    ],
+    [
+      "a PUT whose name is not the URL's",
+      'PUT',
+      '/api/v1/namespaces/default/secrets/engine-key',
+      { metadata: { name: 'other' } },
+      'application/json',
+      400,
+      'the name of the object (other) does not match the name on the URL (engine-key)',
+    ],
+    [
+      'a path the API does not have',
+      'GET',
+      '/apis/apps/v1/namespaces/default/widgets',
+      undefined,
+      undefined,
+      404,
+      'the server could not find the requested resource',
+    ],
+    [
+      'a POST to an object',
+      'POST',
+      '/api/v1/namespaces/default/secrets/engine-key',
+      {},
+      'application/json',
+      405,
+      'the server does not allow this method on the requested resource',
+    ],
+    [
+      'a second binding',
+      'POST',
+      '/api/v1/namespaces/default/pods/bind-me/binding',
+      { target: { name: 'cpu-c' } },
+      'application/json',
+      409,
+      'Operation cannot be fulfilled on pods/binding "bind-me": pod bind-me is already assigned to node "cpu-c"',
+    ],
+    [
+      'a continue token that is not one',
+      'GET',
+      '/api/v1/pods?limit=1&continue=%%%',
+      undefined,
+      undefined,
+      400,
+      'continue key is not valid: illegal base64 data',
+    ],
+  ])('refuses %s', async (_what, method, path, body, type, code, message) => {
+    const res = await fetch(`${kube.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${kube.token!}`, ...(type ? { 'content-type': type } : {}) },
+      ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+    });
+    expect(res.status).toBe(code);
+    expect(await res.json()).toMatchObject({ kind: 'Status', status: 'Failure', code, message });
   });
 });
 

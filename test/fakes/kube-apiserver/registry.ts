@@ -57,7 +57,7 @@ export interface Change {
 export type Validator = (
   rt: ResourceType,
   obj: KubeObject,
-  opts: { strict: boolean; old?: KubeObject },
+  opts: { strict: boolean; old?: KubeObject; warnings?: string[] },
 ) => void;
 
 /** Fills in the defaults the real server's defaulting functions set. */
@@ -67,6 +67,8 @@ export interface WriteOptions {
   dryRun?: boolean;
   /** fieldValidation=Strict: unknown fields are refused. */
   strict?: boolean;
+  /** fieldValidation=Warn: what was dropped is said here (the Warning header). */
+  warnings?: string[];
   /** A control loop's own write (a Binding, a status): not validated again. */
   internal?: boolean;
 }
@@ -189,7 +191,7 @@ export class Registry {
       meta.namespace = opts.namespace ?? meta.namespace ?? 'default';
     } else delete meta.namespace;
     if (!meta.name && meta.generateName) meta.name = meta.generateName + randomSuffix(5);
-    this.validate(rt, obj, { strict: opts.strict ?? false });
+    this.validate(rt, obj, { strict: opts.strict ?? false, warnings: opts.warnings });
     this.#checkNamespace(rt, meta.namespace, meta.name);
     if (this.get(rt, meta.namespace, meta.name)) throw alreadyExists(rt, meta.name);
     if (meta.resourceVersion) throw badRequest('resourceVersion should not be set on objects to be created');
@@ -197,6 +199,8 @@ export class Registry {
     meta.creationTimestamp = now();
     meta.generation = 1;
     delete meta.deletionTimestamp;
+    // Create ignores the status of kinds that have a status subresource (a node registers with its own).
+    if (rt.subresources.includes('status') && rt.kind !== 'Node') delete obj.status;
     this.defaults(rt, obj);
     if (opts.dryRun) return { ...obj, metadata: { ...meta, resourceVersion: '' } };
     meta.resourceVersion = String(++this.#rv);
@@ -239,7 +243,8 @@ export class Registry {
         if (old.status === undefined) delete obj.status;
         else obj.status = structuredClone(old.status);
       }
-      if (!opts.internal) this.validate(rt, obj, { strict: opts.strict ?? false, old });
+      if (!opts.internal)
+        this.validate(rt, obj, { strict: opts.strict ?? false, old, warnings: opts.warnings });
     }
     const m = obj.metadata;
     m.name = old.metadata.name;

@@ -54,6 +54,8 @@ export const RESOURCES: readonly ResourceType[] = [
   grouped('apps/v1', 'deployments', 'Deployment', ['status', 'scale']),
   grouped('apps/v1', 'replicasets', 'ReplicaSet', ['status', 'scale']),
   grouped('apps/v1', 'statefulsets', 'StatefulSet', ['status', 'scale']),
+  grouped('networking.k8s.io/v1', 'ingresses', 'Ingress', ['status']),
+  grouped('policy/v1', 'poddisruptionbudgets', 'PodDisruptionBudget', ['status']),
   grouped('rbac.authorization.k8s.io/v1', 'roles', 'Role'),
   grouped('rbac.authorization.k8s.io/v1', 'rolebindings', 'RoleBinding'),
   grouped('rbac.authorization.k8s.io/v1', 'clusterroles', 'ClusterRole', [], false),

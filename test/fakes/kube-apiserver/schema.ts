@@ -319,6 +319,11 @@ const policyRule = obj({
 const roleRef = obj({ apiGroup: str, kind: str, name: str });
 const subjects = arr(obj({ kind: str, apiGroup: str, name: str, namespace: str }));
 
+const ingressBackend = obj({
+  service: obj({ name: str, port: obj({ name: str, number: int }) }),
+  resource: obj({ apiGroup: str, kind: str, name: str }),
+});
+
 const top = (fields: Shape) => obj({ apiVersion: str, kind: str, metadata, status: anyValue, ...fields });
 
 const SCHEMAS: Record<string, z.ZodType> = {
@@ -433,6 +438,27 @@ const SCHEMAS: Record<string, z.ZodType> = {
       minReadySeconds: int,
       persistentVolumeClaimRetentionPolicy: obj({ whenDeleted: str, whenScaled: str }),
       ordinals: obj({ start: int }),
+    }),
+  }),
+  Ingress: top({
+    spec: obj({
+      ingressClassName: str,
+      defaultBackend: ingressBackend,
+      tls: arr(obj({ hosts: arr(str), secretName: str })),
+      rules: arr(
+        obj({
+          host: str,
+          http: obj({ paths: arr(obj({ path: str, pathType: str, backend: ingressBackend })) }),
+        }),
+      ),
+    }),
+  }),
+  PodDisruptionBudget: top({
+    spec: obj({
+      minAvailable: intOrString,
+      maxUnavailable: intOrString,
+      selector: labelSelector,
+      unhealthyPodEvictionPolicy: str,
     }),
   }),
   Role: top({ rules: arr(policyRule) }),
@@ -1035,6 +1061,66 @@ function kindProblems(rt: ResourceType, o: any): Problem[] {
       if (!spec?.accessModes?.length) out.push(required('spec.accessModes'));
       if (!spec?.resources?.requests?.storage) out.push(required('spec.resources[storage]'));
       out.push(...resourceProblems('spec.resources', spec?.resources));
+      break;
+    case 'Ingress': {
+      const backend = (f: string, b: any) => {
+        if (!b) return;
+        if (b.service && b.resource)
+          out.push({ field: f, message: 'Invalid value: "": cannot set both service and resource backends' });
+        if (b.service) {
+          if (!b.service.name) out.push(required(`${f}.service.name`));
+          const p = b.service.port;
+          if (!p || (p.name === undefined && p.number === undefined)) out.push(required(`${f}.service.port`));
+          else if (p.name !== undefined && p.number !== undefined)
+            out.push({
+              field: `${f}.service.port`,
+              message: 'Invalid value: "": cannot set both port name & port number',
+            });
+          else if (typeof p.number === 'number' && (p.number < 1 || p.number > 65535))
+            out.push(
+              invalidValue(`${f}.service.port.number`, p.number, 'must be between 1 and 65535, inclusive'),
+            );
+        } else if (!b.resource)
+          out.push({ field: f, message: 'Invalid value: "": resource or service backend is required' });
+      };
+      backend('spec.defaultBackend', spec?.defaultBackend);
+      if (!spec?.defaultBackend && !(spec?.rules ?? []).length)
+        out.push({
+          field: 'spec',
+          message: 'Invalid value: "": either `defaultBackend` or `rules` must be specified',
+        });
+      ((spec?.rules ?? []) as any[]).forEach((r, i) => {
+        ((r.http?.paths ?? []) as any[]).forEach((p, j) => {
+          const f = `spec.rules[${i}].http.paths[${j}]`;
+          const types = ['Exact', 'Prefix', 'ImplementationSpecific'];
+          if (!p.pathType)
+            out.push({ field: `${f}.pathType`, message: 'Required value: pathType must be specified' });
+          else if (!types.includes(p.pathType)) out.push(unsupported(`${f}.pathType`, p.pathType, types));
+          if (
+            p.pathType !== 'ImplementationSpecific' &&
+            p.path !== undefined &&
+            !String(p.path).startsWith('/')
+          ) {
+            out.push(invalidValue(`${f}.path`, p.path, 'must be an absolute path'));
+          }
+          if (!p.backend) out.push(required(`${f}.backend`));
+          backend(`${f}.backend`, p.backend);
+        });
+      });
+      break;
+    }
+    case 'PodDisruptionBudget':
+      if (
+        spec?.minAvailable !== undefined &&
+        spec?.minAvailable !== null &&
+        spec?.maxUnavailable !== undefined &&
+        spec?.maxUnavailable !== null
+      ) {
+        out.push({
+          field: 'spec',
+          message: `Invalid value: ${JSON.stringify(spec)}: minAvailable and maxUnavailable cannot be both set`,
+        });
+      }
       break;
     case 'Role':
     case 'ClusterRole':

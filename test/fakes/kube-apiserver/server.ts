@@ -58,7 +58,7 @@ interface Target {
   watch: boolean;
 }
 
-const BUILTIN_GROUPS = new Set(['', 'apps', 'rbac.authorization.k8s.io']);
+const BUILTIN_GROUPS = new Set(['', 'apps', 'rbac.authorization.k8s.io', 'networking.k8s.io', 'policy']);
 
 /** Deletes an object as the API server and the garbage collector do together. */
 export function deleteObject(
@@ -205,6 +205,7 @@ function parseJson(text: string, what: string): unknown {
 export class HttpFront {
   readonly server: Server;
   #watches = new Set<ServerResponse>();
+  #warnings = new WeakMap<ServerResponse, string[]>();
 
   readonly reg: Registry;
   readonly hooks: ServerHooks;
@@ -240,6 +241,13 @@ export class HttpFront {
 
   #send(res: ServerResponse, code: number, body: unknown) {
     if (res.headersSent) return;
+    // Warning: 299 - "unknown field ..." per dropped field, as fieldValidation=Warn answers.
+    const warnings = this.#warnings.get(res) ?? [];
+    if (warnings.length > 0)
+      res.setHeader(
+        'warning',
+        warnings.map((w) => `299 - ${JSON.stringify(w)}`),
+      );
     res.writeHead(code, { 'content-type': 'application/json', 'audit-id': crypto.randomUUID() });
     res.end(JSON.stringify(body));
   }
@@ -344,7 +352,10 @@ export class HttpFront {
     const { rt, namespace, name, subresource } = target;
     if (subresource !== undefined && !rt.subresources.includes(subresource)) throw pathNotFound();
     const method = req.method ?? 'GET';
-    const strict = (q.get('fieldValidation') ?? this.opts.defaultFieldValidation) === 'Strict';
+    const validation = q.get('fieldValidation') ?? this.opts.defaultFieldValidation;
+    const strict = validation === 'Strict';
+    const warnings = validation === 'Warn' ? [] : undefined;
+    if (warnings) this.#warnings.set(res, warnings);
     const dryRun = q.get('dryRun') === 'All';
 
     if (name === undefined) {
@@ -358,7 +369,7 @@ export class HttpFront {
       }
       if (method === 'POST') {
         const body = parseJson(await readBody(req), 'Object cannot be handled');
-        const created = this.reg.create(rt, body, { namespace, strict, dryRun });
+        const created = this.reg.create(rt, body, { namespace, strict, dryRun, warnings });
         this.#send(res, 201, created);
         return;
       }
@@ -437,14 +448,21 @@ export class HttpFront {
           this.#send(res, 200, this.#setScale(rt, namespace, name, body));
           return;
         }
-        const updated = this.reg.update(rt, body, { namespace, name, subresource: sub, strict, dryRun });
+        const updated = this.reg.update(rt, body, {
+          namespace,
+          name,
+          subresource: sub,
+          strict,
+          dryRun,
+          warnings,
+        });
         this.#send(res, 200, updated);
         return;
       }
       case 'PATCH': {
         const text = await readBody(req);
         const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
-        this.#patch(res, { rt, namespace, name, subresource, type, text, q, strict, dryRun });
+        this.#patch(res, { rt, namespace, name, subresource, type, text, q, strict, dryRun, warnings });
         return;
       }
       case 'DELETE': {
@@ -515,6 +533,7 @@ export class HttpFront {
       text: string;
       q: URLSearchParams;
       strict: boolean;
+      warnings?: string[];
       dryRun: boolean;
     },
   ) {
@@ -613,6 +632,7 @@ export class HttpFront {
         name,
         subresource: sub,
         strict: p.strict || isApply,
+        warnings: p.warnings,
         dryRun: p.dryRun,
       }),
     );

@@ -242,6 +242,35 @@ describe('validateObject', () => {
           endpointPickerRef: { name: 'epp', port: { number: 9002 } },
         },
       },
+      {
+        apiVersion: 'networking.k8s.io/v1',
+        kind: 'Ingress',
+        metadata: { name: 'llmgw' },
+        spec: {
+          ingressClassName: 'nginx',
+          tls: [{ hosts: ['llm.example.com'], secretName: 'tls' }],
+          rules: [
+            {
+              host: 'llm.example.com',
+              http: {
+                paths: [
+                  {
+                    path: '/',
+                    pathType: 'Prefix',
+                    backend: { service: { name: 'llmgw', port: { name: 'http' } } },
+                  },
+                ],
+              },
+            },
+          ],
+        },
+      },
+      {
+        apiVersion: 'policy/v1',
+        kind: 'PodDisruptionBudget',
+        metadata: { name: 'llmgw' },
+        spec: { maxUnavailable: 1, selector: { matchLabels: { app: 'llmgw' } } },
+      },
     ];
     for (const o of ok) expect(validateObject(o), o.kind).toEqual([]);
     expect(
@@ -255,6 +284,23 @@ describe('validateObject', () => {
       expect.objectContaining({
         field: 'spec.ports[0].port',
         message: 'Invalid value: 0: must be between 1 and 65535, inclusive',
+      }),
+    ]);
+    expect(
+      validateObject({
+        apiVersion: 'networking.k8s.io/v1',
+        kind: 'Ingress',
+        metadata: { name: 'i' },
+        spec: {
+          rules: [
+            { http: { paths: [{ path: '/', backend: { service: { name: 's', port: { number: 80 } } } }] } },
+          ],
+        },
+      }),
+    ).toEqual([
+      expect.objectContaining({
+        field: 'spec.rules[0].http.paths[0].pathType',
+        message: 'Required value: pathType must be specified',
       }),
     ]);
     expect(validateObject({ apiVersion: 'v1', kind: 'Widget', metadata: { name: 'w' } })).toEqual([

@@ -213,11 +213,15 @@ export function immutableProblems(rt: ResourceType, obj: KubeObject, old: KubeOb
 export function validateForServer(
   rt: ResourceType,
   obj: KubeObject,
-  opts: { strict: boolean; old?: KubeObject },
+  opts: { strict: boolean; old?: KubeObject; warnings?: string[] },
 ) {
   const all = problemsOf(rt, obj, true);
   if (!opts.strict) {
-    for (const p of all) if (p.decoding && p.message === 'unknown field' && p.path) prune(obj, p.path);
+    for (const p of all) {
+      if (!(p.decoding && p.message === 'unknown field' && p.path)) continue;
+      prune(obj, p.path);
+      opts.warnings?.push(`unknown field "${p.field}"`);
+    }
   }
   const problems = [
     ...(opts.strict ? all : all.filter((p) => !(p.decoding && p.message === 'unknown field'))),
