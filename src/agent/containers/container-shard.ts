@@ -6,8 +6,9 @@ import {
   describeProbe,
   formatMs,
   probeHealth,
+  probeTimeout,
   startingReason,
-  type Health,
+  watchHealth,
   type Probe,
 } from '../supervisor/readiness.js';
 import type { ExitReport, ShardRun, ShardState } from '../supervisor/types.js';
@@ -59,8 +60,6 @@ export interface ContainerShardContext {
   now: () => number;
 }
 
-/** Failed health checks in a row that make a ready shard restart. */
-const HEALTH_FAILURES = 3;
 /** Lines of output kept with an exit. */
 const EXIT_TAIL = 20;
 /** How long an exited container's last lines may take to arrive on the log stream. */
@@ -370,24 +369,7 @@ export class ContainerShard {
     const degraded = this.#run.degradedReason;
     if (degraded !== undefined) this.#set('degraded', degraded);
     else this.#set('ready', undefined);
-    return health === undefined ? never() : this.#watchHealth(health, signal);
-  }
-
-  async #watchHealth(health: Health, signal: AbortSignal): Promise<string> {
-    const interval = this.#ctx.timing.readyIntervalMs;
-    let failures = 0;
-    for (;;) {
-      if (!(await wait(interval, signal))) return never();
-      const probe = await probeHealth(health, probeTimeout(interval));
-      if (signal.aborted) return never();
-      if (probe.kind === 'ok') {
-        failures = 0;
-        continue;
-      }
-      failures++;
-      if (failures >= HEALTH_FAILURES)
-        return `stopped answering its health check: ${describeProbe(probe, health)} (${failures} times in a row)`;
-    }
+    return health === undefined ? never() : watchHealth(health, this.#ctx.timing.readyIntervalMs, signal);
   }
 
   #set(state: ShardState | 'downloading', reason: string | undefined): void {
@@ -427,10 +409,6 @@ function throughProxy(probe: Probe): Probe {
   if (probe.kind === 'error' && /^(ECONNRESET|EPIPE|socket hang up)$/.test(probe.message))
     return { kind: 'refused' };
   return probe;
-}
-
-function probeTimeout(intervalMs: number): number {
-  return Math.min(5000, Math.max(1000, intervalMs));
 }
 
 /** `the container exited with code 1; its last error line: …`. */

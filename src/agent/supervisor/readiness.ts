@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 
 import type { ShardRun } from './types.js';
+import { never, wait } from './wait.js';
 
 /**
  * One look at an engine's health URL. Engines tell "loading" two ways (see
@@ -111,4 +112,33 @@ export function formatMs(ms: number): string {
   if (ms < 1000) return `${ms} ms`;
   if (ms < 120_000) return `${Math.round(ms / 100) / 10} s`;
   return `${Math.round(ms / 60_000)} min`;
+}
+
+/** Failed health checks in a row that make a ready shard restart. */
+const HEALTH_FAILURES = 3;
+
+/** Long enough for a busy engine, short enough to notice a hung one before the next probe. */
+export function probeTimeout(intervalMs: number): number {
+  return Math.min(5000, Math.max(1000, intervalMs));
+}
+
+/**
+ * Checks a ready engine every `intervalMs` until it fails HEALTH_FAILURES checks in a row
+ * (resolves with why, for the restart) or `signal` aborts (never resolves). Process and
+ * container shards alike.
+ */
+export async function watchHealth(health: Health, intervalMs: number, signal: AbortSignal): Promise<string> {
+  let failures = 0;
+  for (;;) {
+    if (!(await wait(intervalMs, signal))) return never();
+    const probe = await probeHealth(health, probeTimeout(intervalMs));
+    if (signal.aborted) return never();
+    if (probe.kind === 'ok') {
+      failures = 0;
+      continue;
+    }
+    failures++;
+    if (failures >= HEALTH_FAILURES)
+      return `stopped answering its health check: ${describeProbe(probe, health)} (${failures} times in a row)`;
+  }
 }

@@ -10,8 +10,9 @@ import {
   formatMs,
   healthPort,
   probeHealth,
+  probeTimeout,
   startingReason,
-  type Health,
+  watchHealth,
 } from './readiness.js';
 import { describeHolder, findHolder, portUse, type Holder, type Listener } from './sockets.js';
 import type { ExitReport, GpuProcessReader, PortTaken, ShardRun, ShardState, ShardStatus } from './types.js';
@@ -44,8 +45,6 @@ export interface ShardContext {
   now: () => number;
 }
 
-/** Failed health checks in a row that make a ready shard restart. */
-const HEALTH_FAILURES = 3;
 /** Lines of output kept with an exit. */
 const EXIT_TAIL = 20;
 
@@ -452,24 +451,7 @@ export class Shard {
     if (degraded === undefined && gpu !== undefined && gpu.uuids.length > 0 && reader !== undefined) {
       void this.#watchGpu(groups, gpu.uuids, reader, signal);
     }
-    return health === undefined ? never() : this.#watchHealth(health, signal);
-  }
-
-  async #watchHealth(health: Health, signal: AbortSignal): Promise<string> {
-    const interval = this.#ctx.timing.readyIntervalMs;
-    let failures = 0;
-    for (;;) {
-      if (!(await wait(interval, signal))) return never();
-      const probe = await probeHealth(health, probeTimeout(interval));
-      if (signal.aborted) return never();
-      if (probe.kind === 'ok') {
-        failures = 0;
-        continue;
-      }
-      failures++;
-      if (failures >= HEALTH_FAILURES)
-        return `stopped answering its health check: ${describeProbe(probe, health)} (${failures} times in a row)`;
-    }
+    return health === undefined ? never() : watchHealth(health, this.#ctx.timing.readyIntervalMs, signal);
   }
 
   /** Checks, after a delay and then now and again, that the engine holds memory on its GPUs. */
@@ -536,11 +518,6 @@ export class Shard {
       // The listener's failure must not stop the supervision.
     }
   }
-}
-
-/** Long enough for a busy engine, short enough to notice a hung one before the next probe. */
-function probeTimeout(intervalMs: number): number {
-  return Math.min(5000, Math.max(1000, intervalMs));
 }
 
 function describeExit(exit: Exit): string {
