@@ -14,6 +14,9 @@ import type { DaemonKind, GpuRequestKind } from './containers/types.js';
  * container supervisor, and by `llmgw doctor`.
  */
 
+/** Written in the agent's data dir once it ran a container: its next start, and the doctor, look for the daemon. */
+export const containersUsedFile = 'containers-used';
+
 /** Where a daemon may listen: `unix:///var/run/docker.sock`, `tcp://10.0.0.5:2375`. */
 export interface DaemonAddress {
   url: string;

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -121,6 +121,14 @@ describe('llmgw doctor: the container daemon', () => {
     expect(containersWantedBy(settings({ images: { vllm: 'a/b:1' } }))).toBe(
       'agent.containers.images.vllm is set',
     );
+    // A profile added through the API is not in the file: the agent's mark in the data dir says it.
+    const dataDir = mkdtempSync(join(tmpdir(), 'llmgw-doctor-used-'));
+    expect(containersWantedBy({ ...settings({}), data_dir: dataDir })).toBeUndefined();
+    writeFileSync(join(dataDir, 'containers-used'), '');
+    expect(containersWantedBy({ ...settings({}), data_dir: dataDir })).toBe(
+      'this node has run engines in containers',
+    );
+    rmSync(dataDir, { recursive: true });
   });
 
   it('Docker with the nvidia runtime: its kind, version and runtimes, and no warning', async () => {

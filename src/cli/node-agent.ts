@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 
 import { Agent } from '../agent/agent.js';
-import { gpuRequestFor, probeDaemon } from '../agent/container-daemon.js';
+import { containersUsedFile, gpuRequestFor, probeDaemon } from '../agent/container-daemon.js';
 import type {
   ContainerRunner,
   ContainerShardStatus,
@@ -134,7 +134,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   logAdoption(o.logger, supervisor);
   // Container profiles: the daemon is asked only once one is placed here.
   const containers = o.settings.agent.containers;
-  const containersUsed = join(dataDir, 'containers-used');
+  const containersUsed = join(dataDir, containersUsedFile);
   let gpuRequest: GpuRequestKind | undefined;
   const engineRunners = new EngineRunners({
     supervisor,

@@ -3,7 +3,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
-import { gpuRequestFor, probeDaemon } from '../agent/container-daemon.js';
+import { containersUsedFile, gpuRequestFor, probeDaemon } from '../agent/container-daemon.js';
 import {
   containersLine,
   diagnose,
@@ -91,7 +91,9 @@ async function probePath(d: GpuDiscovery): Promise<PathResult> {
  * runtime: container, or an agent.containers key set. Undefined: nothing does, and the
  * daemon is not asked.
  */
-export function containersWantedBy(settings: Pick<Settings, 'agent' | 'models'>): string | undefined {
+export function containersWantedBy(
+  settings: Pick<Settings, 'agent' | 'models'> & Partial<Pick<Settings, 'data_dir'>>,
+): string | undefined {
   for (const m of settings.models)
     for (const p of m.profiles)
       if (p.runtime === 'container') return `model ${m.name} profile ${p.name} has runtime: container`;
@@ -101,12 +103,15 @@ export function containersWantedBy(settings: Pick<Settings, 'agent' | 'models'>)
   if (c.registry !== '') return 'agent.containers.registry is set';
   const image = Object.keys(c.images)[0];
   if (image !== undefined) return `agent.containers.images.${image} is set`;
+  // Profiles added through the API are not in the file: the agent marks a node that ran containers.
+  if (settings.data_dir !== undefined && existsSync(join(settings.data_dir, containersUsedFile)))
+    return 'this node has run engines in containers';
   return undefined;
 }
 
 /** The container daemon, where something here uses containers. */
 export async function probeContainers(
-  settings: Pick<Settings, 'agent' | 'models'>,
+  settings: Pick<Settings, 'agent' | 'models'> & Partial<Pick<Settings, 'data_dir'>>,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<ContainerDaemonProbe | undefined> {
   const wanted = containersWantedBy(settings);
