@@ -11,8 +11,8 @@ import type { Origin } from '../src/models/origin.js';
 import { resolveOrigin } from '../src/models/resolve.js';
 import { bytesText } from '../src/protocol/cache-views.js';
 
-import type { FakeHub } from './fakes/hub/hub.js';
-import { llmgw } from './support/cli.js';
+import { startFakeHub, type FakeHub } from './fakes/hub/hub.js';
+import { llmgw, startDaemon } from './support/cli.js';
 import { startTestHub, testRepos } from './support/hub.js';
 
 // `llmgw fetch` as the init container of a Kubernetes pod runs it: the built CLI, with the
@@ -109,6 +109,35 @@ describe('llmgw fetch', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toBe('');
     expect(readFileSync(join(podWeights(origin, mount, source).path, quant)).length).toBeGreaterThan(0);
+  });
+
+  it('shows progress while a file arrives, stops on SIGTERM, and a restart fetches the rest', async () => {
+    let release: () => void = () => undefined;
+    const until = new Promise<void>((r) => {
+      release = r;
+    });
+    const held = await startFakeHub({
+      repos: testRepos(),
+      separateFileServer: true,
+      hold: { afterBytes: 100_000, until },
+    });
+    try {
+      const mount = dir();
+      const args = ['fetch', source, '--into', mount, '--origin', JSON.stringify(origin)];
+      const d = startDaemon(args, { HF_ENDPOINT: held.url });
+      // A first progress line after 1 s, as a pod's log shows it.
+      await d.waitFor(/downloading hf:\/\/\S+: 100 kB of 264 kB/, 5000);
+      expect(await d.stop('SIGTERM')).toBe(1);
+      expect(d.output()).toContain(`error: fetching ${source} was cancelled`);
+      release();
+      const again = await llmgw([...args, '--json'], { HF_ENDPOINT: held.url });
+      expect(again.code).toBe(0);
+      const expected = testRepos()[repo]?.files[quant] as Buffer;
+      expect(readFileSync(join(podWeights(origin, mount, source).path, quant)).equals(expected)).toBe(true);
+    } finally {
+      release();
+      await held.close();
+    }
   });
 
   it('refuses an unknown repository, a file the hub lacks, and an origin of another source', async () => {

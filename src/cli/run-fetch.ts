@@ -29,7 +29,7 @@ export interface FetchCommand {
   origin?: string | undefined;
   endpoint?: string | undefined;
   env?: Record<string, string | undefined>;
-  /** How often a progress line is written (default 5 s). */
+  /** How often a progress line is written after the first, at 1 s (default 5 s). */
   progressMs?: number;
 }
 
@@ -75,10 +75,16 @@ export async function runFetch(c: FetchCommand): Promise<FetchSummary> {
       ? { url, headers: { authorization: `Bearer ${access.token}` } }
       : { url };
   });
-  const ticker = setInterval(() => {
+  const tell = () => {
     if (job.state === 'downloading' || job.state === 'verifying')
       c.o.err(`${job.state} ${origin.source}: ${progressText(job.progress())}`);
-  }, c.progressMs ?? 5000);
+  };
+  // A first line soon, so a log shows the bytes moving; then one every few seconds.
+  let ticker: NodeJS.Timeout | undefined;
+  const first = setTimeout(() => {
+    tell();
+    ticker = setInterval(tell, c.progressMs ?? 5000);
+  }, 1000);
   const stop = () => job.cancel();
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
@@ -97,6 +103,7 @@ export async function runFetch(c: FetchCommand): Promise<FetchSummary> {
     if (c.o.json) c.o.out(JSON.stringify(summary));
     return summary;
   } finally {
+    clearTimeout(first);
     clearInterval(ticker);
     process.off('SIGTERM', stop);
     process.off('SIGINT', stop);

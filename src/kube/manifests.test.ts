@@ -200,6 +200,11 @@ describe('workloadOf: MIG, CPU, llama.cpp, downloads', () => {
       JSON.stringify(origin),
     ]);
     expect(init?.env).toBeUndefined();
+    // The same origin read with its keys in another order makes the same pods (no rollout).
+    const reordered = JSON.parse(JSON.stringify(origin, Object.keys(origin).reverse())) as Origin;
+    reordered.files = origin.files.map((f) => ({ size: f.size, path: f.path }));
+    const again = workloadOf(input(profile({}), { settings: s, origin: reordered })) as KDeployment;
+    expect(again.metadata?.annotations).toEqual(d.metadata?.annotations);
   });
 
   it('gives the downloader the hub mirror and an optional token Secret when configured', () => {

@@ -280,11 +280,30 @@ function downloaderOf(input: WorkloadInput, image: string, mountPath: string): K
       mountPath,
       ...(origin?.commit === undefined ? [] : ['--revision', origin.commit]),
       '--origin',
-      JSON.stringify(origin),
+      originArg(origin),
     ],
     ...(env.length === 0 ? {} : { env }),
     volumeMounts: [{ name: 'models', mountPath }],
   };
+}
+
+/** The origin as JSON with its keys in one order, whatever order it was read in: no rollout for a reorder. */
+function originArg(o: Origin | undefined): string {
+  if (o === undefined) return '';
+  const files = o.files.map((f) => ({
+    path: f.path,
+    size: f.size,
+    ...(f.sha256 === undefined ? {} : { sha256: f.sha256 }),
+    ...(f.etag === undefined ? {} : { etag: f.etag }),
+  }));
+  return JSON.stringify({
+    source: o.source,
+    kind: o.kind,
+    ...(o.repo === undefined ? {} : { repo: o.repo }),
+    revision: o.revision,
+    ...(o.commit === undefined ? {} : { commit: o.commit }),
+    files,
+  });
 }
 
 function engineContainerOf(
