@@ -14,6 +14,7 @@ import { registerReplicas } from './ctl/replicas.js';
 import { registerUsage } from './ctl/usage.js';
 import { registerAgent } from './agent-command.js';
 import { registerDoctor } from './doctor-command.js';
+import { registerFetch } from './fetch-command.js';
 import { registerGateway } from './gateway-command.js';
 import { registerServe } from './run-control-plane.js';
 import { noteParent } from './signals.js';
@@ -32,6 +33,7 @@ export function buildProgram(run: Runner): Command {
   registerAgent(program, run);
   registerDoctor(program, run);
   registerGateway(program, run);
+  registerFetch(program, run);
 
   const ctl = program
     .command('ctl')

@@ -181,11 +181,45 @@ describe('workloadOf: MIG, CPU, llama.cpp, downloads', () => {
     };
     const d = workloadOf(input(profile({}), { settings: s })) as KDeployment;
     expect(d.spec?.template.spec?.volumes).toContainEqual({ name: 'models', emptyDir: {} });
-    expect(d.spec?.template.spec?.initContainers?.[0]).toMatchObject({
+    const init = d.spec?.template.spec?.initContainers?.[0];
+    expect(init).toMatchObject({
       name: 'download',
       image: 'ghcr.io/x/llmgw:1',
       volumeMounts: [{ name: 'models', mountPath: '/models' }],
     });
+    // llmgw's own downloader, given the pinned origin: the very files the engine's arguments name.
+    expect(init?.command).toEqual(['llmgw']);
+    expect(init?.args).toEqual([
+      'fetch',
+      'hf:Qwen/Qwen3-8B',
+      '--into',
+      '/models',
+      '--revision',
+      'a'.repeat(40),
+      '--origin',
+      JSON.stringify(origin),
+    ]);
+    expect(init?.env).toBeUndefined();
+    // The same origin read with its keys in another order makes the same pods (no rollout).
+    const reordered = JSON.parse(JSON.stringify(origin, Object.keys(origin).reverse())) as Origin;
+    reordered.files = origin.files.map((f) => ({ size: f.size, path: f.path }));
+    const again = workloadOf(input(profile({}), { settings: s, origin: reordered })) as KDeployment;
+    expect(again.metadata?.annotations).toEqual(d.metadata?.annotations);
+  });
+
+  it('gives the downloader the hub mirror and an optional token Secret when configured', () => {
+    const s = {
+      ...settings,
+      models: { pvc: '', mount_path: '/m', downloader_image: 'ghcr.io/x/llmgw:1' },
+    };
+    const hub = { endpoint: 'https://hf-mirror.example', tokenSecret: { name: 'hub', key: 'token' } };
+    const d = workloadOf(input(profile({}), { settings: s, hub })) as KDeployment;
+    const init = d.spec?.template.spec?.initContainers?.[0];
+    expect(init?.env).toEqual([
+      { name: 'HF_ENDPOINT', value: 'https://hf-mirror.example' },
+      { name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: 'hub', key: 'token', optional: true } } },
+    ]);
+    expect(init?.args?.slice(2, 4)).toEqual(['--into', '/m']);
   });
 
   it('refuses a model whose files have nowhere to come from', () => {

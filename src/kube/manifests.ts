@@ -85,6 +85,12 @@ export interface WorkloadInput {
   llamaParallel: number;
   /** The GFD labels of the cluster's cards, for node affinity. */
   products: ProductsByClass;
+  /**
+   * Where the download init container fetches from: hub.endpoint (a mirror of the hub), and a
+   * Secret holding a hub token (HF_TOKEN, optional in the pod); unset, the image's HF_ENDPOINT
+   * or the public hub, without a token.
+   */
+  hub?: { endpoint?: string | undefined; tokenSecret?: { name: string; key: string } | undefined };
 }
 
 const sentinelKey = '\u0000llmgw-engine-key\u0000';
@@ -225,12 +231,7 @@ function podTemplate(input: WorkloadInput, rank: number): KPodTemplate {
       );
     }
     volumes.push({ name: 'models', emptyDir: {} });
-    initContainers.push({
-      name: 'download',
-      image: downloader_image,
-      command: ['llmgw', 'model', 'fetch', model.source, '--into', mount_path],
-      volumeMounts: [{ name: 'models', mountPath: mount_path }],
-    });
+    initContainers.push(downloaderOf(input, downloader_image, mount_path));
   }
   const spec: KPodSpec = {
     containers: [container],
@@ -250,6 +251,59 @@ function podTemplate(input: WorkloadInput, rank: number): KPodTemplate {
     metadata: { labels: workloadLabels(model.name, profile.name) },
     spec,
   };
+}
+
+/**
+ * The init container that fills the emptyDir: `llmgw fetch` (src/cli/run-fetch.ts) given the
+ * origin the control plane pinned, so the pod fetches exactly those files at that commit (no
+ * second resolution that could pick others) into the layout podWeights points the engine at.
+ */
+function downloaderOf(input: WorkloadInput, image: string, mountPath: string): KContainer {
+  const { model, origin, hub } = input;
+  const env: KEnvVar[] = [];
+  if (hub?.endpoint !== undefined && hub.endpoint !== '')
+    env.push({ name: 'HF_ENDPOINT', value: hub.endpoint });
+  if (hub?.tokenSecret !== undefined) {
+    env.push({
+      name: 'HF_TOKEN',
+      valueFrom: { secretKeyRef: { name: hub.tokenSecret.name, key: hub.tokenSecret.key, optional: true } },
+    });
+  }
+  return {
+    name: 'download',
+    image,
+    command: ['llmgw'],
+    args: [
+      'fetch',
+      model.source,
+      '--into',
+      mountPath,
+      ...(origin?.commit === undefined ? [] : ['--revision', origin.commit]),
+      '--origin',
+      originArg(origin),
+    ],
+    ...(env.length === 0 ? {} : { env }),
+    volumeMounts: [{ name: 'models', mountPath }],
+  };
+}
+
+/** The origin as JSON with its keys in one order, whatever order it was read in: no rollout for a reorder. */
+function originArg(o: Origin | undefined): string {
+  if (o === undefined) return '';
+  const files = o.files.map((f) => ({
+    path: f.path,
+    size: f.size,
+    ...(f.sha256 === undefined ? {} : { sha256: f.sha256 }),
+    ...(f.etag === undefined ? {} : { etag: f.etag }),
+  }));
+  return JSON.stringify({
+    source: o.source,
+    kind: o.kind,
+    ...(o.repo === undefined ? {} : { repo: o.repo }),
+    revision: o.revision,
+    ...(o.commit === undefined ? {} : { commit: o.commit }),
+    files,
+  });
 }
 
 function engineContainerOf(
