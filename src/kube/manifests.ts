@@ -120,6 +120,24 @@ export function engineKeySecret(model: string, namespace: string, key: string): 
   };
 }
 
+export const hubTokenSecretName = 'llmgw-hub-token';
+export const hubTokenSecretKey = 'token';
+
+/** hub.token for the download init containers (HF_TOKEN), in llmgw's namespace. */
+export function hubTokenSecret(namespace: string, token: string): KSecret {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: hubTokenSecretName,
+      namespace,
+      labels: { [managedBy.key]: managedBy.value },
+    },
+    type: 'Opaque',
+    stringData: { [hubTokenSecretKey]: token },
+  };
+}
+
 /** The Deployment, or LeaderWorkerSet, of one model's profile. Throws LlmgwError for what cannot run. */
 export function workloadOf(input: WorkloadInput): Workload {
   const { model, profile, settings } = input;

@@ -238,6 +238,7 @@ export class ControlPlane {
               // Read at start: a changed namespace or connection takes effect at the next start.
               pods: kube,
               llamaParallel: settings.current.settings.agent.engines.llamacpp.parallel,
+              hub: settings.current.settings.hub,
             }),
             leader: leadership,
             scaledReplicas: (spec) => autoscaler.countOf(spec),

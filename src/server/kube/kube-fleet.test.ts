@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 
 import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
 import type { KubeCluster } from '../../kube/client.js';
+import type { KDeployment } from '../../kube/kube-types.js';
 import type { Origin } from '../../models/origin.js';
 import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
@@ -59,8 +60,11 @@ describe('KubeFleet writes only while it leads', () => {
     commit: 'a'.repeat(40),
     files: [{ path: 'config.json', size: 1 }],
   };
-  const setup = (leads: boolean) => {
+  const setup = (leads: boolean, hubAtStart?: { endpoint?: string; token?: string }) => {
+    let hub = hubAtStart;
     const applied: string[] = [];
+    const objects: unknown[] = [];
+    const removed: string[] = [];
     const cluster: KubeCluster = {
       nodes: () => [],
       pods: () => [],
@@ -69,9 +73,13 @@ describe('KubeFleet writes only while it leads', () => {
       onChange: () => undefined,
       apply: (o) => {
         applied.push(`${o.kind ?? ''}/${o.metadata?.name ?? ''}`);
+        objects.push(o);
         return Promise.resolve();
       },
-      remove: () => Promise.resolve(),
+      remove: (kind, name) => {
+        removed.push(`${kind}/${name}`);
+        return Promise.resolve();
+      },
       readSecret: () => Promise.resolve(undefined),
       deletePod: () => Promise.resolve(),
       stop: () => Promise.resolve(),
@@ -99,12 +107,16 @@ describe('KubeFleet writes only while it leads', () => {
       settings: () => ({
         pods: {
           namespace: 'llmgw',
-          models: { pvc: 'models', mount_path: '/models', downloader_image: '' },
+          models:
+            hub === undefined
+              ? { pvc: 'models', mount_path: '/models', downloader_image: '' }
+              : { pvc: '', mount_path: '/models', downloader_image: 'llmgw:dev' },
           runtime_class: '',
           engine_port: 8000,
           service_account: '',
         },
         llamaParallel: 4,
+        hub,
       }),
       leader: {
         leads: () => leads,
@@ -113,7 +125,7 @@ describe('KubeFleet writes only while it leads', () => {
         onChange: () => undefined,
       },
     });
-    return { fleet, applied };
+    return { fleet, applied, objects, removed, setHub: (h: typeof hub) => (hub = h) };
   };
 
   it('a follower writes nothing, but shows the replicas it waits for', async () => {
@@ -127,5 +139,33 @@ describe('KubeFleet writes only while it leads', () => {
     const { fleet, applied } = setup(true);
     await fleet.reconcile();
     expect(applied).toEqual(['Secret/llmgw-qwen-engine-key', 'Deployment/llmgw-qwen-h100']);
+  });
+
+  it('gives the download init container hub.endpoint, and hub.token through a Secret of its own', async () => {
+    const { fleet, applied, objects, removed, setHub } = setup(true, {
+      endpoint: 'https://hf-mirror.lab',
+      token: 'hf_secret',
+    });
+    await fleet.reconcile();
+    expect(applied).toEqual([
+      'Secret/llmgw-hub-token',
+      'Secret/llmgw-qwen-engine-key',
+      'Deployment/llmgw-qwen-h100',
+    ]);
+    expect(objects[0]).toMatchObject({ stringData: { token: 'hf_secret' } });
+    const init = (objects[2] as KDeployment).spec?.template.spec?.initContainers?.[0];
+    expect(init?.env).toEqual([
+      { name: 'HF_ENDPOINT', value: 'https://hf-mirror.lab' },
+      {
+        name: 'HF_TOKEN',
+        valueFrom: { secretKeyRef: { name: 'llmgw-hub-token', key: 'token', optional: true } },
+      },
+    ]);
+    // The token is not in the Deployment itself.
+    expect(JSON.stringify(objects[2])).not.toContain('hf_secret');
+    // Unset: its Secret is deleted.
+    setHub({ endpoint: 'https://hf-mirror.lab' });
+    await fleet.reconcile();
+    expect(removed).toEqual(['Secret/llmgw-hub-token']);
   });
 });

@@ -8,11 +8,15 @@ import type { KubeCluster } from '../../kube/client.js';
 import {
   engineKeySecret,
   engineKeySecretKey,
+  hubTokenSecret,
+  hubTokenSecretKey,
+  hubTokenSecretName,
   modelNameAnnotation,
   productsByClass,
   workloadOf,
   type PodSettings,
   type Workload,
+  type WorkloadInput,
 } from '../../kube/manifests.js';
 import { restartedAtAnnotation, secretName, specHashAnnotation, workloadName } from '../../kube/names.js';
 import { kubeNodeView, offersOf } from '../../kube/node-classes.js';
@@ -37,7 +41,12 @@ export interface KubeFleetOptions {
   store: Store;
   keys: EngineKeys;
   logger: Logger;
-  settings: () => { pods: PodSettings; llamaParallel: number };
+  settings: () => {
+    pods: PodSettings;
+    llamaParallel: number;
+    /** hub.endpoint and hub.token: the download init containers fetch from there, with that token. */
+    hub?: { endpoint?: string | undefined; token?: string | undefined };
+  };
   /** Whether this control plane writes (the leader); without it, it always does. */
   leader?: LeaderView;
   /** An autoscaled model's count (the autoscaler's), run instead of its `replicas`. */
@@ -73,6 +82,8 @@ export class KubeFleet implements FleetDelegate {
   readonly #restarts = new Map<string, string>();
   /** Models whose Secret holds their key, as last read or written here. */
   readonly #secretsOk = new Set<string>();
+  /** hub.token as last written to its Secret (undefined: none written, or deleted). */
+  #hubToken: string | undefined;
   #wanted = new Map<string, Wanted>();
   #running: Promise<void> | undefined;
   #again = false;
@@ -141,8 +152,9 @@ export class KubeFleet implements FleetDelegate {
   async #pass(): Promise<void> {
     const specs = await this.#o.catalog.specs();
     const origins = await this.#o.catalog.origins();
-    const { pods: podSettings, llamaParallel } = this.#o.settings();
+    const { pods: podSettings, llamaParallel, hub: hubSettings } = this.#o.settings();
     const cluster = this.#o.cluster;
+    const hub = this.#leads ? await this.#hub(podSettings.namespace, hubSettings) : undefined;
     const nodes = cluster.nodes();
     const products = productsByClass(nodes.map((n) => ({ labels: n.metadata?.labels })));
     const offered = new Set(nodes.flatMap((n) => offersOf(n).map((o) => o.class)));
@@ -167,6 +179,7 @@ export class KubeFleet implements FleetDelegate {
           pods: podSettings,
           llamaParallel,
           products,
+          hub,
         });
         this.#problems.delete(spec.name);
       } catch (e) {
@@ -195,6 +208,26 @@ export class KubeFleet implements FleetDelegate {
     }
   }
 
+  /**
+   * Where the download init containers fetch from: hub.endpoint, and hub.token kept in a
+   * Secret of llmgw's (written when it changes, deleted when unset) that the pods read.
+   */
+  async #hub(
+    namespace: string,
+    settings: { endpoint?: string | undefined; token?: string | undefined } | undefined,
+  ): Promise<WorkloadInput['hub']> {
+    const token = settings?.token;
+    if (token !== this.#hubToken) {
+      if (token === undefined) await this.#o.cluster.remove('Secret', hubTokenSecretName);
+      else await this.#o.cluster.apply(hubTokenSecret(namespace, token));
+      this.#hubToken = token;
+    }
+    return {
+      endpoint: settings?.endpoint,
+      tokenSecret: token === undefined ? undefined : { name: hubTokenSecretName, key: hubTokenSecretKey },
+    };
+  }
+
   async #write(
     w: Wanted,
     current: Workload | undefined,
@@ -203,6 +236,7 @@ export class KubeFleet implements FleetDelegate {
       pods: PodSettings;
       llamaParallel: number;
       products: ReturnType<typeof productsByClass>;
+      hub: WorkloadInput['hub'];
     },
   ): Promise<void> {
     const { spec, profile } = w;
@@ -221,6 +255,7 @@ export class KubeFleet implements FleetDelegate {
       settings: pods,
       llamaParallel,
       products,
+      hub: c.hub,
     });
     const name = workload.metadata?.name ?? '';
     // A rolling restart asked for here, or one made before (by llmgw or kubectl rollout restart), is kept.
