@@ -8,7 +8,7 @@ import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
 import { EngineKeys } from '../fleet/engine-keys.js';
 
-import { chooseProfile, KubeFleet } from './kube-fleet.js';
+import { chooseProfile, KubeFleet, lineSplitter } from './kube-fleet.js';
 
 const profile = (name: string, p: Partial<ProfileSpec>): ProfileSpec => ({
   name,
@@ -73,6 +73,7 @@ describe('KubeFleet writes only while it leads', () => {
       },
       remove: () => Promise.resolve(),
       readSecret: () => Promise.resolve(undefined),
+      podLog: () => Promise.resolve(),
       deletePod: () => Promise.resolve(),
       stop: () => Promise.resolve(),
     };
@@ -127,5 +128,18 @@ describe('KubeFleet writes only while it leads', () => {
     const { fleet, applied } = setup(true);
     await fleet.reconcile();
     expect(applied).toEqual(['Secret/llmgw-qwen-engine-key', 'Deployment/llmgw-qwen-h100']);
+  });
+});
+
+describe('lineSplitter', () => {
+  it.each([
+    { chunks: ['a\nb\n'], lines: [['a', 'b']], rest: [] },
+    { chunks: ['a\nb'], lines: [['a']], rest: ['b'] },
+    { chunks: ['', 'par', 'tial\nnext\n'], lines: [[], [], ['partial', 'next']], rest: [] },
+    { chunks: ['\n\n'], lines: [['', '']], rest: [] },
+  ])('splits $chunks into whole lines', ({ chunks, lines, rest }) => {
+    const s = lineSplitter();
+    expect(chunks.map((c) => s.push(c))).toEqual(lines);
+    expect(s.end()).toEqual(rest);
   });
 });
