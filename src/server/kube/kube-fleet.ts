@@ -445,6 +445,12 @@ export class KubeFleet implements FleetDelegate {
         'conflict',
         `replica ${id}'s pod ${name} is Pending: ${state.reason ?? 'waiting to be scheduled'}`,
       );
+    // The engine waits on the downloader: the API's answer would be "waiting to start: PodInitializing".
+    if (state.state === 'downloading')
+      throw new LlmgwError(
+        'conflict',
+        `replica ${id}'s engine has not started: ${state.reason ?? 'its init container runs'}; its progress: kubectl -n ${this.#o.settings().pods.namespace} logs ${name} -c download`,
+      );
     const lines = lineSplitter();
     await this.#o.cluster.podLog(name, {
       container: engineContainer,
