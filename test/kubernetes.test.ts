@@ -304,14 +304,6 @@ describe('Kubernetes mode', () => {
     expect(d?.spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']).toMatch(/^\d{4}-/);
   }, 30_000);
 
-  it('refuses logs through an agent, in words', async () => {
-    const [any] = await replicas('chat');
-    const logs = await api(t.url, t.adminKey, 'GET', `/replicas/${any.id}/logs`);
-    expect(JSON.stringify(logs.body)).toContain(
-      'ctl logs is for nodes with an llmgw agent, and this control plane runs in Kubernetes mode (kubernetes: in its settings): the kubelet runs the engines, so use kubectl (kubectl -n NAMESPACE logs POD, kubectl describe pod POD)',
-    );
-  });
-
   it('keeps watching after the API server ends its watches and forgets old versions', async () => {
     kube.compact();
     kube.dropWatches();

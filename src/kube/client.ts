@@ -7,6 +7,8 @@ import type {
   V1Secret,
 } from '@kubernetes/client-node';
 
+import type { RequestOptions as HttpsRequestOptions } from 'node:https';
+
 import { LlmgwError } from '../core/errors.js';
 
 import { apiStatus, kubeError } from './errors.js';
@@ -41,7 +43,21 @@ export interface KubeCluster {
   remove(kind: 'Deployment' | 'LeaderWorkerSet' | 'Secret', name: string): Promise<void>;
   readSecret(name: string): Promise<KSecret | undefined>;
   deletePod(name: string): Promise<void>;
+  /**
+   * A container's log (GET .../pods/NAME/log): its last `tail` lines, then with `follow` each
+   * new chunk until the container ends or `signal` aborts. `onText` is called once the API
+   * answers (with '' when there is nothing yet). Refusals come in words (LlmgwError).
+   */
+  podLog(pod: string, o: PodLogOptions): Promise<void>;
   stop(): Promise<void>;
+}
+
+export interface PodLogOptions {
+  container: string;
+  tail: number;
+  follow: boolean;
+  signal: AbortSignal;
+  onText: (text: string) => void;
 }
 
 /** Plain data where the library's typed APIs declare classes: it serialises either the same way. */
@@ -297,10 +313,95 @@ export async function connectCluster(c: KubeConnection): Promise<KubeCluster> {
       }
     },
 
+    async podLog(pod, o) {
+      const refused = (e: unknown) => podLogError(e, ns, pod);
+      if (!o.follow) {
+        let text: string;
+        try {
+          text = await core.readNamespacedPodLog({
+            name: pod,
+            namespace: ns,
+            container: o.container,
+            tailLines: o.tail,
+          });
+        } catch (e) {
+          throw refused(e);
+        }
+        o.onText(text);
+        return;
+      }
+      await followLog(kc, { ns, pod, ...o }, refused);
+    },
+
     async stop() {
       stopped = true;
       for (const t of timers) clearTimeout(t);
       await Promise.all([nodes.stop(), pods.stop(), deployments.stop(), sets?.stop()]);
     },
   };
+}
+
+/**
+ * The log endpoint's refusals in words: a container that has not started (400), a pod gone
+ * meanwhile (404); the others (403: the Role lacks pods/log) as every API call's.
+ */
+function podLogError(e: unknown, ns: string, pod: string): LlmgwError {
+  const status = apiStatus(e);
+  if (status?.code === 400)
+    return new LlmgwError(
+      'conflict',
+      `pod ${pod} has no log to show: the Kubernetes API says: ${status.message}`,
+      {
+        cause: e,
+      },
+    );
+  if (status?.code === 404)
+    return new LlmgwError(
+      'not_found',
+      `pod ${pod} is gone (deleted meanwhile): llmgw ctl replicas lists the replicas now`,
+      { cause: e },
+    );
+  return kubeError(e, { verb: 'get', resource: 'pods/log', namespace: ns, name: pod });
+}
+
+/**
+ * `GET .../log?follow=true`, streamed. Not client-node's Log class: it drops tailLines=0 (so
+ * `--tail 0 -f` would print the whole log), keeps no Status body of a refusal (its words), and
+ * says nothing when the stream breaks. The request carries the kubeconfig's credentials and
+ * TLS settings as every call of the library does (applyToHTTPSOptions).
+ */
+async function followLog(
+  kc: KubeConfig,
+  o: PodLogOptions & { ns: string; pod: string },
+  refused: (e: unknown) => LlmgwError,
+): Promise<void> {
+  const server = kc.getCurrentCluster()?.server ?? '';
+  const url = new URL(
+    `${server.replace(/\/+$/, '')}/api/v1/namespaces/${encodeURIComponent(o.ns)}/pods/${encodeURIComponent(o.pod)}/log`,
+  );
+  url.searchParams.set('container', o.container);
+  url.searchParams.set('tailLines', String(o.tail));
+  url.searchParams.set('follow', 'true');
+  const options: HttpsRequestOptions = {};
+  await kc.applyToHTTPSOptions(options);
+  const { request } = url.protocol === 'http:' ? await import('node:http') : await import('node:https');
+  if (o.signal.aborted) return;
+  return new Promise<void>((resolve, reject) => {
+    const req = request(url, { ...options, method: 'GET', signal: o.signal }, (res) => {
+      res.setEncoding('utf8');
+      if (res.statusCode !== 200) {
+        let body = '';
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => reject(refused({ code: res.statusCode ?? 0, body })));
+        res.on('error', () => reject(refused({ code: res.statusCode ?? 0, body })));
+        return;
+      }
+      o.onText('');
+      res.on('data', (c: string) => o.onText(c));
+      res.on('end', () => resolve());
+      res.on('error', (e) => (o.signal.aborted ? resolve() : reject(refused(e))));
+    });
+    req.on('error', (e) => (o.signal.aborted ? resolve() : reject(refused(e))));
+    req.end();
+  });
 }

@@ -96,8 +96,8 @@ export interface FleetOptions {
   /** An autoscaled model's count (the autoscaler's), run instead of its `replicas`; undefined for the others. */
   scaledReplicas?: (spec: ModelSpec) => number | undefined;
   /**
-   * What places replicas instead of the agents (Kubernetes mode): replicas, routes and restarts
-   * are its; what only agents do (pulls, node caches, logs) is refused in its words.
+   * What places replicas instead of the agents (Kubernetes mode): replicas, routes, restarts, logs
+   * are its; what only agents do (pulls, node caches) is refused in its words.
    */
   delegate?: FleetDelegate;
 }
@@ -1057,8 +1057,7 @@ export class Fleet implements HubListener {
       onLines: (lines: string[]) => void;
     },
   ): Promise<void> {
-    if (this.#o.delegate !== undefined)
-      return Promise.reject(new LlmgwError('not_implemented', this.#o.delegate.refusal('ctl logs')));
+    if (this.#o.delegate !== undefined) return this.#o.delegate.logs(id, options);
     const shard = this.#shards.find((s) => s.replica === id && s.rank === options.rank);
     if (shard === undefined) {
       const exists = this.#replicas.some((r) => r.id === id);

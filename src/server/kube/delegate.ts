@@ -4,8 +4,8 @@ import type { RouteTable } from '../../protocol/routes.js';
 
 /**
  * What the Fleet hands over when something else places replicas (Kubernetes mode): the
- * replicas, the routes and restarts. What does not apply there (pulls to a node, node caches,
- * logs through an agent) is refused by the Fleet with `refusal`.
+ * replicas, the routes, restarts and logs. What does not apply there (pulls to a node, node
+ * caches) is refused by the Fleet with `refusal`.
  */
 export interface FleetDelegate {
   start(): Promise<void>;
@@ -19,6 +19,17 @@ export interface FleetDelegate {
   replica(id: string): ReplicaView;
   routeTable(): Promise<RouteTable>;
   restart(id: string, inPlace: boolean, actor: string): Promise<RestartResult>;
+  /** A shard's engine log, as Fleet.logs: the last `tail` lines, then (follow) new ones until `signal` aborts. */
+  logs(
+    id: string,
+    options: {
+      rank: number;
+      tail: number;
+      follow: boolean;
+      signal: AbortSignal;
+      onLines: (lines: string[]) => void;
+    },
+  ): Promise<void>;
   /** The nodes as llmgw shows them, read-only. */
   nodeViews(): NodeView[];
   /** Why agent-only operations are refused, with what to do instead. */

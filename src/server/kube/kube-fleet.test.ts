@@ -4,12 +4,13 @@ import { describe, expect, it } from 'vitest';
 import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
 import type { KubeCluster } from '../../kube/client.js';
 import type { KDeployment } from '../../kube/kube-types.js';
+import type { KPod } from '../../kube/kube-types.js';
 import type { Origin } from '../../models/origin.js';
 import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
 import { EngineKeys } from '../fleet/engine-keys.js';
 
-import { chooseProfile, KubeFleet } from './kube-fleet.js';
+import { chooseProfile, KubeFleet, lineSplitter } from './kube-fleet.js';
 
 const profile = (name: string, p: Partial<ProfileSpec>): ProfileSpec => ({
   name,
@@ -60,14 +61,19 @@ describe('KubeFleet writes only while it leads', () => {
     commit: 'a'.repeat(40),
     files: [{ path: 'config.json', size: 1 }],
   };
-  const setup = (leads: boolean, hubAtStart?: { endpoint?: string; token?: string }) => {
+  const setup = (
+    leads: boolean,
+    pods: KPod[] = [],
+    log = '',
+    hubAtStart?: { endpoint?: string; token?: string },
+  ) => {
     let hub = hubAtStart;
     const applied: string[] = [];
     const objects: unknown[] = [];
     const removed: string[] = [];
     const cluster: KubeCluster = {
       nodes: () => [],
-      pods: () => [],
+      pods: () => pods,
       workloads: () => [],
       leaderWorkerSets: true,
       onChange: () => undefined,
@@ -81,6 +87,11 @@ describe('KubeFleet writes only while it leads', () => {
         return Promise.resolve();
       },
       readSecret: () => Promise.resolve(undefined),
+      podLog: (_pod, o) => {
+        // As the API answers: in chunks that need not end at a line's end.
+        for (let i = 0; i < log.length; i += 7) o.onText(log.slice(i, i + 7));
+        return Promise.resolve();
+      },
       deletePod: () => Promise.resolve(),
       stop: () => Promise.resolve(),
     };
@@ -142,7 +153,7 @@ describe('KubeFleet writes only while it leads', () => {
   });
 
   it('gives the download init container hub.endpoint, and hub.token through a Secret of its own', async () => {
-    const { fleet, applied, objects, removed, setHub } = setup(true, {
+    const { fleet, applied, objects, removed, setHub } = setup(true, [], '', {
       endpoint: 'https://hf-mirror.lab',
       token: 'hf_secret',
     });
@@ -167,5 +178,67 @@ describe('KubeFleet writes only while it leads', () => {
     setHub({ endpoint: 'https://hf-mirror.lab' });
     await fleet.reconcile();
     expect(removed).toEqual(['Secret/llmgw-hub-token']);
+  });
+
+  describe('KubeFleet.logs', () => {
+    const pod = (name: string, status: KPod['status'], labels: Record<string, string> = {}): KPod => ({
+      metadata: { name, labels: { 'llmgw.io/model': 'qwen', 'llmgw.io/profile': 'h100', ...labels } },
+      spec: {
+        containers: [{ name: 'engine' }],
+        nodeName: 'gpu-1',
+      },
+      status,
+    });
+    const ready = pod('p-ready', {
+      phase: 'Running',
+      conditions: [{ type: 'Ready', status: 'True' }],
+    });
+    const downloading = pod('p-dl', {
+      phase: 'Pending',
+      conditions: [{ type: 'PodScheduled', status: 'True' }],
+      initContainerStatuses: [
+        { name: 'download', image: 'x', imageID: '', ready: false, restartCount: 0, state: { running: {} } },
+      ],
+    });
+    const logs = async (fleet: KubeFleet, id: string, rank = 0) => {
+      const out: string[][] = [];
+      await fleet.logs(id, {
+        rank,
+        tail: 10,
+        follow: false,
+        signal: new AbortController().signal,
+        onLines: (l) => out.push(l),
+      });
+      return out.flat();
+    };
+
+    it('gives whole lines, the unfinished last one at the end', async () => {
+      const { fleet } = setup(true, [ready], 'loading the weights\nserving on :8000\nno newline');
+      expect(await logs(fleet, 'p-ready')).toEqual(['loading the weights', 'serving on :8000', 'no newline']);
+    });
+
+    it('refuses a rank the replica lacks, a replica not there, and an engine waiting on its downloader', async () => {
+      const { fleet } = setup(true, [ready, downloading]);
+      await expect(logs(fleet, 'p-ready', 1)).rejects.toThrow(
+        'replica p-ready has no rank 1 (its one pod is rank 0)',
+      );
+      await expect(logs(fleet, 'nope')).rejects.toThrow('no replica is named "nope"');
+      await expect(logs(fleet, 'p-dl')).rejects.toThrow(
+        "replica p-dl's engine has not started: init container download is fetching the model's files; its progress: kubectl -n llmgw logs p-dl -c download",
+      );
+    });
+  });
+});
+
+describe('lineSplitter', () => {
+  it.each([
+    { chunks: ['a\nb\n'], lines: [['a', 'b']], rest: [] },
+    { chunks: ['a\nb'], lines: [['a']], rest: ['b'] },
+    { chunks: ['', 'par', 'tial\nnext\n'], lines: [[], [], ['partial', 'next']], rest: [] },
+    { chunks: ['\n\n'], lines: [['', '']], rest: [] },
+  ])('splits $chunks into whole lines', ({ chunks, lines, rest }) => {
+    const s = lineSplitter();
+    expect(chunks.map((c) => s.push(c))).toEqual(lines);
+    expect(s.end()).toEqual(rest);
   });
 });

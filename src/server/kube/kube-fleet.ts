@@ -6,6 +6,7 @@ import { generateSecret } from '../../core/secrets.js';
 import { engineFor } from '../../engines/registry.js';
 import type { KubeCluster } from '../../kube/client.js';
 import {
+  engineContainer,
   engineKeySecret,
   engineKeySecretKey,
   hubTokenSecret,
@@ -20,7 +21,7 @@ import {
 } from '../../kube/manifests.js';
 import { restartedAtAnnotation, secretName, specHashAnnotation, workloadName } from '../../kube/names.js';
 import { kubeNodeView, offersOf } from '../../kube/node-classes.js';
-import { groupPods, replicaView } from '../../kube/pod-views.js';
+import { groupPods, podState, replicaView } from '../../kube/pod-views.js';
 import type { Origin } from '../../models/origin.js';
 import type { NodeView } from '../../protocol/node-views.js';
 import type { ReplicaView, RestartResult } from '../../protocol/replica-views.js';
@@ -449,6 +450,54 @@ export class KubeFleet implements FleetDelegate {
     return { replicas, models };
   }
 
+  /**
+   * The engine container's log of the replica's pod (of its rank's pod, for a LeaderWorkerSet's
+   * group), read through the API as kubectl logs does; a pod the scheduler has not placed has
+   * none yet, and says why.
+   */
+  async logs(
+    id: string,
+    options: {
+      rank: number;
+      tail: number;
+      follow: boolean;
+      signal: AbortSignal;
+      onLines: (lines: string[]) => void;
+    },
+  ): Promise<void> {
+    const group = groupPods(this.#o.cluster.pods()).find((g) => g.leader.metadata?.name === id);
+    if (group === undefined) this.replica(id);
+    const pod = group === undefined ? undefined : [group.leader, ...group.workers][options.rank];
+    const name = pod?.metadata?.name;
+    if (pod === undefined || name === undefined)
+      throw new LlmgwError(
+        'not_found',
+        `replica ${id} has no rank ${options.rank} (its ${group?.workers.length === 0 ? 'one pod is rank 0' : `pods are ranks 0 to ${group?.workers.length ?? 0}`})`,
+      );
+    const state = podState(pod);
+    if (state.state === 'pending')
+      throw new LlmgwError(
+        'conflict',
+        `replica ${id}'s pod ${name} is Pending: ${state.reason ?? 'waiting to be scheduled'}`,
+      );
+    // The engine waits on the downloader: the API's answer would be "waiting to start: PodInitializing".
+    if (state.state === 'downloading')
+      throw new LlmgwError(
+        'conflict',
+        `replica ${id}'s engine has not started: ${state.reason ?? 'its init container runs'}; its progress: kubectl -n ${this.#o.settings().pods.namespace} logs ${name} -c download`,
+      );
+    const lines = lineSplitter();
+    await this.#o.cluster.podLog(name, {
+      container: engineContainer,
+      tail: options.tail,
+      follow: options.follow,
+      signal: options.signal,
+      onText: (text) => options.onLines(lines.push(text)),
+    });
+    const rest = lines.end();
+    if (rest.length > 0) options.onLines(rest);
+  }
+
   nodeViews(): NodeView[] {
     const pods = this.#o.cluster.pods();
     return this.#o.cluster
@@ -458,12 +507,25 @@ export class KubeFleet implements FleetDelegate {
   }
 
   refusal(operation: string): string {
-    return `${operation} is for nodes with an llmgw agent, and this control plane runs in Kubernetes mode (kubernetes: in its settings): the kubelet runs the engines, ${
-      operation.startsWith('ctl model pull') || operation.includes('cache')
-        ? 'and model files come from kubernetes.models.pvc or its downloader init container'
-        : 'so use kubectl (kubectl -n NAMESPACE logs POD, kubectl describe pod POD)'
-    }`;
+    return `${operation} is for nodes with an llmgw agent, and this control plane runs in Kubernetes mode (kubernetes: in its settings): the kubelet runs the engines, and model files come from kubernetes.models.pvc or its downloader init container`;
   }
+}
+
+/** Text in chunks as whole lines: push gives the lines a chunk completes, end the unfinished last one. */
+export function lineSplitter(): { push(text: string): string[]; end(): string[] } {
+  let partial = '';
+  return {
+    push(text) {
+      const parts = (partial + text).split('\n');
+      partial = parts.pop() ?? '';
+      return parts;
+    },
+    end() {
+      const rest = partial;
+      partial = '';
+      return rest === '' ? [] : [rest];
+    },
+  };
 }
 
 /**

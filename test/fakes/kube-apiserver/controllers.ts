@@ -31,8 +31,11 @@ export interface RunningPod {
   stop?: () => void | Promise<void>;
   /** Where a container port really listens, when a test cannot bind it (probes use it). */
   ports?: Record<number, number>;
-  /** What `GET .../pods/NAME/log` returns. */
-  logs?: () => string;
+  /**
+   * What the container has written so far (`GET .../pods/NAME/log`, which slices it by tailLines);
+   * read again while a client follows, so it may grow. Absent: an empty log.
+   */
+  logs?: (container: string) => string;
 }
 
 /** Starts a scheduled pod's containers (a test starts a real process); called once per pod. */
@@ -128,7 +131,13 @@ export class Controllers {
       if (c.rt !== EVENT) this.kick();
     });
     hooks.terminatePod = (pod) => this.#terminate(pod);
-    hooks.podLog = (pod) => this.#pods.get(pod.metadata.uid)?.running?.logs?.() ?? '';
+    hooks.podLog = (pod, container) => {
+      const r = this.#pods.get(pod.metadata.uid);
+      const running = r?.running;
+      if (r === undefined || running === undefined) return undefined;
+      // Init containers ran to completion before the kubelet's hook started the pod.
+      return { text: () => running.logs?.(container) ?? '', ended: () => r.stopped };
+    };
   }
 
   kick() {

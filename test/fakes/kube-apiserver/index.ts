@@ -33,6 +33,9 @@
  *     waitFor<T>(fn: () => T | undefined | false, timeoutMs?): Promise<T>   polls until fn returns a truthy value
  *     setHistoryLimit(n): void; compact(): void     compact(): every watch from an older resourceVersion gets 410
  *     dropWatches(): void                            ends open watches (clients reconnect from their last resourceVersion)
+ *     forbid(verb, resource): void; allow(verb, resource): void   RBAC denies it (403 Forbidden in the authorizer's
+ *                                    words) until allowed again; verb get|list|watch|create|update|patch|delete,
+ *                                    resource as RBAC names it: 'pods/log', 'deployments.apps'
  *     watchStats: {gone, open}                       watches answered 410 so far, watches open now
  *     resourceVersion: string                       the current global resourceVersion
  *     close(): Promise<void>                        ends watches, stops pods (hooks' stop), closes the port
@@ -125,6 +128,8 @@ export interface FakeKubeApiServer {
   setHistoryLimit(n: number): void;
   compact(): void;
   dropWatches(): void;
+  forbid(verb: string, resource: string): void;
+  allow(verb: string, resource: string): void;
   readonly watchStats: { readonly gone: number; readonly open: number };
   close(): Promise<void>;
 }
@@ -300,6 +305,8 @@ export async function startFakeKubeApiServer(opts: FakeKubeOptions = {}): Promis
     setHistoryLimit: (n) => reg.setHistoryLimit(n),
     compact: () => reg.compact(0),
     dropWatches: () => http.dropWatches(),
+    forbid: (verb, resource) => void http.forbidden.add(`${verb} ${resource}`),
+    allow: (verb, resource) => void http.forbidden.delete(`${verb} ${resource}`),
     watchStats: http.watchStats,
     async close() {
       serviceAccounts();

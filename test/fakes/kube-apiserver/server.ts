@@ -19,7 +19,7 @@ import {
 } from './errors.js';
 import { jsonPatch, mergePatch, PatchError, strategicMergePatch } from './patch.js';
 import { type Change, type KubeObject, type Registry } from './registry.js';
-import { apiVersionOf, RESOURCES, resourceByPlural, type ResourceType } from './resources.js';
+import { apiVersionOf, qualifiedName, RESOURCES, resourceByPlural, type ResourceType } from './resources.js';
 import {
   type FieldRequirement,
   matchFields,
@@ -41,7 +41,11 @@ export interface DeleteOptions {
 export interface ServerHooks {
   /** Stops a terminating pod's containers; the pod is removed when it settles. Absent: removed at once. */
   terminatePod?: (pod: KubeObject) => Promise<void>;
-  podLog?: (pod: KubeObject) => string;
+  /**
+   * The kubelet's side of `GET .../pods/NAME/log`: what the container wrote so far, and whether it
+   * has ended; undefined while the container has not started (the kubelet answers "waiting to start").
+   */
+  podLog?: (pod: KubeObject, container: string) => { text: () => string; ended: () => boolean } | undefined;
 }
 
 export interface HttpOptions {
@@ -225,6 +229,9 @@ export class HttpFront {
     return (this.server.address() as AddressInfo).port;
   }
 
+  /** `verb resource` pairs RBAC denies (`get pods/log`, `list deployments.apps`). */
+  readonly forbidden = new Set<string>();
+
   /** Watches answered 410 Gone so far, and those open now. */
   readonly watchStats = { gone: 0, open: 0 };
 
@@ -352,6 +359,7 @@ export class HttpFront {
     const { rt, namespace, name, subresource } = target;
     if (subresource !== undefined && !rt.subresources.includes(subresource)) throw pathNotFound();
     const method = req.method ?? 'GET';
+    this.#authorize(target, method, q);
     const validation = q.get('fieldValidation') ?? this.opts.defaultFieldValidation;
     const strict = validation === 'Strict';
     const warnings = validation === 'Warn' ? [] : undefined;
@@ -430,9 +438,9 @@ export class HttpFront {
       return;
     }
     if (subresource === 'log') {
-      const pod = this.reg.mustGet(rt, namespace, name);
-      res.writeHead(200, { 'content-type': 'text/plain' });
-      res.end(this.hooks.podLog?.(pod) ?? '');
+      if (method !== 'GET')
+        throw methodNotAllowed('the server does not allow this method on the requested resource');
+      this.#log(res, this.reg.mustGet(rt, namespace, name), q);
       return;
     }
     const sub = subresource === 'status' ? 'status' : '';
@@ -715,6 +723,121 @@ export class HttpFront {
       metadata,
       items: items.map((o) => stripForList(rt, o)),
     };
+  }
+
+  /** RBAC's refusal, in the authorizer's words, of what forbid() denied. */
+  #authorize(target: Target, method: string, q: URLSearchParams) {
+    if (this.forbidden.size === 0) return;
+    const { rt, namespace, name, subresource } = target;
+    const watching = target.watch || q.get('watch') === 'true' || q.get('watch') === '1';
+    const verb =
+      method === 'GET'
+        ? watching
+          ? 'watch'
+          : name === undefined
+            ? 'list'
+            : 'get'
+        : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[
+            method
+          ];
+    const resource = `${rt.plural}${subresource === undefined ? '' : `/${subresource}`}`;
+    const qualified = `${resource}${rt.group === '' ? '' : `.${rt.group}`}`;
+    if (!this.forbidden.has(`${verb ?? ''} ${qualified}`)) return;
+    throw new ApiError({
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: `${name === undefined ? qualifiedName(rt) : `${qualifiedName(rt)} "${name}"`} is forbidden: User "fake" cannot ${verb ?? ''} resource "${resource}" in API group "${rt.group}"${namespace === undefined ? ' at the cluster scope' : ` in the namespace "${namespace}"`}`,
+      reason: 'Forbidden',
+      details: {
+        ...(name === undefined ? {} : { name }),
+        ...(rt.group === '' ? {} : { group: rt.group }),
+        kind: rt.plural,
+      },
+      code: 403,
+    });
+  }
+
+  /**
+   * A container's log as the API server relays the kubelet's: text/plain, the last tailLines lines,
+   * then with follow=true each new chunk until the container ends or the client goes. The container
+   * is checked (a pod with one may omit it); a pod not yet on a node has an empty log; a container
+   * that has not started is a 400 "waiting to start" with its waiting reason.
+   */
+  #log(res: ServerResponse, pod: KubeObject, q: URLSearchParams) {
+    const name = pod.metadata.name;
+    const containers = [
+      ...((pod.spec?.initContainers ?? []) as { name: string }[]),
+      ...((pod.spec?.containers ?? []) as { name: string }[]),
+    ].map((c) => c.name);
+    let container = q.get('container') ?? '';
+    if (container === '') {
+      const main = ((pod.spec?.containers ?? []) as { name: string }[]).map((c) => c.name);
+      if (main.length !== 1)
+        throw badRequest(
+          `a container name must be specified for pod ${name}, choose one of: [${containers.join(' ')}]`,
+        );
+      container = main[0]!;
+    } else if (!containers.includes(container)) {
+      throw badRequest(`container ${container} is not valid for pod ${name}`);
+    }
+    const tailParam = q.get('tailLines');
+    const tail = tailParam === null ? undefined : Number(tailParam);
+    if (tail !== undefined && (!Number.isInteger(tail) || tail < 0))
+      throw invalid({ ...RESOURCES.find((r) => r.kind === 'Pod')!, kind: 'PodLogOptions' }, name, [
+        {
+          reason: 'FieldValueInvalid',
+          message: `Invalid value: ${tailParam}: must be greater than or equal to 0`,
+          field: 'tailLines',
+        },
+      ]);
+    const follow = q.get('follow') === 'true' || q.get('follow') === '1';
+    if (!pod.spec?.nodeName) {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end();
+      return;
+    }
+    const source = this.hooks.podLog?.(pod, container);
+    if (source === undefined) {
+      const statuses = [
+        ...((pod.status?.initContainerStatuses ?? []) as any[]),
+        ...((pod.status?.containerStatuses ?? []) as any[]),
+      ];
+      const reason =
+        statuses.find((c) => c.name === container)?.state?.waiting?.reason ?? 'ContainerCreating';
+      throw badRequest(`container "${container}" in pod "${name}" is waiting to start: ${reason}`);
+    }
+    const text = source.text();
+    let out = text;
+    if (tail !== undefined) {
+      const lines = text.split(/(?<=\n)/);
+      out = tail === 0 ? '' : lines.slice(-tail).join('');
+    }
+    res.writeHead(200, {
+      'content-type': 'text/plain',
+      ...(follow ? { 'transfer-encoding': 'chunked' } : {}),
+    });
+    if (!follow) {
+      res.end(out);
+      return;
+    }
+    if (out !== '') res.write(out);
+    res.flushHeaders();
+    this.#watches.add(res);
+    let sent = text.length;
+    const timer = setInterval(() => {
+      const now = source.text();
+      if (now.length > sent) res.write(now.slice(sent));
+      sent = now.length;
+      if (source.ended()) res.end();
+    }, 20);
+    const stop = () => {
+      clearInterval(timer);
+      this.#watches.delete(res);
+    };
+    res.on('close', stop);
+    res.on('finish', stop);
   }
 
   #watch(res: ServerResponse, rt: ResourceType, namespace: string | undefined, q: URLSearchParams) {
