@@ -149,11 +149,11 @@ export class NodeRegistry {
   sweep(): void {
     const now = this.#o.now();
     for (const [id, e] of this.#nodes) {
-      const state: NodeState = now - e.lastSeen <= this.graceMs ? 'ready' : 'not_ready';
+      const state: NodeState = now - e.lastSeen <= this.#graceOf(e) ? 'ready' : 'not_ready';
       if (state !== e.state) this.#transition(id, state);
     }
     if (now - this.#lastFlush >= this.graceMs / 2) void this.flush();
-    if (now - this.#lastReload >= this.graceMs)
+    if (now - this.#lastReload >= this.graceMs / 2)
       void this.#reload().catch((err: unknown) =>
         this.#o.logger.warn({ err }, 'could not reload nodes from the store'),
       );
@@ -269,6 +269,15 @@ export class NodeRegistry {
     for (const l of this.#listeners) l(name, state);
   }
 
+  /**
+   * How long a node may be silent here. One whose agent talks to another control plane is
+   * heard of through the store, late by up to that one's flush (grace/2) and this one's
+   * reload (grace/2): held to twice the grace, or the leader would see it flap not ready.
+   */
+  #graceOf(e: Entry): number {
+    return e.connected || e.disconnectReason !== undefined ? this.graceMs : 2 * this.graceMs;
+  }
+
   #reason(e: Entry): string {
     const since = new Date(e.lastSeen).toISOString();
     const why = e.connected
@@ -323,7 +332,7 @@ export class NodeRegistry {
       if (e?.connected === true) continue;
       const lastSeen = Date.parse(r.last_seen_at);
       if (e === undefined) {
-        const state: NodeState = this.#o.now() - lastSeen <= this.graceMs ? 'ready' : 'not_ready';
+        const state: NodeState = this.#o.now() - lastSeen <= 2 * this.graceMs ? 'ready' : 'not_ready';
         this.#nodes.set(r.id, {
           record: r,
           inventory: r.inventory,
