@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 
-import type { NodeInventory } from '../../protocol/agent-protocol.js';
+import type { NodeInventory } from '../../gpu/types.js';
 import type { NodeRecord, Store } from '../../store/store.js';
 
 import { NodeRegistry } from './node-registry.js';
