@@ -6,8 +6,6 @@ import type { ModelSpec } from '../../catalog/model-spec.js';
 import { didYouMeanSuffix } from '../../core/did-you-mean.js';
 import { LlmgwError, messageOf } from '../../core/errors.js';
 import { clientText } from '../../core/redact.js';
-import { flagValue } from '../../engines/args.js';
-import { engineFor } from '../../engines/registry.js';
 import { generateSecret } from '../../core/secrets.js';
 import { deviceLabel } from '../../gpu/devices.js';
 import { blobKey } from '../../models/cache-layout.js';
@@ -54,7 +52,8 @@ import type { SettingsHolder } from '../settings-holder.js';
 
 import { systemActor } from '../admin-key.js';
 
-import { unavailableReason, type ReplicaOfModel } from './availability.js';
+import type { ReplicaOfModel } from './availability.js';
+import { catalogEntry, routeReplica } from './route-entries.js';
 import { replicaEndpoint } from './endpoint.js';
 import type { EngineKeys } from './engine-keys.js';
 import {
@@ -1006,43 +1005,25 @@ export class Fleet implements HubListener {
       const profile = r.spec.profiles.find((p) => p.name === r.profile);
       const apiKey = this.#engineKey(r);
       if (v.endpoint === undefined || profile === undefined || apiKey === undefined) continue;
-      const engine = engineFor(profile.engine);
-      replicas.push({
-        id: r.id,
-        model: r.model,
-        engine: profile.engine,
-        endpoint: v.endpoint,
-        apiKey,
-        servedName: profile.served_model_name ?? r.model,
-        adapters: profile.adapters.map((a) => a.name),
-        capacity: capacityOf(profile.engine, profile.args, settings.agent.engines.llamacpp.parallel),
-        loadMetrics: engine.loadMetrics,
-        metricsUrl: `${v.endpoint}${engine.metricsPath}`,
-      });
+      replicas.push(
+        routeReplica({
+          id: r.id,
+          model: r.model,
+          profile,
+          endpoint: v.endpoint,
+          apiKey,
+          llamaParallel: settings.agent.engines.llamacpp.parallel,
+        }),
+      );
     }
     const pending = new Map(this.#pending.map((p) => [p.model, p]));
-    const models = (await this.#o.catalog.specs()).map((m) => {
-      const wanted = this.#o.scaledReplicas?.(m) ?? m.replicas;
-      // Autoscaled to zero, it starts on a request (the gateway's waiting room): not unavailable.
-      const wakeable = m.autoscale?.min === 0;
-      const unavailable =
-        wakeable && wanted === 0
-          ? undefined
-          : unavailableReason({
-              model: m.name,
-              wanted,
-              replicas: states.get(m.name) ?? [],
-              pending: pending.get(m.name),
-            });
-      return {
-        name: m.name,
-        adapters: [...new Set(m.profiles.flatMap((p) => p.adapters.map((a) => a.name)))],
-        engines: [...new Set(m.profiles.map((p) => p.engine))],
-        ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
-        ...(unavailable === undefined ? {} : { unavailable }),
-        ...(wakeable ? { wakeable: true } : {}),
-      };
-    });
+    const models = (await this.#o.catalog.specs()).map((m) =>
+      catalogEntry(m, {
+        wanted: this.#o.scaledReplicas?.(m) ?? m.replicas,
+        replicas: states.get(m.name) ?? [],
+        pending: pending.get(m.name),
+      }),
+    );
     return { replicas, models, ...(this.#engineCa === undefined ? {} : { ca: this.#engineCa }) };
   }
 
@@ -1567,26 +1548,4 @@ export function hostOf(address: string): string {
   const v4 = address.replace(/^::ffff:/, '');
   if (v4 === '::1') return '127.0.0.1';
   return v4.includes(':') ? `[${v4}]` : v4;
-}
-
-/**
- * Requests a replica computes at once: llama.cpp's slots (`--parallel`), vLLM's
- * `--max-num-seqs`, SGLang's `--max-running-requests`, TensorRT-LLM's `--max_batch_size`;
- * each engine's default where the profile does not say.
- */
-export function capacityOf(engine: string, args: readonly string[], llamaParallel: number): number {
-  const set = (...names: string[]) => {
-    const v = Number(flagValue(args, ...names));
-    return Number.isInteger(v) && v > 0 ? v : undefined;
-  };
-  switch (engine) {
-    case 'llamacpp':
-      return set('--parallel', '-np') ?? llamaParallel;
-    case 'vllm':
-      return set('--max-num-seqs') ?? 256;
-    case 'sglang':
-      return set('--max-running-requests') ?? 256;
-    default:
-      return set('--max_batch_size') ?? 256;
-  }
 }

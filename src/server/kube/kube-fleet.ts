@@ -3,7 +3,6 @@ import type { Logger } from 'pino';
 import { isCpuProfile, type ModelSpec, type ProfileSpec } from '../../catalog/model-spec.js';
 import { LlmgwError, messageOf } from '../../core/errors.js';
 import { generateSecret } from '../../core/secrets.js';
-import { engineFor } from '../../engines/registry.js';
 import type { KubeCluster } from '../../kube/client.js';
 import {
   engineContainer,
@@ -30,9 +29,8 @@ import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
 import type { LeaderView } from '../cluster/leadership.js';
 import type { EventPublisher } from '../events/event-hub.js';
-import { unavailableReason } from '../fleet/availability.js';
 import type { EngineKeys } from '../fleet/engine-keys.js';
-import { capacityOf } from '../fleet/fleet.js';
+import { catalogEntry, routeReplica } from '../fleet/route-entries.js';
 
 import type { FleetDelegate } from './delegate.js';
 
@@ -406,46 +404,28 @@ export class KubeFleet implements FleetDelegate {
       const profile = spec?.profiles.find((p) => p.name === v.profile);
       if (spec === undefined || profile === undefined || v.endpoint === undefined) continue;
       if (v.state !== 'ready' || v.retiring === true || v.id === null) continue;
-      const engine = engineFor(profile.engine);
-      replicas.push({
-        id: v.id,
-        model: spec.name,
-        engine: profile.engine,
-        endpoint: v.endpoint,
-        apiKey: await this.#keyOf(spec.name),
-        servedName: profile.served_model_name ?? spec.name,
-        adapters: profile.adapters.map((a) => a.name),
-        capacity: capacityOf(profile.engine, profile.args, llamaParallel),
-        loadMetrics: engine.loadMetrics,
-        metricsUrl: `${v.endpoint}${engine.metricsPath}`,
-      });
+      replicas.push(
+        routeReplica({
+          id: v.id,
+          model: spec.name,
+          profile,
+          endpoint: v.endpoint,
+          apiKey: await this.#keyOf(spec.name),
+          llamaParallel,
+        }),
+      );
     }
     const models = specs.map((m) => {
       const wanted = this.#o.scaledReplicas?.(m) ?? m.replicas;
-      const wakeable = m.autoscale?.min === 0;
       const mine = views.filter((v) => v.model === m.name && v.id !== null);
       const problem = this.#problems.get(m.name);
       const pendingCount = Math.max(0, wanted - mine.length);
-      const unavailable =
-        wakeable && wanted === 0
-          ? undefined
-          : unavailableReason({
-              model: m.name,
-              wanted,
-              replicas: mine.map((v) => ({ id: v.id ?? '', state: v.state, reason: v.reason })),
-              pending:
-                problem === undefined || pendingCount === 0
-                  ? undefined
-                  : { count: pendingCount, reason: problem },
-            });
-      return {
-        name: m.name,
-        adapters: [...new Set(m.profiles.flatMap((p) => p.adapters.map((a) => a.name)))],
-        engines: [...new Set(m.profiles.map((p) => p.engine))],
-        ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
-        ...(unavailable === undefined ? {} : { unavailable }),
-        ...(wakeable ? { wakeable: true } : {}),
-      };
+      return catalogEntry(m, {
+        wanted,
+        replicas: mine.map((v) => ({ id: v.id ?? '', state: v.state, reason: v.reason })),
+        pending:
+          problem === undefined || pendingCount === 0 ? undefined : { count: pendingCount, reason: problem },
+      });
     });
     return { replicas, models };
   }

@@ -1,0 +1,75 @@
+import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
+import { flagValue } from '../../engines/args.js';
+import { engineFor } from '../../engines/registry.js';
+import type { CatalogEntry, RouteReplica } from '../../protocol/routes.js';
+
+import { unavailableReason, type ModelReplicas } from './availability.js';
+
+/**
+ * The route table's entries, one way whoever runs the replicas (agents, or Kubernetes pods):
+ * a replica the gateway may route to, and a model of the catalog with why none is ready.
+ */
+
+export function routeReplica(o: {
+  id: string;
+  model: string;
+  profile: ProfileSpec;
+  endpoint: string;
+  apiKey: string;
+  llamaParallel: number;
+}): RouteReplica {
+  const { profile, endpoint } = o;
+  const engine = engineFor(profile.engine);
+  return {
+    id: o.id,
+    model: o.model,
+    engine: profile.engine,
+    endpoint,
+    apiKey: o.apiKey,
+    servedName: profile.served_model_name ?? o.model,
+    adapters: profile.adapters.map((a) => a.name),
+    capacity: capacityOf(profile.engine, profile.args, o.llamaParallel),
+    loadMetrics: engine.loadMetrics,
+    metricsUrl: `${endpoint}${engine.metricsPath}`,
+  };
+}
+
+export function catalogEntry(
+  m: ModelSpec,
+  state: Pick<ModelReplicas, 'wanted' | 'replicas' | 'pending'>,
+): CatalogEntry {
+  // Autoscaled to zero, it starts on a request (the gateway's waiting room): not unavailable.
+  const wakeable = m.autoscale?.min === 0;
+  const unavailable =
+    wakeable && state.wanted === 0 ? undefined : unavailableReason({ model: m.name, ...state });
+  return {
+    name: m.name,
+    adapters: [...new Set(m.profiles.flatMap((p) => p.adapters.map((a) => a.name)))],
+    engines: [...new Set(m.profiles.map((p) => p.engine))],
+    ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
+    ...(unavailable === undefined ? {} : { unavailable }),
+    ...(wakeable ? { wakeable: true } : {}),
+  };
+}
+
+/**
+ * Requests a replica computes at once: llama.cpp's slots (`--parallel`), vLLM's
+ * `--max-num-seqs`, SGLang's `--max-running-requests`, TensorRT-LLM's `--max_batch_size`;
+ * each engine's default where the profile does not say.
+ */
+export function capacityOf(engine: string, args: readonly string[], llamaParallel: number): number {
+  const set = (...names: string[]) => {
+    const v = Number(flagValue(args, ...names));
+    return Number.isInteger(v) && v > 0 ? v : undefined;
+  };
+  switch (engine) {
+    case 'llamacpp':
+      return set('--parallel', '-np') ?? llamaParallel;
+    case 'vllm':
+      return set('--max-num-seqs') ?? 256;
+    case 'sglang':
+      return set('--max-running-requests') ?? 256;
+    default:
+      return set('--max_batch_size') ?? 256;
+  }
+}
