@@ -85,9 +85,10 @@ describe('GET /api/v1/traffic', () => {
       return v.points.some((p) => p.requests_per_s > 0) ? v : undefined;
     });
     const point = seen.points.find((p) => p.requests_per_s > 0);
-    // One request in a step of 0.2 s or a little more (timers run late on a busy machine).
+    // One request in a step of about 0.2 s: timers run late on a busy machine, and Node's may fire a
+    // millisecond early against the wall clock (5.025 was seen), so a little over 5 is still one request.
     expect(point?.requests_per_s).toBeGreaterThan(1);
-    expect(point?.requests_per_s).toBeLessThanOrEqual(5);
+    expect(point?.requests_per_s).toBeLessThanOrEqual(5.5);
     expect(point?.completion_tokens_per_s).toBeGreaterThan(0);
     expect(point?.prompt_tokens_per_s).toBeGreaterThan(0);
     expect(point?.ttft_p50_ms).toBeGreaterThan(0);
