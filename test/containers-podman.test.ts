@@ -98,6 +98,70 @@ describe('the container supervisor on Podman (libpod API)', () => {
     expect(fake.containers.size).toBe(0);
     await sup.stopAll();
   });
+  it('holds a GPU container degraded while its processes hold no memory on its GPU, ready once they do', async () => {
+    // The container's State.Pid is a host pid: this test's own process stands for the engine.
+    const gpuFake = await startFakePodman({
+      images: ['docker.io/vllm/vllm-openai:v0.15.1'],
+      pid: process.pid,
+    });
+    const port = await freePort();
+    let holders: number[] = [];
+    const seen: ContainerShardStatus[] = [];
+    const sup = new ContainerSupervisor({
+      client: await DaemonClient.connect(gpuFake.host, 'podman'),
+      node: 'node-g',
+      onStatus: (s) => seen.push(s),
+      healthIntervalMs: 50,
+      gpuProcesses: () => Promise.resolve(new Map([[mig, holders]])),
+      gpuCheckDelayMs: 50,
+      gpuCheckIntervalMs: 50,
+    });
+    try {
+      sup.apply([
+        {
+          key: 'gpu-1/0',
+          replica: 'gpu-1',
+          rank: 0,
+          processes: [{ name: 'vllm', bin: 'vllm', args: ['serve', '/models/m'], env: {} }],
+          container: {
+            image: 'docker.io/vllm/vllm-openai:v0.15.1',
+            pull: 'missing',
+            gpus: [mig],
+            gpuRequest: 'cdi',
+            mounts: [],
+            network: 'bridge',
+            publish: { hostIp: '127.0.0.1', port },
+            ipc: 'host',
+            labels: {},
+          },
+          health: { url: `http://127.0.0.1:${port}/health`, loading: 'refuses-connections' },
+          gpu: { uuids: [mig] },
+          stopGraceMs: 5000,
+        },
+      ]);
+      const until = async (state: string): Promise<ContainerShardStatus | undefined> => {
+        const deadline = Date.now() + 5000;
+        while (seen.at(-1)?.state !== state && Date.now() < deadline)
+          await new Promise((r) => setTimeout(r, 20));
+        return seen.at(-1);
+      };
+      expect(await until('degraded')).toMatchObject({
+        state: 'degraded',
+        reason:
+          `the engine holds no memory on its GPU (${mig}): it is running on the CPU, about ten times slower — ` +
+          "use the image's GPU variant (llama.cpp: a server-cuda tag), or check the NVIDIA Container Toolkit " +
+          '(`docker run --rm --gpus all IMAGE nvidia-smi` should list the card)',
+      });
+      expect(seen.some((s) => s.state === 'ready')).toBe(true);
+      holders = [process.pid];
+      expect(await until('ready')).toMatchObject({ state: 'ready', pid: process.pid, restarts: 0 });
+    } finally {
+      sup.apply([]);
+      await sup.stopped();
+      await sup.stopAll();
+      await gpuFake.close();
+    }
+  });
 });
 
 describe('probeDaemon', () => {

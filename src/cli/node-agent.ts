@@ -18,6 +18,7 @@ import { EngineRunners } from '../agent/engine-runners.js';
 import { NodeEngineProxy } from '../agent/engine-proxy-node.js';
 import { ShardExecutor } from '../agent/shard-executor.js';
 import { Supervisor } from '../agent/supervisor/supervisor.js';
+import type { GpuProcessReader } from '../agent/supervisor/types.js';
 import type { Settings } from '../config/load.js';
 import type { NodeInventory } from '../gpu/types.js';
 
@@ -57,6 +58,8 @@ export interface ContainerRunnerOptions {
   onRemoved: (key: string) => void;
   /** A container labelled for this node that no shard claims is removed after this long (agent.containers.orphan_grace_s). */
   orphanGraceMs: number;
+  /** Which processes hold memory on each GPU (from the node's discovery). */
+  gpuProcesses: GpuProcessReader;
 }
 
 export interface NodeAgent {
@@ -167,6 +170,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
         },
         onRemoved: () => late.executor?.report(),
         orphanGraceMs: containers.orphan_grace_s * 1000,
+        gpuProcesses: async () => gpuHolders(await inventory()),
       });
     },
     // Built again with what the daemon said (how it takes GPUs).
@@ -258,6 +262,7 @@ function defaultContainerRunner(r: ContainerRunnerOptions): ContainerRunner {
     onStatus: r.onStatus,
     onRemoved: r.onRemoved,
     orphanGraceMs: r.orphanGraceMs,
+    gpuProcesses: r.gpuProcesses,
   });
 }
 

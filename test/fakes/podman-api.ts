@@ -39,7 +39,13 @@ export interface FakePodman {
 
 const prefix = '/v4.0.0/libpod';
 
-export async function startFakePodman(options: { images?: string[] } = {}): Promise<FakePodman> {
+export interface FakePodmanOptions {
+  images?: string[];
+  /** The `State.Pid` a running container reports (a host pid; default 4242). */
+  pid?: number;
+}
+
+export async function startFakePodman(options: FakePodmanOptions = {}): Promise<FakePodman> {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-fake-podman-'));
   const socket = join(dir, 'podman.sock');
   const images = new Set(options.images ?? []);
@@ -149,7 +155,7 @@ export async function startFakePodman(options: { images?: string[] } = {}): Prom
         } else if (verb === '/json') {
           json(res, 200, {
             Id: c.id,
-            State: { Running: c.state === 'running', Pid: 4242, ExitCode: c.exitCode },
+            State: { Running: c.state === 'running', Pid: options.pid ?? 4242, ExitCode: c.exitCode },
           });
         } else if (verb === '/wait') {
           if (c.state === 'exited') json(res, 200, c.exitCode);

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 
 import type { DownloadProgress } from '../../protocol/agent-protocol.js';
+import { noGpuMemoryReason, watchGpuMemory } from '../supervisor/gpu-check.js';
 import { LineSplitter, type LogBuffer } from '../supervisor/log-buffer.js';
+import { listProcesses, processTree } from '../supervisor/process-tree.js';
 import {
   describeProbe,
   formatMs,
@@ -11,7 +13,7 @@ import {
   watchHealth,
   type Probe,
 } from '../supervisor/readiness.js';
-import type { ExitReport, ShardRun, ShardState } from '../supervisor/types.js';
+import type { ExitReport, GpuProcessReader, ShardRun, ShardState } from '../supervisor/types.js';
 import { aborted, never, wait } from '../supervisor/wait.js';
 import { DaemonError, type DaemonClient } from './daemon.js';
 import { StreamDemuxer } from './demux.js';
@@ -40,6 +42,8 @@ export interface ContainerTiming {
   stableMs: number;
   /** After a refusal that a person must act on (no NVIDIA runtime, an image that cannot come): the wait before trying again. */
   refusedRetryMs: number;
+  gpuCheckDelayMs: number;
+  gpuCheckIntervalMs: number;
 }
 
 export interface ContainerShardContext {
@@ -57,6 +61,8 @@ export interface ContainerShardContext {
   /** The containers this shard owns, so the orphan sweep leaves them alone. */
   own: (id: string) => void;
   disown: (id: string) => void;
+  /** Which processes hold memory on each GPU, to tell a container that got no GPU (absent: not checked). */
+  gpuProcesses: GpuProcessReader | undefined;
   now: () => number;
 }
 
@@ -369,7 +375,33 @@ export class ContainerShard {
     const degraded = this.#run.degradedReason;
     if (degraded !== undefined) this.#set('degraded', degraded);
     else this.#set('ready', undefined);
+    if (degraded === undefined) this.#watchGpu(signal);
     return health === undefined ? never() : watchHealth(health, this.#ctx.timing.readyIntervalMs, signal);
+  }
+
+  /**
+   * A container the runtime gave no GPU (a CPU image, a toolkit that did not pass the
+   * devices) may serve from the CPU: degraded until its processes hold memory on its GPUs.
+   * The daemon's `State.Pid` and its descendants are host pids, as the driver reports them.
+   */
+  #watchGpu(signal: AbortSignal): void {
+    const uuids = this.#run.gpu?.uuids ?? [];
+    const reader = this.#ctx.gpuProcesses;
+    const pid = this.#pid;
+    if (uuids.length === 0 || reader === undefined || pid === undefined || pid <= 0) return;
+    const { timing } = this.#ctx;
+    void watchGpuMemory({
+      uuids,
+      reader,
+      pids: () => processTree(pid, listProcesses()),
+      delayMs: timing.gpuCheckDelayMs,
+      intervalMs: timing.gpuCheckIntervalMs,
+      signal,
+      onCheck: (holds) => {
+        if (holds) this.#set('ready', undefined);
+        else this.#set('degraded', noGpuMemoryReason(uuids, 'container'));
+      },
+    });
   }
 
   #set(state: ShardState | 'downloading', reason: string | undefined): void {

@@ -1,5 +1,5 @@
 import { LogBuffer } from '../supervisor/log-buffer.js';
-import type { ShardRun } from '../supervisor/types.js';
+import type { GpuProcessReader, ShardRun } from '../supervisor/types.js';
 import type { DaemonClient } from './daemon.js';
 import { ContainerShard, type ContainerShardContext, type ContainerTiming } from './container-shard.js';
 import { listNodeContainers, removeContainer, stopContainer, type ListedContainer } from './operations.js';
@@ -31,6 +31,11 @@ export interface ContainerSupervisorOptions {
   readyTimeoutMs?: number;
   /** Ranks without health checks: ready once running this long (default 5 s). */
   settleMs?: number;
+  /** Which processes hold memory on each GPU: a GPU container whose processes hold none is degraded. */
+  gpuProcesses?: GpuProcessReader;
+  /** The first such check after ready (default 10 s), then every (default 30 s). */
+  gpuCheckDelayMs?: number;
+  gpuCheckIntervalMs?: number;
   /** Lines kept per shard (default 2000). */
   logLines?: number;
   now?: () => number;
@@ -85,6 +90,8 @@ export class ContainerSupervisor implements ContainerRunner {
       settleMs: options.settleMs ?? 5000,
       stableMs: options.stableMs ?? 60_000,
       refusedRetryMs: options.refusedRetryMs ?? 5 * 60_000,
+      gpuCheckDelayMs: options.gpuCheckDelayMs ?? 10_000,
+      gpuCheckIntervalMs: options.gpuCheckIntervalMs ?? 30_000,
     };
     this.#surveyed = this.#survey();
     this.#sweeper = setInterval(() => {
@@ -314,6 +321,7 @@ export class ContainerSupervisor implements ContainerRunner {
       disown: (id) => {
         this.#owned.delete(id);
       },
+      gpuProcesses: this.#o.gpuProcesses,
       now: () => this.#now(),
     };
   }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 
-import { holdsGpuMemory, noGpuMemoryReason } from './gpu-check.js';
+import { noGpuMemoryReason, watchGpuMemory } from './gpu-check.js';
 import { readBootId, runTokenVariable, type ProcessRecord, type RecordedProcess } from './leftovers.js';
 import type { LogBuffer } from './log-buffer.js';
 import { ProcessGroup, SpawnError, type Exit, type StopOutcome } from './process-group.js';
@@ -462,25 +462,21 @@ export class Shard {
     signal: AbortSignal,
   ): Promise<void> {
     const { timing } = this.#ctx;
-    if (!(await wait(timing.gpuCheckDelayMs, signal))) return;
-    for (;;) {
-      let holders: Map<string, number[]> | undefined;
-      try {
-        holders = await reader();
-      } catch {
-        // Discovery failing says nothing about the engine: leave the state as it is.
-      }
-      if (signal.aborted) return;
-      if (holders !== undefined) {
+    await watchGpuMemory({
+      uuids,
+      reader,
+      pids: () => {
         const processes = listProcesses();
-        const pids = new Set(
-          groups.flatMap((g) => [...processTree(g.pid, processes), ...groupMembers(g.pid, processes)]),
-        );
-        if (holdsGpuMemory([...pids], uuids, holders)) this.#set('ready', undefined);
+        return groups.flatMap((g) => [...processTree(g.pid, processes), ...groupMembers(g.pid, processes)]);
+      },
+      delayMs: timing.gpuCheckDelayMs,
+      intervalMs: timing.gpuCheckIntervalMs,
+      signal,
+      onCheck: (holds) => {
+        if (holds) this.#set('ready', undefined);
         else this.#set('degraded', noGpuMemoryReason(uuids));
-      }
-      if (!(await wait(timing.gpuCheckIntervalMs, signal))) return;
-    }
+      },
+    });
   }
 
   #stopping(): boolean {
