@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -6,6 +7,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startLocalGateway } from '../src/cli/gateway-compose.js';
+import { generateSecret, hashSecret, secretPrefix } from '../src/core/secrets.js';
 
 import { fakeVllm, freePort, startFake, type FakeProcess } from './fakes/engines/fake-engines.js';
 import {
@@ -14,7 +16,7 @@ import {
   type KubeObject,
   type KubeletHook,
 } from './fakes/kube-apiserver/index.js';
-import { llmgw } from './support/cli.js';
+import { llmgw, startDaemon } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { until } from './support/fleet.js';
 
@@ -279,6 +281,93 @@ describe('Kubernetes mode', () => {
     expect(JSON.stringify(rm.body)).toContain(
       'node gpu-1 is a Kubernetes node, which llmgw reads from the cluster: remove it there (kubectl drain gpu-1, then kubectl delete node gpu-1)',
     );
+  });
+
+  it('takes no agents: refuses a join token and an agent that dials, joining nothing', async () => {
+    const said =
+      'this control plane runs engines as Kubernetes pods (the kubernetes section of its settings) and takes no agents: ' +
+      "the cluster's GPU nodes serve through the pods it schedules there; stop this agent, or remove the kubernetes " +
+      'section and restart the control plane to run engines on agents';
+    const token = await api(t.url, t.adminKey, 'POST', '/node-tokens', { name: 'rack-1' });
+    expect(token.status).toBe(412);
+    expect(token.body.error.message).toBe(said);
+    expect((await t.cp.store.joinTokens.list({ includeRevoked: true })).map((k) => k.name)).not.toContain(
+      'rack-1',
+    );
+
+    // A token made before the control plane came to run on Kubernetes.
+    const secret = generateSecret('join');
+    await t.cp.store.joinTokens.create(
+      { name: 'older', prefix: secretPrefix(secret), secretHash: hashSecret(secret), expiresAt: null },
+      'test',
+    );
+    const answer = await new Promise<{ status?: number; body: string }>((resolve, reject) => {
+      const req = request(`${t.url}/api/v1/agent/connect`, {
+        headers: {
+          connection: 'Upgrade',
+          upgrade: 'websocket',
+          'sec-websocket-version': '13',
+          'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+          authorization: `Bearer ${secret}`,
+          'x-llmgw-node-id': 'a1b2c3d4-e5f6-4a1b-8c9d-0e1f2a3b4c5d',
+          'x-llmgw-node-name': 'gpu-9',
+        },
+      });
+      req.on('response', (r) => {
+        let body = '';
+        r.on('data', (d: Buffer) => (body += d.toString()));
+        r.on('end', () => resolve({ status: r.statusCode, body }));
+      });
+      req.on('upgrade', () => reject(new Error('an agent joined a control plane in Kubernetes mode')));
+      req.on('error', reject);
+      req.end();
+    });
+    expect(answer.status).toBe(403);
+    expect(JSON.parse(answer.body).error.message).toBe(said);
+    expect(await t.cp.store.nodes.getByName('gpu-9')).toBeUndefined();
+    expect(
+      (await t.cp.store.joinTokens.list({ includeRevoked: true })).find((k) => k.name === 'older'),
+    ).toMatchObject({ uses: 0 });
+  });
+
+  it('llmgw up in Kubernetes mode runs no agent on its machine: the nodes are the cluster’s', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-kube-up-'));
+    try {
+      const config = join(dir, 'config.yaml');
+      writeFileSync(
+        config,
+        [
+          'kubernetes:',
+          `  namespace: ${ns}`,
+          `  kubeconfig: ${await kube.kubeconfig({ namespace: ns })}`,
+        ].join('\n'),
+      );
+      const env = {
+        XDG_CONFIG_HOME: join(dir, 'xdg'),
+        LLMGW_LISTEN: '127.0.0.1:0',
+        LLMGW_CONFIG: config,
+        LLMGW_DATA_DIR: join(dir, 'data'),
+      };
+      const up = startDaemon(['up'], env, dir);
+      try {
+        await up.waitFor(
+          /"msg":"kubernetes mode: engines run as pods of the cluster, so no agent runs on this machine"/,
+        );
+        const url = (await up.waitFor(/"url":"(http:\/\/[\d.:]+)"/))[1]!;
+        const nodes = await llmgw(['ctl', 'nodes', '--server', url, '--json'], env);
+        expect(nodes.code, nodes.stderr).toBe(0);
+        expect((JSON.parse(nodes.stdout).items as { name: string }[]).map((n) => n.name).sort()).toEqual([
+          'gpu-1',
+          'gpu-2',
+          'mig-1',
+        ]);
+        expect(up.output()).not.toContain('"msg":"node joined"');
+      } finally {
+        expect(await up.stop('SIGTERM')).toBe(0);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('restarts a replica: in place by deleting its pod, else as kubectl rollout restart does', async () => {

@@ -85,7 +85,9 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   // `llmgw up` is also this machine's node: its agent runs here, joined over loopback.
   let agent: NodeAgent | undefined;
   try {
-    agent = mode === 'up' ? await startLocalAgent(cp, loaded.settings) : undefined;
+    if (mode === 'up' && loaded.settings.kubernetes !== undefined)
+      logger.info('kubernetes mode: engines run as pods of the cluster, so no agent runs on this machine');
+    else if (mode === 'up') agent = await startLocalAgent(cp, loaded.settings);
   } catch (e) {
     // A node identity it cannot read, say: refused, and nothing left listening.
     await cp.stop();

@@ -19,7 +19,7 @@ import { messageOf } from '../core/errors.js';
 import { loadEngineKeys, prepareEngineKeys } from './fleet/engine-keys.js';
 import { Fleet } from './fleet/fleet.js';
 import { connectCluster } from '../kube/client.js';
-import { KubeFleet } from './kube/kube-fleet.js';
+import { KubeFleet, kubernetesTakesNoAgents } from './kube/kube-fleet.js';
 import { Autoscaler } from './autoscale/autoscaler.js';
 import { BlobIndex } from './mirror/blob-index.js';
 import { Mirror, type MirrorOptions } from './mirror/mirror.js';
@@ -179,7 +179,13 @@ export class ControlPlane {
     const heartbeatMs = options.heartbeatMs ?? options.settings.settings.agent.heartbeat_ms;
     const registry = new NodeRegistry({ store, logger, heartbeatMs });
     await registry.start();
-    const hub = new AgentHub({ store, registry, logger, heartbeatMs });
+    const hub = new AgentHub({
+      store,
+      registry,
+      logger,
+      heartbeatMs,
+      ...(kube === undefined ? {} : { refuseAgents: kubernetesTakesNoAgents }),
+    });
     const id = controlPlaneId(options.settings.settings.data_dir);
     let url = '';
     const leadership = new Leadership({

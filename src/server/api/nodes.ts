@@ -77,6 +77,8 @@ export function tokenRoutes(deps: NodeDeps): Hono<ApiEnv> {
 
   app.post('/', async (c) => {
     const body = await jsonBody(c, tokenSchema);
+    const refused = deps.hub.refusesAgents;
+    if (refused !== undefined) throw new LlmgwError('precondition_failed', refused);
     const secret = generateSecret('join');
     const name = body.name ?? `token-${secret.slice(-6).toLowerCase()}`;
     const expiresAt =

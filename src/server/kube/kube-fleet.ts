@@ -34,6 +34,12 @@ import { catalogEntry, routeReplica } from '../fleet/route-entries.js';
 
 import type { FleetDelegate } from './delegate.js';
 
+/** Said to an agent that dials a control plane in Kubernetes mode, and to `ctl node token` there. */
+export const kubernetesTakesNoAgents =
+  'this control plane runs engines as Kubernetes pods (the kubernetes section of its settings) and takes no agents: ' +
+  "the cluster's GPU nodes serve through the pods it schedules there; stop this agent, or remove the kubernetes " +
+  'section and restart the control plane to run engines on agents';
+
 export interface KubeFleetOptions {
   cluster: KubeCluster;
   catalog: Catalog;

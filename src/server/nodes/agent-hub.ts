@@ -30,6 +30,8 @@ export interface AgentHubOptions {
   registry: NodeRegistry;
   logger: Logger;
   heartbeatMs: number;
+  /** Set when this control plane takes no agents (Kubernetes mode): why, said to each agent that dials. */
+  refuseAgents?: string;
   now?: () => number;
 }
 
@@ -141,6 +143,11 @@ export class AgentHub {
     );
   }
 
+  /** Why this control plane takes no agents, when it takes none. */
+  get refusesAgents(): string | undefined {
+    return this.#o.refuseAgents;
+  }
+
   /** Ends a node's session (it was removed). */
   disconnect(id: string, why: string): void {
     this.#sessions.get(id)?.close(4001, why.slice(0, 120));
@@ -167,6 +174,8 @@ export class AgentHub {
         'invalid_argument',
         `the agent sent no valid ${nodeIdHeader} header: upgrade the agent`,
       );
+    // Before any token is looked at: a refused agent joins nothing and uses no token.
+    if (this.#o.refuseAgents !== undefined) throw new LlmgwError('permission_denied', this.#o.refuseAgents);
     if (secret.startsWith('llmgw_node_')) {
       const cred = await this.#o.store.nodes.findCredential(id);
       const node =
