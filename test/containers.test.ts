@@ -24,22 +24,29 @@ import { containerSpec } from '../src/agent/containers/requests.js';
 import type { ContainerRun, ContainerShardStatus } from '../src/agent/containers/types.js';
 import type { ShardRun } from '../src/agent/supervisor/types.js';
 import { buildEngineImage, imageLlamaServer, imageNode, testDaemon } from './support/engine-image.js';
+import { startPodmanService } from './support/podman-service.js';
 
 /**
- * The container supervisor against this machine's real Docker daemon, with the fake
- * llama-server in an image built here (no registry). Every container carries this file's
- * own node id, so afterAll removes what is left whatever failed.
+ * The container supervisor against this machine's real daemons: Docker (Debian's docker.io)
+ * and Podman (its own API service, started here), with the fake llama-server in an image
+ * built on each (no registry). Every container carries its suite's own node id, so afterAll
+ * removes what is left whatever failed.
  */
 
-const daemon = await testDaemon();
-if ('skip' in daemon) console.log(`containers.test.ts skipped: ${daemon.skip}`);
-const client = 'client' in daemon ? daemon.client : (undefined as unknown as DaemonClient);
+const docker = await testDaemon();
+if ('skip' in docker) console.log(`containers.test.ts: Docker skipped: ${docker.skip}`);
+const podman = await startPodmanService();
+if ('skip' in podman) console.log(`containers.test.ts: Podman skipped: ${podman.skip}`);
+afterAll(async () => {
+  if ('close' in podman) await podman.close();
+});
 
-const node = `test-${randomBytes(4).toString('hex')}`;
-let image = '';
 const dir = mkdtempSync(join(tmpdir(), 'llmgw-containers-'));
 const model = join(dir, 'model.gguf');
 writeFileSync(model, 'GGUF');
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -52,58 +59,6 @@ function freePort(): Promise<number> {
       });
     });
   });
-}
-
-function engineRun(key: string, port: number, container: Partial<ContainerRun> = {}): ShardRun {
-  const [replica = key, rank = '0'] = key.split('/');
-  return {
-    key,
-    replica,
-    rank: Number(rank),
-    processes: [
-      {
-        name: 'llama-server',
-        bin: imageNode,
-        args: [imageLlamaServer, '-m', model, '--host', '0.0.0.0', '--port', String(port)],
-        env: { FAKE_LLAMA_LOAD_MS: '300' },
-      },
-    ],
-    container: {
-      image,
-      pull: 'never',
-      gpus: [],
-      gpuRequest: 'nvidia',
-      mounts: [{ source: dir, target: dir, readOnly: true }],
-      network: 'bridge',
-      publish: { hostIp: '127.0.0.1', port },
-      ipc: { shmBytes: 64 * 2 ** 20 },
-      labels: {},
-      ...container,
-    },
-    health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' },
-    stopGraceMs: 3000,
-  };
-}
-
-/** A supervisor whose statuses are kept by key, with this file's node id and quick timings. */
-function supervisor(options: Partial<ContainerSupervisorOptions> = {}): {
-  sup: ContainerSupervisor;
-  status: Map<string, ContainerShardStatus>;
-  removed: string[];
-} {
-  const status = new Map<string, ContainerShardStatus>();
-  const removed: string[] = [];
-  const sup = new ContainerSupervisor({
-    client,
-    node,
-    onStatus: (s) => status.set(s.key, s),
-    onRemoved: (k) => removed.push(k),
-    backoff: { initialMs: 100, maxMs: 1000 },
-    healthIntervalMs: 100,
-    readyHealthIntervalMs: 500,
-    ...options,
-  });
-  return { sup, status, removed };
 }
 
 async function until<T>(
@@ -120,170 +75,253 @@ async function until<T>(
   }
 }
 
-async function ours(): Promise<{ id: string; labels: Record<string, string>; running: boolean }[]> {
-  return listNodeContainers(client, node);
-}
+const daemons: { name: string; daemon: { client: DaemonClient } | { skip: string } }[] = [
+  { name: 'Docker', daemon: docker },
+  { name: 'Podman', daemon: podman },
+];
 
-describe.skipIf('skip' in daemon)('the container supervisor on a real Docker daemon', () => {
-  beforeAll(async () => {
-    image = await buildEngineImage(client);
-  }, 120_000);
-
-  afterAll(async () => {
-    if ('client' in daemon) for (const c of await ours()) await removeContainer(client, c.id);
-    rmSync(dir, { recursive: true, force: true });
-  });
-
-  it('runs a shard: ready over its published port, logs read, killed and restarted, adopted by the next agent, removed at scale 0', async () => {
-    const port = await freePort();
-    const run = engineRun('tiny-1/0', port);
-    const first = supervisor();
-    first.sup.apply([run]);
-    const ready = await until('ready', () => first.status.get('tiny-1/0')?.state === 'ready');
-    expect(ready).toBe(true);
-    const [c1] = await ours();
-    expect(c1?.running).toBe(true);
-    expect(c1?.labels).toMatchObject({
-      'llmgw.shard': 'tiny-1/0',
-      'llmgw.replica': 'tiny-1',
-      'llmgw.node': node,
-    });
-    expect(first.status.get('tiny-1/0')?.pid).toBe((await inspectContainer(client, c1?.id ?? ''))?.pid);
-    // The daemon took every field as meant (a misspelt one is silently ignored by Docker).
-    const inspected = await client.json<{
-      Config: { Entrypoint: string[]; Cmd: string[]; Env: string[] };
-      HostConfig: Record<string, unknown>;
-    }>({ method: 'GET', path: `/containers/${c1?.id ?? ''}/json` });
-    expect(inspected.Config.Entrypoint).toEqual([imageNode]);
-    expect(inspected.Config.Cmd[0]).toBe(imageLlamaServer);
-    expect(inspected.Config.Env).toContain('FAKE_LLAMA_LOAD_MS=300');
-    expect(inspected.HostConfig).toMatchObject({
-      NetworkMode: 'bridge',
-      RestartPolicy: { Name: 'no' },
-      ShmSize: 64 * 2 ** 20,
-      Mounts: [{ Type: 'bind', Source: dir, Target: dir, ReadOnly: true }],
-      PortBindings: { [`${port}/tcp`]: [{ HostIp: '127.0.0.1', HostPort: String(port) }] },
-    });
-    // A line the fake prints, through the demuxed log stream.
-    await until('the log line', () =>
-      first.sup.logs('tiny-1/0').some((l) => l.includes(`listening on http://0.0.0.0:${port}`)),
-    );
-
-    // Killed outside the agent: the supervisor starts a new container, with its own backoff.
-    await killContainer(client, c1?.id ?? '');
-    await until('restarted and ready', () => {
-      const s = first.status.get('tiny-1/0');
-      return s?.state === 'ready' && s.restarts === 1 ? s : undefined;
-    });
-    const after = first.status.get('tiny-1/0');
-    expect(after?.last_exit).toMatchObject({ code: 137, signal: 'SIGKILL' });
-    expect(after?.last_exit?.log_tail.some((l) => l.includes('model loaded'))).toBe(true);
-    const [c2] = await ours();
-    expect(c2?.id).not.toBe(c1?.id);
-    expect((await ours()).length).toBe(1);
-
-    // The agent exits for an upgrade: the container keeps running, and the next agent adopts it.
-    await first.sup.detach();
-    const second = supervisor();
-    second.sup.apply([run]);
-    await until('adopted and ready', () => second.status.get('tiny-1/0')?.state === 'ready');
-    expect(second.status.get('tiny-1/0')?.restarts).toBe(0);
-    expect((await ours()).map((c) => c.id)).toEqual([c2?.id]);
-    await until('its recent lines', () =>
-      second.sup.logs('tiny-1/0').some((l) => l.includes('model loaded')),
-    );
-
-    // Scale 0: stopped and removed.
-    second.sup.apply([]);
-    await second.sup.stopped();
-    expect(second.removed).toEqual(['tiny-1/0']);
-    expect(second.sup.statuses()).toEqual([]);
-    expect(await ours()).toEqual([]);
-    await second.sup.stopAll();
-  });
-
-  it('replaces an earlier container that runs something else, and removes an unknown one after the grace', async () => {
-    const [p1, p2] = [await freePort(), await freePort()];
-    // What an earlier agent left: the same key with an older image setting, and a shard no longer placed here.
-    const old = engineRun('tiny-2/0', p1, { ipc: { shmBytes: 32 * 2 ** 20 } });
-    const ghost = engineRun('ghost-1/0', p2);
-    const ids: string[] = [];
-    for (const r of [old, ghost]) {
-      const id = await createContainer(client, containerSpec(r, { node, attempt: 'x' }));
-      await startContainer(client, id);
-      ids.push(id);
+for (const { name, daemon } of daemons)
+  describe.skipIf('skip' in daemon)(`the container supervisor on a real ${name} daemon`, () => {
+    const client = 'client' in daemon ? daemon.client : (undefined as unknown as DaemonClient);
+    const node = `test-${randomBytes(4).toString('hex')}`;
+    let image = '';
+    function engineRun(key: string, port: number, container: Partial<ContainerRun> = {}): ShardRun {
+      const [replica = key, rank = '0'] = key.split('/');
+      return {
+        key,
+        replica,
+        rank: Number(rank),
+        processes: [
+          {
+            name: 'llama-server',
+            bin: imageNode,
+            args: [imageLlamaServer, '-m', model, '--host', '0.0.0.0', '--port', String(port)],
+            env: { FAKE_LLAMA_LOAD_MS: '300' },
+          },
+        ],
+        container: {
+          image,
+          pull: 'never',
+          gpus: [],
+          gpuRequest: 'nvidia',
+          mounts: [{ source: dir, target: dir, readOnly: true }],
+          network: 'bridge',
+          publish: { hostIp: '127.0.0.1', port },
+          ipc: { shmBytes: 64 * 2 ** 20 },
+          labels: {},
+          ...container,
+        },
+        health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' },
+        stopGraceMs: 3000,
+      };
     }
-    const before = Date.now();
-    const { sup, status } = supervisor({ orphanGraceMs: 2000, sweepIntervalMs: 200 });
-    sup.apply([engineRun('tiny-2/0', p1)]);
-    await until('the replacement ready', () => status.get('tiny-2/0')?.state === 'ready');
-    expect((await ours()).map((c) => c.id)).not.toContain(ids[0]);
-    const removedAt = await until(
-      'the unknown container removed',
-      async () => !(await ours()).some((c) => c.id === ids[1]) && Date.now(),
-      10_000,
-    );
-    // Not before its grace: the control plane's first assignment may still place it here.
-    expect(removedAt - before).toBeGreaterThanOrEqual(2000);
-    await sup.stopAll();
-    expect(await ours()).toEqual([]);
-  });
 
-  it('takes the NVIDIA runtime for gpus: auto on a Docker without CDI', async () => {
-    expect(
-      gpuRequestFor(
-        'auto',
-        await probeDaemon({ runtime: 'docker', host: describeEndpoint(client.endpoint) }, {}),
-      ),
-    ).toBe('nvidia');
-  });
+    /** A supervisor whose statuses are kept by key, with this file's node id and quick timings. */
+    function supervisor(options: Partial<ContainerSupervisorOptions> = {}): {
+      sup: ContainerSupervisor;
+      status: Map<string, ContainerShardStatus>;
+      removed: string[];
+    } {
+      const status = new Map<string, ContainerShardStatus>();
+      const removed: string[] = [];
+      const sup = new ContainerSupervisor({
+        client,
+        node,
+        onStatus: (s) => status.set(s.key, s),
+        onRemoved: (k) => removed.push(k),
+        backoff: { initialMs: 100, maxMs: 1000 },
+        healthIntervalMs: 100,
+        readyHealthIntervalMs: 500,
+        ...options,
+      });
+      return { sup, status, removed };
+    }
 
-  it('reports a GPU request without the NVIDIA runtime in words, and does not retry it in a tight loop', async () => {
-    const { sup, status } = supervisor();
-    sup.apply([
-      engineRun('gpu-1/0', await freePort(), { gpus: ['GPU-5c1a4a06-1c1e-4bd4-9a3b-1a2b3c4d5e6f'] }),
-    ]);
-    const s = await until('failed', () => {
-      const v = status.get('gpu-1/0');
-      return v?.state === 'failed' ? v : undefined;
+    async function ours(): Promise<{ id: string; labels: Record<string, string>; running: boolean }[]> {
+      return listNodeContainers(client, node);
+    }
+
+    beforeAll(async () => {
+      image = await buildEngineImage(client);
+    }, 120_000);
+
+    afterAll(async () => {
+      for (const c of await ours()) await removeContainer(client, c.id);
     });
-    expect(s.reason).toContain(`could not select device driver "nvidia" with capabilities: [[gpu]]`);
-    expect(s.reason).toContain(
-      'install the NVIDIA Container Toolkit and run `nvidia-ctk runtime configure --runtime=docker`, then restart dockerd',
-    );
-    expect(s.reason).toMatch(/trying again in 5 min$/);
-    expect(s.restarts).toBe(0);
-    expect(await ours()).toEqual([]);
-    await sup.stopAll();
-  });
 
-  it('refuses an image that is not on this offline node, with its name and how to load it', async () => {
-    const { sup, status } = supervisor();
-    const missing = 'llmgw-test-missing/engine:0';
-    sup.apply([
-      engineRun('nopull-1/0', await freePort(), { image: missing, pull: 'never' }),
-      engineRun('pull-1/0', await freePort(), { image: missing, pull: 'missing' }),
-    ]);
-    const never = await until('never refused', () => {
-      const v = status.get('nopull-1/0');
-      return v?.state === 'failed' ? v : undefined;
+    it('runs a shard: ready over its published port, logs read, killed and restarted, adopted by the next agent, removed at scale 0', async () => {
+      const port = await freePort();
+      const run = engineRun('tiny-1/0', port);
+      const first = supervisor();
+      first.sup.apply([run]);
+      const ready = await until('ready', () => first.status.get('tiny-1/0')?.state === 'ready');
+      expect(ready).toBe(true);
+      const [c1] = await ours();
+      expect(c1?.running).toBe(true);
+      expect(c1?.labels).toMatchObject({
+        'llmgw.shard': 'tiny-1/0',
+        'llmgw.replica': 'tiny-1',
+        'llmgw.node': node,
+      });
+      expect(first.status.get('tiny-1/0')?.pid).toBe((await inspectContainer(client, c1?.id ?? ''))?.pid);
+      // The daemon took every field as meant (a misspelt one is silently ignored by Docker).
+      const inspected = await client.json<{
+        Config: { Entrypoint: string | string[]; Cmd: string[]; Env: string[] };
+        HostConfig: Record<string, unknown>;
+        Mounts?: unknown[];
+      }>({ method: 'GET', path: `/containers/${c1?.id ?? ''}/json` });
+      // Podman's own inspect gives the entrypoint as one string.
+      expect([inspected.Config.Entrypoint].flat()).toEqual([imageNode]);
+      expect(inspected.Config.Cmd[0]).toBe(imageLlamaServer);
+      expect(inspected.Config.Env).toContain('FAKE_LLAMA_LOAD_MS=300');
+      expect(inspected.HostConfig).toMatchObject({
+        NetworkMode: 'bridge',
+        RestartPolicy: { Name: 'no' },
+        ShmSize: 64 * 2 ** 20,
+        PortBindings: { [`${port}/tcp`]: [{ HostIp: '127.0.0.1', HostPort: String(port) }] },
+      });
+      if (client.kind === 'docker')
+        expect(inspected.HostConfig['Mounts']).toEqual([
+          expect.objectContaining({ Type: 'bind', Source: dir, Target: dir, ReadOnly: true }),
+        ]);
+      else
+        expect(inspected.Mounts).toEqual([
+          expect.objectContaining({ Type: 'bind', Source: dir, Destination: dir, RW: false }),
+        ]);
+      // A line the fake prints, through the demuxed log stream.
+      await until('the log line', () =>
+        first.sup.logs('tiny-1/0').some((l) => l.includes(`listening on http://0.0.0.0:${port}`)),
+      );
+
+      // Killed outside the agent: the supervisor starts a new container, with its own backoff.
+      await killContainer(client, c1?.id ?? '');
+      await until('restarted and ready', () => {
+        const s = first.status.get('tiny-1/0');
+        return s?.state === 'ready' && s.restarts === 1 ? s : undefined;
+      });
+      const after = first.status.get('tiny-1/0');
+      expect(after?.last_exit).toMatchObject({ code: 137, signal: 'SIGKILL' });
+      expect(after?.last_exit?.log_tail.some((l) => l.includes('model loaded'))).toBe(true);
+      const [c2] = await ours();
+      expect(c2?.id).not.toBe(c1?.id);
+      expect((await ours()).length).toBe(1);
+
+      // The agent exits for an upgrade: the container keeps running, and the next agent adopts it.
+      await first.sup.detach();
+      const second = supervisor();
+      second.sup.apply([run]);
+      await until('adopted and ready', () => second.status.get('tiny-1/0')?.state === 'ready');
+      expect(second.status.get('tiny-1/0')?.restarts).toBe(0);
+      expect((await ours()).map((c) => c.id)).toEqual([c2?.id]);
+      await until('its recent lines', () =>
+        second.sup.logs('tiny-1/0').some((l) => l.includes('model loaded')),
+      );
+
+      // Scale 0: stopped and removed.
+      second.sup.apply([]);
+      await second.sup.stopped();
+      expect(second.removed).toEqual(['tiny-1/0']);
+      expect(second.sup.statuses()).toEqual([]);
+      expect(await ours()).toEqual([]);
+      await second.sup.stopAll();
     });
-    expect(never.reason).toBe(
-      `image ${missing} is not on this node and agent.containers.pull is never; load it on this node with \`docker load -i FILE.tar\` (made where the registry is reachable with \`docker save -o FILE.tar ${missing}\`), or point agent.containers.images or agent.containers.registry at a registry this node reaches; trying again in 5 min`,
-    );
-    const pulled = await until(
-      'pull refused',
-      () => {
-        const v = status.get('pull-1/0');
+
+    it('replaces an earlier container that runs something else, and removes an unknown one after the grace', async () => {
+      const [p1, p2] = [await freePort(), await freePort()];
+      // What an earlier agent left: the same key with an older image setting, and a shard no longer placed here.
+      const old = engineRun('tiny-2/0', p1, { ipc: { shmBytes: 32 * 2 ** 20 } });
+      const ghost = engineRun('ghost-1/0', p2);
+      const ids: string[] = [];
+      for (const r of [old, ghost]) {
+        const id = await createContainer(client, containerSpec(r, { node, attempt: 'x' }));
+        await startContainer(client, id);
+        ids.push(id);
+      }
+      const before = Date.now();
+      const { sup, status } = supervisor({ orphanGraceMs: 2000, sweepIntervalMs: 200 });
+      sup.apply([engineRun('tiny-2/0', p1)]);
+      await until('the replacement ready', () => status.get('tiny-2/0')?.state === 'ready');
+      expect((await ours()).map((c) => c.id)).not.toContain(ids[0]);
+      const removedAt = await until(
+        'the unknown container removed',
+        async () => !(await ours()).some((c) => c.id === ids[1]) && Date.now(),
+        10_000,
+      );
+      // Not before its grace: the control plane's first assignment may still place it here.
+      expect(removedAt - before).toBeGreaterThanOrEqual(2000);
+      await sup.stopAll();
+      expect(await ours()).toEqual([]);
+    });
+
+    it(`takes ${name === 'Docker' ? 'the NVIDIA runtime for gpus: auto on a Docker without CDI' : 'CDI for gpus: auto on Podman'}`, async () => {
+      expect(
+        gpuRequestFor(
+          'auto',
+          await probeDaemon({ runtime: client.kind, host: describeEndpoint(client.endpoint) }, {}),
+        ),
+      ).toBe(client.kind === 'docker' ? 'nvidia' : 'cdi');
+    });
+
+    it('reports a GPU request the daemon cannot meet in words, and does not retry it in a tight loop', async () => {
+      const { sup, status } = supervisor();
+      const gpu = 'GPU-5c1a4a06-1c1e-4bd4-9a3b-1a2b3c4d5e6f';
+      // What `gpus: auto` takes on each: the NVIDIA runtime on this Docker, CDI on Podman.
+      sup.apply([
+        engineRun('gpu-1/0', await freePort(), {
+          gpus: [gpu],
+          gpuRequest: client.kind === 'docker' ? 'nvidia' : 'cdi',
+        }),
+      ]);
+      const s = await until('failed', () => {
+        const v = status.get('gpu-1/0');
         return v?.state === 'failed' ? v : undefined;
-      },
-      30_000,
-    );
-    expect(pulled.reason).toMatch(
-      new RegExp(
-        `^image ${missing} is not on this node and pulling it failed: .+; load it on this node with \`docker load -i FILE.tar\``,
-      ),
-    );
-    await sup.stopAll();
+      });
+      if (client.kind === 'docker') {
+        expect(s.reason).toContain(`could not select device driver "nvidia" with capabilities: [[gpu]]`);
+        expect(s.reason).toContain(
+          'install the NVIDIA Container Toolkit and run `nvidia-ctk runtime configure --runtime=docker`, then restart dockerd',
+        );
+      } else {
+        expect(s.reason).toMatch(
+          /^the Podman daemon finds no CDI spec for this node's GPUs \(it says: .*nvidia\.com\/gpu=GPU-5c1a4a06/,
+        );
+        expect(s.reason).toContain(
+          'generate it with `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` (again after a driver update or a MIG change)',
+        );
+      }
+      expect(s.reason).toMatch(/trying again in 5 min$/);
+      expect(s.restarts).toBe(0);
+      expect(await ours()).toEqual([]);
+      await sup.stopAll();
+    });
+
+    it('refuses an image that is not on this offline node, with its name and how to load it', async () => {
+      const { sup, status } = supervisor();
+      const missing = 'llmgw-test-missing/engine:0';
+      sup.apply([
+        engineRun('nopull-1/0', await freePort(), { image: missing, pull: 'never' }),
+        engineRun('pull-1/0', await freePort(), { image: missing, pull: 'missing' }),
+      ]);
+      const never = await until('never refused', () => {
+        const v = status.get('nopull-1/0');
+        return v?.state === 'failed' ? v : undefined;
+      });
+      expect(never.reason).toBe(
+        `image ${missing} is not on this node and agent.containers.pull is never; load it on this node with \`${client.kind} load -i FILE.tar\` (made where the registry is reachable with \`${client.kind} save -o FILE.tar ${missing}\`), or point agent.containers.images or agent.containers.registry at a registry this node reaches; trying again in 5 min`,
+      );
+      const pulled = await until(
+        'pull refused',
+        () => {
+          const v = status.get('pull-1/0');
+          return v?.state === 'failed' ? v : undefined;
+        },
+        30_000,
+      );
+      expect(pulled.reason).toMatch(
+        new RegExp(
+          `^image ${missing} is not on this node and pulling it failed: .+; load it on this node with \`${client.kind} load -i FILE.tar\``,
+        ),
+      );
+      await sup.stopAll();
+    });
   });
-});
