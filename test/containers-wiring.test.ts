@@ -1,15 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { pino } from 'pino';
-import * as tar from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ContainerSupervisor } from '../src/agent/containers/container-supervisor.js';
-import { readJsonLines, type DaemonClient } from '../src/agent/containers/daemon.js';
+import type { DaemonClient } from '../src/agent/containers/daemon.js';
 import { listNodeContainers, removeContainer } from '../src/agent/containers/operations.js';
 import { EngineRunners } from '../src/agent/engine-runners.js';
 import { ShardExecutor } from '../src/agent/shard-executor.js';
@@ -19,7 +17,7 @@ import { settingsSchema } from '../src/config/schema.js';
 import type { AgentMessage, ShardStatusWire } from '../src/protocol/agent-protocol.js';
 
 import { testEngines } from './support/assignments.js';
-import { buildEngineImage, testDaemon } from './support/engine-image.js';
+import { buildDerivedImage, buildEngineImage, testDaemon } from './support/engine-image.js';
 import { inventoryWith } from './support/inventory.js';
 import { freePort } from './fakes/engines/fake-engines.js';
 
@@ -40,41 +38,11 @@ const dir = mkdtempSync(join(tmpdir(), 'llmgw-wiring-'));
 let image = '';
 
 /** The fake engine image with an executable /app/llama-server, as llama.cpp's images have. */
-async function llamaLikeImage(base: string): Promise<string> {
-  const tag = base.replace(':', '-llamacpp:');
-  const stage = mkdtempSync(join(tmpdir(), 'llmgw-wiring-image-'));
-  try {
-    writeFileSync(join(stage, 'llama-server'), "#!/usr/bin/node\nimport('/app/llama-server.mjs');\n");
-    chmodSync(join(stage, 'llama-server'), 0o755);
-    writeFileSync(join(stage, 'Dockerfile'), `FROM ${base}\nCOPY llama-server /app/llama-server\n`);
-    await new Promise<void>((resolve, reject) => {
-      const req = http.request(
-        {
-          ...client.endpoint,
-          method: 'POST',
-          path: client.url('/build', { t: tag, rm: true }),
-          headers: { host: 'docker', 'content-type': 'application/x-tar' },
-          agent: false,
-        },
-        (res) => {
-          let error: string | undefined;
-          readJsonLines(res, (line) => {
-            const e = line as { error?: unknown };
-            if (typeof e.error === 'string') error = e.error;
-          }).then(() => {
-            if (error !== undefined || (res.statusCode ?? 0) >= 400)
-              reject(new Error(`building ${tag}: ${error ?? String(res.statusCode)}`));
-            else resolve();
-          }, reject);
-        },
-      );
-      req.on('error', reject);
-      tar.c({ cwd: stage, portable: true }, ['.']).pipe(req);
-    });
-  } finally {
-    rmSync(stage, { recursive: true, force: true });
-  }
-  return tag;
+/** The base image with /app/llama-server, as the real llama.cpp images have it. */
+function llamaLikeImage(base: string): Promise<string> {
+  return buildDerivedImage(client, base, base.replace(':', '-llamacpp:'), [
+    { path: 'app/llama-server', content: "#!/usr/bin/node\nimport('/app/llama-server.mjs');\n", mode: 0o755 },
+  ]);
 }
 
 async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>): Promise<T> {

@@ -20,11 +20,22 @@ import {
   removeContainer,
   startContainer,
 } from '../src/agent/containers/operations.js';
+import { imagePresent } from '../src/agent/containers/pull.js';
 import { containerSpec } from '../src/agent/containers/requests.js';
 import type { ContainerRun, ContainerShardStatus } from '../src/agent/containers/types.js';
 import type { ShardRun } from '../src/agent/supervisor/types.js';
-import { buildEngineImage, imageLlamaServer, imageNode, testDaemon } from './support/engine-image.js';
+import {
+  buildDerivedImage,
+  buildEngineImage,
+  imageLlamaServer,
+  imageNode,
+  pushImage,
+  removeImage,
+  tagImage,
+  testDaemon,
+} from './support/engine-image.js';
 import { startPodmanService } from './support/podman-service.js';
+import { startRegistry } from './support/registry.js';
 
 /**
  * The container supervisor against this machine's real daemons: Docker (Debian's docker.io)
@@ -35,7 +46,13 @@ import { startPodmanService } from './support/podman-service.js';
 
 const docker = await testDaemon();
 if ('skip' in docker) console.log(`containers.test.ts: Docker skipped: ${docker.skip}`);
-const podman = await startPodmanService();
+// A registry of this file's own, for real pulls (Podman is told it speaks plain HTTP).
+const registry = await startRegistry();
+if ('skip' in registry) console.log(`containers.test.ts: registry pulls skipped: ${registry.skip}`);
+afterAll(async () => {
+  if ('close' in registry) await registry.close();
+});
+const podman = await startPodmanService({ insecureRegistries: 'host' in registry ? [registry.host] : [] });
 if ('skip' in podman) console.log(`containers.test.ts: Podman skipped: ${podman.skip}`);
 afterAll(async () => {
   if ('close' in podman) await podman.close();
@@ -120,21 +137,27 @@ for (const { name, daemon } of daemons)
     function supervisor(options: Partial<ContainerSupervisorOptions> = {}): {
       sup: ContainerSupervisor;
       status: Map<string, ContainerShardStatus>;
+      /** Every status reported, oldest first. */
+      history: ContainerShardStatus[];
       removed: string[];
     } {
       const status = new Map<string, ContainerShardStatus>();
+      const history: ContainerShardStatus[] = [];
       const removed: string[] = [];
       const sup = new ContainerSupervisor({
         client,
         node,
-        onStatus: (s) => status.set(s.key, s),
+        onStatus: (s) => {
+          status.set(s.key, s);
+          history.push(s);
+        },
         onRemoved: (k) => removed.push(k),
         backoff: { initialMs: 100, maxMs: 1000 },
         healthIntervalMs: 100,
         readyHealthIntervalMs: 500,
         ...options,
       });
-      return { sup, status, removed };
+      return { sup, status, history, removed };
     }
 
     async function ours(): Promise<{ id: string; labels: Record<string, string>; running: boolean }[]> {
@@ -324,4 +347,41 @@ for (const { name, daemon } of daemons)
       );
       await sup.stopAll();
     });
+    it.skipIf('skip' in registry)(
+      'pulls a missing image from a registry, showing the download, then runs it',
+      async () => {
+        const host = 'host' in registry ? registry.host : '';
+        const suffix = randomBytes(4).toString('hex');
+        const local = `llmgw-test-pulled:${suffix}`;
+        const ref = `${host}/llmgw/engine-pulled:${suffix}`;
+        // A layer of 16 MiB that is on no node yet (the base's layers are: those are not fetched again).
+        await buildDerivedImage(client, image, local, [{ path: 'blob', content: randomBytes(16 * 2 ** 20) }]);
+        await tagImage(client, local, ref);
+        await pushImage(client, ref);
+        await removeImage(client, ref);
+        await removeImage(client, local);
+        expect(await imagePresent(client, ref)).toBe(false);
+
+        const { sup, status, history } = supervisor();
+        try {
+          sup.apply([engineRun('pulled-1/0', await freePort(), { image: ref, pull: 'missing' })]);
+          await until('pulled and ready', () => status.get('pulled-1/0')?.state === 'ready', 60_000);
+          const downloading = history.filter((s) => s.state === 'downloading');
+          expect(downloading[0]).toMatchObject({ reason: `pulling image ${ref}` });
+          if (client.kind === 'docker') {
+            // Docker counts bytes per layer: the new one's 16 MiB (compressed, random: about as much).
+            const last = downloading.at(-1)?.download;
+            expect(last?.total).toBeGreaterThanOrEqual(16 * 2 ** 20);
+            expect(downloading.some((s) => (s.download?.done ?? 0) > 0)).toBe(true);
+            expect(downloading.every((s) => (s.download?.done ?? 0) <= (s.download?.total ?? 0))).toBe(true);
+          }
+          expect(await imagePresent(client, ref)).toBe(true);
+        } finally {
+          sup.apply([]);
+          await sup.stopped();
+          await sup.stopAll();
+          await removeImage(client, ref).catch(() => undefined);
+        }
+      },
+    );
   });

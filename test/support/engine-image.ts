@@ -78,6 +78,88 @@ export async function buildEngineImage(client: DaemonClient): Promise<string> {
   return tag;
 }
 
+/** A file of a derived image: its path in the image, content and mode. */
+export interface ImageFile {
+  path: string;
+  content: string | Buffer;
+  mode?: number;
+}
+
+/** Builds `FROM base` plus `files` (one layer) as `tag`, on Docker or Podman. */
+export async function buildDerivedImage(
+  client: DaemonClient,
+  base: string,
+  tag: string,
+  files: readonly ImageFile[],
+): Promise<string> {
+  const stage = mkdtempSync(join(tmpdir(), 'llmgw-derived-image-'));
+  try {
+    mkdirSync(join(stage, 'layer'));
+    for (const f of files) {
+      const target = join(stage, 'layer', f.path);
+      mkdirSync(dirname(target), { recursive: true });
+      writeFileSync(target, f.content, { mode: f.mode ?? 0o644 });
+    }
+    writeFileSync(join(stage, 'Dockerfile'), `FROM ${base}\nCOPY layer/ /\n`);
+    await postBuild(client, tag, tar.c({ cwd: stage, portable: true }, ['.']));
+  } finally {
+    rmSync(stage, { recursive: true, force: true });
+  }
+  return tag;
+}
+
+/** `repo:tag` for Docker's and Podman's tag endpoints. */
+function splitTag(ref: string): { repo: string; tag: string } {
+  const colon = ref.lastIndexOf(':');
+  return colon > ref.lastIndexOf('/')
+    ? { repo: ref.slice(0, colon), tag: ref.slice(colon + 1) }
+    : { repo: ref, tag: 'latest' };
+}
+
+export async function tagImage(client: DaemonClient, image: string, as: string): Promise<void> {
+  await client.call({ method: 'POST', path: `/images/${image}/tag`, query: splitTag(as) });
+}
+
+/** Removes the tag (the image too once it has no other); never a container's image by force. */
+export async function removeImage(client: DaemonClient, image: string): Promise<void> {
+  await client.call({ method: 'DELETE', path: `/images/${image}` });
+}
+
+/**
+ * Pushes `image` (a `HOST:PORT/repo:tag` reference) to its registry: Docker's push wants an
+ * X-Registry-Auth header even for a registry without auth; Podman's is told the registry
+ * speaks plain HTTP.
+ */
+export function pushImage(client: DaemonClient, image: string): Promise<void> {
+  const query =
+    client.kind === 'podman' ? { destination: image, tlsVerify: false } : { tag: splitTag(image).tag };
+  const name = client.kind === 'podman' ? image : splitTag(image).repo;
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        ...client.endpoint,
+        method: 'POST',
+        path: client.url(`/images/${name}/push`, query),
+        headers: { host: 'docker', 'x-registry-auth': Buffer.from('{}').toString('base64') },
+        agent: false,
+      },
+      (res) => {
+        let error: string | undefined;
+        readJsonLines(res, (line) => {
+          const e = line as { error?: unknown };
+          if (typeof e.error === 'string') error = e.error;
+        }).then(() => {
+          if (error !== undefined || (res.statusCode ?? 0) >= 400)
+            reject(new Error(`pushing ${image} failed: ${error ?? `status ${res.statusCode}`}`));
+          else resolve();
+        }, reject);
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 /** `POST /build?t=TAG` with the context as a tar stream (the daemon's legacy builder: no BuildKit needed). */
 function postBuild(
   client: DaemonClient,
