@@ -1,4 +1,3 @@
-import { request } from 'node:http';
 import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, AgentRefused } from '../src/agent/agent.js';
 import type { NodeInventory } from '../src/gpu/types.js';
 
+import { dialAgentChannel } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { a100, inventoryWith, migA100 } from './support/inventory.js';
 
@@ -134,24 +134,9 @@ describe('agents joining a control plane', () => {
   it('logs a refused agent with its node name cut and redacted', async () => {
     const secret = 'llmgw_key_ThisIsAnApiKeySentAsANodeName0001';
     const name = `${secret}${'n'.repeat(8000)}`;
-    const status = await new Promise<number | undefined>((resolve, reject) => {
-      const req = request(`${t.url}/api/v1/agent/connect`, {
-        headers: {
-          connection: 'Upgrade',
-          upgrade: 'websocket',
-          'sec-websocket-version': '13',
-          'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
-          authorization: 'Bearer llmgw_join_notarealtokennotarealtoken00',
-          'x-llmgw-node-name': name,
-        },
-      });
-      req.on('response', (r) => {
-        r.resume();
-        resolve(r.statusCode);
-      });
-      req.on('upgrade', () => reject(new Error('upgraded with a bad token')));
-      req.on('error', reject);
-      req.end();
+    const { status } = await dialAgentChannel(t.url, {
+      authorization: 'Bearer llmgw_join_notarealtokennotarealtoken00',
+      'x-llmgw-node-name': name,
     });
     expect(status).toBe(400);
     const line = await until('the refusal logged', () =>

@@ -1,5 +1,3 @@
-import { createServer } from 'node:net';
-
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { ContainerSupervisor } from '../src/agent/containers/container-supervisor.js';
@@ -8,23 +6,12 @@ import { DaemonClient } from '../src/agent/containers/daemon.js';
 import type { ContainerShardStatus } from '../src/agent/containers/types.js';
 import type { ShardRun } from '../src/agent/supervisor/types.js';
 import { startFakePodman } from './fakes/podman-api.js';
+import { freePort } from './fakes/engines/fake-engines.js';
 
 /** The container supervisor speaking Podman's own API (libpod paths and a SpecGenerator), against a fake of it. */
 
 const fake = await startFakePodman();
 afterAll(() => fake.close());
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const address = s.address();
-      s.close(() => {
-        resolve(typeof address === 'object' && address !== null ? address.port : 0);
-      });
-    });
-  });
-}
 
 const mig = 'MIG-0d1e2f3a-4b5c-5d6e-9f0a-1b2c3d4e5f6a';
 

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -36,6 +35,7 @@ import {
 } from './support/engine-image.js';
 import { startPodmanService } from './support/podman-service.js';
 import { startRegistry } from './support/registry.js';
+import { freePort } from './fakes/engines/fake-engines.js';
 
 /**
  * The container supervisor against this machine's real daemons: Docker (Debian's docker.io)
@@ -64,19 +64,6 @@ writeFileSync(model, 'GGUF');
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const address = s.address();
-      s.close(() => {
-        resolve(typeof address === 'object' && address !== null ? address.port : 0);
-      });
-    });
-  });
-}
 
 async function until<T>(
   what: string,

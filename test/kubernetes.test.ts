@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -16,6 +15,7 @@ import {
   type KubeObject,
   type KubeletHook,
 } from './fakes/kube-apiserver/index.js';
+import { dialAgentChannel } from './support/agents.js';
 import { llmgw, startDaemon } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { until } from './support/fleet.js';
@@ -301,26 +301,10 @@ describe('Kubernetes mode', () => {
       { name: 'older', prefix: secretPrefix(secret), secretHash: hashSecret(secret), expiresAt: null },
       'test',
     );
-    const answer = await new Promise<{ status?: number; body: string }>((resolve, reject) => {
-      const req = request(`${t.url}/api/v1/agent/connect`, {
-        headers: {
-          connection: 'Upgrade',
-          upgrade: 'websocket',
-          'sec-websocket-version': '13',
-          'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
-          authorization: `Bearer ${secret}`,
-          'x-llmgw-node-id': 'a1b2c3d4-e5f6-4a1b-8c9d-0e1f2a3b4c5d',
-          'x-llmgw-node-name': 'gpu-9',
-        },
-      });
-      req.on('response', (r) => {
-        let body = '';
-        r.on('data', (d: Buffer) => (body += d.toString()));
-        r.on('end', () => resolve({ status: r.statusCode, body }));
-      });
-      req.on('upgrade', () => reject(new Error('an agent joined a control plane in Kubernetes mode')));
-      req.on('error', reject);
-      req.end();
+    const answer = await dialAgentChannel(t.url, {
+      authorization: `Bearer ${secret}`,
+      'x-llmgw-node-id': 'a1b2c3d4-e5f6-4a1b-8c9d-0e1f2a3b4c5d',
+      'x-llmgw-node-name': 'gpu-9',
     });
     expect(answer.status).toBe(403);
     expect(JSON.parse(answer.body).error.message).toBe(said);

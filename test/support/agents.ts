@@ -3,6 +3,7 @@
  * executor, the supervisor), joined to a test control plane with a fresh join token.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -106,4 +107,36 @@ export async function startTestAgent(
       await exec.detach();
     },
   };
+}
+
+/**
+ * Dials the agent channel as an agent would (a WebSocket upgrade with `headers`), for a
+ * refusal: resolves with the answer's status and body, rejects if the upgrade is accepted.
+ */
+export function dialAgentChannel(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ status: number | undefined; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${url}/api/v1/agent/connect`, {
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+        ...headers,
+      },
+    });
+    req.on('response', (r) => {
+      let body = '';
+      r.on('data', (d: Buffer) => (body += d.toString()));
+      r.on('end', () => resolve({ status: r.statusCode, body }));
+    });
+    req.on('upgrade', (_res, socket) => {
+      socket.destroy();
+      reject(new Error('the control plane took the agent'));
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }

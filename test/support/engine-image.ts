@@ -134,29 +134,9 @@ export function pushImage(client: DaemonClient, image: string): Promise<void> {
   const query =
     client.kind === 'podman' ? { destination: image, tlsVerify: false } : { tag: splitTag(image).tag };
   const name = client.kind === 'podman' ? image : splitTag(image).repo;
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        ...client.endpoint,
-        method: 'POST',
-        path: client.url(`/images/${name}/push`, query),
-        headers: { host: 'docker', 'x-registry-auth': Buffer.from('{}').toString('base64') },
-        agent: false,
-      },
-      (res) => {
-        let error: string | undefined;
-        readJsonLines(res, (line) => {
-          const e = line as { error?: unknown };
-          if (typeof e.error === 'string') error = e.error;
-        }).then(() => {
-          if (error !== undefined || (res.statusCode ?? 0) >= 400)
-            reject(new Error(`pushing ${image} failed: ${error ?? `status ${res.statusCode}`}`));
-          else resolve();
-        }, reject);
-      },
-    );
-    req.on('error', reject);
-    req.end();
+  return streamedCall(client, `pushing ${image}`, {
+    path: client.url(`/images/${name}/push`, query),
+    headers: { 'x-registry-auth': Buffer.from('{}').toString('base64') },
   });
 }
 
@@ -166,13 +146,29 @@ function postBuild(
   tag: string,
   context: { pipe: (to: http.ClientRequest) => unknown },
 ): Promise<void> {
+  return streamedCall(client, `building ${tag}`, {
+    path: client.url('/build', { t: tag, rm: true, forcerm: true }),
+    headers: { 'content-type': 'application/x-tar' },
+    body: context,
+  });
+}
+
+/**
+ * A POST whose answer streams JSON lines (builds, pushes): the daemon reports a failure in
+ * an `error` line of a 200 answer, or as the `message` of an error status.
+ */
+function streamedCall(
+  client: DaemonClient,
+  what: string,
+  o: { path: string; headers: Record<string, string>; body?: { pipe: (to: http.ClientRequest) => unknown } },
+): Promise<void> {
   return new Promise((resolve, reject) => {
     const req = http.request(
       {
         ...client.endpoint,
         method: 'POST',
-        path: client.url('/build', { t: tag, rm: true, forcerm: true }),
-        headers: { host: 'docker', 'content-type': 'application/x-tar' },
+        path: o.path,
+        headers: { host: 'docker', ...o.headers },
         agent: false,
       },
       (res) => {
@@ -183,12 +179,13 @@ function postBuild(
           if (typeof e.message === 'string' && (res.statusCode ?? 0) >= 400) error = e.message;
         }).then(() => {
           if (error !== undefined || (res.statusCode ?? 0) >= 400)
-            reject(new Error(`building ${tag} failed: ${error ?? `status ${res.statusCode}`}`));
+            reject(new Error(`${what} failed: ${error ?? `status ${res.statusCode}`}`));
           else resolve();
         }, reject);
       },
     );
     req.on('error', reject);
-    context.pipe(req);
+    if (o.body === undefined) req.end();
+    else o.body.pipe(req);
   });
 }

@@ -1,8 +1,8 @@
 import { writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 
 import { installed, startTied } from './tied-process.js';
+import { freePort } from '../fakes/engines/fake-engines.js';
 
 /**
  * A real image registry of this test's own: Debian's docker-registry (the CNCF Distribution
@@ -14,19 +14,6 @@ export interface TestRegistry {
   /** `127.0.0.1:PORT`, the prefix of image references it serves. */
   host: string;
   close: () => Promise<void>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const address = s.address();
-      s.close(() => {
-        resolve(typeof address === 'object' && address !== null ? address.port : 0);
-      });
-    });
-  });
 }
 
 export async function startRegistry(): Promise<TestRegistry | { skip: string }> {
