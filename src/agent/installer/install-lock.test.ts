@@ -50,6 +50,25 @@ describe('acquireLock', () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
+  it('takes over, at once, the fresh lock of an earlier process that had this pid (a restarted container is pid 1 again)', async () => {
+    await writeFile(path, JSON.stringify({ pid: process.pid, host: hostname(), token: 'earlier-run' }));
+    let waited = false;
+    const held = await acquireLock(path, { pollMs: 10, onWait: () => (waited = true) });
+    expect(waited).toBe(false);
+    expect(JSON.parse(await readFile(path, 'utf8')).token).not.toBe('earlier-run');
+    // A second holder in this same process still waits for the first.
+    let second = false;
+    const waiting = acquireLock(path, { pollMs: 10 }).then((l) => {
+      second = true;
+      return l;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(second).toBe(false);
+    await held.release();
+    await (await waiting).release();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
   it('takes over a lock whose heartbeat stopped', async () => {
     // A live pid, but on another host: only its age tells.
     await writeFile(path, JSON.stringify({ pid: process.pid, host: 'elsewhere', token: 'old' }));

@@ -26,6 +26,9 @@ export interface HeldLock {
   release(): Promise<void>;
 }
 
+/** The tokens of the locks this process holds now: a lock file naming this pid with another token is an earlier process's. */
+const heldHere = new Set<string>();
+
 /**
  * A lock between processes sharing a data dir: the file is created with O_EXCL, so one
  * creator wins. A holder that died leaves its file behind; it is taken over when its
@@ -72,6 +75,7 @@ async function tryCreate(path: string, me: LockHolder): Promise<boolean> {
 }
 
 function hold(path: string, me: LockHolder, heartbeatMs: number): HeldLock {
+  heldHere.add(me.token);
   const beat = setInterval(() => {
     const now = new Date();
     utimes(path, now, now).catch(() => undefined);
@@ -83,6 +87,7 @@ function hold(path: string, me: LockHolder, heartbeatMs: number): HeldLock {
     async release() {
       if (released) return;
       released = true;
+      heldHere.delete(me.token);
       clearInterval(beat);
       // Only our own: had we been taken for dead, the file is now another holder's.
       const seen = await inspect(path);
@@ -122,7 +127,11 @@ function parseHolder(text: string): LockHolder | undefined {
 function isStale(seen: Seen, staleMs: number): boolean {
   if (seen.ageMs > staleMs) return true;
   const h = seen.holder;
-  return h !== undefined && h.host === hostname() && !alive(h.pid);
+  if (h === undefined || h.host !== hostname()) return false;
+  // Our own pid, but not a lock we hold: an earlier process that had it. In a container every
+  // start is pid 1 on the same hostname (a restarted pod), so "alive" would never be false.
+  if (h.pid === process.pid) return !heldHere.has(h.token);
+  return !alive(h.pid);
 }
 
 function alive(pid: number): boolean {
