@@ -127,7 +127,11 @@ export async function probeDaemon(
         address,
         kind,
         version: version.Version ?? 'unknown',
-        apiVersion: version.ApiVersion ?? 'unknown',
+        // Podman's /version gives its Docker-compatible API version; the agent speaks libpod's.
+        apiVersion:
+          (podman ? headerText(ping.headers['libpod-api-version']) : undefined) ??
+          version.ApiVersion ??
+          'unknown',
         runtimes: Object.keys(info.Runtimes ?? {}).sort(),
         cdi: podman || (Array.isArray(info.CDISpecDirs) && info.CDISpecDirs.length > 0),
       };
@@ -153,4 +157,8 @@ export function gpuRequestFor(
   if (setting !== 'auto') return setting;
   if (daemon.kind === 'podman') return 'cdi';
   return daemon.cdi && !daemon.runtimes.includes('nvidia') ? 'cdi' : 'nvidia';
+}
+
+function headerText(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
 }

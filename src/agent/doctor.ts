@@ -258,7 +258,7 @@ export function containersLine(c: ContainerDaemonProbe): string {
     c.gpu_request === undefined
       ? ''
       : `; GPUs by ${c.gpu_request === 'cdi' ? 'CDI name' : 'the nvidia runtime'}`;
-  return `${c.kind ?? '?'} ${c.version ?? '?'} (API ${c.api_version ?? '?'}) at ${c.address ?? '?'}; runtimes: ${(c.runtimes ?? []).join(', ') || 'none listed'}; CDI: ${c.cdi === true ? 'yes' : 'no'}${gpus}`;
+  return `${c.kind ?? '?'} ${c.version ?? '?'} (${c.kind === 'podman' ? 'libpod API' : 'API'} ${c.api_version ?? '?'}) at ${c.address ?? '?'}; runtimes: ${(c.runtimes ?? []).join(', ') || 'none listed'}; CDI: ${c.cdi === true ? 'yes' : 'no'}${gpus}`;
 }
 
 /**

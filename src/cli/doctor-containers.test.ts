@@ -160,6 +160,12 @@ describe('llmgw doctor: the container daemon', () => {
     const p = await doctor(settings({ host: podman }));
     expect(p.messages).toEqual([]);
     expect(p.containers).toMatchObject({ kind: 'podman', cdi: true, gpu_request: 'cdi' });
+    // The libpod API the agent speaks, not the Docker-compatible one /version names.
+    expect(containersLine(p.containers ?? { wanted_by: '', answers: false })).toMatch(
+      new RegExp(
+        `^podman 5\\.4\\.0 \\(libpod API 5\\.4\\.0\\) at ${podman}; .*; CDI: yes; GPUs by CDI name$`,
+      ),
+    );
     const docker = await daemon({ runtimes: ['runc', 'nvidia'] });
     const d = await doctor(settings({ host: docker, gpus: 'cdi' }));
     expect(d.messages).toEqual([
