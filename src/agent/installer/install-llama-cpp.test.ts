@@ -394,10 +394,10 @@ describe('installLlamaCpp', () => {
     await serveRelease();
     await mkdir(base(), { recursive: true });
     const lock = join(base(), `.${BUILD}-cpu.lock`);
-    // A live holder: this very process, under another token.
+    // A live holder on this host: this process's parent (this very pid would be an earlier process's lock).
     await writeFile(
       lock,
-      JSON.stringify({ pid: process.pid, host: (await import('node:os')).hostname(), token: 'other' }),
+      JSON.stringify({ pid: process.ppid, host: (await import('node:os')).hostname(), token: 'other' }),
     );
     const pending = installLlamaCpp(options());
     await new Promise((resolve) => setTimeout(resolve, 400));
