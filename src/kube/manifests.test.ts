@@ -6,7 +6,9 @@ import type { Origin } from '../models/origin.js';
 import type { KDeployment } from './kube-types.js';
 import {
   affinityOf,
+  affinityProducts,
   engineKeySecret,
+  keepingPlacedPods,
   productsByClass,
   workloadOf,
   type LeaderWorkerSet,
@@ -270,6 +272,63 @@ describe('affinityOf', () => {
         { matchExpressions: [{ key: 'llmgw.io/gpu-class', operator: 'In', values: ['l4-24g'] }] },
       ],
     });
+  });
+});
+
+describe('keepingPlacedPods', () => {
+  const pcie = { 'nvidia.com/gpu.product': 'NVIDIA-H100-PCIe', 'nvidia.com/gpu.memory': '81559' };
+  const h100 = { 'nvidia.com/gpu.product': 'NVIDIA-H100-80GB-HBM3', 'nvidia.com/gpu.memory': '81559' };
+  const withPcie = productsByClass([{ labels: h100 }, { labels: pcie }]);
+  const p = profile({});
+  const written = workloadOf(input(p));
+  const products = (w: ReturnType<typeof workloadOf>) => affinityProducts(w)?.map((x) => x.product);
+  const hash = (w: ReturnType<typeof workloadOf>) => w.metadata?.annotations?.['llmgw.io/spec-hash'];
+
+  it.each([
+    // [what, profile, products seen now, a pod waiting, the products written]
+    [
+      'a new card model of the class, every pod placed: as written',
+      p,
+      withPcie,
+      false,
+      ['NVIDIA-H100-80GB-HBM3'],
+    ],
+    [
+      'a pod waiting for a node: the new one is taken in',
+      p,
+      withPcie,
+      true,
+      ['NVIDIA-H100-80GB-HBM3', 'NVIDIA-H100-PCIe'],
+    ],
+    [
+      'something else changed too: written anew, new card model included',
+      profile({ args: ['--max-num-seqs', '8'] }),
+      withPcie,
+      false,
+      ['NVIDIA-H100-80GB-HBM3', 'NVIDIA-H100-PCIe'],
+    ],
+    [
+      'a card model gone, every pod placed: as written',
+      p,
+      productsByClass([{ labels: pcie }]),
+      false,
+      ['NVIDIA-H100-80GB-HBM3'],
+    ],
+  ] as const)('%s', (_what, prof, seen, waiting, expected) => {
+    const out = keepingPlacedPods(input(prof, { products: seen }), written, waiting);
+    expect(products(out)).toEqual(expected);
+    if (prof === p && !waiting) expect(hash(out)).toBe(hash(written));
+  });
+
+  it('writes what the cluster has for a workload not written yet', () => {
+    expect(products(keepingPlacedPods(input(p, { products: withPcie }), undefined, false))).toEqual([
+      'NVIDIA-H100-80GB-HBM3',
+      'NVIDIA-H100-PCIe',
+    ]);
+  });
+
+  it('reads the pairs back as affinityOf wrote them, memory included', () => {
+    expect(affinityProducts(written)).toEqual([{ product: 'NVIDIA-H100-80GB-HBM3', memory: '81559' }]);
   });
 });
 

@@ -390,7 +390,13 @@ function engineContainerOf(
 export const classLabel = 'llmgw.io/gpu-class';
 
 /** The GFD (product, memory) pairs seen on the cluster's nodes that make up each card class. */
-export type ProductsByClass = Map<string, { product: string; memory: string | undefined }[]>;
+/** A card model as GFD labels it: `NVIDIA-H100-80GB-HBM3`, with its memory in MiB where labelled. */
+export interface ProductPair {
+  product: string;
+  memory: string | undefined;
+}
+
+export type ProductsByClass = Map<string, ProductPair[]>;
 
 export function productsByClass(
   nodes: readonly { labels?: Record<string, string> | undefined }[],
@@ -427,4 +433,54 @@ export function affinityOf(gpuClass: string, products: ProductsByClass): NonNull
   }));
   terms.push({ matchExpressions: [{ key: classLabel, operator: 'In', values: [card] }] });
   return { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } } };
+}
+
+/** The pod templates of a workload: a Deployment's one; a LeaderWorkerSet's leader, then worker. */
+export function templatesOf(w: Workload): KPodTemplate[] {
+  if (w.kind === 'LeaderWorkerSet') {
+    const t = (w as LeaderWorkerSet).spec.leaderWorkerTemplate;
+    return [t.leaderTemplate, t.workerTemplate];
+  }
+  const t = (w as KDeployment).spec?.template;
+  return t === undefined ? [] : [t];
+}
+
+/** The (product, memory) pairs a written workload's required node affinity names; undefined without one. */
+export function affinityProducts(w: Workload): ProductPair[] | undefined {
+  const terms =
+    templatesOf(w)[0]?.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
+      ?.nodeSelectorTerms;
+  if (terms === undefined) return undefined;
+  const out: ProductPair[] = [];
+  for (const term of terms) {
+    const values = (key: string) =>
+      term.matchExpressions?.find((e) => e.key === key && e.operator === 'In')?.values;
+    const product = values(productLabel)?.[0];
+    if (product !== undefined) out.push({ product, memory: values(memoryLabel)?.[0] });
+  }
+  return out;
+}
+
+/**
+ * The workload to write. A card model of the profile's class newly seen on the cluster (or
+ * one gone) changes the pods' affinity, and so their template: every pod would be replaced,
+ * one at a time, for nothing, as the placed ones run well where they are. So while none of
+ * the workload's pods waits for a node, and the affinity is all that would change, the one
+ * it was written with is kept; a pod waiting (a scale-up, a node lost) brings the new one in.
+ */
+export function keepingPlacedPods(
+  input: WorkloadInput,
+  current: Workload | undefined,
+  podsWaiting: boolean,
+): Workload {
+  const fresh = workloadOf(input);
+  const gpuClass = input.profile.gpu_class;
+  if (current === undefined || podsWaiting || gpuClass === undefined || current.kind !== fresh.kind)
+    return fresh;
+  const written = affinityProducts(current);
+  if (written === undefined) return fresh;
+  const card = gpuClass.replace(/-mig-.*$/, '');
+  const kept = workloadOf({ ...input, products: new Map([...input.products, [card, written]]) });
+  const hash = (w: Workload) => w.metadata?.annotations?.[specHashAnnotation];
+  return hash(kept) === hash(current) ? kept : fresh;
 }

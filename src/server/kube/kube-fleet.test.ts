@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
 import type { KubeCluster } from '../../kube/client.js';
 import type { KDeployment } from '../../kube/kube-types.js';
-import type { KPod } from '../../kube/kube-types.js';
+import type { KNode, KPod } from '../../kube/kube-types.js';
 import type { Origin } from '../../models/origin.js';
 import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
@@ -66,6 +66,7 @@ describe('KubeFleet writes only while it leads', () => {
     pods: KPod[] = [],
     log = '',
     hubAtStart?: { endpoint?: string; token?: string },
+    overrides: Partial<KubeCluster> = {},
   ) => {
     let hub = hubAtStart;
     const applied: string[] = [];
@@ -94,6 +95,7 @@ describe('KubeFleet writes only while it leads', () => {
       },
       deletePod: () => Promise.resolve(),
       stop: () => Promise.resolve(),
+      ...overrides,
     };
     const values = new Map<string, string>();
     const store = {
@@ -150,6 +152,54 @@ describe('KubeFleet writes only while it leads', () => {
     const { fleet, applied } = setup(true);
     await fleet.reconcile();
     expect(applied).toEqual(['Secret/llmgw-qwen-engine-key', 'Deployment/llmgw-qwen-h100']);
+  });
+
+  it('keeps placed pods where they are when a new card model of their class joins; a pod waiting for a node takes it in', async () => {
+    const node = (name: string, product: string): KNode => ({
+      metadata: {
+        name,
+        labels: { 'nvidia.com/gpu.product': product, 'nvidia.com/gpu.memory': '81559' },
+      },
+      status: { allocatable: { 'nvidia.com/gpu': '2' } },
+    });
+    const nodes = [node('gpu-1', 'NVIDIA-H100-80GB-HBM3')];
+    const pods: KPod[] = [];
+    // What the API server holds: the Deployment as last written.
+    const held: { deployment?: KDeployment } = {};
+    const { fleet, objects } = setup(true, pods, '', undefined, {
+      nodes: () => nodes,
+      workloads: () => (held.deployment === undefined ? [] : [held.deployment]),
+    });
+    const deployments = () =>
+      objects.filter((o): o is KDeployment => (o as KDeployment).kind === 'Deployment');
+    const products = (d: KDeployment | undefined) =>
+      d?.spec?.template.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms.flatMap(
+        (t) => t.matchExpressions?.find((e) => e.key === 'nvidia.com/gpu.product')?.values ?? [],
+      );
+    await fleet.reconcile();
+    held.deployment = deployments().at(-1);
+    const written = held.deployment;
+    expect(products(written)).toEqual(['NVIDIA-H100-80GB-HBM3']);
+
+    // An H100 PCIe node (the same class, h100-80g) joins; the one pod runs on gpu-1.
+    nodes.push(node('gpu-2', 'NVIDIA-H100-PCIe'));
+    pods.push({
+      metadata: { name: 'llmgw-qwen-h100-a-1', labels: written?.spec?.selector.matchLabels ?? {} },
+      spec: { nodeName: 'gpu-1', containers: [] },
+      status: { phase: 'Running' },
+    });
+    await fleet.reconcile();
+    expect(deployments()).toHaveLength(1);
+
+    // A second pod that waits for a node: the affinity takes the new card model in.
+    pods.push({
+      metadata: { name: 'llmgw-qwen-h100-a-2', labels: written?.spec?.selector.matchLabels ?? {} },
+      spec: { containers: [] },
+      status: { phase: 'Pending' },
+    });
+    await fleet.reconcile();
+    expect(deployments()).toHaveLength(2);
+    expect(products(deployments().at(-1))).toEqual(['NVIDIA-H100-80GB-HBM3', 'NVIDIA-H100-PCIe']);
   });
 
   it('gives the download init container hub.endpoint, and hub.token through a Secret of its own', async () => {

@@ -11,9 +11,11 @@ import {
   hubTokenSecret,
   hubTokenSecretKey,
   hubTokenSecretName,
+  keepingPlacedPods,
   modelNameAnnotation,
   productsByClass,
-  workloadOf,
+  templatesOf,
+  workloadLabels,
   type PodSettings,
   type Workload,
   type WorkloadInput,
@@ -252,16 +254,20 @@ export class KubeFleet implements FleetDelegate {
         `profile "${profile.name}" spans ${profile.nodes} nodes, which runs as a LeaderWorkerSet, and the cluster has no LeaderWorkerSet CRD: install it (docs/kubernetes.md, "Multi-node profiles") and restart llmgw`,
       );
     }
-    const workload = workloadOf({
-      model: spec,
-      profile,
-      origin,
-      replicas: w.replicas,
-      settings: pods,
-      llamaParallel,
-      products,
-      hub: c.hub,
-    });
+    const workload = keepingPlacedPods(
+      {
+        model: spec,
+        profile,
+        origin,
+        replicas: w.replicas,
+        settings: pods,
+        llamaParallel,
+        products,
+        hub: c.hub,
+      },
+      current,
+      this.#waitsForNode(spec.name, profile.name),
+    );
     const name = workload.metadata?.name ?? '';
     // A rolling restart asked for here, or one made before (by llmgw or kubectl rollout restart), is kept.
     const seen = templateAnnotations(current)?.[restartedAtAnnotation];
@@ -302,6 +308,20 @@ export class KubeFleet implements FleetDelegate {
       current === undefined ? 'creating' : 'updating',
     );
     await this.#o.cluster.apply(workload);
+  }
+
+  /** Whether a pod of this model's profile waits for the scheduler to find it a node. */
+  #waitsForNode(model: string, profile: string): boolean {
+    const labels = workloadLabels(model, profile);
+    return this.#o.cluster
+      .pods()
+      .some(
+        (p) =>
+          Object.entries(labels).every(([k, v]) => p.metadata?.labels?.[k] === v) &&
+          p.metadata?.deletionTimestamp == null &&
+          p.status?.phase === 'Pending' &&
+          (p.spec?.nodeName ?? '') === '',
+      );
   }
 
   /** The model's engine key: sealed in the store (shared by every control plane), made once. */
@@ -531,17 +551,6 @@ export function chooseProfile(
     spec.profiles.find((p) => isCpuProfile(p) || (p.gpu_class !== undefined && offered.has(p.gpu_class))) ??
     first
   );
-}
-
-function templatesOf(w: Workload) {
-  if (w.kind === 'LeaderWorkerSet') {
-    const t = (w as { spec: { leaderWorkerTemplate: { leaderTemplate: object; workerTemplate: object } } })
-      .spec.leaderWorkerTemplate;
-    return [t.leaderTemplate, t.workerTemplate] as { metadata?: { annotations?: Record<string, string> } }[];
-  }
-  const t = (w as { spec?: { template?: { metadata?: { annotations?: Record<string, string> } } } }).spec
-    ?.template;
-  return t === undefined ? [] : [t];
 }
 
 function templateAnnotations(w: Workload | undefined): Record<string, string> | undefined {
