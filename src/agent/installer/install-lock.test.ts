@@ -6,7 +6,7 @@ import { join } from 'node:path';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
-import { acquireLock } from './install-lock.js';
+import { acquireLock, type HeldLock } from './install-lock.js';
 
 let dir: string;
 let path: string;
@@ -25,20 +25,24 @@ function deadPid(): number {
   return spawnSync(process.execPath, ['-e', '']).pid;
 }
 
+/** Asks for the lock while `first` holds it: still waiting after 100 ms, then let in once `first` releases. */
+async function waitsFor(first: HeldLock): Promise<void> {
+  let second = false;
+  const waiting = acquireLock(path, { pollMs: 10 }).then((l) => {
+    second = true;
+    return l;
+  });
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  expect(second).toBe(false);
+  await first.release();
+  const held = await waiting;
+  expect(second).toBe(true);
+  await held.release();
+}
+
 describe('acquireLock', () => {
   it('lets one holder in at a time', async () => {
-    const first = await acquireLock(path, { pollMs: 10 });
-    let second = false;
-    const waiting = acquireLock(path, { pollMs: 10 }).then((l) => {
-      second = true;
-      return l;
-    });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(second).toBe(false);
-    await first.release();
-    const held = await waiting;
-    expect(second).toBe(true);
-    await held.release();
+    await waitsFor(await acquireLock(path, { pollMs: 10 }));
     expect(existsSync(path)).toBe(false);
   });
 
@@ -57,15 +61,7 @@ describe('acquireLock', () => {
     expect(waited).toBe(false);
     expect(JSON.parse(await readFile(path, 'utf8')).token).not.toBe('earlier-run');
     // A second holder in this same process still waits for the first.
-    let second = false;
-    const waiting = acquireLock(path, { pollMs: 10 }).then((l) => {
-      second = true;
-      return l;
-    });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(second).toBe(false);
-    await held.release();
-    await (await waiting).release();
+    await waitsFor(held);
     expect(readdirSync(dir)).toEqual([]);
   });
 
