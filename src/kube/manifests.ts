@@ -389,14 +389,19 @@ function engineContainerOf(
 /** A label operators may put on nodes without GPU feature discovery: `llmgw.io/gpu-class=h100-80g`. */
 export const classLabel = 'llmgw.io/gpu-class';
 
-/** The GFD (product, memory) pairs seen on the cluster's nodes that make up each card class. */
 /** A card model as GFD labels it: `NVIDIA-H100-80GB-HBM3`, with its memory in MiB where labelled. */
 export interface ProductPair {
   product: string;
   memory: string | undefined;
 }
 
+/** The GFD (product, memory) pairs seen on the cluster's nodes that make up each card class. */
 export type ProductsByClass = Map<string, ProductPair[]>;
+
+/** The whole card's class of a device class: `a100-80g` of `a100-80g-mig-3g.40gb`. */
+function cardOf(gpuClass: string): string {
+  return gpuClass.replace(/-mig-.*$/, '');
+}
 
 export function productsByClass(
   nodes: readonly { labels?: Record<string, string> | undefined }[],
@@ -424,7 +429,7 @@ export function productsByClass(
  * is one term; nodes labelled `llmgw.io/gpu-class=<card class>` by hand match too.
  */
 export function affinityOf(gpuClass: string, products: ProductsByClass): NonNullable<KPodSpec['affinity']> {
-  const card = gpuClass.replace(/-mig-.*$/, '');
+  const card = cardOf(gpuClass);
   const terms = (products.get(card) ?? []).map((p) => ({
     matchExpressions: [
       { key: productLabel, operator: 'In', values: [p.product] },
@@ -479,7 +484,7 @@ export function keepingPlacedPods(
     return fresh;
   const written = affinityProducts(current);
   if (written === undefined) return fresh;
-  const card = gpuClass.replace(/-mig-.*$/, '');
+  const card = cardOf(gpuClass);
   const kept = workloadOf({ ...input, products: new Map([...input.products, [card, written]]) });
   const hash = (w: Workload) => w.metadata?.annotations?.[specHashAnnotation];
   return hash(kept) === hash(current) ? kept : fresh;
