@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
 
+import { LlmgwError } from '../core/errors.js';
+
 import type { Dialect } from './migrations.js';
 import type { Database } from './schema.js';
 import type { AuditEntry, Store } from './store.js';
@@ -32,4 +34,18 @@ export async function writeAudit(db: Kysely<Database>, entry: Omit<AuditEntry, '
       detail: JSON.stringify(entry.detail),
     })
     .execute();
+}
+
+/**
+ * The columns an update sets, refused when it sets none: `update t set where …` is no SQL
+ * (SQLite: near "where": syntax error), and a change of nothing is the caller's mistake.
+ * Every update built from optional parts goes through here. Kysely leaves out undefined
+ * values, so only defined ones count.
+ */
+export function someToSet<T extends object>(set: T, what: { target: string; fields: readonly string[] }): T {
+  if (Object.values(set).some((v) => v !== undefined)) return set;
+  throw new LlmgwError(
+    'invalid_argument',
+    `nothing to change of ${what.target}: an update sets at least one of ${what.fields.join(', ')}`,
+  );
 }

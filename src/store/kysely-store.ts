@@ -5,6 +5,7 @@ import type { Kysely, Selectable, Transaction, Updateable } from 'kysely';
 import type { ModelSpec } from '../catalog/model-spec.js';
 import { diffJson } from '../core/diff.js';
 import { LlmgwError } from '../core/errors.js';
+import { clientText } from '../core/redact.js';
 
 import type { Dialect } from './migrations.js';
 import { Cluster } from './kysely-cluster.js';
@@ -15,7 +16,7 @@ import { Scale } from './kysely-scale.js';
 import { SharedValues, type SharedValueRepository } from './kysely-shared-values.js';
 import { Usage } from './kysely-usage.js';
 import { JoinTokens, Nodes } from './kysely-nodes.js';
-import { isUniqueViolation, writeAudit, type Context } from './kysely-shared.js';
+import { isUniqueViolation, someToSet, writeAudit, type Context } from './kysely-shared.js';
 import type { Database } from './schema.js';
 import { LocalWakeups, type Wakeups } from './wakeups.js';
 import type {
@@ -364,7 +365,8 @@ class Keys implements KeyRepository {
     if (limits.rpm !== undefined) set.rpm = limits.rpm;
     if (limits.tpm !== undefined) set.tpm = limits.tpm;
     return this.#updateLive(name, {
-      set: () => set,
+      set: () =>
+        someToSet(set, { target: `key ${clientText(name)}`, fields: ['allowed_models', 'rpm', 'tpm'] }),
       audit: () => ({ actor, action: 'key.update', detail: limitsDetail(limits) }),
     });
   }

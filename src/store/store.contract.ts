@@ -298,6 +298,24 @@ export function storeContract(name: string, options: ContractOptions, harness: (
       expect(actions).toEqual(['key.create', 'key.revoke', 'key.create']);
     });
 
+    it('refuses a change of a key that sets nothing, and records nothing', async () => {
+      await store.keys.create(
+        { name: 'lim', role: 'user', prefix: 'p', secretHash: hash('lim'), rpm: 5 },
+        'admin',
+      );
+      for (const limits of [{}, { rpm: undefined }]) {
+        const none = await refusal(store.keys.setLimits('lim', limits, 'admin'));
+        expect(none.code).toBe('invalid_argument');
+        expect(none.message).toBe(
+          'nothing to change of key lim: an update sets at least one of allowed_models, rpm, tpm',
+        );
+      }
+      expect((await store.keys.findActiveByName('lim'))?.rpm).toBe(5);
+      expect((await store.audit.list({ target: 'key/lim' })).map((e) => e.action)).toEqual(['key.create']);
+      const set = await store.keys.setLimits('lim', { tpm: 100, rpm: null }, 'admin');
+      expect(set).toMatchObject({ rpm: null, tpm: 100 });
+    });
+
     it('rotates a key secret', async () => {
       await store.keys.create({ name: 'rot', role: 'admin', prefix: 'a', secretHash: hash('old') }, 'system');
       await store.keys.rotate('rot', { prefix: 'b', secretHash: hash('new') }, 'system');

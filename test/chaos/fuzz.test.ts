@@ -17,8 +17,18 @@ import { exchange, type WireAnswer } from './wire.js';
 // plane with its gateway: no crash, no 5xx, every refusal a JSON error that says why. The
 // requests come from a seeded generator: LLMGW_FUZZ_SEED=N replays a run.
 
-const seed = Number(process.env['LLMGW_FUZZ_SEED'] ?? Math.floor(Math.random() * 2 ** 31));
-const count = scaled(4000, 20_000);
+/**
+ * Seeds that once found a bug, run every time: 1371177831 sent PATCH /api/v1/keys/NAME with
+ * "\ufeff{}", an update with nothing to set (a 500; issue 25 item 6).
+ */
+const foundBugs = [1371177831];
+const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
+/** LLMGW_FUZZ_SEED=N: that seed alone; else the seeds above and new ones (many at length). */
+const seeds =
+  process.env['LLMGW_FUZZ_SEED'] === undefined
+    ? [...foundBugs, ...Array.from({ length: scaled(1, 50) }, randomSeed)]
+    : [Number(process.env['LLMGW_FUZZ_SEED'])];
+const count = scaled(4000, 8000);
 /** LLMGW_FUZZ_CASES=3,17: only those requests of the seed's run, each printed with what came back. */
 const only = process.env['LLMGW_FUZZ_CASES']?.split(',').map(Number);
 const parallel = 24;
@@ -125,94 +135,103 @@ describe('fuzz: malformed, oversized and random requests to /v1 and /api/v1', ()
     await engine.stop();
   });
 
-  it(`answers ${count} requests without a crash, a 5xx or a refusal that is not JSON saying why (seed ${seed})`, async () => {
-    console.log(`fuzz seed ${seed} (LLMGW_FUZZ_SEED=${seed} replays this run)`);
-    const port = Number(new URL(t.url).port);
-    const target = { keys: { admin: t.adminKey, user: userKey }, model: 'chat', maxBodyBytes };
-    const failures: string[] = [];
-    const families = new Map<string, number>();
-    const statuses = new Map<number, number>();
-    let closedSilently = 0;
-    let next = 0;
-    const started = Date.now();
-    const worker = async () => {
-      for (;;) {
-        const n = next++;
-        const i = only === undefined ? n : only[n];
-        if (i === undefined || i >= count) return;
-        // Each request from its own generator: case i is the same whatever ran before it.
-        const c = fuzzCase(prng(seed + i * 7919), target);
-        const family = c.family.split(' ').slice(0, 3).join(' ');
-        families.set(family, (families.get(family) ?? 0) + 1);
-        const r = await exchange(port, c.bytes, { headOnly: c.head, ms: answerMs, end: c.garbage });
-        if (only !== undefined)
-          console.log(`#${i} ${c.family}`, JSON.stringify(c.bytes.toString('latin1', 0, 600)), r);
-        const fail = (why: string) => {
-          failures.push(
-            `#${i} ${c.family}: ${why}\n  sent: ${JSON.stringify(c.bytes.toString('latin1', 0, 240))}`,
-          );
-        };
-        if (r.hung) fail(`neither answered nor closed within ${answerMs} ms`);
-        if (r.junk !== undefined) fail(`bytes that are not an HTTP answer: ${JSON.stringify(r.junk)}`);
-        if (r.answers.length === 0 && !r.hung) {
-          closedSilently++;
-          // Bytes with no line end are no request yet: the client's end leaves nothing to answer.
-          const unfinished = c.family === 'random bytes' && !c.bytes.includes(0x0a);
-          if (!c.garbage || !(mayCloseSilently.has(c.family) || unfinished)) fail('closed without an answer');
+  it.each(seeds)(
+    `answers ${count} requests without a crash, a 5xx or a refusal that is not JSON saying why (seed %i)`,
+    async (seed) => {
+      console.log(`fuzz seed ${seed} (LLMGW_FUZZ_SEED=${seed} replays this run)`);
+      // Only this seed's log lines are held against it.
+      const logsFrom = t.logs().length;
+      const gatewayLogsFrom = gatewayLog.text().length;
+      const port = Number(new URL(t.url).port);
+      const target = { keys: { admin: t.adminKey, user: userKey }, model: 'chat', maxBodyBytes };
+      const failures: string[] = [];
+      const families = new Map<string, number>();
+      const statuses = new Map<number, number>();
+      let closedSilently = 0;
+      let next = 0;
+      const started = Date.now();
+      const worker = async () => {
+        for (;;) {
+          const n = next++;
+          const i = only === undefined ? n : only[n];
+          if (i === undefined || i >= count) return;
+          // Each request from its own generator: case i is the same whatever ran before it.
+          const c = fuzzCase(prng(seed + i * 7919), target);
+          const family = c.family.split(' ').slice(0, 3).join(' ');
+          families.set(family, (families.get(family) ?? 0) + 1);
+          const r = await exchange(port, c.bytes, { headOnly: c.head, ms: answerMs, end: c.garbage });
+          if (only !== undefined)
+            console.log(`#${i} ${c.family}`, JSON.stringify(c.bytes.toString('latin1', 0, 600)), r);
+          const fail = (why: string) => {
+            failures.push(
+              `#${i} ${c.family}: ${why}\n  sent: ${JSON.stringify(c.bytes.toString('latin1', 0, 240))}`,
+            );
+          };
+          if (r.hung) fail(`neither answered nor closed within ${answerMs} ms`);
+          if (r.junk !== undefined) fail(`bytes that are not an HTTP answer: ${JSON.stringify(r.junk)}`);
+          if (r.answers.length === 0 && !r.hung) {
+            closedSilently++;
+            // Bytes with no line end are no request yet: the client's end leaves nothing to answer.
+            const unfinished = c.family === 'random bytes' && !c.bytes.includes(0x0a);
+            if (!c.garbage || !(mayCloseSilently.has(c.family) || unfinished))
+              fail('closed without an answer');
+          }
+          for (const a of r.answers) {
+            statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1);
+            const problem = problemOf(c, a);
+            if (problem !== undefined) fail(problem);
+          }
+          const first = r.answers[0];
+          if (c.garbage && first !== undefined && first.status < 400 && !mayBeValid.has(c.family))
+            fail(`not HTTP, yet answered ${first.status}`);
         }
-        for (const a of r.answers) {
-          statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1);
-          const problem = problemOf(c, a);
-          if (problem !== undefined) fail(problem);
-        }
-        const first = r.answers[0];
-        if (c.garbage && first !== undefined && first.status < 400 && !mayBeValid.has(c.family))
-          fail(`not HTTP, yet answered ${first.status}`);
-      }
-    };
-    await Promise.all(Array.from({ length: parallel }, worker));
-    const seconds = (Date.now() - started) / 1000;
+      };
+      await Promise.all(Array.from({ length: parallel }, worker));
+      const seconds = (Date.now() - started) / 1000;
 
-    // Still serving: the API, and a completion through the gateway.
-    const health = await api(t.url, undefined, 'GET', '/health');
-    const chat = await fetch(`${t.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${userKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        model: 'chat',
-        messages: [{ role: 'user', content: 'still there?' }],
-        max_tokens: 2,
-      }),
-    });
-    // Nothing the requests did was a bug of ours (logged at error level: an unexpected throw).
-    const errors = [...t.logs().split('\n'), ...gatewayLog.text().split('\n')].filter((l) =>
-      /"level":(50|60)/.test(l),
-    );
+      // Still serving: the API, and a completion through the gateway.
+      const health = await api(t.url, undefined, 'GET', '/health');
+      const chat = await fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${userKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'chat',
+          messages: [{ role: 'user', content: 'still there?' }],
+          max_tokens: 2,
+        }),
+      });
+      // Nothing the requests did was a bug of ours (logged at error level: an unexpected throw).
+      const errors = [
+        ...t.logs().slice(logsFrom).split('\n'),
+        ...gatewayLog.text().slice(gatewayLogsFrom).split('\n'),
+      ].filter((l) => /"level":(50|60)/.test(l));
 
-    chaosReport(
-      'fuzz',
-      {
-        seed,
-        requests: count,
-        seconds: Math.round(seconds * 10) / 10,
-        closedWithoutAnswer: closedSilently,
-        statuses: [...statuses]
-          .sort((a, b) => a[0] - b[0])
-          .map(([s, n]) => `${s}:${n}`)
-          .join(' '),
-      },
-      {
-        failed: failures.length,
-        fiveHundreds: [...statuses].filter(([s]) => s >= 500).reduce((n, [, k]) => n + k, 0),
-        errorsLogged: errors.length,
-        crashed: health.status === 200 && chat.status === 200 ? 0 : 1,
-      },
-    );
-    if (errors.length > 0) console.log(`errors logged:\n${errors.slice(0, 5).join('\n')}`);
-    expect(failures.slice(0, 20), `seed ${seed}: ${failures.length} failures`).toEqual([]);
-    expect(errors.slice(0, 5)).toEqual([]);
-    expect(health.status).toBe(200);
-    expect(chat.status).toBe(200);
-    expect(families.size).toBeGreaterThan(30);
-  }, 240_000);
+      chaosReport(
+        'fuzz',
+        {
+          seed,
+          requests: count,
+          seconds: Math.round(seconds * 10) / 10,
+          closedWithoutAnswer: closedSilently,
+          statuses: [...statuses]
+            .sort((a, b) => a[0] - b[0])
+            .map(([s, n]) => `${s}:${n}`)
+            .join(' '),
+        },
+        {
+          failed: failures.length,
+          fiveHundreds: [...statuses].filter(([s]) => s >= 500).reduce((n, [, k]) => n + k, 0),
+          errorsLogged: errors.length,
+          crashed: health.status === 200 && chat.status === 200 ? 0 : 1,
+        },
+      );
+      if (errors.length > 0) console.log(`errors logged:\n${errors.slice(0, 5).join('\n')}`);
+      expect(failures.slice(0, 20), `seed ${seed}: ${failures.length} failures`).toEqual([]);
+      expect(errors.slice(0, 5)).toEqual([]);
+      expect(health.status).toBe(200);
+      expect(chat.status).toBe(200);
+      expect(families.size).toBeGreaterThan(30);
+    },
+    240_000,
+  );
 });

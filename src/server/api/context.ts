@@ -81,6 +81,33 @@ export async function jsonBody<T extends z.ZodType>(c: ApiContext, schema: T): P
   return parsed.data;
 }
 
+/**
+ * The JSON body of a partial change (PATCH): checked as jsonBody does, and refused when it
+ * names no field to change, saying which can.
+ */
+export async function changeBody<T extends z.ZodObject>(
+  c: ApiContext,
+  schema: T,
+  example: string,
+): Promise<z.output<T>> {
+  const body = await jsonBody(c, schema);
+  refuseEmptyChange(body, Object.keys(schema.shape), example);
+  return body;
+}
+
+/**
+ * A change with nothing in it would change nothing (and an update with nothing to set is no
+ * statement a database takes): refused at the edge, naming the fields that can change.
+ * Unknown fields are left to the body's own validation, which names them.
+ */
+export function refuseEmptyChange(body: object, fields: readonly string[], example: string): void {
+  if (Object.values(body).some((v) => v !== undefined)) return;
+  throw new LlmgwError(
+    'invalid_argument',
+    `nothing to change: the body names none of the fields that can change (${fields.join(', ')}); send at least one, e.g. ${example}`,
+  );
+}
+
 /** The body as JSON of any shape, for bodies validated further in (models). */
 export async function rawJson(c: ApiContext): Promise<unknown> {
   const type = c.req.header('content-type') ?? '';

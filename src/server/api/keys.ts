@@ -6,7 +6,7 @@ import { LlmgwError } from '../../core/errors.js';
 import { generateSecret, hashSecret, secretPrefix } from '../../core/secrets.js';
 import type { ApiKeyRecord } from '../../store/store.js';
 import { systemActor } from '../admin-key.js';
-import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+import { adminOnly, changeBody, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
 
 const keyName = z
   .string()
@@ -64,7 +64,7 @@ export function keyRoutes(deps: ApiDeps): Hono<ApiEnv> {
   });
 
   app.patch('/:name', async (c) => {
-    const body = await jsonBody(c, updateKeySchema);
+    const body = await changeBody(c, updateKeySchema, '{"rpm": 60}');
     const key = await deps.store.keys.setLimits(
       c.req.param('name'),
       {

@@ -1,5 +1,6 @@
 import { Hono } from 'hono';
 
+import { modelSchema } from '../../catalog/model-spec.js';
 import type { ListOf } from '../../core/api-types.js';
 import type { ModelGpusCheck, ModelGpusView } from '../../protocol/model-gpus-views.js';
 import type { ModelChange, ModelView } from '../../protocol/model-views.js';
@@ -13,9 +14,13 @@ import {
   jsonBody,
   principalOf,
   rawJson,
+  refuseEmptyChange,
   type ApiDeps,
   type ApiEnv,
 } from './context.js';
+
+/** What a patch of a model may change: its spec but its name (a model is not renamed). */
+const changeable = Object.keys(modelSchema.shape).filter((k) => k !== 'name');
 
 export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
@@ -52,9 +57,12 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
 
   app.patch('/:name', adminOnly, async (c) => {
     const body = await rawJson(c);
+    const patch = stripMetadata(body);
+    if (typeof patch === 'object' && patch !== null && !Array.isArray(patch))
+      refuseEmptyChange(patch, changeable, '{"replicas": 2}');
     const model = await deps.catalog.patch(
       c.req.param('name'),
-      stripMetadata(body),
+      patch,
       principalOf(c).name,
       expectedVersion(c, body),
     );
