@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { clientErrorRefusal, refusalText, type ClientError, type Refusal } from './answers.js';
+import { clientErrorRefusal, noUpgrade, refusalText, type ClientError, type Refusal } from './answers.js';
 
 const limits = { headMs: 10_000, requestMs: 300_000 };
 
@@ -93,5 +93,38 @@ describe('refusalText', () => {
     expect(JSON.parse(body)).toEqual({
       error: { message: 'too many', type: 'service_unavailable', param: null, code: 'too_many_connections' },
     });
+  });
+});
+
+describe('noUpgrade', () => {
+  const advice =
+    'send other requests without the "Upgrade" and "Connection: upgrade" headers (curl adds them for --http2 on an http:// URL)';
+  it.each([
+    [
+      'a server that takes none',
+      '/v1/models',
+      [],
+      `no protocol upgrade is served at /v1/models: this server takes none; ${advice}`,
+    ],
+    [
+      'a server with one channel',
+      '/api/v1/models',
+      ['/api/v1/agent/connect'],
+      `no protocol upgrade is served at /api/v1/models: only /api/v1/agent/connect takes one; ${advice}`,
+    ],
+    [
+      'two channels',
+      '/x',
+      ['/a', '/b'],
+      `no protocol upgrade is served at /x: only /a, /b take one; ${advice}`,
+    ],
+    [
+      'a long path, cut',
+      `/${'p'.repeat(5000)}`,
+      [],
+      `no protocol upgrade is served at /${'p'.repeat(199)}…: this server takes none; ${advice}`,
+    ],
+  ])('%s', (_name, path, served, message) => {
+    expect(noUpgrade(path, served)).toEqual({ status: 404, code: 'not_found', message });
   });
 });

@@ -90,6 +90,24 @@ export function tooManyConnections(address: string, max: number): Refusal {
   };
 }
 
+/**
+ * A protocol upgrade (`Connection: upgrade`) asked of a path that takes none; `served`: the
+ * paths that take one. node:http hands every such request to the upgrade handlers, so this
+ * is also the answer to a plain request that merely offers one (curl --http2 on http://).
+ */
+export function noUpgrade(path: string, served: readonly string[]): Refusal {
+  const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+  const which =
+    served.length === 0
+      ? 'this server takes none'
+      : `only ${served.join(', ')} ${served.length === 1 ? 'takes' : 'take'} one`;
+  return {
+    status: 404,
+    code: 'not_found',
+    message: `no protocol upgrade is served at ${shown}: ${which}; send other requests without the "Upgrade" and "Connection: upgrade" headers (curl adds them for --http2 on an http:// URL)`,
+  };
+}
+
 /** A client error as node:http reports it ('clientError'). */
 export interface ClientError {
   code?: string | undefined;

@@ -20,6 +20,7 @@ import {
   clientErrorRefusal,
   closeAfterAnswer,
   noHost,
+  noUpgrade,
   refusalBody,
   refusalText,
   type ClientError,
@@ -185,7 +186,7 @@ export class HttpServer {
       const path = (req.url ?? '/').split('?')[0] ?? '/';
       const handler = this.#upgrades.get(path) ?? this.#upgradeFallback;
       if (handler === undefined) {
-        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+        closeAfterAnswer(socket, refusalText(noUpgrade(path, [...this.#upgrades.keys()])));
         return;
       }
       handler(req, socket, head);

@@ -67,6 +67,16 @@ export class AgentHub {
 
   constructor(options: AgentHubOptions) {
     this.#o = options;
+    // ws's own answer to a handshake it cannot take is text; errors here are JSON, always.
+    this.#wss.on('wsClientError', (e, socket) =>
+      refuse(
+        socket,
+        new LlmgwError(
+          'invalid_argument',
+          `the agent channel is a WebSocket (GET with "Upgrade: websocket", Sec-WebSocket-Key and Sec-WebSocket-Version 13): ${e.message}`,
+        ),
+      ),
+    );
     this.#writes = new SessionWrites(options.store, options.now ?? Date.now);
     // Pings find connections that died without a close (a node that lost power, a NAT that forgot).
     this.#pinger = setInterval(
@@ -135,10 +145,7 @@ export class AgentHub {
           },
           'agent refused',
         );
-        const body = JSON.stringify({ error: { code: err.code, message: err.message } });
-        socket.end(
-          `HTTP/1.1 ${err.status} ${statusText(err.status)}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-        );
+        refuse(socket, err);
       },
     );
   }
@@ -331,6 +338,14 @@ export type NodeTls = (node: string, address: string) => { cert: string; key: st
 function header(req: IncomingMessage, name: string): string | undefined {
   const v = req.headers[name];
   return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
+/** The refusal of an agent's upgrade, as a JSON error; the connection closes. */
+function refuse(socket: Duplex, err: LlmgwError): void {
+  const body = JSON.stringify({ error: { code: err.code, message: err.message } });
+  socket.end(
+    `HTTP/1.1 ${err.status} ${statusText(err.status)}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 function statusText(status: number): string {
