@@ -8,6 +8,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { llmgw, startDaemon, type Daemon } from './support/cli.js';
+import { until } from './support/fleet.js';
+import { RawConnection, type RawAnswer } from './support/raw-http.js';
 
 /**
  * `llmgw gateway` with gateway.workers: 2, as a process, against a control plane of this
@@ -110,6 +112,65 @@ const alive = (pid: number) => {
   }
 };
 
+interface RouteTableJson {
+  models: { name: string; adapters: string[]; engines: string[] }[];
+  replicas: unknown[];
+}
+
+/** A control plane as the gateway sees one: routes, keys and usage over the API. */
+async function fakeControlPlane(
+  table: RouteTableJson,
+  usage: { key_name: string; model: string; requests: number }[],
+): Promise<{ server: Server; url: string }> {
+  const byHash = new Map(Object.entries(keys).map(([secret, k]) => [sha(secret), k]));
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      const json = (status: number, value: unknown) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(value));
+      };
+      if (req.url === '/api/v1/whoami') json(200, { name: 'gw', role: 'gateway' });
+      else if (req.url === '/api/v1/gateway/routes') json(200, table);
+      else if (req.url === '/api/v1/gateway/usage') {
+        usage.push(...(JSON.parse(body) as { rows: typeof usage }).rows);
+        json(200, {});
+      } else if (req.url === '/api/v1/gateway/keys') {
+        const k = byHash.get((JSON.parse(body) as { secret_hash: string }).secret_hash);
+        if (k === undefined) json(401, { error: { code: 'unauthenticated', message: 'no such key' } });
+        else json(200, { name: k.name, role: k.role, allowed_models: null, rpm: k.rpm, tpm: null });
+      } else json(404, { error: { code: 'not_found', message: req.url } });
+    });
+  });
+  return { server, url: await listen(server) };
+}
+
+/** `llmgw gateway` on 127.0.0.1:0 with these settings, once it listens. */
+async function startGateway(
+  dir: string,
+  cpUrl: string,
+  config: string,
+): Promise<{ gw: Daemon; url: string }> {
+  writeFileSync(join(dir, 'config.yaml'), config);
+  const gw = startDaemon(
+    [
+      'gateway',
+      '--server',
+      cpUrl,
+      '--key',
+      'gw-key',
+      '--listen',
+      '127.0.0.1:0',
+      '--config',
+      join(dir, 'config.yaml'),
+    ],
+    { LLMGW_DATA_DIR: dir },
+  );
+  const line = await gw.waitFor(/^.*"msg":"gateway listening".*$/m);
+  return { gw, url: /"url":"([^"]+)"/.exec(line[0])?.[1] ?? '' };
+}
+
 describe('llmgw gateway with two worker processes', () => {
   let dir: string;
   let cp: Server;
@@ -137,45 +198,8 @@ describe('llmgw gateway with two worker processes', () => {
         metricsUrl: `${e.url}/metrics`,
       })),
     };
-    const byHash = new Map(Object.entries(keys).map(([secret, k]) => [sha(secret), k]));
-    cp = createServer((req, res) => {
-      let body = '';
-      req.on('data', (d: Buffer) => (body += d.toString()));
-      req.on('end', () => {
-        const json = (status: number, value: unknown) => {
-          res.writeHead(status, { 'content-type': 'application/json' });
-          res.end(JSON.stringify(value));
-        };
-        if (req.url === '/api/v1/whoami') json(200, { name: 'gw', role: 'gateway' });
-        else if (req.url === '/api/v1/gateway/routes') json(200, table);
-        else if (req.url === '/api/v1/gateway/usage') {
-          usage.push(...(JSON.parse(body) as { rows: typeof usage }).rows);
-          json(200, {});
-        } else if (req.url === '/api/v1/gateway/keys') {
-          const k = byHash.get((JSON.parse(body) as { secret_hash: string }).secret_hash);
-          if (k === undefined) json(401, { error: { code: 'unauthenticated', message: 'no such key' } });
-          else json(200, { name: k.name, role: k.role, allowed_models: null, rpm: k.rpm, tpm: null });
-        } else json(404, { error: { code: 'not_found', message: req.url } });
-      });
-    });
-    cpUrl = await listen(cp);
-    writeFileSync(join(dir, 'config.yaml'), 'gateway: {workers: 2}\n');
-    gw = startDaemon(
-      [
-        'gateway',
-        '--server',
-        cpUrl,
-        '--key',
-        'gw-key',
-        '--listen',
-        '127.0.0.1:0',
-        '--config',
-        join(dir, 'config.yaml'),
-      ],
-      { LLMGW_DATA_DIR: dir },
-    );
-    const line = await gw.waitFor(/^.*"msg":"gateway listening".*$/m);
-    url = /"url":"([^"]+)"/.exec(line[0])?.[1] ?? '';
+    ({ server: cp, url: cpUrl } = await fakeControlPlane(table, usage));
+    ({ gw, url } = await startGateway(dir, cpUrl, 'gateway: {workers: 2}\n'));
   });
 
   afterAll(async () => {
@@ -298,5 +322,95 @@ describe('llmgw gateway with two worker processes', () => {
     const pids = workersNow();
     expect(await gw.stop('SIGTERM')).toBe(0);
     await expect.poll(() => pids.filter(alive), { timeout: 5000 }).toEqual([]);
+  });
+});
+
+describe('llmgw gateway with two worker processes: per-process bounds and answers', () => {
+  const max = 4;
+  let dir: string;
+  let cp: Server;
+  let gw: Daemon;
+  let port: number;
+  const open: RawConnection[] = [];
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'llmgw-workers-bounds-'));
+    const table = { models: [{ name: 'm', adapters: [], engines: ['llamacpp'] }], replicas: [] };
+    let url: string;
+    ({ server: cp } = await fakeControlPlane(table, []));
+    ({ gw, url } = await startGateway(
+      dir,
+      `http://127.0.0.1:${(cp.address() as AddressInfo).port}`,
+      `gateway: {workers: 2, max_connections_per_client: ${max}}\n`,
+    ));
+    port = Number(new URL(url).port);
+  });
+  afterAll(async () => {
+    for (const c of open) c.socket.destroy();
+    await gw.stop('SIGKILL');
+    cp.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A new connection with one keep-alive request on it, kept open; its answer. */
+  const connectAndAsk = async (): Promise<RawAnswer> => {
+    const c = await RawConnection.open('127.0.0.1', port);
+    open.push(c);
+    await c.write([
+      `GET /v1/models HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer sk-user-0123456789abcdef\r\n\r\n`,
+    ]);
+    return c.answer();
+  };
+
+  // Issue 25 item 8: each worker held the bound alone (1,023 accepted with 2 workers for 512).
+  it('holds max_connections_per_client for all workers together', async () => {
+    for (let accepted = 0; accepted < max; accepted++) {
+      const a = await connectAndAsk();
+      expect(a.status, a.body).toBe(200);
+    }
+    // Each worker hears of the other's connections through the primary: waited for, not assumed.
+    const refused = await until('a connection past the bound to be refused', async () => {
+      const a = await connectAndAsk();
+      if (a.status === 200) open.pop()?.socket.destroy();
+      return a.status === 503 ? a : undefined;
+    });
+    expect(JSON.parse(refused.body).error).toMatchObject({
+      code: 'too_many_connections',
+      message: `127.0.0.1 has ${max} connections open here, the most one address may (gateway.max_connections_per_client): reuse connections (keep-alive) or close some before opening more`,
+    });
+    // Whichever worker the kernel hands them to: each is refused.
+    const more: number[] = [];
+    for (let i = 0; i < 20; i++) more.push((await connectAndAsk()).status);
+    expect(more).toEqual(Array.from({ length: 20 }, () => 503));
+    // One closed: room for one again, on either worker.
+    open.shift()?.socket.destroy();
+    await until('room for one connection again', async () => {
+      const a = await connectAndAsk();
+      if (a.status !== 200) open.pop()?.socket.destroy();
+      return a.status === 200 ? true : undefined;
+    });
+  });
+
+  it('answers an upgrade with a JSON error that says it takes none (the agent channel is the control plane’s)', async () => {
+    for (const c of open.splice(0)) c.socket.destroy();
+    const a = await until('an answer to the upgrade once the connections above are closed', async () => {
+      const c = await RawConnection.open('127.0.0.1', port);
+      try {
+        await c.write([
+          'GET /api/v1/agent/connect HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n',
+        ]);
+        const answer = await c.answer();
+        return answer.status === 503 ? undefined : answer;
+      } finally {
+        c.socket.destroy();
+      }
+    });
+    expect(a.status).toBe(404);
+    expect(a.headers['content-type']).toBe('application/json');
+    expect(JSON.parse(a.body).error).toMatchObject({
+      code: 'not_found',
+      message:
+        'no protocol upgrade is served at /api/v1/agent/connect: this server takes none; send other requests without the "Upgrade" and "Connection: upgrade" headers (curl adds them for --http2 on an http:// URL)',
+    });
   });
 });

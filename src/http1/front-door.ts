@@ -9,6 +9,7 @@ import {
   tooSlow,
   type RequestLimits,
 } from './answers.js';
+import { ClientConnections } from './client-connections.js';
 import { headEnd, mayBeHead, maxHeadBytes, parseRequestHead, type RequestHead } from './heads.js';
 
 /**
@@ -94,8 +95,8 @@ export class FrontDoor {
   /** @internal */
   readonly keepAliveMs: number;
   readonly #connections = new Set<FrontConnection>();
-  /** Connections open by client address, counted while a bound is set. */
-  readonly #perClient = new Map<string, number>();
+  /** Connections open by client address, counted while a bound is set (a worker's peers' too). */
+  readonly clients: ClientConnections | undefined;
   readonly #sweeper: NodeJS.Timeout;
   #closing = false;
 
@@ -103,6 +104,8 @@ export class FrontDoor {
     this.#o = options;
     this.limits = { headMs: options.headMs ?? 10_000, requestMs: options.requestMs ?? 300_000 };
     this.keepAliveMs = options.keepAliveMs ?? 65_000;
+    const max = options.maxConnectionsPerClient;
+    this.clients = max === undefined ? undefined : new ClientConnections(max);
     this.#sweeper = setInterval(() => this.#sweep(), 1000);
     this.#sweeper.unref();
   }
@@ -117,8 +120,7 @@ export class FrontDoor {
   }
 
   accept(socket: Socket): void {
-    const max = this.#o.maxConnectionsPerClient;
-    if (max !== undefined && !this.#admit(socket, max)) return;
+    if (this.clients !== undefined && !admit(socket, this.clients)) return;
     if (this.#o.lanes.length === 0) {
       this.#o.handOff(socket, undefined);
       return;
@@ -156,32 +158,26 @@ export class FrontDoor {
     this.#connections.delete(c);
   }
 
-  /** Counts a new connection against its address; past the bound it is answered 503 and closed. */
-  #admit(socket: Socket, max: number): boolean {
-    const address = socket.remoteAddress;
-    // No address: the client is already gone.
-    if (address === undefined) {
-      socket.destroy();
-      return false;
-    }
-    const open = this.#perClient.get(address) ?? 0;
-    if (open >= max) {
-      closeAfterAnswer(socket, refusalText(tooManyConnections(address, max)));
-      return false;
-    }
-    this.#perClient.set(address, open + 1);
-    socket.once('close', () => {
-      const left = (this.#perClient.get(address) ?? 1) - 1;
-      if (left > 0) this.#perClient.set(address, left);
-      else this.#perClient.delete(address);
-    });
-    return true;
-  }
-
   #sweep(): void {
     const now = performance.now();
     for (const c of this.#connections) c.sweep(now);
   }
+}
+
+/** Counts a new connection against its address; past the bound it is answered 503 and closed. */
+function admit(socket: Socket, clients: ClientConnections): boolean {
+  const address = socket.remoteAddress;
+  // No address: the client is already gone.
+  if (address === undefined) {
+    socket.destroy();
+    return false;
+  }
+  if (!clients.admit(address)) {
+    closeAfterAnswer(socket, refusalText(tooManyConnections(address, clients.max)));
+    return false;
+  }
+  socket.once('close', () => clients.release(address));
+  return true;
 }
 
 /** @internal What an answer tells the connection it is written on. */

@@ -27,6 +27,7 @@ import {
   type Refusal,
   type RequestLimits,
 } from '../http1/answers.js';
+import type { ClientConnections } from '../http1/client-connections.js';
 import { FrontDoor, type FastHandler, type FastLane } from '../http1/front-door.js';
 import { maxHeadBytes } from '../http1/heads.js';
 import { acceptRelayed } from '../http1/relay-preamble.js';
@@ -261,6 +262,11 @@ export class HttpServer {
       );
     });
     socket.on('error', () => socket.destroy());
+  }
+
+  /** Connections open per client address, when bounded: a gateway worker tells it its peers'. */
+  get clients(): ClientConnections | undefined {
+    return this.#door.clients;
   }
 
   /** Whether it serves HTTPS. */

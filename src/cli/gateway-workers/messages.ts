@@ -39,7 +39,9 @@ export type ToWorker =
   | { t: 'peers'; counts: Map<string, number> }
   | { t: 'reply'; id: number; value?: unknown; error?: WireError }
   | { t: 'collect'; id: number }
-  | { t: 'stop'; graceMs: number };
+  | { t: 'stop'; graceMs: number }
+  /** Other workers' connections open per client address, where their sums changed (0: none). */
+  | { t: 'peer-connections'; counts: Map<string, number> };
 
 export type Call =
   | { method: 'key'; secret: string }
@@ -69,7 +71,9 @@ export type ToPrimary =
   | { t: 'counts'; counts: GatewayCounts }
   /** The worker's load report, for the autoscaler (ScaleSignals.report) through the primary. */
   | { t: 'report'; report: GatewayLoadReport }
-  | { t: 'collected'; id: number; metrics: unknown[] };
+  | { t: 'collected'; id: number; metrics: unknown[] }
+  /** The worker's connections open per client address that changed (0: none), for max_connections_per_client. */
+  | { t: 'connections'; counts: Map<string, number> };
 
 /** An error crossing the channel: a GatewayError's code and words, rebuilt as one on the other side. */
 export interface WireError {

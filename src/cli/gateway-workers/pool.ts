@@ -21,6 +21,7 @@ import type { GatewayCounts } from '../../protocol/traffic-views.js';
 
 import { sumCounts } from './counts.js';
 import { InFlightLedger, type Counts } from './ledger.js';
+import { PeerSums } from './peer-sums.js';
 import type { Call, ToPrimary, ToWorker, WireError, WorkerInit } from './messages.js';
 import { aggregateMetrics, type MetricJson } from './metrics.js';
 
@@ -139,6 +140,10 @@ export class WorkerPool implements SharedListener {
   readonly #dir: string;
   readonly #slots: Slot[] = [];
   readonly #ledger: InFlightLedger;
+  /** Each worker's connections per client address: max_connections_per_client holds for them all. */
+  readonly #clients = new PeerSums((member, sums) =>
+    this.#slots[Number(member)]?.child?.send({ t: 'peer-connections', counts: sums } satisfies ToWorker),
+  );
   readonly #collecting = new Map<number, (m: MetricJson[]) => void>();
   #handle: TcpHandle | undefined;
   #tls: ServingCertificate | undefined;
@@ -283,8 +288,10 @@ export class WorkerPool implements SharedListener {
     let failure: NodeJS.ErrnoException | undefined;
     return new Promise<void>((resolve, reject) => {
       child.on('message', (m: ToPrimary) => {
-        if (m.t === 'listening') resolve();
-        else if (m.t === 'failed') {
+        if (m.t === 'listening') {
+          this.#clients.join(member);
+          resolve();
+        } else if (m.t === 'failed') {
           failure = new Error(m.message);
           if (m.code !== undefined) failure.code = m.code;
         } else if (m.t === 'counts') this.#counts.set(slot.index, m.counts);
@@ -298,6 +305,7 @@ export class WorkerPool implements SharedListener {
             ),
         );
         this.#ledger.remove(member);
+        this.#clients.remove(member);
         const last = this.#counts.get(slot.index);
         if (last !== undefined) this.#retired = sumCounts([this.#retired, last]);
         this.#counts.delete(slot.index);
@@ -333,6 +341,9 @@ export class WorkerPool implements SharedListener {
         break;
       case 'inflight':
         this.#ledger.post(member, m.counts);
+        break;
+      case 'connections':
+        this.#clients.post(member, m.counts);
         break;
       case 'report':
         void this.#attached

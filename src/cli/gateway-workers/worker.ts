@@ -273,6 +273,17 @@ export async function runWorker(logger: Logger): Promise<void> {
     maxConnectionsPerClient: init.maxConnectionsPerClient,
     ...(init.tls === undefined ? {} : { tls: init.tls }),
   });
+  // Its connections per client address, posted once per turn: the bound holds for all workers.
+  const clients = http.clients;
+  let postingClients = false;
+  clients?.onChange(() => {
+    if (postingClients) return;
+    postingClients = true;
+    setImmediate(() => {
+      postingClients = false;
+      void channel.send({ t: 'connections', counts: clients.takeChanges() });
+    });
+  });
   // Which process answered: for people reading a trace, and for tests of the workers.
   const named: FastHandler = (req, res) => {
     const writeHead = res.writeHead.bind(res);
@@ -321,6 +332,9 @@ export async function runWorker(logger: Logger): Promise<void> {
         break;
       case 'peers':
         gateway.router.setPeerInFlight(m.counts);
+        break;
+      case 'peer-connections':
+        clients?.setPeers(m.counts);
         break;
       case 'reply':
         channel.reply(m.id, m.value, m.error);
