@@ -8,6 +8,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -396,6 +397,34 @@ describe('llmgw ctl against a running llmgw server', () => {
     const r = await llmgw(['ctl', 'models', '--server', closed], { XDG_CONFIG_HOME: join(dir, 'none') });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`cannot reach the control plane at ${closed} (ECONNREFUSED): is it running?`);
+  });
+
+  it('says a change whose answer was lost may have been made, and how to tell (exit 1)', async () => {
+    // A control plane that reads the request whole and closes without answering (killed, or a proxy's cut).
+    const cut = createServer((socket) => {
+      let got = '';
+      socket.on('error', () => undefined);
+      socket.on('data', (d: Buffer) => {
+        got += d.toString('latin1');
+        const end = got.indexOf('\r\n\r\n');
+        const length = Number(/content-length: *(\d+)/i.exec(got)?.[1] ?? 0);
+        if (end >= 0 && got.length >= end + 4 + length) socket.destroy();
+      });
+    });
+    await new Promise<void>((resolve) => cut.listen(0, '127.0.0.1', resolve));
+    const server = `http://127.0.0.1:${(cut.address() as AddressInfo).port}`;
+    try {
+      const r = await llmgw(['ctl', 'key', 'create', 'ci', '--server', server, '--key', 'k'], {
+        XDG_CONFIG_HOME: join(dir, 'none'),
+      });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(
+        `the control plane at ${server} took this change but its answer did not come (other side closed), so it may have been made or not: llmgw ctl keys, or llmgw ctl audit --since 10m shows whether it was; make it again only if it was not`,
+      );
+      expect(r.stderr).not.toContain('is it running?');
+    } finally {
+      cut.close();
+    }
   });
 
   it('reads the saved login from HOME when XDG_CONFIG_HOME is unset, and names a file that is not one', async () => {

@@ -15,7 +15,9 @@ import type { CacheView, ModelDownloads, PullStarted, PurgeResult } from '../pro
 import type { ModelChange, ModelView } from '../protocol/model-views.js';
 import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../protocol/node-views.js';
 import type { ReplicaView, RestartResult } from '../protocol/replica-views.js';
-import { errorStatus, LlmgwError, messageOf, type ErrorCode, type Issue } from '../core/errors.js';
+import { errorStatus, LlmgwError, type ErrorCode, type Issue } from '../core/errors.js';
+
+import { answerCut, answerLost, failureOf, wasNeverSent } from './lost-answer.js';
 
 export interface ApiClientOptions {
   /** The control plane's base URL: `http://127.0.0.1:8080`. */
@@ -110,9 +112,15 @@ export class ApiClient {
     } catch (e) {
       // A refusal of the server's certificate says what to do itself.
       if (e instanceof LlmgwError) throw e;
-      throw unreachable(this.server, e);
+      if (wasNeverSent(e)) throw unreachable(this.server, e);
+      throw answerLost({ server: this.server, method, path, error: e });
     }
-    const text = await res.text();
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (e) {
+      throw answerCut({ server: this.server, method, path, status: res.status, error: e });
+    }
     const isJson = (res.headers.get('content-type') ?? '').includes('json');
     if (!res.ok) throw toApiError(res.status, text, isJson);
     return {
@@ -393,14 +401,9 @@ function toApiError(status: number, text: string, isJson: boolean): ApiError {
   );
 }
 
+/** A request that never left: no connection was made. */
 function unreachable(server: string, e: unknown): LlmgwError {
-  const inner = (e as { cause?: { code?: string; message?: string; errors?: { code?: string }[] } } | null)
-    ?.cause;
-  const cause = inner?.code ?? inner?.errors?.[0]?.code ?? inner?.message;
-  const why =
-    (e as { name?: string } | null)?.name === 'TimeoutError'
-      ? 'it did not answer in time'
-      : (cause ?? messageOf(e));
+  const { why } = failureOf(e);
   return new LlmgwError(
     'unavailable',
     `cannot reach the control plane at ${server} (${why}): is it running? (llmgw up starts one on this machine; --server or LLMGW_SERVER points elsewhere)`,
