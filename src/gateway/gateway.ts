@@ -27,7 +27,7 @@ import {
 } from './openai-errors.js';
 import { RateLimits, type LimitRefusal } from './rate-limits.js';
 import { promptBlocks } from './router/prefix-blocks.js';
-import { Router, type RouterOptions } from './router/router.js';
+import { restartingModels, Router, type RouterOptions } from './router/index.js';
 import { Scraper } from './router/scraper.js';
 import { RouterError, type Lease, type Outcome } from './router/types.js';
 import { SseRelay } from './sse-relay.js';
@@ -225,7 +225,7 @@ export class Gateway {
       this.#table = table;
       this.#catalog = new Map(table.models.map((m) => [m.name, m]));
       this.metrics.setCatalog(table.models);
-      this.router.setReplicas(table.replicas);
+      this.router.setReplicas(table.replicas, restartingModels(table.models, Date.now()));
       this.#scraper.setCa(table.ca);
       this.#scraper.setReplicas(table.replicas);
       // Connections to engines that are gone are closed (requests on them finish first),

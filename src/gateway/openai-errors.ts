@@ -161,7 +161,9 @@ function routerRefusal(e: RouterError, ctx: FailureContext): GatewayError {
       { retryAfterS: 10 },
     );
   }
-  if (r.kind === 'cancelled') return new GatewayError('no_ready_replica', r.message);
+  // The client left while it waited: nobody reads this, but a 503 still says when to retry.
+  if (r.kind === 'cancelled') return new GatewayError('no_ready_replica', r.message, { retryAfterS: 1 });
+  // Busy, or restarting: it comes back by itself, so never final.
   return new GatewayError('no_ready_replica', r.message, { retryAfterS: r.retryAfterS });
 }
 

@@ -1,7 +1,9 @@
 import { AffinityMap } from './affinity-map.js';
 import { Breaker } from './breaker.js';
+import { ModelGroup as Group, type Wants, type Waiter as QueuedRequest } from './model-group.js';
 import { PrefixIndex } from './prefix-index.js';
-import { allExcluded, cancelled, failingTimeout, noReplica, queueFull, queueTimeout } from './refusals.js';
+import { allExcluded, cancelled, failingTimeout, queueFull, queueTimeout } from './refusals.js';
+import { RestartingModels } from './restarting-models.js';
 import type {
   AcquireOptions,
   Lease,
@@ -9,6 +11,7 @@ import type {
   Outcome,
   PickHook,
   ReplicaLoad,
+  Restarting,
   RouteReplica,
   RoutingPolicy,
   ScrapeFailureKind,
@@ -45,9 +48,6 @@ export interface RouterOptions {
   pick?: PickHook;
 }
 
-/** What a pick is told of the request. */
-type Wants = Omit<AcquireOptions, 'signal' | 'exclude'> | undefined;
-
 /**
  * A stale or missing reading counts as this much load: such a replica is taken only when
  * no replica with a fresh reading is free (stale metrics count as saturated, as in llm-d's
@@ -58,6 +58,10 @@ const STALE_PENALTY = 1_000_000;
 const KV_WEIGHT = 4;
 /** Retry-After for a busy model: completions free slots within seconds. */
 const BUSY_RETRY_AFTER_S = 5;
+
+/** One model's replicas and queue; a request waiting in it. */
+type ModelGroup = Group<ReplicaEntry>;
+type Waiter = QueuedRequest<ReplicaEntry>;
 
 class ReplicaEntry {
   replica: RouteReplica;
@@ -84,57 +88,6 @@ class ReplicaEntry {
     this.group = group;
     this.breaker = breaker;
     this.prefix = prefix;
-  }
-}
-
-interface Waiter {
-  readonly group: ModelGroup;
-  readonly wants: Wants;
-  readonly exclude: ReadonlySet<string> | undefined;
-  readonly signal: AbortSignal | undefined;
-  readonly enqueuedAt: number;
-  readonly resolve: (lease: Lease) => void;
-  readonly reject: (error: Error) => void;
-  timer: NodeJS.Timeout | undefined;
-  onAbort: (() => void) | undefined;
-  prev: Waiter | undefined;
-  next: Waiter | undefined;
-}
-
-/** One model: its replicas in an array (scanned per request) and its FIFO of waiters. */
-class ModelGroup {
-  readonly model: string;
-  entries: ReplicaEntry[] = [];
-  inFlight = 0;
-  head: Waiter | undefined = undefined;
-  tail: Waiter | undefined = undefined;
-  queued = 0;
-  /** Wakes the queue when the earliest breaker cooldown ends. */
-  wake: NodeJS.Timeout | undefined = undefined;
-  wakeAt = 0;
-  /** The round-robin policy's next replica. */
-  cursor = 0;
-
-  constructor(model: string) {
-    this.model = model;
-  }
-
-  push(waiter: Waiter): void {
-    waiter.prev = this.tail;
-    if (this.tail) this.tail.next = waiter;
-    else this.head = waiter;
-    this.tail = waiter;
-    this.queued++;
-  }
-
-  unlink(waiter: Waiter): void {
-    if (waiter.prev) waiter.prev.next = waiter.next;
-    else this.head = waiter.next;
-    if (waiter.next) waiter.next.prev = waiter.prev;
-    else this.tail = waiter.prev;
-    waiter.prev = undefined;
-    waiter.next = undefined;
-    this.queued--;
   }
 }
 
@@ -202,6 +155,8 @@ export class Router {
   readonly #hook: PickHook | undefined;
   readonly #entries = new Map<string, ReplicaEntry>();
   readonly #groups = new Map<string, ModelGroup>();
+  /** Models with no replica in the table that come back by themselves. */
+  readonly #restarting: RestartingModels;
   readonly #release: ReleaseFn = (entry, trial, outcome) => {
     this.#released(entry, trial, outcome);
   };
@@ -213,6 +168,7 @@ export class Router {
     this.#affinityBound = options.affinityBound ?? 2;
     this.#maxQueued = options.queue?.maxPerModel ?? 256;
     this.#queueTimeoutMs = options.queue?.timeoutMs ?? 30_000;
+    this.#restarting = new RestartingModels(this.#queueTimeoutMs);
     this.#breakerOptions = { ...options.breaker };
     this.#now = options.now ?? (() => performance.now());
     this.#random = options.random ?? Math.random;
@@ -231,10 +187,23 @@ export class Router {
     return this.#policy === 'ours';
   }
 
-  /** The ready replicas: gone ones are dropped (their leases still release), new ones added, others updated. */
-  setReplicas(replicas: readonly RouteReplica[]): void {
+  /**
+   * The ready replicas: gone ones are dropped (their leases still release), new ones added,
+   * others updated. `restarting`: models none of whose replicas is here that come back by
+   * themselves; their requests wait for them rather than being refused.
+   */
+  setReplicas(
+    replicas: readonly RouteReplica[],
+    restarting: ReadonlyMap<string, Restarting> = new Map(),
+  ): void {
     const seen = new Set<string>();
     const touched = new Set<ModelGroup>();
+    const now = this.#now();
+    // A model's restart news changes whom its waiters may wait for.
+    for (const model of this.#restarting.set(restarting, now)) {
+      const group = this.#groups.get(model);
+      if (group !== undefined) touched.add(group);
+    }
     for (const replica of replicas) {
       seen.add(replica.id);
       let entry = this.#entries.get(replica.id);
@@ -264,9 +233,8 @@ export class Router {
       this.#remove(entry);
       touched.add(entry.group);
     }
-    const now = this.#now();
     for (const group of touched) {
-      this.#refuseStranded(group);
+      this.#refuseStranded(group, now);
       if (group.head) {
         this.#drain(group, now);
         this.#armWake(group, now);
@@ -355,17 +323,24 @@ export class Router {
 
   /** A replica for one request, at once or after a wait in the model's queue; rejects with RouterError. */
   acquire(model: string, options?: AcquireOptions): Promise<Lease> {
-    const group = this.#groups.get(model);
-    if (group === undefined || group.entries.length === 0) return Promise.reject(noReplica(model));
-    const signal = options?.signal;
-    if (signal?.aborted) return Promise.reject(cancelled(model));
     const exclude = options?.exclude;
     const now = this.#now();
+    const known = this.#groups.get(model);
+    // None in the table: only a model coming back by itself, in time for this request, keeps it.
+    const refused =
+      known === undefined || known.entries.length === 0
+        ? this.#restarting.strandedBy(model, { exclude, deadline: now + this.#queueTimeoutMs, now })
+        : undefined;
+    if (refused !== undefined) return Promise.reject(refused);
+    const signal = options?.signal;
+    if (signal?.aborted) return Promise.reject(cancelled(model));
+    const group = known ?? this.#group(model);
     // Earlier requests first: a slot that came free without a wake-up (a cooldown just over) is theirs.
     if (group.head) this.#drain(group, now);
     const entry = this.#pick(group, exclude, options, now);
     if (entry) return Promise.resolve(this.#lease(entry, 0));
-    if (!this.#hasCandidate(group, exclude)) return Promise.reject(allExcluded(model));
+    if (group.entries.length > 0 && !this.#hasCandidate(group, exclude))
+      return Promise.reject(allExcluded(model));
     if (group.queued >= this.#maxQueued) {
       return Promise.reject(queueFull(model, group.queued, BUSY_RETRY_AFTER_S));
     }
@@ -656,6 +631,11 @@ export class Router {
     this.#leave(waiter);
     const now = this.#now();
     const waited = this.#queueTimeoutMs;
+    const restarting = group.entries.length === 0 ? this.#restarting.timedOut(group.model, now) : undefined;
+    if (restarting !== undefined) {
+      waiter.reject(restarting);
+      return;
+    }
     // Every candidate cooling down: the replicas are failing, not busy; retry when one may be back.
     let reopens = Infinity;
     for (const entry of group.entries) {
@@ -715,14 +695,23 @@ export class Router {
     group.wake.unref();
   }
 
-  /** Waiters that no replica left could ever serve: refused now rather than at their timeout. */
-  #refuseStranded(group: ModelGroup): void {
+  /** Waiters that no replica left could ever serve, nor one coming back in their wait: refused now rather than at their timeout. */
+  #refuseStranded(group: ModelGroup, now: number): void {
     let waiter = group.head;
     while (waiter) {
       const next = waiter.next;
-      if (!this.#hasCandidate(group, waiter.exclude)) {
+      const refused = this.#hasCandidate(group, waiter.exclude)
+        ? undefined
+        : group.entries.length > 0
+          ? allExcluded(group.model)
+          : this.#restarting.strandedBy(group.model, {
+              exclude: waiter.exclude,
+              deadline: waiter.enqueuedAt + this.#queueTimeoutMs,
+              now,
+            });
+      if (refused !== undefined) {
         this.#leave(waiter);
-        waiter.reject(group.entries.length === 0 ? noReplica(group.model) : allExcluded(group.model));
+        waiter.reject(refused);
       }
       waiter = next;
     }
@@ -731,7 +720,7 @@ export class Router {
   #group(model: string): ModelGroup {
     let group = this.#groups.get(model);
     if (group === undefined) {
-      group = new ModelGroup(model);
+      group = new Group<ReplicaEntry>(model);
       this.#groups.set(model, group);
     }
     return group;

@@ -68,11 +68,24 @@ export interface PickRequest {
  */
 export type PickHook = (candidates: readonly RouteReplica[], request: PickRequest) => string | undefined;
 
+/**
+ * A model with no replica in the route table that comes back by itself: its launcher starts
+ * a failed engine again (the route table's `restarting`). Its requests wait in its queue.
+ */
+export interface Restarting {
+  /** ms from now until the restart is due; unset when it is loading again already. */
+  dueInMs?: number | undefined;
+  /** Why it is down, for the answer when a request's wait runs out. */
+  reason: string;
+}
+
 /** Why no replica was given; the gateway turns these into 503 (with Retry-After) or 404. */
 export type RouterRefusal =
   | { kind: 'no-replica'; message: string }
   | { kind: 'queue-full'; message: string; retryAfterS: number }
   | { kind: 'queue-timeout'; message: string; retryAfterS: number }
+  /** Its replica is restarting, and was not back within the request's wait (or will not be). */
+  | { kind: 'restarting'; message: string; retryAfterS: number }
   | { kind: 'cancelled'; message: string };
 
 export class RouterError extends Error {
