@@ -148,7 +148,7 @@ describe('whether a model none of whose replicas serves is coming back by itself
         failed('m-1', '2025-01-01T00:00:08.000Z'),
         { id: 'm-2', state: 'starting', reason: 'loading the model', restarts: 2 },
       ],
-      { reason: 'replica m-2 is starting again after its engine failed (loading the model)' },
+      { reason: 'replica m-2 is starting again after its engine failed: loading the model' },
     ],
     [
       'starting for the first time: not a restart',

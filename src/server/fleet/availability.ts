@@ -80,7 +80,7 @@ export function restartingOf(m: Pick<ModelReplicas, 'replicas'>): CatalogEntry['
   const loading = back.find((r) => r.state === 'starting');
   if (loading !== undefined)
     return {
-      reason: `replica ${loading.id} is starting again after its engine failed${loading.reason === undefined ? '' : ` (${loading.reason})`}`,
+      reason: `replica ${loading.id} is starting again after its engine failed${loading.reason === undefined ? '' : `: ${loading.reason}`}`,
     };
   let soonest: ReplicaOfModel | undefined;
   for (const r of back)

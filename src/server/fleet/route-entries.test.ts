@@ -41,7 +41,7 @@ describe("a model's catalog entry: unavailable, coming back, or neither", () => 
       spec,
       1,
       [view({ state: 'starting', reason: 'loading the model', restarts: 1 })],
-      { restarting: { reason: 'replica m-1 is starting again after its engine failed (loading the model)' } },
+      { restarting: { reason: 'replica m-1 is starting again after its engine failed: loading the model' } },
     ],
     [
       'an agent of an earlier version, which does not say: unavailable as before',
