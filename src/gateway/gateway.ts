@@ -310,9 +310,9 @@ export class Gateway {
     }
     x.model = model;
     x.base = base;
+    const entry = this.#entry(base, adapter, x.principal);
     const problem = requestProblem(path, body);
     if (problem !== undefined) throw problem;
-    const entry = this.#entry(base, adapter, x.principal);
     this.#demand.requested(base);
     if (path === '/v1/responses' && !entry.engines.some((e) => responsesEngines.has(e))) {
       throw new GatewayError(
