@@ -38,7 +38,7 @@ export interface GatewayOptions {
   queue?: { maxPerModel: number; timeoutMs: number };
   refreshMs?: number;
   scrapeMs?: number;
-  /** Other replicas tried after a refusal or a 5xx before the first byte. */
+  /** Other replicas tried after one refused the connection or failed before the first byte (see forward). */
   retries?: number;
   /**
    * How long an engine may send nothing on a request (before its answer's head, or between
