@@ -135,6 +135,7 @@ describe('llmgw gateway with two worker processes', () => {
         capacity: 1,
         loadMetrics: { running: 'llamacpp:requests_processing', waiting: 'llamacpp:requests_deferred' },
         metricsUrl: `${e.url}/metrics`,
+        healthPath: '/health',
       })),
     };
     const byHash = new Map(Object.entries(keys).map(([secret, k]) => [sha(secret), k]));

@@ -276,6 +276,15 @@ export function engineError(status: number, body: string): OpenAiError {
   };
 }
 
+/**
+ * An engine's 5xx for a request it could not take while it answers its health check (the
+ * request was the problem: llama.cpp answers 500 to `"tools": 5` or an image for a text
+ * model): the caller's error, a 400 in OpenAI's shape with the engine's own words.
+ */
+export function engineRefusal(status: number, body: string): OpenAiError {
+  return { ...engineError(status, body), type: 'invalid_request_error', code: null };
+}
+
 function parseObject(body: string): Record<string, unknown> | undefined {
   if (!body.trimStart().startsWith('{')) return undefined;
   try {

@@ -30,6 +30,11 @@ export interface RouteReplica {
   loadMetrics: RouteLoadMetrics;
   /** Where its metrics are. */
   metricsUrl: string;
+  /**
+   * Its engine's health path, under `endpoint` (`/health`): asked after it answers a request
+   * with a 5xx, to tell a request it could not take from a replica that is failing.
+   */
+  healthPath: string;
 }
 
 /**

@@ -21,6 +21,7 @@ function replica(id: string, over: Partial<RouteReplica> = {}): RouteReplica {
     capacity: 1,
     loadMetrics: { running: 'llamacpp:requests_processing', waiting: 'llamacpp:requests_deferred' },
     metricsUrl: `http://${id}:8080/metrics`,
+    healthPath: '/health',
     ...over,
   };
 }

@@ -1,6 +1,5 @@
 import { AffinityMap } from './affinity-map.js';
-import { Breaker } from './breaker.js';
-import { ModelGroup as Group, type Wants, type Waiter as QueuedRequest } from './model-group.js';
+import { Breaker, type BreakerEvidence, type BreakerSnapshot } from './breaker.js';
 import { PrefixIndex } from './prefix-index.js';
 import { allExcluded, cancelled, failingTimeout, queueFull, queueTimeout } from './refusals.js';
 import { RestartingModels } from './restarting-models.js';
@@ -16,6 +15,18 @@ import type {
   RoutingPolicy,
   ScrapeFailureKind,
 } from './types.js';
+import {
+  isExcluded,
+  isFull,
+  ModelGroup,
+  ReplicaEntry,
+  RouterLease,
+  scoreOf,
+  STALE_PENALTY,
+  type ReleaseFn,
+  type Waiter,
+  type Wants,
+} from './model-group.js';
 
 export interface RouterOptions {
   /** A reading older than this is stale: the replica counts as busy (default 1000 ms = 4 missed scrapes). */
@@ -48,91 +59,17 @@ export interface RouterOptions {
   pick?: PickHook;
 }
 
-/**
- * A stale or missing reading counts as this much load: such a replica is taken only when
- * no replica with a fresh reading is free (stale metrics count as saturated, as in llm-d's
- * saturation detector), and among stale ones the gateway's own count decides.
- */
-const STALE_PENALTY = 1_000_000;
+/** The evidence a release or a scrape gives, made once. */
+const succeeded: BreakerEvidence = { kind: 'succeeded', trial: false };
+const trialSucceeded: BreakerEvidence = { kind: 'succeeded', trial: true };
+const failed: BreakerEvidence = { kind: 'failed', needsRequest: false };
+const hung: BreakerEvidence = { kind: 'failed', needsRequest: true };
+const answered: BreakerEvidence = { kind: 'answered' };
+
 /** A full KV cache weighs as much as four queued requests: it is where preemption starts. */
 const KV_WEIGHT = 4;
 /** Retry-After for a busy model: completions free slots within seconds. */
 const BUSY_RETRY_AFTER_S = 5;
-
-/** One model's replicas and queue; a request waiting in it. */
-type ModelGroup = Group<ReplicaEntry>;
-type Waiter = QueuedRequest<ReplicaEntry>;
-
-class ReplicaEntry {
-  replica: RouteReplica;
-  capacity: number;
-  readonly group: ModelGroup;
-  readonly breaker: Breaker;
-  /** The gateway's own requests on it now. */
-  inFlight = 0;
-  /** Requests other workers of this gateway have on it now (setPeerInFlight); 0 with one worker. */
-  peerInFlight = 0;
-  reading: LoadReading | undefined = undefined;
-  /** The reading's load: running + waiting + KV use × weight. */
-  base = 0;
-  /** The gateway's requests in flight (own and peers') when the reading came: the reading already counts them. */
-  inFlightAtReading = 0;
-  scrapeError: string | undefined = undefined;
-  removed = false;
-  /** The prompt blocks sent here: what its prefix cache likely holds. */
-  readonly prefix: PrefixIndex;
-
-  constructor(replica: RouteReplica, group: ModelGroup, breaker: Breaker, prefix: PrefixIndex) {
-    this.replica = replica;
-    this.capacity = Math.max(1, replica.capacity);
-    this.group = group;
-    this.breaker = breaker;
-    this.prefix = prefix;
-  }
-}
-
-type ReleaseFn = (entry: ReplicaEntry, trial: boolean, outcome: Outcome) => void;
-
-class RouterLease implements Lease {
-  readonly replica: RouteReplica;
-  readonly queuedMs: number;
-  readonly #entry: ReplicaEntry;
-  readonly #trial: boolean;
-  readonly #done: ReleaseFn;
-  #released = false;
-
-  constructor(entry: ReplicaEntry, queuedMs: number, trial: boolean, done: ReleaseFn) {
-    this.replica = entry.replica;
-    this.queuedMs = queuedMs;
-    this.#entry = entry;
-    this.#trial = trial;
-    this.#done = done;
-  }
-
-  release(outcome: Outcome): void {
-    if (this.#released) return;
-    this.#released = true;
-    this.#done(this.#entry, this.#trial, outcome);
-  }
-}
-
-function scoreOf(entry: ReplicaEntry, now: number, staleMs: number): number {
-  const reading = entry.reading;
-  if (reading === undefined || now - reading.at > staleMs)
-    return STALE_PENALTY + entry.inFlight + entry.peerInFlight;
-  // Only the requests added since the reading: it already counts those in flight then.
-  const added = entry.inFlight + entry.peerInFlight - entry.inFlightAtReading;
-  return added > 0 ? entry.base + added : entry.base;
-}
-
-/** Full: the requests of every worker of the gateway on it reach its capacity. */
-function isFull(entry: ReplicaEntry): boolean {
-  return entry.inFlight + entry.peerInFlight >= entry.capacity;
-}
-
-function isExcluded(entry: ReplicaEntry, exclude: ReadonlySet<string> | undefined): boolean {
-  return exclude !== undefined && exclude.size > 0 && exclude.has(entry.replica.id);
-}
 
 /**
  * Picks, for each request, the least loaded ready replica of its model: the engine's own
@@ -157,9 +94,11 @@ export class Router {
   readonly #groups = new Map<string, ModelGroup>();
   /** Models with no replica in the table that come back by themselves. */
   readonly #restarting: RestartingModels;
-  readonly #release: ReleaseFn = (entry, trial, outcome) => {
-    this.#released(entry, trial, outcome);
+  readonly #release: ReleaseFn = (entry, trial, outcome, key) => {
+    this.#released(entry, trial, outcome, key);
   };
+  /** Told of evidence that changed a replica's breaker here (a gateway worker sends it to its primary). */
+  #onEvidence: ((replica: string, e: BreakerEvidence) => void) | undefined;
   /** Told when this router's own in-flight counts change (a gateway worker posts them to its peers). */
   #onInFlight: (() => void) | undefined;
 
@@ -251,7 +190,9 @@ export class Router {
     const base = reading.running + reading.waiting + (reading.kvUsage ?? 0) * KV_WEIGHT;
     entry.base = Number.isNaN(base) ? STALE_PENALTY : base;
     entry.scrapeError = undefined;
-    if (entry.breaker.answered(reading.at) && entry.group.head) this.#drain(entry.group, this.#now());
+    if (!entry.breaker.answered(reading.at)) return;
+    this.#onEvidence?.(id, answered);
+    if (entry.group.head) this.#drain(entry.group, this.#now());
   }
 
   /**
@@ -290,7 +231,31 @@ export class Router {
     entry.scrapeError = error;
     if (kind !== 'unreachable') return;
     const now = this.#now();
-    if (entry.breaker.failed(now) && entry.group.head) this.#armWake(entry.group, now);
+    const opened = entry.breaker.failed(now);
+    if (opened) this.#onEvidence?.(id, failed);
+    if (opened && entry.group.head) this.#armWake(entry.group, now);
+  }
+
+  /** Calls `listener` with each piece of evidence that changed a replica's breaker here (one listener). */
+  onBreakerEvidence(listener: (replica: string, e: BreakerEvidence) => void): void {
+    this.#onEvidence = listener;
+  }
+
+  /** Takes the breakers' states another process holds (a gateway worker, its primary's: one per replica). */
+  adoptBreakers(states: ReadonlyMap<string, BreakerSnapshot>): void {
+    const now = this.#now();
+    const touched = new Set<ModelGroup>();
+    for (const [id, state] of states) {
+      const entry = this.#entries.get(id);
+      if (entry === undefined) continue;
+      entry.breaker.adopt(state, now);
+      touched.add(entry.group);
+    }
+    for (const group of touched) {
+      if (!group.head) continue;
+      this.#drain(group, now);
+      this.#armWake(group, now);
+    }
   }
 
   /** Models with at least one ready replica. */
@@ -576,20 +541,30 @@ export class Router {
     return new RouterLease(entry, queuedMs, trial, this.#release);
   }
 
-  #released(entry: ReplicaEntry, trial: boolean, outcome: Outcome): void {
+  #released(entry: ReplicaEntry, trial: boolean, outcome: Outcome, key: string | undefined): void {
     const group = entry.group;
     entry.inFlight--;
     group.inFlight--;
     this.#onInFlight?.();
     const now = this.#now();
+    const breaker = entry.breaker;
+    const version = breaker.version;
+    let opened = false;
+    let evidence: BreakerEvidence | undefined;
     if (outcome === 'ok') {
-      entry.breaker.succeeded(now, trial);
+      breaker.succeeded(now, trial);
+      evidence = trial ? trialSucceeded : succeeded;
     } else if (outcome === 'failed' || outcome === 'stalled') {
-      if (entry.breaker.failed(now, { needsRequest: outcome === 'stalled' }) && group.head && !entry.removed)
-        this.#armWake(group, now);
+      opened = breaker.failed(now, { needsRequest: outcome === 'stalled' });
+      evidence = outcome === 'stalled' ? hung : failed;
+    } else if (outcome === 'refused' && key !== undefined) {
+      opened = breaker.refused(now, key, trial);
+      evidence = { kind: 'refused', key };
     } else {
-      entry.breaker.cancelled(trial);
+      breaker.cancelled(trial);
     }
+    if (evidence !== undefined && breaker.version !== version) this.#onEvidence?.(entry.replica.id, evidence);
+    if (opened && group.head && !entry.removed) this.#armWake(group, now);
     if (entry.removed) this.#dropIfIdle(group);
     else if (group.head) this.#drain(group, now);
   }
@@ -720,7 +695,7 @@ export class Router {
   #group(model: string): ModelGroup {
     let group = this.#groups.get(model);
     if (group === undefined) {
-      group = new Group<ReplicaEntry>(model);
+      group = new ModelGroup(model);
       this.#groups.set(model, group);
     }
     return group;

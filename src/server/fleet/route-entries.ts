@@ -32,6 +32,7 @@ export function routeReplica(o: {
     capacity: capacityOf(profile.engine, profile.args, o.llamaParallel),
     loadMetrics: engine.loadMetrics,
     metricsUrl: `${endpoint}${engine.metricsPath}`,
+    healthPath: engine.healthPath,
   };
 }
 
