@@ -14,6 +14,7 @@ import { fakeNvidiaSmi } from './support/fake-gpu.js';
 import { delayedEngine, enginePorts, replicas, until } from './support/fleet.js';
 import { startTestHub } from './support/hub.js';
 import { probe, probeCases } from './support/raw-http.js';
+import { localModel } from './support/local-model.js';
 
 /**
  * The gateway through the official OpenAI client, against `llmgw up` on a machine whose
@@ -41,12 +42,12 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-gateway-'));
-    writeFileSync(join(dir, 'm.gguf'), '');
+    localModel(dir);
     writeFileSync(join(dir, 'sql.gguf'), '');
     const vllm = delayedEngine(dir, fakeVllm, 'FAKE_VLLM_DELAY_MS');
     const llama = delayedEngine(dir, fakeLlamaServer, 'FAKE_LLAMA_DELAY_MS');
     const gpu = (name: string, engine: string, extra: { replicas?: number; profile?: string } = {}) =>
-      `  - name: ${name}\n    source: ${engine === 'vllm' ? 'hf://org/repo' : join(dir, 'm.gguf')}\n    replicas: ${extra.replicas ?? 1}\n    profiles:\n      - name: a100\n        engine: ${engine}\n        gpu_class: a100-80g\n${extra.profile ?? ''}`;
+      `  - name: ${name}\n    source: ${engine === 'vllm' ? 'hf://org/repo' : join(dir, 'm.safetensors')}\n    replicas: ${extra.replicas ?? 1}\n    profiles:\n      - name: a100\n        engine: ${engine}\n        gpu_class: a100-80g\n${extra.profile ?? ''}`;
     const ports = await enginePorts();
     writeFileSync(
       join(dir, 'config.yaml'),

@@ -15,6 +15,7 @@ import { startFakeHub } from './fakes/hub/hub.js';
 
 import { llmgw, repoRoot, startDaemon, type Daemon } from './support/cli.js';
 import { recordingLlamaServer, replicas, until } from './support/fleet.js';
+import { localModel } from './support/local-model.js';
 
 const noGpu = {
   LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
@@ -27,7 +28,7 @@ function cluster(): { dir: string; config: string; env: Record<string, string> }
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-up-'));
   mkdirSync(join(dir, 'rec'));
   const rec = recordingLlamaServer(join(dir, 'rec'));
-  writeFileSync(join(dir, 'tiny.gguf'), '');
+  localModel(dir, 'tiny.safetensors');
   const config = join(dir, 'config.yaml');
   writeFileSync(
     config,
@@ -40,7 +41,7 @@ function cluster(): { dir: string; config: string; env: Record<string, string> }
       '    llamacpp:',
       `      bin: ${rec.bin}`,
       'models:',
-      `  - {name: tiny, source: ${join(dir, 'tiny.gguf')}, profiles: [{name: cpu, engine: llamacpp, cpu: true}]}`,
+      `  - {name: tiny, source: ${join(dir, 'tiny.safetensors')}, profiles: [{name: cpu, engine: llamacpp, cpu: true}]}`,
       '',
     ].join('\n'),
   );
@@ -293,7 +294,7 @@ describe('llmgw up with a model from the hub', () => {
     writeFileSync(
       config,
       readFileSync(config, 'utf8')
-        .replace(`source: ${join(dir, 'tiny.gguf')}`, 'source: hf://org/tiny-GGUF/tiny-Q4_K_M.gguf')
+        .replace(`source: ${join(dir, 'tiny.safetensors')}`, 'source: hf://org/tiny-GGUF/tiny-Q4_K_M.gguf')
         .replace('agent:', `hub:\n  endpoint: ${hub.url}\nagent:`),
     );
     const up = startUp(['up', '-c', config], env, dir);
