@@ -53,6 +53,7 @@ const replica = (model: string): RouteReplica => ({
   capacity: 4,
   loadMetrics: { running: 'r', waiting: 'w' },
   metricsUrl: 'http://10.0.0.7:9000/metrics',
+  healthPath: '/health',
 });
 const table = (replicas: RouteReplica[], entry: Partial<RouteTable['models'][number]> = {}): RouteTable => ({
   replicas,
