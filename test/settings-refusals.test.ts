@@ -137,6 +137,7 @@ describe('PUT /api/v1/config', () => {
 describe('llmgw ctl config edit', () => {
   let dir: string;
   let server: Daemon;
+  let url: string;
   const adminKey = 'settings-refusals-admin-key-0123456789';
 
   beforeAll(async () => {
@@ -146,7 +147,7 @@ describe('llmgw ctl config edit', () => {
       LLMGW_ADMIN_KEY: adminKey,
       LLMGW_DATA_DIR: dir,
     });
-    await server.waitFor(/control plane listening/);
+    url = (await server.waitFor(/"url":"(http:\/\/127\.0\.0\.1:\d+)"/))[1] ?? '';
   });
   afterAll(async () => {
     expect(await server.stop('SIGTERM')).toBe(0);
@@ -154,7 +155,6 @@ describe('llmgw ctl config edit', () => {
   });
 
   it('reopens on an alias bomb and on a database that is no llmgw database, saying why in words', async () => {
-    const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(server.output())?.[1] ?? '';
     const editor = `${process.execPath} ${join(import.meta.dirname, 'support', 'scripted-editor.mjs')}`;
     const state = join(dir, 'editor');
     const text = bomb('# more');
@@ -177,6 +177,33 @@ describe('llmgw ctl config edit', () => {
       `# llmgw: ${file}:3: database: sqlite:/etc/passwd is under /etc, a folder of the system: ${databaseFix}\n`,
     );
     expect(readFileSync(file, 'utf8')).toBe('# settings\nlisten: 127.0.0.1:0\n');
+  });
+  it('reopens on a file over 256 KiB, saying why', async () => {
+    // An editor of its own: 300 KB of edit do not fit in the scripted editor's environment.
+    const script = join(dir, 'big-editor.mjs');
+    writeFileSync(
+      script,
+      [
+        "import { existsSync, readFileSync, writeFileSync } from 'node:fs';",
+        'const [state, file] = process.argv.slice(2);',
+        "const n = existsSync(state) ? Number(readFileSync(state, 'utf8')) : 0;",
+        'writeFileSync(state, String(n + 1));',
+        "const shown = readFileSync(file, 'utf8');",
+        'writeFileSync(`${state}.shown-${n}`, shown);',
+        "const big = `#${' '.repeat(300000)}\\n`;",
+        "writeFileSync(file, n === 0 ? shown + big : shown.replace(big, ''));",
+      ].join('\n'),
+    );
+    const state = join(dir, 'big-editor');
+    const r = await llmgw(['ctl', 'config', 'edit'], {
+      LLMGW_SERVER: url,
+      LLMGW_KEY: adminKey,
+      EDITOR: `${process.execPath} ${script} ${state}`,
+    });
+    expect(r.stdout.trim()).toBe('Edit cancelled: no changes made.');
+    expect(readFileSync(`${state}.shown-1`, 'utf8')).toContain(
+      "# llmgw: the settings file was not changed: a settings file holds at most 256 KiB: no cluster's settings need more; declare models through the API (llmgw ctl model add) rather than in the file\n",
+    );
   });
 });
 
@@ -220,6 +247,29 @@ describe('a start', () => {
     expect([mode(notes), mode(home)]).toEqual(['644', '755']);
     expect(readdirSync(home)).toEqual(['Documents']);
     expect(readdirSync(dir).sort()).toEqual(['home', 'llmgw.yaml', 'notes.txt']);
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('llmgw ctl model add -f', () => {
+  it('refuses a model file that is an alias bomb, or nested past 64 levels, before sending it (exit 2)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-model-file-'));
+    const env = { LLMGW_SERVER: 'http://127.0.0.1:9', LLMGW_KEY: 'llmgw_key_unused0123456789' };
+    const cases: [string, number, string][] = [
+      [bomb('name: tiny'), 6, bombWords],
+      [
+        `name: tiny\nprofiles: ${'['.repeat(70)}${']'.repeat(70)}\n`,
+        2,
+        'nests lists and mappings more than 64 levels deep at column 74: no llmgw document needs that; flatten it',
+      ],
+    ];
+    for (const [i, [text, line, words]] of cases.entries()) {
+      const file = join(dir, `model-${i}.yaml`);
+      writeFileSync(file, text);
+      const r = await llmgw(['ctl', 'model', 'add', '-f', file], env);
+      expect(r.stderr).toContain(`error: ${file}: line ${line}: ${words}\n`);
+      expect(r.code).toBe(2);
+    }
     rmSync(dir, { recursive: true, force: true });
   });
 });

@@ -98,6 +98,18 @@ describe('a data dir llmgw would not use', () => {
     ]);
   });
 
+  it('says why a folder it cannot read was not taken', () => {
+    const p = place();
+    const loop = join(p.root, 'loop');
+    symlinkSync(loop, loop);
+    expect(refused(`data_dir: ${loop}\ndatabase: sqlite:${join(p.root, 'x.db')}\n`, p)).toEqual([
+      `${p.file}:1: data_dir: cannot read ${loop} to check that it is llmgw's (ELOOP: too many symbolic links encountered, stat '${loop}'): name a folder this user may read and write`,
+    ]);
+    expect(refused(`database: sqlite:${loop}\n`, p)).toEqual([
+      `${p.file}:1: database: cannot read sqlite:${loop} to check that it is llmgw's database (ELOOP: too many symbolic links encountered, stat '${loop}'): ${dbFix}`,
+    ]);
+  });
+
   it('names the environment variable that set it', () => {
     const p = place();
     expect(refused('listen: 127.0.0.1:0\n', { ...p, env: { LLMGW_DATA_DIR: '/etc/llmgw' } })).toEqual([
