@@ -38,11 +38,22 @@ describe('settings about to be written', () => {
     );
   });
 
-  it('are refused as they run now, the environment’s part naming its variable', () => {
+  it('are refused as they run now, saying so, where the environment makes them wrong', () => {
     // The file drops tls.cert, which made the environment's tls.key whole.
     const { path, message } = refusal('listen: 127.0.0.1:0\n', { LLMGW_TLS_KEY: '/srv/tls/key.pem' });
     expect(message).toBe(
-      `invalid settings, nothing was applied:\n${path}:1: tls.cert: tls.key is set without tls.cert: give both tls.cert and tls.key (PEM files), or neither to use the cluster's own CA`,
+      `invalid settings, nothing was applied; as this control plane runs it, with LLMGW_TLS_KEY from its environment:\n${path}:1: tls.cert: tls.key is set without tls.cert: give both tls.cert and tls.key (PEM files), or neither to use the cluster's own CA`,
+    );
+  });
+
+  it('are refused without a word of readings where the file itself is wrong', () => {
+    const { path, message } = refusal('listen: 127.0.0.1:99999\nlisten: twice\n', {
+      LLMGW_LISTEN: '127.0.0.1:0',
+    });
+    expect(message).toMatch(
+      new RegExp(
+        `^invalid settings, nothing was applied:\\n${path}:2: not valid YAML at column 1: Map keys must be unique\\n`,
+      ),
     );
   });
 
