@@ -41,9 +41,10 @@ export function yamlNestingProblem(text: string, max = maxYamlDepth): YamlBoundP
   /** Where the last level opened: the bracket, the dash, the key. */
   let opened = 0;
   const enter = (at: number, seq: boolean) => {
-    // What is open at a deeper column, or at this one as the same kind, has ended.
+    // What is open at a deeper column has ended; at this column, a key ends a mapping and the
+    // list that was a key's value, a dash only a list (a list may be its key's value there).
     for (let top = open.at(-1); top !== undefined; top = open.at(-1)) {
-      if (top.column > at || (top.column === at && top.seq === seq)) open.pop();
+      if (top.column > at || (top.column === at && (!seq || top.seq))) open.pop();
       else break;
     }
     open.push({ column: at, seq });
@@ -61,10 +62,11 @@ export function yamlNestingProblem(text: string, max = maxYamlDepth): YamlBoundP
         column = token.length - lastBreak - 1;
       }
     }
-    // The text of a scalar follows its mark: whatever it reads like (`-`, `[`), it is text.
+    // The text of a scalar follows its mark: whatever it reads like (`-`, `[`), it is text. One
+    // over several lines (a block scalar, a folded plain one) ends the line it started on.
     if (scalarText) {
       scalarText = false;
-      nodeColumn ??= start;
+      nodeColumn = token.includes('\n') ? undefined : (nodeColumn ?? start);
       continue;
     }
     const type = CST.tokenType(token);
