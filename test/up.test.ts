@@ -1,6 +1,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -114,6 +123,33 @@ describe('llmgw up keeps its files to its owner', () => {
       ]);
     } finally {
       expect(await again.stop('SIGTERM')).toBe(0);
+    }
+  });
+
+  it('leaves the mode of a data dir it did not make, saying the chmod to run, then and after an upgrade', async () => {
+    const { dir, config, env } = cluster();
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const data = join(dir, 'data');
+    mkdirSync(data, { mode: 0o755 });
+    chmodSync(data, 0o755);
+    const warning = `${data} is open to other users (mode 0755); llmgw did not create it, so it leaves its mode alone: chmod 700 ${data}`;
+    for (const run of ['empty', 'holding what llmgw keeps, as an older llmgw left it']) {
+      const up = startUp(['up', '-c', config], env, dir);
+      try {
+        await up.waitFor(/control plane listening/);
+        const warned = up
+          .output()
+          .split('\n')
+          .filter((l) => l.includes('open to other users'))
+          .map((l) => (JSON.parse(l) as { msg: string }).msg);
+        expect([run, warned]).toEqual([run, [warning]]);
+        expect(modeOf(data)).toBe('0755');
+        // What it creates there is its owner's alone all the same.
+        expect(modeOf(join(data, 'llmgw.db'))).toBe('0600');
+        expect(existsSync(join(data, '.llmgw-data-dir'))).toBe(false);
+      } finally {
+        expect(await up.stop('SIGTERM')).toBe(0);
+      }
     }
   });
 

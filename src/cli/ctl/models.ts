@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 
 import { ApiError } from '../../client/api-client.js';
-import { parseYamlText } from '../../config/yaml-error.js';
+import { parseYamlText, yamlValue } from '../../config/yaml-error.js';
 import { messageOf } from '../../core/errors.js';
 import {
   isModelView,
@@ -239,10 +239,12 @@ export function readDefinition(file: string): unknown {
       .map((l) => `  ${l}`)
       .join('\n');
     throw new UsageError(
-      `${file} is not valid YAML or JSON: line ${first.line}, column ${first.column}: ${first.message}\n${frame}`,
+      first.bound === true
+        ? `${file}: line ${first.line}: ${first.message}\n${frame}`
+        : `${file} is not valid YAML or JSON: line ${first.line}, column ${first.column}: ${first.message}\n${frame}`,
     );
   }
-  const value: unknown = doc.toJS();
+  const value: unknown = yamlValue(doc);
   if (typeof value === 'object' && value !== null && !Array.isArray(value) && 'models' in value) {
     throw new UsageError(
       `${file} looks like a settings file (it has models:): give one model, the contents of one entry of models:`,
