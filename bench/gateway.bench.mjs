@@ -427,8 +427,13 @@ async function main() {
   );
 
   const engineBin = writeEngineBin();
-  const model = join(dir, 'bench.gguf');
-  writeFileSync(model, '');
+  // A safetensors file of no tensors (its 8-byte header length, then `{}` padded to 8): a model
+  // llmgw's check of local sources takes; the fake engine only looks that it exists.
+  const model = join(dir, 'bench.safetensors');
+  const header = Buffer.from('{}      ');
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(header.length));
+  writeFileSync(model, Buffer.concat([length, header]));
 
   // (1) The engines hit directly, one per mode, with a key of the bench's.
   const direct = {};

@@ -168,6 +168,7 @@ const routeTable = () => ({
     capacity: e.slots,
     loadMetrics: loadMetricsOf[e.engine],
     metricsUrl: `${e.url}/metrics`,
+    healthPath: '/health',
   })),
   models: [{ name: 'sim', adapters: [], engines: [...new Set(fleet.map((e) => e.engine))] }],
 });

@@ -5,10 +5,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { isRunning } from '../src/agent/supervisor/process-tree.js';
-import { fakeGguf, fakeLlamaServer } from './fakes/engines/fake-engines.js';
+import { fakeLlamaServer } from './fakes/engines/fake-engines.js';
 import { startTestAgent } from './support/agents.js';
 import { llmgw, startDaemon } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
+import { localModel } from './support/local-model.js';
 import { enginePorts, until } from './support/fleet.js';
 
 interface Replica {
@@ -26,7 +27,7 @@ describe('an agent restarted on its data dir', () => {
     until(`${model} ready`, async () => (await replicasOf(model)).find((r) => r.state === 'ready'));
   const cpuModel = (name: string) => ({
     name,
-    source: fakeGguf(),
+    source: localModel(),
     profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true, min_memory_gb: 0.1 }],
   });
 

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { parseServers } from '../src/cli/agent-command.js';
-import { fakeGguf, fakeLlamaServer, freePort } from './fakes/engines/fake-engines.js';
+import { fakeLlamaServer, freePort } from './fakes/engines/fake-engines.js';
 import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
+import { localModel } from './support/local-model.js';
 import { enginePorts, until } from './support/fleet.js';
 import { createTempDatabase, type TempDatabase } from './support/postgres.js';
 
@@ -77,7 +78,7 @@ describe('an agent of two control planes on one PostgreSQL database', () => {
   it('moves to the other when its control plane stops, and its engine keeps running (same pid)', async () => {
     const model = {
       name: 'mover',
-      source: fakeGguf(),
+      source: localModel(),
       profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true, min_memory_gb: 0.1 }],
     };
     expect((await api(first.url, adminKey, 'POST', '/models', model)).status).toBe(201);

@@ -3,9 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startLocalGateway } from '../src/cli/gateway-compose.js';
 
-import { fakeGguf, fakeLlamaServer } from './fakes/engines/fake-engines.js';
+import { fakeLlamaServer } from './fakes/engines/fake-engines.js';
 import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
+import { localModel } from './support/local-model.js';
 import { enginePorts, until } from './support/fleet.js';
 
 /**
@@ -44,7 +45,7 @@ describe('scale to zero, end to end', () => {
   it('a request wakes a model at zero and gets its answer; the cold start is kept; idle, it goes back to zero', async () => {
     const m = {
       name: 'sleepy',
-      source: fakeGguf(),
+      source: localModel(),
       replicas: 0,
       autoscale: { min: 0, max: 2, idle_s: 2 },
       profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true, min_memory_gb: 0.1 }],

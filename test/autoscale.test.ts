@@ -4,9 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalGateway } from '../src/cli/gateway-compose.js';
 import type { GatewayLoadReport } from '../src/protocol/load-report.js';
 
-import { fakeGguf, fakeLlamaServer } from './fakes/engines/fake-engines.js';
+import { fakeLlamaServer } from './fakes/engines/fake-engines.js';
 import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
+import { localModel } from './support/local-model.js';
 import { enginePorts, until } from './support/fleet.js';
 
 /**
@@ -19,7 +20,7 @@ describe('autoscaling on the gateways’ load', () => {
   let agent: TestAgent;
   const model = (name: string) => ({
     name,
-    source: fakeGguf(),
+    source: localModel(),
     replicas: 1,
     profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true, min_memory_gb: 0.1 }],
   });

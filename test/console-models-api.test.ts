@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { Api, ApiError } from '../console/src/api.js';
+import { Api, ApiError, type ModelRead, type ModelView } from '../console/src/api.js';
 import { countRows, type CountAnswer } from '../console/src/views/models-gpus.js';
+import { isModelView } from '../src/protocol/model-views.js';
 import { parseModelYaml, placeIssues } from '../console/src/views/models-yaml.js';
 import { planRows } from '../console/src/views/plan-rows.js';
 
@@ -9,6 +10,12 @@ import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api as rawApi, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { testRepos } from './support/hub.js';
 import { a100 } from './support/inventory.js';
+
+/** An admin key reads the whole model (ModelView). */
+function asAdminView(m: ModelRead): ModelView {
+  if (!isModelView(m)) throw new Error(`model ${m.name} was read without its source: not an admin's view`);
+  return m;
+}
 
 const declared = `models:
   - name: team-qwen
@@ -91,15 +98,17 @@ profiles:
     expect(rows[2]?.reason).toMatch(/^vLLM cannot spread qwen-7b over 3 cards \(tensor parallel 3\)/);
     expect(rows[4]?.reason).toMatch(/^vLLM cannot spread qwen-7b over 8 cards \(tensor parallel 8\)/);
     expect(rows[1]?.need_gib).toBeLessThan(rows[0]?.need_gib ?? 0);
-    expect((await api.model('qwen-7b')).profiles[0]).toMatchObject({ gpus_per_node: 1, tp: 1 });
+    expect(asAdminView(await api.model('qwen-7b')).profiles[0]).toMatchObject({ gpus_per_node: 1, tp: 1 });
   });
 
   it('a change applied: the catalog lists the model with its rolling change', async () => {
     const done = await api.modelGpus('qwen-7b', { gpus: 2 });
     expect(done.rollout).toMatchObject({ change: 'gpus 1 → 2' });
-    const listed = (await api.models()).find((m) => m.name === 'qwen-7b');
+    const listed = (await api.models()).filter(isModelView).find((m) => m.name === 'qwen-7b');
     expect(listed?.status.rollout).toMatchObject({ model: 'qwen-7b', change: 'gpus 1 → 2', by: 'admin' });
-    expect((await api.models()).find((m) => m.name === 'team-qwen')?.status.rollout).toBeUndefined();
+    expect(
+      (await api.models()).filter(isModelView).find((m) => m.name === 'team-qwen')?.status.rollout,
+    ).toBeUndefined();
   });
 
   it("a declared model's change refused with the hint to edit the settings", async () => {

@@ -211,6 +211,13 @@ for (const { name, daemon } of daemons)
       });
       const after = first.status.get('tiny-1/0');
       expect(after?.last_exit).toMatchObject({ code: 137, signal: 'SIGKILL' });
+      // While it waited to start again, it said when: the backoff after the exit.
+      const failed = first.history.find((s) => s.key === 'tiny-1/0' && s.state === 'failed');
+      expect(failed?.reason).toMatch(/; restarting in 100 ms$/);
+      expect(
+        Date.parse(failed?.restart_at ?? '') - Date.parse(after?.last_exit?.at ?? ''),
+      ).toBeGreaterThanOrEqual(100);
+      expect(after?.restart_at).toBeUndefined();
       expect(after?.last_exit?.log_tail.some((l) => l.includes('model loaded'))).toBe(true);
       const [c2] = await ours();
       expect(c2?.id).not.toBe(c1?.id);
@@ -300,6 +307,8 @@ for (const { name, daemon } of daemons)
         );
       }
       expect(s.reason).toMatch(/trying again in 5 min$/);
+      // Tried again, but it waits for someone to act: no restart is coming by itself.
+      expect(s.restart_at).toBeUndefined();
       expect(s.restarts).toBe(0);
       expect(await ours()).toEqual([]);
       await sup.stopAll();

@@ -85,4 +85,39 @@ describe('llmgw ctl model context', () => {
     );
     expect(r.code).toBe(1);
   });
+
+  it('is refused past 16777216 tokens alike by ctl model add, POST /models, the settings file and itself', async () => {
+    const words = 'a context is a whole number of tokens from 256 to 16777216, not 1000000000000';
+    const huge = {
+      name: 'huge',
+      source: 'hf://Qwen/Qwen2.5-7B-Instruct',
+      context_length: 1_000_000_000_000,
+      replicas: 0,
+      profiles: [{ name: 'l4', engine: 'vllm', gpu_class: 'l4-24g' }],
+    };
+    const add = await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(huge));
+    expect(add.stderr).toBe(`error: invalid model, nothing was changed:\ncontext_length: ${words}\n`);
+    expect(add.code).toBe(1);
+    const post = await api(t.url, t.adminKey, 'POST', '/models', huge);
+    expect([post.status, post.body.error.message]).toEqual([
+      400,
+      `invalid model, nothing was changed:\ncontext_length: ${words}`,
+    ]);
+    const put = await api(
+      t.url,
+      t.adminKey,
+      'PUT',
+      '/config',
+      `models:\n  - name: huge\n    source: hf://Qwen/Qwen2.5-7B-Instruct\n    context_length: 1000000000000\n    profiles: [{name: l4, engine: vllm, gpu_class: l4-24g}]\n`,
+      { 'content-type': 'application/yaml' },
+    );
+    expect([put.status, put.body.error.message]).toEqual([
+      400,
+      `invalid settings, nothing was applied:\n${t.configPath}:4: models[0].context_length: ${words}`,
+    ]);
+    const context = await ctl('qwen', '1000000000000');
+    expect(context.stderr).toBe(`error: ${words}\n`);
+    expect(context.code).toBe(1);
+    expect((await api(t.url, t.adminKey, 'GET', '/models/huge')).status).toBe(404);
+  });
 });

@@ -39,6 +39,7 @@ const replica = (id: string, endpoint: string): RouteReplica => ({
   capacity: 4,
   loadMetrics: { running: 'llamacpp:requests_processing', waiting: 'llamacpp:requests_deferred' },
   metricsUrl: `${endpoint}/metrics`,
+  healthPath: '/health',
 });
 
 const keys: GatewayKeys = {

@@ -19,6 +19,7 @@ import {
   type ReplicaJson,
 } from './support/fleet.js';
 import { startTestHub } from './support/hub.js';
+import { localModel } from './support/local-model.js';
 
 const noGpu = {
   LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
@@ -44,7 +45,7 @@ describe('llmgw up with a declared llama.cpp model', () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-fleet-up-'));
     mkdirSync(join(dir, 'rec'));
     rec = recordingLlamaServer(join(dir, 'rec'));
-    writeFileSync(join(dir, 'tiny.gguf'), '');
+    localModel(dir, 'tiny.safetensors');
     ports = await enginePorts();
     writeFileSync(
       join(dir, 'config.yaml'),
@@ -59,7 +60,7 @@ describe('llmgw up with a declared llama.cpp model', () => {
         `      bin: ${rec.bin}`,
         'models:',
         '  - name: tiny',
-        `    source: ${join(dir, 'tiny.gguf')}`,
+        `    source: ${join(dir, 'tiny.safetensors')}`,
         '    context_length: 2048',
         '    profiles:',
         '      - name: cpu',
@@ -171,7 +172,7 @@ describe('llmgw up with a declared llama.cpp model', () => {
   it('scales a model, says why replicas wait, and scaling to 0 leaves no process behind', async () => {
     const model = {
       name: 'small',
-      source: join(dir, 'tiny.gguf'),
+      source: join(dir, 'tiny.safetensors'),
       profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
     };
     expect((await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(model))).code).toBe(0);
@@ -251,7 +252,7 @@ describe('llmgw server with agents on other machines', () => {
     for (const d of ['cpu-rec', 'mig-rec']) mkdirSync(join(dir, d));
     cpuRec = recordingLlamaServer(join(dir, 'cpu-rec'));
     migRec = recordingLlamaServer(join(dir, 'mig-rec'));
-    writeFileSync(join(dir, 'm.gguf'), '');
+    localModel(dir);
     const p = await enginePorts();
     writeFileSync(
       join(dir, 'config.yaml'),
@@ -284,7 +285,7 @@ describe('llmgw server with agents on other machines', () => {
   it('places a MIG profile on exactly one instance: CUDA_VISIBLE_DEVICES=MIG-<uuid>, no Vulkan variable', async () => {
     const model = {
       name: 'on-mig',
-      source: join(dir, 'm.gguf'),
+      source: join(dir, 'm.safetensors'),
       profiles: [{ name: 'mig', engine: 'llamacpp', gpu_class: 'h100-80g-mig-3g.40gb' }],
     };
     expect((await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(model))).code).toBe(0);
@@ -323,7 +324,7 @@ describe('llmgw server with agents on other machines', () => {
   it('restarts no engine when the control plane restarts, and keeps them running while it is away', async () => {
     const model = {
       name: 'steady',
-      source: join(dir, 'm.gguf'),
+      source: join(dir, 'm.safetensors'),
       profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
     };
     expect((await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(model))).code).toBe(0);
@@ -396,7 +397,7 @@ describe('replicas that keep running while their model scales and the control pl
   const addModel = async (name: string, replicaCount: number, gpus = 1) => {
     const model = {
       name,
-      source: join(dir, 'm.gguf'),
+      source: join(dir, 'm.safetensors'),
       replicas: replicaCount,
       profiles: [{ name: 'a100', engine: 'llamacpp', gpu_class: 'a100-80g', gpus_per_node: gpus }],
     };
@@ -414,7 +415,7 @@ describe('replicas that keep running while their model scales and the control pl
     port = await freePort();
     mkdirSync(join(dir, 'rec'));
     rec = recordingLlamaServer(join(dir, 'rec'));
-    writeFileSync(join(dir, 'm.gguf'), '');
+    localModel(dir);
     // Engine ports from a free one up, away from the default range other tests on this machine use.
     const engines = await freePort();
     writeFileSync(
@@ -577,7 +578,7 @@ describe('llama.cpp installed by the agent', () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-install-'));
     release = await serveLlamaRelease();
     const port = await freePort();
-    writeFileSync(join(dir, 'm.gguf'), '');
+    localModel(dir);
     const p = await enginePorts();
     writeFileSync(
       join(dir, 'config.yaml'),
@@ -615,7 +616,7 @@ describe('llama.cpp installed by the agent', () => {
   it('installs the build the control plane asks for, with progress, and says loudly when it sees no GPU', async () => {
     const model = {
       name: 'gpu-llama',
-      source: join(dir, 'm.gguf'),
+      source: join(dir, 'm.safetensors'),
       profiles: [{ name: 'a100', engine: 'llamacpp', gpu_class: 'a100-80g' }],
     };
     expect((await llmgw(['ctl', 'model', 'add', '-f', '-'], env, JSON.stringify(model))).code).toBe(0);

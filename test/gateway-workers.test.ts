@@ -196,6 +196,7 @@ describe('llmgw gateway with two worker processes', () => {
         capacity: 1,
         loadMetrics: { running: 'llamacpp:requests_processing', waiting: 'llamacpp:requests_deferred' },
         metricsUrl: `${e.url}/metrics`,
+        healthPath: '/health',
       })),
     };
     ({ server: cp, url: cpUrl } = await fakeControlPlane(table, usage));

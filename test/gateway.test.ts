@@ -14,6 +14,7 @@ import { fakeNvidiaSmi } from './support/fake-gpu.js';
 import { delayedEngine, enginePorts, replicas, until } from './support/fleet.js';
 import { startTestHub } from './support/hub.js';
 import { probe, probeCases } from './support/raw-http.js';
+import { localModel } from './support/local-model.js';
 
 /**
  * The gateway through the official OpenAI client, against `llmgw up` on a machine whose
@@ -41,12 +42,12 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-gateway-'));
-    writeFileSync(join(dir, 'm.gguf'), '');
+    localModel(dir);
     writeFileSync(join(dir, 'sql.gguf'), '');
     const vllm = delayedEngine(dir, fakeVllm, 'FAKE_VLLM_DELAY_MS');
     const llama = delayedEngine(dir, fakeLlamaServer, 'FAKE_LLAMA_DELAY_MS');
     const gpu = (name: string, engine: string, extra: { replicas?: number; profile?: string } = {}) =>
-      `  - name: ${name}\n    source: ${engine === 'vllm' ? 'hf://org/repo' : join(dir, 'm.gguf')}\n    replicas: ${extra.replicas ?? 1}\n    profiles:\n      - name: a100\n        engine: ${engine}\n        gpu_class: a100-80g\n${extra.profile ?? ''}`;
+      `  - name: ${name}\n    source: ${engine === 'vllm' ? 'hf://org/repo' : join(dir, 'm.safetensors')}\n    replicas: ${extra.replicas ?? 1}\n    profiles:\n      - name: a100\n        engine: ${engine}\n        gpu_class: a100-80g\n${extra.profile ?? ''}`;
     const ports = await enginePorts();
     writeFileSync(
       join(dir, 'config.yaml'),
@@ -508,12 +509,11 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
         code: 501,
       },
     });
-    // A 400 of the engine's own (llama.cpp wants messages) is the client's answer too.
-    const bad = await post('/v1/chat/completions', { model: 'plain', max_tokens: 1 });
+    // A 400 of the engine's own (its `lora` is a list) is the client's answer too.
+    const lora = { model: 'plain', messages: [{ role: 'user', content: 'x' }], lora: {} };
+    const bad = await post('/v1/chat/completions', lora);
     expect(bad.status).toBe(400);
-    expect(await bad.json()).toEqual({
-      error: { message: "'messages' is required", type: 'invalid_request_error', param: null, code: 400 },
-    });
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/^Field 'lora'/);
   });
 
   it('keeps serving chat on a model while another client hammers it with requests its engine refuses', async () => {

@@ -14,6 +14,7 @@ import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { enginePorts, until } from './support/fleet.js';
 import { createTempDatabase, type TempDatabase } from './support/postgres.js';
+import { localModel } from './support/local-model.js';
 
 // Issue 14 item 1: control planes on one PostgreSQL database serve together; one leads
 // (places), elected by a lease whose token fences its writes; another takes over when it goes.
@@ -59,8 +60,7 @@ describe('two control planes on one PostgreSQL database', () => {
   beforeAll(async () => {
     db = await createTempDatabase();
     dir = mkdtempSync(join(tmpdir(), 'llmgw-ha-'));
-    source = join(dir, 'm.gguf');
-    writeFileSync(source, '');
+    source = localModel(dir);
     const bin = join(dir, 'llama-server');
     writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" "${fakeLlamaServer}" "$@"\n`);
     chmodSync(bin, 0o755);

@@ -175,7 +175,7 @@ describe('GET and POST /api/v1/plan', () => {
       'a context that is no number of tokens',
       () => get('model=qwen-7b&class=l4-24g&context=32k'),
       400,
-      'context must be a number of tokens from 256 to 16777216 (got "32k")',
+      'a context is a whole number of tokens from 256 to 16777216, not "32k"',
     ],
     [
       'no model',

@@ -15,6 +15,7 @@ import { llmgw, startDaemon, type Daemon } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { enginePorts, recordingLlamaServer, until, type ReplicaJson } from './support/fleet.js';
 import { inventoryWith } from './support/inventory.js';
+import { localModel } from './support/local-model.js';
 
 // Engine ports another program holds (issue 10, item 3), and the logs of a shard whose
 // engine does not run (item 11). No test here assumes a fixed port is free: each placement
@@ -202,7 +203,7 @@ describe('llmgw up while another program holds engine ports', () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-ports-up-'));
     mkdirSync(join(dir, 'rec'));
     rec = recordingLlamaServer(join(dir, 'rec'));
-    writeFileSync(join(dir, 'tiny.gguf'), '');
+    localModel(dir, 'tiny.safetensors');
     ports = await enginePorts(30);
     // Another program holds the first port of the range, on every interface, and answers as an engine would.
     held.push(await holdPort(ports.first));
@@ -221,7 +222,7 @@ describe('llmgw up while another program holds engine ports', () => {
         `  ports: ${ports.first}-${ports.last}`,
         'models:',
         '  - name: tiny',
-        `    source: ${join(dir, 'tiny.gguf')}`,
+        `    source: ${join(dir, 'tiny.safetensors')}`,
         '    profiles:',
         '      - name: cpu',
         '        engine: llamacpp',

@@ -14,6 +14,7 @@ import { api, startControlPlane, type TestControlPlane } from './support/control
 import { fakeLlamaServer, freePort } from './fakes/engines/fake-engines.js';
 import { enginePorts, until } from './support/fleet.js';
 import { subscribeEvents } from './support/sse.js';
+import { localModel } from './support/local-model.js';
 
 // Issue 12 item 6: a change rolls over a model's replicas, beside each (surge) or in place, one
 // at a time; a successor that fails halts it with the engine's error; restarts are rollouts too.
@@ -54,8 +55,7 @@ describe('rolling changes over replicas on test agents', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-rollouts-'));
-    source = join(dir, 'm.gguf');
-    writeFileSync(source, '');
+    source = localModel(dir);
     failFile = join(dir, 'fail');
     const bin = join(dir, 'llama-server');
     writeFileSync(
@@ -347,8 +347,7 @@ describe('rolling changes over replicas on test agents', () => {
 describe('an in-place roll when the control plane restarts midway', () => {
   it('goes on in place from where it was, from what the store kept', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-rollouts-restart-'));
-    const source = join(dir, 'm.gguf');
-    writeFileSync(source, '');
+    const source = localModel(dir);
     const bin = join(dir, 'llama-server');
     writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" "${fakeLlamaServer}" "$@"\n`);
     chmodSync(bin, 0o755);

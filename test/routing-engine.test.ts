@@ -131,6 +131,7 @@ describe('the gateway in front of them', () => {
             capacity: 4,
             loadMetrics: loadMetricsOf.vllm,
             metricsUrl: `${e.url ?? ''}/metrics`,
+            healthPath: '/health',
           })),
           models: [{ name: 'sim', adapters: [], engines: ['vllm'] }],
         }),

@@ -41,6 +41,7 @@ describe('GET /api/v1/traffic', () => {
           capacity: 4,
           loadMetrics: vllmEngine.loadMetrics,
           metricsUrl: `${endpoint}/metrics`,
+          healthPath: '/health',
         },
       ],
       models: [{ name: 'chat', adapters: [], engines: ['vllm'] }],

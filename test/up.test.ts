@@ -1,6 +1,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -15,6 +24,7 @@ import { startFakeHub } from './fakes/hub/hub.js';
 
 import { llmgw, repoRoot, startDaemon, type Daemon } from './support/cli.js';
 import { recordingLlamaServer, replicas, until } from './support/fleet.js';
+import { localModel } from './support/local-model.js';
 
 const noGpu = {
   LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
@@ -27,7 +37,7 @@ function cluster(): { dir: string; config: string; env: Record<string, string> }
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-up-'));
   mkdirSync(join(dir, 'rec'));
   const rec = recordingLlamaServer(join(dir, 'rec'));
-  writeFileSync(join(dir, 'tiny.gguf'), '');
+  localModel(dir, 'tiny.safetensors');
   const config = join(dir, 'config.yaml');
   writeFileSync(
     config,
@@ -40,7 +50,7 @@ function cluster(): { dir: string; config: string; env: Record<string, string> }
       '    llamacpp:',
       `      bin: ${rec.bin}`,
       'models:',
-      `  - {name: tiny, source: ${join(dir, 'tiny.gguf')}, profiles: [{name: cpu, engine: llamacpp, cpu: true}]}`,
+      `  - {name: tiny, source: ${join(dir, 'tiny.safetensors')}, profiles: [{name: cpu, engine: llamacpp, cpu: true}]}`,
       '',
     ].join('\n'),
   );
@@ -113,6 +123,33 @@ describe('llmgw up keeps its files to its owner', () => {
       ]);
     } finally {
       expect(await again.stop('SIGTERM')).toBe(0);
+    }
+  });
+
+  it('leaves the mode of a data dir it did not make, saying the chmod to run, then and after an upgrade', async () => {
+    const { dir, config, env } = cluster();
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const data = join(dir, 'data');
+    mkdirSync(data, { mode: 0o755 });
+    chmodSync(data, 0o755);
+    const warning = `${data} is open to other users (mode 0755); llmgw did not create it, so it leaves its mode alone: chmod 700 ${data}`;
+    for (const run of ['empty', 'holding what llmgw keeps, as an older llmgw left it']) {
+      const up = startUp(['up', '-c', config], env, dir);
+      try {
+        await up.waitFor(/control plane listening/);
+        const warned = up
+          .output()
+          .split('\n')
+          .filter((l) => l.includes('open to other users'))
+          .map((l) => (JSON.parse(l) as { msg: string }).msg);
+        expect([run, warned]).toEqual([run, [warning]]);
+        expect(modeOf(data)).toBe('0755');
+        // What it creates there is its owner's alone all the same.
+        expect(modeOf(join(data, 'llmgw.db'))).toBe('0600');
+        expect(existsSync(join(data, '.llmgw-data-dir'))).toBe(false);
+      } finally {
+        expect(await up.stop('SIGTERM')).toBe(0);
+      }
     }
   });
 
@@ -293,7 +330,7 @@ describe('llmgw up with a model from the hub', () => {
     writeFileSync(
       config,
       readFileSync(config, 'utf8')
-        .replace(`source: ${join(dir, 'tiny.gguf')}`, 'source: hf://org/tiny-GGUF/tiny-Q4_K_M.gguf')
+        .replace(`source: ${join(dir, 'tiny.safetensors')}`, 'source: hf://org/tiny-GGUF/tiny-Q4_K_M.gguf')
         .replace('agent:', `hub:\n  endpoint: ${hub.url}\nagent:`),
     );
     const up = startUp(['up', '-c', config], env, dir);

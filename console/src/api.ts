@@ -7,7 +7,7 @@ import type { ClusterStatus, NodeView } from '../../src/protocol/node-views.js';
 import type { ReplicaView } from '../../src/protocol/replica-views.js';
 import type { TrafficView } from '../../src/protocol/traffic-views.js';
 import type { AuditView, ConfigChangeView, CreatedKey, KeyView, UsageRow } from '../../src/core/api-types.js';
-import type { ModelChange, ModelView } from '../../src/protocol/model-views.js';
+import type { ModelChange, ModelRead, ModelUseView, ModelView } from '../../src/protocol/model-views.js';
 import type { GpusSideView, ModelGpusCheck, ModelGpusView } from '../../src/protocol/model-gpus-views.js';
 import type { RolloutView } from '../../src/protocol/rollout-views.js';
 import type { PlanAnswer, PlanOption } from '../../src/planner/options.js';
@@ -20,6 +20,8 @@ export type {
   ModelChange,
   ModelGpusCheck,
   ModelGpusView,
+  ModelRead,
+  ModelUseView,
   ModelView,
   PlanAnswer,
   PlanOption,
@@ -241,13 +243,14 @@ export class Api {
     return res;
   }
 
-  models(): Promise<ModelView[]> {
-    return this.request<ListOf<ModelView>>('/models').then((l) => l.items);
+  /** The whole models to an admin key; to another key, what a client of each needs (ModelUseView). */
+  models(): Promise<ModelRead[]> {
+    return this.request<ListOf<ModelRead>>('/models').then((l) => l.items);
   }
 
-  /** One model, with its rolling change (status.rollout). */
-  model(name: string): Promise<ModelView> {
-    return this.request<ModelView>(`/models/${encodeURIComponent(name)}`);
+  /** One model, with its rolling change (status.rollout); a ModelUseView to a key that is not admin. */
+  model(name: string): Promise<ModelRead> {
+    return this.request<ModelRead>(`/models/${encodeURIComponent(name)}`);
   }
 
   /** A model definition as `ctl model add -f` sends it (the parsed YAML); warnings in the answer. */

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 
+import { contextSchema, MAX_CONTEXT } from './context-bounds.js';
+
 /**
  * The shape of a model in the catalog, as written in `models:` of the settings file,
  * in `llmgw ctl model add -f FILE` and in the API. Cross-field rules (what each engine
@@ -67,8 +69,9 @@ export const autoscaleSchema = z.strictObject({
 export const modelSchema = z.strictObject({
   name: z.string().min(1),
   source: z.string().min(1),
-  context_length: z.int().min(256).optional(),
-  max_output: z.int().min(1).optional(),
+  context_length: contextSchema().optional(),
+  // No answer is longer than the longest context.
+  max_output: z.int().min(1).max(MAX_CONTEXT).optional(),
   replicas: z.int().min(0).max(10_000).default(1),
   autoscale: autoscaleSchema.optional(),
   profiles: z

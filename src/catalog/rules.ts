@@ -3,9 +3,8 @@ import { dnsLabelProblem } from '../core/names.js';
 
 import { gpuClassProblem, isMigClass, parseGpuClass } from './gpu-class.js';
 import type { EngineName, ModelSpec, ProfileSpec, RuntimeName } from './model-spec.js';
-import { isLlmgwError, messageOf } from '../core/errors.js';
-import { parseSource } from '../models/source.js';
 import { imageProblem } from './image-ref.js';
+import { adapterPathProblem, sourceProblem } from './source-rule.js';
 
 /**
  * What each engine and device class accepts, checked across keys. Every message says
@@ -32,31 +31,6 @@ const ownedFlags: Record<EngineName, readonly string[]> = {
   sglang: ['--host', '--port', '--api-key', '--model-path'],
   trtllm: ['--host', '--port'],
 };
-
-/**
- * What is wrong with a model's source, in words; parsing is models/source.ts's. Two mistakes
- * people make are named here, with what to write: a hub page address without its scheme, and
- * a path relative to where they stand (the agents need the same absolute path on every node).
- */
-function sourceProblem(source: string): string | undefined {
-  const hub = /^(?:www\.)?huggingface\.co\/([^/@\s]+\/[^/@\s]+)/.exec(source);
-  if (hub?.[1] !== undefined) return `write the Hugging Face repository as "hf://${hub[1]}"`;
-  const relative =
-    !source.includes('://') &&
-    (/^[~.]/.test(source) ||
-      /\.(gguf|safetensors|bin|pt|pth)$/i.test(source) ||
-      source.split('/').length > 2);
-  if (relative && !source.startsWith('/')) {
-    return `"${source}" is a relative path: write an absolute path, as the agents see it on each node (e.g. /models/${source.replace(/^[~./]+/, '')})`;
-  }
-  try {
-    parseSource(source);
-    return undefined;
-  } catch (e) {
-    if (isLlmgwError(e)) return e.message;
-    return messageOf(e);
-  }
-}
 
 export function checkModel(m: ParsedModel): { model: ModelSpec; issues: Issue[] } {
   const issues: Issue[] = [];
@@ -193,6 +167,8 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
   p.adapters.forEach((a, i) => {
     const problem = dnsLabelProblem('adapter name', a.name);
     if (problem !== undefined) add(['adapters', i, 'name'], problem);
+    const pathProblem = adapterPathProblem(a);
+    if (pathProblem !== undefined) add(['adapters', i, 'path'], pathProblem);
     if (adapterNames.has(a.name))
       add(['adapters', i, 'name'], `adapter "${a.name}" is named twice: give each adapter its own name`);
     adapterNames.add(a.name);

@@ -274,7 +274,7 @@ const refusals: [string, unknown, string, string][] = [
     'a tiny context',
     { ...gpu({ engine: 'vllm', gpu_class: 'l4-24g' }), context_length: 100 },
     'context_length',
-    'must be at least 256, got 100',
+    'a context is a whole number of tokens from 256 to 16777216, not 100',
   ],
   [
     'negative replicas',

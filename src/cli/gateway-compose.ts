@@ -120,6 +120,8 @@ export function poolServices(
       onInFlightChange: (listener) => gateway.router.onInFlightChange(listener),
       setPeerInFlight: (counts) => gateway.router.setPeerInFlight(counts),
       metricsJson: () => gateway.metrics.registry.getMetricsAsJSON(),
+      onBreakerEvidence: (listener) => gateway.router.onBreakerEvidence(listener),
+      adoptBreakers: (states) => gateway.router.adoptBreakers(states),
     },
   };
 }

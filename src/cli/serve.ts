@@ -37,8 +37,9 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   const loaded = commandSettings(loadOptions);
   for (const w of loaded.warnings) logger.warn(w);
   const onFixed: OnFixed = (f) => logger.warn(f, describeFix(f));
-  // `up` runs this machine's agent, which keeps its files in the data dir.
-  secureDataDir(loaded.settings.data_dir, { create: mode === 'up', onFixed });
+  // The control plane keeps its id (and, unless given, the engine keys' secret) in the data dir;
+  // `up` runs this machine's agent, which keeps its files there too.
+  secureDataDir(loaded.settings.data_dir, { create: true, onFixed });
   const sqlite = loaded.settings.database.startsWith('sqlite:')
     ? loaded.settings.database.slice('sqlite:'.length)
     : undefined;

@@ -12,7 +12,7 @@ import type {
 } from '../core/api-types.js';
 import type { PlanAnswer } from '../planner/index.js';
 import type { CacheView, ModelDownloads, PullStarted, PurgeResult } from '../protocol/cache-views.js';
-import type { ModelChange, ModelView } from '../protocol/model-views.js';
+import type { ModelChange, ModelRead, ModelView } from '../protocol/model-views.js';
 import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../protocol/node-views.js';
 import type { ReplicaView, RestartResult } from '../protocol/replica-views.js';
 import { errorStatus, LlmgwError, type ErrorCode, type Issue } from '../core/errors.js';
@@ -136,11 +136,12 @@ export class ApiClient {
   async whoami(): Promise<WhoAmI> {
     return (await this.request<WhoAmI>('GET', '/whoami')).body;
   }
-  async listModels(): Promise<ModelView[]> {
-    return (await this.request<ListOf<ModelView>>('GET', '/models')).body.items;
+  /** The whole model to an admin key; to another key, what a client of it needs (ModelUseView). */
+  async listModels(): Promise<ModelRead[]> {
+    return (await this.request<ListOf<ModelRead>>('GET', '/models')).body.items;
   }
-  async getModel(name: string): Promise<ModelView> {
-    return (await this.request<ModelView>('GET', `/models/${encodeURIComponent(name)}`)).body;
+  async getModel(name: string): Promise<ModelRead> {
+    return (await this.request<ModelRead>('GET', `/models/${encodeURIComponent(name)}`)).body;
   }
   /** GET /plan for a model of the catalog; POST /plan for a definition or a source (resolved at the hub, not stored). */
   async plan(req: PlanRequest): Promise<PlanAnswer> {

@@ -1,7 +1,8 @@
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 
 import { didYouMean } from '../core/did-you-mean.js';
+
+import { parseYamlText, yamlValue } from './yaml-error.js';
 
 /** LLMGW_ variables that are not settings keys, so not typos of one. */
 const otherVariables = new Set([
@@ -56,11 +57,8 @@ export function parseEnvValue(text: string, schema: z.ZodType): unknown {
     return text;
   }
   if (s instanceof z.ZodArray || s instanceof z.ZodObject || s instanceof z.ZodRecord) {
-    try {
-      return parseYaml(text) as unknown;
-    } catch {
-      return text;
-    }
+    const { doc, errors } = parseYamlText(text);
+    return errors.length > 0 ? text : yamlValue(doc);
   }
   return text;
 }

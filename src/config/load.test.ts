@@ -182,6 +182,39 @@ describe('settings', () => {
     );
   });
 
+  it('refuses an alias bomb, and an alias of no anchor, in words, at the alias’s line', () => {
+    const bomb = [
+      'listen: 127.0.0.1:8080',
+      'a: &a [x, x, x, x, x, x, x, x, x]',
+      ...'bcdefghi'
+        .split('')
+        .map((n, i) => `${n}: &${n} [${Array(9).fill(`*${'abcdefghi'[i]}`).join(', ')}]`),
+    ].join('\n');
+    expect(refusal(bomb).message.split('\n').slice(0, 2)).toEqual([
+      'invalid settings, nothing was applied:',
+      expect.stringMatching(
+        /llmgw\.yaml:6: aliases repeat more than 10000 values by the alias \*d: each alias stands for its anchor's whole value, and aliases of aliases multiply; write the values out$/,
+      ),
+    ]);
+    expect(refusal('listen: 127.0.0.1:8080\nmodels: *team\n').message).toMatch(
+      /llmgw\.yaml:2: the alias \*team names no anchor before it: put &team on the value it stands for, above the alias\n {2}1 \| listen: 127\.0\.0\.1:8080\n {2}2 \| models: \*team\n {4}\| {9}\^$/,
+    );
+  });
+
+  it('refuses a document nested past 64 levels before parsing it, and a file over 256 KiB before reading it', () => {
+    expect(
+      refusal(`listen: 127.0.0.1:8080\nmodels: ${'['.repeat(100_000)}${']'.repeat(100_000)}\n`).message,
+    ).toMatch(
+      /llmgw\.yaml:2: nests lists and mappings more than 64 levels deep at column 72: no llmgw document needs that; flatten it\n/,
+    );
+    const big = `listen: 127.0.0.1:8080\n#${'x'.repeat(256 * 1024)}\n`;
+    expect(refusal(big).message).toMatch(
+      new RegExp(
+        `llmgw\\.yaml: the file is ${big.length} bytes, and a settings file holds at most 256 KiB: no cluster's settings need more; declare models through the API \\(llmgw ctl model add\\) rather than in the file$`,
+      ),
+    );
+  });
+
   it('lists every problem in the order of the file', () => {
     const e = refusal('placement:\n  ports: 30000-20000\nlisten: 8080\nagent:\n  heartbeat_ms: soon\n');
     expect(

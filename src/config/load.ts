@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 
 import { validateModels } from '../catalog/validate.js';
@@ -7,6 +7,7 @@ import { formatPath, LlmgwError, type Issue } from '../core/errors.js';
 import { issuesFromZod } from '../core/zod-issues.js';
 
 import { envKeys, parseEnvValue, unknownVariables } from './env.js';
+import { pathIssues } from './path-checks.js';
 import {
   settingsSchema,
   type AgentSettings,
@@ -17,7 +18,8 @@ import {
   type TlsSettings,
   type PlacementSettings,
 } from './schema.js';
-import { parseYamlText } from './yaml-error.js';
+import { settingsMaxBytes, settingsSizeMessage } from './settings-size.js';
+import { parseYamlText, yamlValue } from './yaml-error.js';
 import { lineOf } from './yaml-lines.js';
 
 /** The effective settings: file, then environment, then defaults; validated and frozen. */
@@ -72,14 +74,19 @@ export interface LoadOptions {
 /** Thrown for an invalid settings file; each issue carries the line it is on. */
 export class SettingsError extends LlmgwError {
   readonly file: string;
-  constructor(file: string, found: readonly Issue[]) {
+  /**
+   * @param reading Which reading of the text was refused, where there are two: the file on its
+   * own, or with the environment's overrides (parse-written.ts).
+   */
+  constructor(file: string, found: readonly Issue[], reading?: string) {
     // In the order of the file, as an editor shows it; issues without a line (the environment's) last.
     const issues = [...found].sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity));
     const lines = issues.map((i) => {
       const where = i.line === undefined ? file : `${file}:${i.line}`;
       return i.path.length > 0 ? `${where}: ${formatPath(i.path)}: ${i.message}` : `${where}: ${i.message}`;
     });
-    super('invalid_argument', `invalid settings, nothing was applied:\n${lines.join('\n')}`, { issues });
+    const head = `invalid settings, nothing was applied${reading === undefined ? '' : `; ${reading}`}:`;
+    super('invalid_argument', `${head}\n${lines.join('\n')}`, { issues });
     this.name = 'SettingsError';
     this.file = file;
   }
@@ -105,6 +112,9 @@ export function loadSettings(options: LoadOptions = {}): LoadedSettings {
       `settings file ${path} does not exist: create it, or leave out --config to use the defaults`,
     );
   }
+  // Refused by its size before it is read: see settings-size.ts.
+  const bytes = exists ? statSync(path).size : 0;
+  if (bytes > settingsMaxBytes) throw new SettingsError(path, [{ path: [], message: sizeWords(bytes) }]);
   const text = exists ? readFileSync(path, 'utf8') : '';
   return parseSettings(text, { ...options, path, exists });
 }
@@ -117,18 +127,20 @@ export function parseSettings(
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
   const file = options.path;
+  const bytes = Buffer.byteLength(text);
+  if (bytes > settingsMaxBytes) throw new SettingsError(file, [{ path: [], message: sizeWords(bytes) }]);
   const { doc, lineCounter, errors } = parseYamlText(text);
   if (errors.length > 0) {
     throw new SettingsError(
       file,
       errors.map((e) => ({
         path: [],
-        message: `not valid YAML at column ${e.column}: ${e.message}\n${indent(e.frame)}`,
+        message: `${e.bound ? e.message : `not valid YAML at column ${e.column}: ${e.message}`}\n${indent(e.frame)}`,
         line: e.line,
       })),
     );
   }
-  const raw: unknown = doc.toJS() ?? {};
+  const raw: unknown = yamlValue(doc) ?? {};
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new SettingsError(file, [
       {
@@ -171,11 +183,34 @@ export function parseSettings(
 
   const dataDir = resolve(cwd, parsed.data.data_dir);
   const database = parsed.data.database ?? `sqlite:${resolve(dataDir, 'llmgw.db')}`;
+  const sqlite = database.startsWith('sqlite:') ? resolveSqlitePath(database.slice(7), cwd) : undefined;
+  const places = pathIssues({
+    dataDir: {
+      written: typeof merged['data_dir'] === 'string' ? parsed.data.data_dir : undefined,
+      path: dataDir,
+    },
+    database:
+      sqlite === undefined || sqlite === ':memory:'
+        ? undefined
+        : { written: parsed.data.database, path: sqlite },
+    cwd,
+    named: [
+      file,
+      ...(sqlite === undefined ? [] : [sqlite, `${sqlite}-wal`, `${sqlite}-shm`]),
+      ...[
+        parsed.data.tls.cert,
+        parsed.data.tls.key,
+        parsed.data.mirror.dir,
+        parsed.data.kubernetes?.kubeconfig,
+      ]
+        .filter((p) => p !== undefined && p !== '')
+        .map((p) => resolve(cwd, p as string)),
+    ],
+  });
+  if (places.length > 0) throw new SettingsError(file, places.map(locate));
   const settings: Settings = deepFreeze({
     listen: parsed.data.listen,
-    database: database.startsWith('sqlite:')
-      ? `sqlite:${resolveSqlitePath(database.slice(7), cwd)}`
-      : database,
+    database: sqlite === undefined ? database : `sqlite:${sqlite}`,
     data_dir: dataDir,
     agent: parsed.data.agent,
     placement: parsed.data.placement,
@@ -214,6 +249,10 @@ export function parseSettings(
 export function lineOfKey(text: string, path: readonly (string | number)[]): number | undefined {
   const { doc, lineCounter, errors } = parseYamlText(text);
   return errors.length > 0 ? undefined : lineOf(doc.contents, lineCounter, path);
+}
+
+function sizeWords(bytes: number): string {
+  return `the file is ${bytes} bytes, and ${settingsSizeMessage}`;
 }
 
 function resolveSqlitePath(p: string, cwd: string): string {

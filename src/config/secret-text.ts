@@ -6,11 +6,12 @@
  */
 import { createHash } from 'node:crypto';
 
-import { isScalar, parseDocument, type Document } from 'yaml';
+import { isScalar, type Document } from 'yaml';
 
 import { LlmgwError } from '../core/errors.js';
 
 import type { Settings } from './load.js';
+import { parseYamlText } from './yaml-error.js';
 
 /** What a secret's value reads as in the text the API returns. */
 export const hiddenSecret = '(hidden)';
@@ -36,9 +37,10 @@ function locate(doc: Document, text: string, path: readonly string[]): Located |
   return { value: doc.getIn(path) };
 }
 
+/** Parsed within the bounds the settings are held to (yaml-bounds.ts): this runs before they are validated. */
 function parse(text: string): Document | undefined {
-  const doc = parseDocument(text, { uniqueKeys: true });
-  return doc.errors.length > 0 ? undefined : doc;
+  const { doc, errors } = parseYamlText(text);
+  return errors.length > 0 ? undefined : doc;
 }
 
 function replaceRanges(text: string, edits: { range: [number, number]; text: string }[]): string {

@@ -1,4 +1,6 @@
-import { LineCounter, parseDocument, type Document } from 'yaml';
+import { Document, LineCounter, parseDocument } from 'yaml';
+
+import { yamlAliasProblem, yamlNestingProblem } from './yaml-bounds.js';
 
 /** A YAML syntax error as a person fixes it: where, what the parser expected, and the line with a caret. */
 export interface YamlSyntaxError {
@@ -8,17 +10,25 @@ export interface YamlSyntaxError {
   message: string;
   /** The line before (for context) and the line itself, numbered, with a caret under the column. */
   frame: string;
+  /** Refused for its shape (nested too deep, aliases), not its syntax: the message says it all. */
+  bound?: true;
 }
 
-/** Parses YAML (JSON is YAML); the document, or its syntax errors in the order of the text. */
+/**
+ * Parses YAML (JSON is YAML); the document, or its errors in the order of the text. A
+ * document nested too deep is refused before it is parsed, and one whose aliases repeat too
+ * much (or name no anchor) before its value is built: see yaml-bounds.ts.
+ */
 export function parseYamlText(text: string): {
   doc: Document;
   lineCounter: LineCounter;
   errors: YamlSyntaxError[];
 } {
   const lineCounter = new LineCounter();
+  const deep = yamlNestingProblem(text);
+  if (deep !== undefined) return { doc: new Document(), lineCounter, errors: [boundError(text, deep)] };
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  const errors = doc.errors
+  const errors: YamlSyntaxError[] = doc.errors
     .map((e) => {
       const { line, col } = lineCounter.linePos(e.pos[0]);
       return {
@@ -29,7 +39,18 @@ export function parseYamlText(text: string): {
       };
     })
     .sort((a, b) => a.line - b.line || a.column - b.column);
+  const aliases = errors.length > 0 ? undefined : yamlAliasProblem(doc, (o) => lineCounter.linePos(o));
+  if (aliases !== undefined) errors.push(boundError(text, aliases));
   return { doc, lineCounter, errors };
+}
+
+/** The value of a document parseYamlText found no error in: its aliases are checked, so none is refused here. */
+export function yamlValue(doc: Document): unknown {
+  return doc.toJS({ maxAliasCount: -1 });
+}
+
+function boundError(text: string, p: { line: number; column: number; message: string }): YamlSyntaxError {
+  return { ...p, frame: codeFrame(text, p.line, p.column), bound: true };
 }
 
 /** How much of a long line is shown on either side of the column. */

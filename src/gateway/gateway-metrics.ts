@@ -257,7 +257,7 @@ export class GatewayMetrics {
     });
     this.retries = new CounterTable({
       name: 'llmgw_gateway_retries_total',
-      help: 'Requests sent again to another replica (refused, or 5xx before the first byte)',
+      help: 'Requests sent again to another replica (it refused the connection, or failed before the first byte)',
       registers,
     });
     this.coldStart = new HistogramTable({

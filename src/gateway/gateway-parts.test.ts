@@ -20,6 +20,7 @@ const replica = (engine: RouteReplica['engine']): RouteReplica => ({
   capacity: 4,
   loadMetrics: { running: 'r', waiting: 'w' },
   metricsUrl: 'http://127.0.0.1:1/metrics',
+  healthPath: '/health',
 });
 
 describe('gateway parts', () => {

@@ -6,36 +6,27 @@ import type { Logger } from 'pino';
 import { didYouMean } from '../core/did-you-mean.js';
 import { clientText } from '../core/redact.js';
 import { requestIdFrom } from '../core/request-id.js';
-import { UpstreamPool, type UpstreamCall } from '../http1/upstream-pool.js';
+import { UpstreamPool } from '../http1/upstream-pool.js';
 import type { GatewayLoadReport, ScaleSignals } from '../protocol/load-report.js';
 import type { CatalogEntry, RouteReplica, RouteTable } from '../protocol/routes.js';
 
 import type { ClientResponse, GatewayRequest } from '../http1/client-io.js';
 import { GatewayMetrics } from './gateway-metrics.js';
-import { IdleWatch, type Watched } from './idle-watch.js';
+import { forward, type Exchange, type ForwardContext } from './forward.js';
+import { IdleWatch } from './idle-watch.js';
 import { ModelDemand, sendReports } from './load-figures.js';
-import { nestsDeeperThan } from './json-depth.js';
 import { admitKey, type GatewayKeys, type GatewayPrincipal, type KeyHeaders, type KeyScope } from './keys.js';
-import {
-  allFailed,
-  engineError,
-  GatewayError,
-  sendEngineError,
-  sendError,
-  sseError,
-  toGatewayError,
-} from './openai-errors.js';
+import { allFailed, GatewayError, sendError, toGatewayError } from './openai-errors.js';
 import { RateLimits, type LimitRefusal } from './rate-limits.js';
+import { poolHealth, ReplicaHealth } from './replica-health.js';
+import { parseBody, requestProblem } from './request-checks.js';
 import { promptBlocks } from './router/prefix-blocks.js';
-import { Router, type RouterOptions } from './router/router.js';
+import { restartingModels, Router, type RouterOptions } from './router/index.js';
 import { Scraper } from './router/scraper.js';
-import { RouterError, type Lease, type Outcome } from './router/types.js';
-import { SseRelay } from './sse-relay.js';
+import { RouterError } from './router/types.js';
 import { UsageRecorder, type UsageSink } from './usage-recorder.js';
-import { scanUsage, type TokenCounts } from './usage-scan.js';
 import { WaitingRoom } from './waiting-room.js';
 import { WaitingStream } from './waiting-stream.js';
-import { hopByHop } from '../http1/hop-by-hop.js';
 
 export interface GatewayOptions {
   keys: GatewayKeys;
@@ -47,7 +38,7 @@ export interface GatewayOptions {
   queue?: { maxPerModel: number; timeoutMs: number };
   refreshMs?: number;
   scrapeMs?: number;
-  /** Other replicas tried after a refusal or a 5xx before the first byte. */
+  /** Other replicas tried after one refused the connection or failed before the first byte (see forward). */
   retries?: number;
   /**
    * How long an engine may send nothing on a request (before its answer's head, or between
@@ -94,36 +85,8 @@ export interface KeyLimits {
 const chatPaths = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses']);
 /** Model and adapter names are DNS labels: a longer name is refused before any work is done with it. */
 const nameMax = 63;
-/** Most of an engine's error body read (its message is what the client needs). */
-const errorBodyMax = 64 * 1024;
-/** The deepest nesting of arrays and objects a body may have (tool schemas nest a few levels; engines' parsers recurse). */
-const depthMax = 100;
 /** Engines that serve OpenAI's Responses API. */
 const responsesEngines = new Set(['vllm', 'sglang']);
-
-interface Exchange {
-  requestId: string;
-  /** Stops what the request is doing now (waiting in the queue, or the engine's answer): the client went away. */
-  cancel?: (() => void) | undefined;
-  started: number;
-  principal?: GatewayPrincipal;
-  /** The model as asked for (`MODEL` or `MODEL:ADAPTER`), once its length is checked. */
-  model?: string;
-  /** The catalog model: the part before any `:`. */
-  base?: string;
-  replica?: string;
-  status?: number;
-  retries: number;
-  queuedMs: number;
-  ttftMs?: number;
-  usage?: TokenCounts;
-  stream?: boolean;
-  error?: string;
-  /** When it entered the waiting room (its model was at zero): its cold start runs from here. */
-  roomAt?: number;
-  /** Where its answer goes when not straight to the client: a stream opened while it waited. */
-  out?: WaitingStream;
-}
 
 /**
  * The OpenAI-compatible front door: authenticates the key, checks what it may use and
@@ -154,6 +117,8 @@ export class Gateway {
   /** Requests per catalog model, the last one's time (the autoscaler's idle clock), the last cold start. */
   readonly #demand = new ModelDemand();
   #stopReports: (() => void) | undefined;
+  /** What an attempt on a replica needs of this gateway. */
+  readonly #forwarding: ForwardContext;
 
   constructor(options: GatewayOptions) {
     this.#o = options;
@@ -191,6 +156,14 @@ export class Gateway {
       (m) => this.router.queued(m),
       () => this.#room.counts(),
     );
+    this.#forwarding = {
+      pool: (endpoint) => this.#pool(endpoint),
+      idle: this.#idle,
+      metrics: this.metrics,
+      health: new ReplicaHealth({ get: poolHealth((endpoint) => this.#pool(endpoint)) }),
+      account: (x) => this.#account(x),
+      log: (x, status) => this.#log(x, status),
+    };
   }
 
   async start(): Promise<void> {
@@ -225,7 +198,7 @@ export class Gateway {
       this.#table = table;
       this.#catalog = new Map(table.models.map((m) => [m.name, m]));
       this.metrics.setCatalog(table.models);
-      this.router.setReplicas(table.replicas);
+      this.router.setReplicas(table.replicas, restartingModels(table.models, Date.now()));
       this.#scraper.setCa(table.ca);
       this.#scraper.setReplicas(table.replicas);
       // Connections to engines that are gone are closed (requests on them finish first),
@@ -318,23 +291,7 @@ export class Gateway {
       );
     }
     const raw = await req.body(this.maxBodyBytes);
-    if (nestsDeeperThan(raw, depthMax))
-      throw new GatewayError(
-        'invalid_json',
-        `the body nests arrays or objects more than ${depthMax} levels deep: no request needs that; flatten it`,
-      );
-    let body: Record<string, unknown>;
-    try {
-      const parsed: unknown = JSON.parse(raw.toString('utf8'));
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
-        throw new Error('not an object');
-      body = parsed as Record<string, unknown>;
-    } catch (e) {
-      throw new GatewayError(
-        'invalid_json',
-        `the body is not a JSON object (${e instanceof Error ? e.message : 'unreadable'}): send {"model": "...", ...}`,
-      );
-    }
+    const body = parseBody(raw);
     const model = body['model'];
     if (typeof model !== 'string' || model === '')
       throw new GatewayError('invalid_request', 'model is required: name one of GET /v1/models', {
@@ -354,6 +311,8 @@ export class Gateway {
     x.model = model;
     x.base = base;
     const entry = this.#entry(base, adapter, x.principal);
+    const problem = requestProblem(path, body);
+    if (problem !== undefined) throw problem;
     this.#demand.requested(base);
     if (path === '/v1/responses' && !entry.engines.some((e) => responsesEngines.has(e))) {
       throw new GatewayError(
@@ -424,7 +383,15 @@ export class Gateway {
       // Sent as it came when the engine takes it as it is: no second serialisation.
       const unchanged = adapter === undefined && !addUsage && lease.replica.servedName === model;
       const payload = unchanged ? raw : upstreamBody(body, lease.replica, adapter, addUsage);
-      const outcome = await this.#forward({ req, res: out, x, lease, path, payload, stripUsage: addUsage });
+      const outcome = await forward(this.#forwarding, {
+        req,
+        res: out,
+        x,
+        lease,
+        path,
+        payload,
+        stripUsage: addUsage,
+      });
       if (outcome !== 'retry') return;
       x.retries++;
       this.metrics.retry(base);
@@ -558,218 +525,6 @@ export class Gateway {
     res.end(text);
   }
 
-  /**
-   * One attempt on one replica. 'retry' when it refused the connection or failed (5xx, or
-   * 401: our key for it is wrong) before any byte reached the client. An engine's 4xx, and
-   * its 501 for what it was not started to do, is the client's answer: passed on in
-   * OpenAI's shape, never tried elsewhere, and no mark against the replica.
-   */
-  #forward(o: {
-    req: GatewayRequest;
-    res: ClientResponse;
-    x: Exchange;
-    lease: Lease;
-    path: string;
-    payload: string | Buffer;
-    stripUsage: boolean;
-  }): Promise<'done' | 'retry'> {
-    const { req, res, x, lease } = o;
-    const r = lease.replica;
-    const model = x.model ?? r.model;
-    return new Promise((resolve) => {
-      let settled = false;
-      /** A 5xx before any byte went out: read and dropped, then another replica is tried. */
-      let failedStatus: number | undefined;
-      /** The engine refused the request (4xx, 501): its body, read to be answered in OpenAI's shape. */
-      let refusal: { status: number; parts: Buffer[]; size: number } | undefined;
-      let relay: SseRelay | undefined;
-      /**
-       * A plain answer's head, written with its first bytes: until then nothing reached the
-       * client, so an engine that fails or stalls after its head is still retried or answered 504.
-       */
-      let head: { status: number; headers: Record<string, string> } | undefined;
-      const flushHead = () => {
-        if (head === undefined) return;
-        res.writeHead(head.status, head.headers);
-        head = undefined;
-      };
-      let tail = '';
-      // The last chunk of a plain answer is held back until the next one comes, or the
-      // answer ends: a small answer (one chunk, the usual case) then goes out in one write
-      // with the end of the response, instead of two.
-      let held: Buffer | undefined;
-      const watched: Watched = { lastAt: performance.now(), paused: false, onIdle: () => stalled() };
-      const settle = (outcome: Outcome, result: 'done' | 'retry', status?: number) => {
-        if (settled) return;
-        settled = true;
-        this.#idle.delete(watched);
-        x.cancel = undefined;
-        lease.release(outcome);
-        if (status !== undefined) this.#log(x, status);
-        resolve(result);
-      };
-      const accept = req.headers['accept'];
-      const call: UpstreamCall = this.#pool(r.endpoint).request(
-        {
-          method: 'POST',
-          path: o.path,
-          headers: {
-            'content-type': 'application/json',
-            authorization: `Bearer ${r.apiKey}`,
-            accept: typeof accept === 'string' ? accept : '*/*',
-            'x-request-id': x.requestId,
-          },
-          body: o.payload,
-        },
-        {
-          onHead: (status, headers) => {
-            watched.lastAt = performance.now();
-            if (!res.headersSent && ((status >= 500 && status !== 501) || status === 401)) {
-              failedStatus = status;
-              return;
-            }
-            if (!res.headersSent && status >= 400) {
-              refusal = { status, parts: [], size: 0 };
-              return;
-            }
-            const sse = (headers['content-type'] ?? '').startsWith('text/event-stream');
-            const out = passedHeaders(headers, sse);
-            out['x-request-id'] = x.requestId;
-            // Which replica answered: for people reading a trace, and for tests of routing.
-            out['x-llmgw-replica'] = r.id;
-            if (sse) {
-              const itl = this.metrics.itlFor(model);
-              relay = new SseRelay({
-                stripUsage: o.stripUsage,
-                onToken: (gap) => {
-                  if (gap !== undefined) itl.observe(gap / 1000);
-                },
-              });
-            }
-            if (sse) res.writeHead(status, out);
-            else head = { status, headers: out };
-            x.status = status;
-          },
-          onData: (chunk) => {
-            watched.lastAt = performance.now();
-            if (failedStatus !== undefined || settled) return;
-            if (refusal !== undefined) {
-              if (refusal.size < errorBodyMax) refusal.parts.push(chunk);
-              refusal.size += chunk.length;
-              return;
-            }
-            let ok: boolean;
-            if (relay !== undefined) {
-              const out = relay.push(chunk);
-              ok = out === undefined || res.write(out);
-            } else {
-              ok = true;
-              if (held !== undefined) {
-                flushHead();
-                ok = res.write(held);
-              }
-              held = chunk;
-              // Usage is at the end of a JSON answer: keep the end to read it.
-              tail =
-                tail.length + chunk.length > 8192
-                  ? (tail + chunk.toString('latin1')).slice(-4096)
-                  : tail + chunk.toString('latin1');
-            }
-            if (!ok) {
-              call.pause();
-              watched.paused = true;
-              res.once('drain', () => {
-                watched.paused = false;
-                call.resume();
-              });
-            }
-          },
-          onEnd: () => {
-            if (settled) return;
-            if (failedStatus !== undefined) {
-              x.error = `${r.id} answered ${failedStatus}${failedStatus === 401 ? ' (it refused the gateway’s key for it: restart the replica)' : ''}`;
-              settle('failed', 'retry');
-              return;
-            }
-            if (refusal !== undefined) {
-              const error = engineError(
-                refusal.status,
-                Buffer.concat(refusal.parts).subarray(0, errorBodyMax).toString('utf8'),
-              );
-              sendEngineError(res, { status: refusal.status, error, requestId: x.requestId, replica: r.id });
-              x.status = refusal.status;
-              x.error = `${r.id} answered ${refusal.status}: ${error.message}`;
-              this.metrics.refused(x.model, x.principal?.name, 'engine_refused');
-              this.#account(x);
-              // The replica answered: as good a sign of its health as a 200.
-              settle('ok', 'done', refusal.status);
-              return;
-            }
-            const status = x.status ?? 200;
-            if (relay !== undefined) {
-              const rest = relay.end();
-              if (rest === undefined) res.end();
-              else res.end(rest);
-              x.usage = relay.usage;
-              if (relay.firstTokenAt !== undefined) x.ttftMs = relay.firstTokenAt - x.started;
-            } else {
-              flushHead();
-              if (held === undefined) res.end();
-              else res.end(held);
-              held = undefined;
-              if (status < 400) x.usage = scanUsage(tail);
-            }
-            this.#account(x);
-            settle('ok', 'done', status);
-          },
-          onError: (e) => {
-            if (settled) return;
-            x.error = `${r.id}: ${e.message}`;
-            if (!res.headersSent) {
-              settle('failed', 'retry');
-              return;
-            }
-            // Bytes already reached the client: never sent twice; the client sees the cut.
-            res.destroy();
-            settle('failed', 'done', 502);
-          },
-        },
-      );
-      x.cancel = () => {
-        call.abort();
-        settle('cancelled', 'done', 499);
-      };
-      // The engine went silent: the client is told so (not retried: the wait was spent, and a
-      // stalled engine's work may still be running), and the replica leaves rotation until a
-      // request to it is answered again.
-      const stalled = () => {
-        if (settled) return;
-        call.abort();
-        const seconds = Math.round(this.#idle.idleMs / 100) / 10;
-        const error = new GatewayError(
-          'upstream_timeout',
-          `replica ${r.id} of ${r.model} sent nothing for ${seconds} s (gateway.upstream_idle_timeout_s); it is taken out of rotation until it answers again: send the request again`,
-        );
-        x.error = error.message;
-        this.metrics.refused(x.model, x.principal?.name, error.code);
-        if (!res.headersSent) {
-          sendError(res, error, x.requestId);
-          settle('stalled', 'done', error.status);
-          return;
-        }
-        if (relay !== undefined) {
-          // A stream already open ends with an error event, as OpenAI's streams carry one.
-          res.end(sseError(error));
-          this.#account(x);
-        } else {
-          res.destroy();
-        }
-        settle('stalled', 'done', x.status ?? 200);
-      };
-      this.#idle.add(watched);
-    });
-  }
-
   /** The connections to one engine, made once and kept. */
   #pool(endpoint: string): UpstreamPool {
     let pool = this.#pools.get(endpoint);
@@ -898,15 +653,4 @@ function fnv1a(text: string): string {
     h = Math.imul(h, 0x01000193);
   }
   return (h >>> 0).toString(36);
-}
-
-/** The engine's headers as the client gets them: a new object, without the connection's own (and a stream's length, which the gateway may change). */
-function passedHeaders(h: Record<string, string>, sse: boolean): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const k in h) {
-    const v = h[k];
-    if (v === undefined || hopByHop.has(k) || (sse && k === 'content-length')) continue;
-    out[k] = v;
-  }
-  return out;
 }

@@ -161,7 +161,9 @@ function routerRefusal(e: RouterError, ctx: FailureContext): GatewayError {
       { retryAfterS: 10 },
     );
   }
-  if (r.kind === 'cancelled') return new GatewayError('no_ready_replica', r.message);
+  // The client left while it waited: nobody reads this, but a 503 still says when to retry.
+  if (r.kind === 'cancelled') return new GatewayError('no_ready_replica', r.message, { retryAfterS: 1 });
+  // Busy, or restarting: it comes back by itself, so never final.
   return new GatewayError('no_ready_replica', r.message, { retryAfterS: r.retryAfterS });
 }
 
@@ -272,6 +274,15 @@ export function engineError(status: number, body: string): OpenAiError {
     param: word(fields?.['param']) ?? null,
     code: typeof code === 'number' && Number.isFinite(code) ? code : (word(code) ?? null),
   };
+}
+
+/**
+ * An engine's 5xx for a request it could not take while it answers its health check (the
+ * request was the problem: llama.cpp answers 500 to `"tools": 5` or an image for a text
+ * model): the caller's error, a 400 in OpenAI's shape with the engine's own words.
+ */
+export function engineRefusal(status: number, body: string): OpenAiError {
+  return { ...engineError(status, body), type: 'invalid_request_error', code: null };
 }
 
 function parseObject(body: string): Record<string, unknown> | undefined {

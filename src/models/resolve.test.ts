@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeHub, startFakeHub } from '../../test/fakes/hub/hub.js';
+import { writeSafetensors } from '../../test/fakes/safetensors/writer.js';
 import { type ResolveOptions, resolveOrigin } from './resolve.js';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -222,13 +223,15 @@ describe('resolveOrigin', () => {
     });
   });
 
-  it('lists a local directory with sizes, and refuses a path that is not there', async () => {
+  it("lists a local model's folder with sizes, and refuses a path that is not there or not a model", async () => {
     const dir = await mkdtemp(join(tmpdir(), 'llmgw-source-'));
     try {
+      const weights = writeSafetensors([{ name: 'w', dtype: 'F16', shape: [2], bytes: 4 }]);
       await mkdir(join(dir, 'sub'));
       await mkdir(join(dir, '.cache'));
       await writeFile(join(dir, 'config.json'), '{}');
-      await writeFile(join(dir, 'sub', 'w.safetensors'), Buffer.alloc(10));
+      await writeFile(join(dir, 'model.safetensors'), weights);
+      await writeFile(join(dir, 'sub', 'notes.txt'), 'x'.repeat(10));
       await writeFile(join(dir, '.cache', 'x'), 'x');
       expect(await resolveOrigin(dir, opts)).toEqual({
         source: dir,
@@ -236,15 +239,23 @@ describe('resolveOrigin', () => {
         revision: '',
         files: [
           { path: 'config.json', size: 2 },
-          { path: 'sub/w.safetensors', size: 10 },
+          { path: 'model.safetensors', size: weights.length },
+          { path: 'sub/notes.txt', size: 10 },
         ],
       });
-      expect(await resolveOrigin(join(dir, 'config.json'), opts)).toMatchObject({
-        files: [{ path: 'config.json', size: 2 }],
+      await expect(resolveOrigin(join(dir, 'config.json'), opts)).rejects.toMatchObject({
+        code: 'invalid_argument',
+        message: `${join(dir, 'config.json')} is neither a GGUF file (it would start with the bytes GGUF) nor a safetensors file (an 8-byte header length, then a JSON header): a local source is a model: a GGUF file, a safetensors file, or a folder with a config.json and weights`,
       });
       await expect(resolveOrigin(join(dir, 'nope'), opts)).rejects.toMatchObject({
         code: 'not_found',
         message: `there is no file or directory at ${join(dir, 'nope')}: check the path`,
+      });
+      await expect(
+        resolveOrigin(dir, { ...opts, own: [{ path: dir, what: 'the data dir' }] }),
+      ).rejects.toMatchObject({
+        code: 'invalid_argument',
+        message: `${dir} is the data dir: llmgw never serves its own data; point source at a model's file or folder`,
       });
     } finally {
       await rm(dir, { recursive: true, force: true });

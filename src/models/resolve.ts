@@ -2,11 +2,11 @@
  * A source resolved to the model's origin: the files it is, with sizes and digests, pinned to a commit.
  * Network access goes through an injected fetch; the hub token is sent only to the hub's endpoint.
  */
-import { readdir, stat } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { basename } from 'node:path';
 import { z } from 'zod';
 import { LlmgwError, messageOf } from '../core/errors.js';
-import type { Origin, OriginFile } from './origin.js';
+import { resolveLocalSource, type OwnPath } from './local-source.js';
+import type { Origin } from './origin.js';
 import { type TreeFile, selectFiles } from './select.js';
 import { formatHf, parseSource } from './source.js';
 
@@ -39,6 +39,8 @@ export interface ResolveOptions {
   /** hub.token (or HF_TOKEN): sent only to the endpoint. */
   token?: string;
   signal?: AbortSignal;
+  /** The control plane's own files and folders: never a local source. */
+  own?: readonly OwnPath[];
 }
 
 const revisionInfo = z.object({
@@ -263,36 +265,6 @@ async function resolveUrl(url: string, opts: ResolveOptions): Promise<Origin> {
   };
 }
 
-async function walk(dir: string, prefix: string): Promise<OriginFile[]> {
-  const out: OriginFile[] = [];
-  for (const e of await readdir(dir, { withFileTypes: true })) {
-    if (e.name.startsWith('.')) continue; // .git, .cache: not the model
-    const rel = prefix === '' ? e.name : `${prefix}/${e.name}`;
-    if (e.isDirectory()) out.push(...(await walk(join(dir, e.name), rel)));
-    else if (e.isFile() || e.isSymbolicLink())
-      out.push({ path: rel, size: (await stat(join(dir, e.name))).size });
-  }
-  return out;
-}
-
-async function resolvePath(path: string): Promise<Origin> {
-  let files: OriginFile[];
-  try {
-    const st = await stat(path);
-    files = st.isDirectory() ? await walk(path, '') : [{ path: basename(path), size: st.size }];
-  } catch (e) {
-    const code = (e as { code?: string }).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') {
-      throw new LlmgwError('not_found', `there is no file or directory at ${path}: check the path`);
-    }
-    throw new LlmgwError('unavailable', `${path} could not be read: ${messageOf(e)}`, { cause: e });
-  }
-  if (files.length === 0)
-    throw new LlmgwError('invalid_argument', `${path} holds no files: name where the model is`);
-  files.sort((a, b) => a.path.localeCompare(b.path));
-  return { source: path, kind: 'path', revision: '', files };
-}
-
 /** The origin of a source: refused, in words, when it does not resolve. */
 export async function resolveOrigin(source: string, opts: ResolveOptions): Promise<Origin> {
   const parsed = parseSource(source);
@@ -302,6 +274,6 @@ export async function resolveOrigin(source: string, opts: ResolveOptions): Promi
     case 'url':
       return resolveUrl(parsed.url, opts);
     case 'path':
-      return resolvePath(parsed.path);
+      return resolveLocalSource(parsed.path, opts.own);
   }
 }

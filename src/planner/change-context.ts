@@ -1,3 +1,4 @@
+import { contextProblem, MIN_CONTEXT } from '../catalog/context-bounds.js';
 import type { EngineName, ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
 import { LlmgwError } from '../core/errors.js';
 import { cpuClass } from '../gpu/classes.js';
@@ -16,9 +17,6 @@ import { GIB, gib, toGib } from './units.js';
  * model, its shape and the cluster's memory, and stores the spec this returns.
  */
 
-/** The least context the catalog takes (its context_length) and the most the planner looks at. */
-export const MIN_CONTEXT = 256;
-export const MAX_CONTEXT = 2 ** 24;
 /** llama.cpp's slots a request may ask for: requests served at once, each with the whole context. */
 export const MAX_SLOTS = 64;
 
@@ -184,12 +182,8 @@ function refuseRequest(input: ContextInput): void {
       `model "${spec.name}" is declared in the settings file, so its context is changed there: edit its context_length (and its profiles' args) with llmgw ctl config edit`,
     );
   }
-  if (!Number.isInteger(tokens) || tokens < MIN_CONTEXT || tokens > MAX_CONTEXT) {
-    throw new LlmgwError(
-      'invalid_argument',
-      `a context is a whole number of tokens from ${MIN_CONTEXT} to ${MAX_CONTEXT}, not ${tokens}`,
-    );
-  }
+  const problem = contextProblem(tokens);
+  if (problem !== undefined) throw new LlmgwError('invalid_argument', problem);
   if (slots === undefined) return;
   if (!Number.isInteger(slots) || slots < 1 || slots > MAX_SLOTS) {
     throw new LlmgwError(

@@ -124,6 +124,8 @@ export const shardStatusSchema = z.object({
   /** downloading: its engine waits for the model's files to be on the node. */
   state: z.enum(['downloading', 'starting', 'ready', 'degraded', 'failed', 'stopping']),
   reason: z.string().optional(),
+  /** Failed, and the agent starts it again by itself then (ISO); absent from agents before it was added. */
+  restart_at: z.string().optional(),
   download: downloadProgressSchema.optional(),
   pid: z.int().optional(),
   restarts: z.int(),

@@ -59,3 +59,31 @@ export type ModelView = ModelSpec & { metadata: ModelMetadata; status: ModelStat
  * none), such as that none of its profiles fits any class of the cluster.
  */
 export type ModelChange = ModelView & { warnings?: string[] };
+
+/**
+ * A model as a key that is not admin reads it (GET /models, /models/NAME): what a client of it
+ * needs to call it, never its source, files, profiles or nodes (an admin key reads ModelView).
+ */
+export interface ModelUseView {
+  name: string;
+  /**
+   * `ready`: a replica answers now; `starting`: none yet, some on their way; `scaled_to_zero`:
+   * a request wakes it; `stopped`: none is asked for; `unavailable`: none will answer by itself
+   * (a request is refused at once, saying why).
+   */
+  state: 'ready' | 'starting' | 'scaled_to_zero' | 'stopped' | 'unavailable';
+  /** Replicas that answer now (as the gateway's GET /v1/models says). */
+  ready_replicas: number;
+  context_length?: number;
+  max_output?: number;
+  /** Its LoRA adapters, asked for as `MODEL:ADAPTER`. */
+  adapters: string[];
+}
+
+/** What GET /models and /models/NAME answer: the whole model to an admin key, its use to others. */
+export type ModelRead = ModelView | ModelUseView;
+
+/** Whether a model read from the API is the admin's whole view (it has a source). */
+export function isModelView(m: ModelRead): m is ModelView {
+  return 'source' in m;
+}

@@ -14,6 +14,8 @@ export interface ShardView {
   threads?: number;
   state: ReplicaState | 'stopping';
   reason?: string;
+  /** Failed, and its agent starts it again by itself at this time (ISO). */
+  restart_at?: string;
   /** While downloading: bytes done and total, rate and time left. */
   download?: DownloadProgress;
   pid?: number;
@@ -32,6 +34,8 @@ export interface ReplicaView {
   engine: string | null;
   state: ReplicaState;
   reason?: string;
+  /** Failed, and every failed shard is started again by itself, the last at this time (ISO). */
+  restart_at?: string;
   /** While downloading: over all its shards. */
   download?: DownloadProgress;
   /** The node of rank 0: where the API is. */

@@ -30,6 +30,11 @@ export interface RouteReplica {
   loadMetrics: RouteLoadMetrics;
   /** Where its metrics are. */
   metricsUrl: string;
+  /**
+   * Its engine's health path, under `endpoint` (`/health`): asked after it answers a request
+   * with a 5xx, to tell a request it could not take from a replica that is failing.
+   */
+  healthPath: string;
 }
 
 /**
@@ -55,6 +60,12 @@ export interface CatalogEntry {
   context_length?: number;
   /** Why no replica of it is ready or on its way (all failed, or none has room): requests are refused at once with this. */
   unavailable?: string;
+  /**
+   * No replica is ready, and one comes back by itself: its launcher starts its failed engine
+   * again at `at` (ISO), or it is loading again now (no `at`). Requests wait in the gateway's
+   * queue for it (gateway.queue.timeout_s) rather than being refused; `reason` says why it is down.
+   */
+  restarting?: { at?: string; reason: string };
   /**
    * Autoscaled with `min: 0`: at zero (or starting), a request waits in the gateway's waiting
    * room and wakes it (ScaleSignals.wake) instead of being refused.

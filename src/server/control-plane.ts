@@ -12,6 +12,7 @@ import { ensureAdminKey } from './admin-key.js';
 import { apiPrefix, createApi } from './api/app.js';
 import { Catalog } from './catalog.js';
 import { ModelOrigins } from './model-origins.js';
+import { ownData } from './own-data.js';
 import { consoleRoute } from './console-route.js';
 import { HttpServer, notFound, type RequestHandler, type SharedListener } from './http-server.js';
 import { agentChannelPath } from '../protocol/agent-protocol.js';
@@ -159,6 +160,7 @@ export class ControlPlane {
     const origins: ModelOrigins = new ModelOrigins({
       store,
       hub: (): HubSettings => settings.current.settings.hub,
+      own: () => ownData(settings.current),
       env: options.loadOptions.env ?? process.env,
       logger,
       ...(options.fetch === undefined ? {} : { fetch: options.fetch }),

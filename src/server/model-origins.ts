@@ -21,8 +21,10 @@ import type { Origin, OriginFile } from '../models/origin.js';
 import { readGgufShape, readLocalGgufShape } from '../models/read-gguf.js';
 import { resolveOrigin } from '../models/resolve.js';
 import { known, unknown, type ModelShape } from '../models/shape.js';
+import type { OwnPath } from '../models/local-source.js';
 import { parseSource } from '../models/source.js';
 import type { ModelOriginRecord, Store } from '../store/store.js';
+import { ownData } from './own-data.js';
 
 /** What a source resolved to; `problem` says what of it is not known, and why. */
 export interface Resolution {
@@ -36,6 +38,8 @@ export interface ModelOriginsOptions {
   store: Store;
   /** hub.endpoint and hub.token as the settings say now. */
   hub: () => HubSettings;
+  /** The control plane's own files and folders as the settings say now: never a local source. */
+  own?: () => readonly OwnPath[];
   /** Where HF_ENDPOINT and HF_TOKEN are read. */
   env: Record<string, string | undefined>;
   logger: Logger;
@@ -104,20 +108,24 @@ export class ModelOrigins {
   }
 
   /**
-   * Resolves a source. Refused (thrown) when an hf:// or URL source does not resolve; a local
-   * path this machine lacks, or a shape that cannot be read, is not refused: `problem` says so.
+   * Resolves a source. Refused (thrown) when an hf:// or URL source does not resolve, or when a
+   * local path is not a model (or is the control plane's own data); a local path this machine
+   * lacks, or a shape that cannot be read, is not refused: `problem` says so. `next`: settings
+   * being vetted, whose hub and own files count as well.
    */
-  async resolve(source: string, hub?: HubSettings): Promise<Resolution> {
-    const access = this.access(hub);
+  async resolve(source: string, next?: LoadedSettings): Promise<Resolution> {
+    const access = this.access(next?.settings.hub);
     const signal = AbortSignal.any([AbortSignal.timeout(this.#o.timeoutMs ?? 60_000), this.#stopping.signal]);
     const f = hubFetch(this.#fetch, access, signal);
     const parsed = parseSource(source);
+    const own = [...(this.#o.own?.() ?? []), ...(next === undefined ? [] : ownData(next))];
     let origin: Origin;
     try {
-      origin = await resolveOrigin(source, { fetch: f, ...access, signal });
+      origin = await resolveOrigin(source, { fetch: f, ...access, signal, own });
     } catch (e) {
-      if (parsed.kind === 'path')
-        return { source, origin: null, shape: null, problem: pathProblem(parsed.path, e) };
+      // A path this machine lacks may be on the nodes: its files are used in place there.
+      if (parsed.kind === 'path' && isLlmgwError(e) && e.code === 'not_found')
+        return { source, origin: null, shape: null, problem: notHere(parsed.path) };
       // A missing repository, file or revision is the source's fault: 400, not 404 (which
       // `ctl model apply` reads as "no such model, add it").
       if (isLlmgwError(e) && e.code === 'not_found')
@@ -216,17 +224,18 @@ export class ModelOrigins {
   }
 
   /**
-   * Refuses new settings that declare a model, new or with a changed source, whose hf:// or URL
-   * source does not resolve (with the hub of the new settings), before they are written.
+   * Refuses new settings that declare a model, new or with a changed source, whose source does
+   * not resolve (with the hub of the new settings) or is a local path that is not a model,
+   * before they are written.
    */
   async vet(next: LoadedSettings, before: LoadedSettings): Promise<void> {
     const was = new Map(before.settings.models.map((m) => [m.name, m.source]));
     const issues: Issue[] = [];
     const checks = next.settings.models.map(async (m, i) => {
-      if (was.get(m.name) === m.source || parseSource(m.source).kind === 'path') return;
+      if (was.get(m.name) === m.source) return;
       const path = ['models', i, 'source'];
       try {
-        this.#vetted.set(m.name, { r: await this.resolve(m.source, next.settings.hub), at: Date.now() });
+        this.#vetted.set(m.name, { r: await this.resolve(m.source, next), at: Date.now() });
       } catch (e) {
         const line = lineOfKey(next.source.text, path);
         issues.push({ path, message: messageOf(e), ...(line === undefined ? {} : { line }) });
@@ -319,9 +328,6 @@ function totalParameters(index: unknown): number | undefined {
   return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : undefined;
 }
 
-function pathProblem(path: string, e: unknown): string {
-  if (isLlmgwError(e) && e.code === 'not_found') {
-    return `${path} is not on the control plane's machine: its files are used in place on the nodes, and its size and shape are unknown`;
-  }
-  return `${messageOf(e)}; its files are used in place on the nodes, and its size and shape are unknown`;
+function notHere(path: string): string {
+  return `${path} is not on the control plane's machine: its files are used in place on the nodes, and its size and shape are unknown`;
 }

@@ -1,7 +1,7 @@
 import {
   diffSettings,
   hideSecrets,
-  parseSettings,
+  parseWrittenSettings,
   removeTempCopies,
   restoreSecrets,
   withoutSecrets,
@@ -88,7 +88,7 @@ export class SettingsHolder {
       );
     }
     const text = restoreSecrets(given, before.source.text);
-    const next = parseSettings(text, { ...this.#loadOptions, path: before.source.path, exists: true });
+    const next = parseWrittenSettings(text, { ...this.#loadOptions, path: before.source.path, exists: true });
     const envKeys = [...next.source.fromEnv];
     if (text === before.source.text)
       return { changed: false, applied: [], restart_required: [], overridden_by_env: envKeys };

@@ -1,10 +1,12 @@
 import { Migrator, sql, type Kysely, type MigrationProvider } from 'kysely';
 
+import { llmgwTable } from '../config/sqlite-file.js';
 import { LlmgwError, messageOf } from '../core/errors.js';
 
 import { migrations, type Dialect } from './migrations.js';
 
-const migrationTable = 'llmgw_migration';
+/** Also what tells llmgw's database from another (config/sqlite-file.ts). */
+const migrationTable = llmgwTable;
 const lockTable = 'llmgw_migration_lock';
 
 /**

@@ -11,6 +11,7 @@ import { fakeLlamaServer } from '../fakes/engines/fake-engines.js';
 import { startTestAgent, type TestAgent } from '../support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from '../support/control-plane.js';
 import { enginePorts, until } from '../support/fleet.js';
+import { localModel } from '../support/local-model.js';
 import { chaosReport, scaled } from './chaos.js';
 
 /**
@@ -93,8 +94,7 @@ describe.each([
 
     beforeAll(async () => {
       dir = mkdtempSync(join(tmpdir(), 'llmgw-chaos-partition-'));
-      source = join(dir, 'm.gguf');
-      writeFileSync(source, '');
+      source = localModel(dir);
       const wrapper = join(dir, 'llama-server');
       writeFileSync(wrapper, `#!/bin/sh\nexec "${process.execPath}" "${fakeLlamaServer}" "$@"\n`);
       chmodSync(wrapper, 0o755);

@@ -6,9 +6,10 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startLocalGateway } from '../../src/cli/gateway-compose.js';
-import { fakeGguf, fakeLlamaServer } from '../fakes/engines/fake-engines.js';
+import { fakeLlamaServer } from '../fakes/engines/fake-engines.js';
 import { startDaemon, type Daemon } from '../support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from '../support/control-plane.js';
+import { localModel } from '../support/local-model.js';
 import { enginePorts, until } from '../support/fleet.js';
 import { chaosReport, scaled } from './chaos.js';
 
@@ -83,7 +84,7 @@ describe('chaos: kill -9 an agent under load and start it again', () => {
     agent = await startAgent(token);
     const model = {
       name: 'steady',
-      source: fakeGguf(),
+      source: localModel(),
       profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true, min_memory_gb: 0.1 }],
     };
     expect((await api(t.url, t.adminKey, 'POST', '/models', model)).status).toBe(201);

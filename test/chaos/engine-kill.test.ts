@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -11,6 +11,7 @@ import { fakeLlamaServer } from '../fakes/engines/fake-engines.js';
 import { startTestAgent, type TestAgent } from '../support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from '../support/control-plane.js';
 import { enginePorts, until } from '../support/fleet.js';
+import { localModel } from '../support/local-model.js';
 
 import { chaosReport, scaled } from './chaos.js';
 
@@ -29,8 +30,7 @@ describe('an engine killed under load', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-engine-kill-'));
-    const source = join(dir, 'm.gguf');
-    writeFileSync(source, '');
+    const source = localModel(dir);
     const ports = await enginePorts();
     t = await startControlPlane({
       config: [

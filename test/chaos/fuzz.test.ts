@@ -118,6 +118,7 @@ describe('fuzz: malformed, oversized and random requests to /v1 and /api/v1', ()
           capacity: 8,
           loadMetrics: llamacppEngine.loadMetrics,
           metricsUrl: `${engine.url}/metrics`,
+          healthPath: '/health',
         },
       ],
       models: [{ name: 'chat', adapters: [], engines: ['llamacpp'] }],

@@ -13,6 +13,7 @@ import { api } from '../support/control-plane.js';
 import { enginePorts, until } from '../support/fleet.js';
 import { createTempDatabase, type TempDatabase } from '../support/postgres.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { localModel } from '../support/local-model.js';
 
 import { chaosReport, scaled } from './chaos.js';
 
@@ -41,7 +42,7 @@ describe('the leader killed under gateway load', () => {
     undo.push(() => db.drop());
     dir = mkdtempSync(join(tmpdir(), 'llmgw-leader-kill-'));
     undo.push(() => rm(dir, { recursive: true, force: true }));
-    writeFileSync(join(dir, 'm.gguf'), '');
+    localModel(dir);
     const bin = join(dir, 'llama-server');
     writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" "${fakeLlamaServer}" "$@"\n`);
     chmodSync(bin, 0o755);
@@ -71,7 +72,7 @@ describe('the leader killed under gateway load', () => {
       .secret as string;
     const added = await api(follower.url, follower.adminKey, 'POST', '/models', {
       name: 'm',
-      source: join(dir, 'm.gguf'),
+      source: join(dir, 'm.safetensors'),
       replicas: 1,
       context_length: 2048,
       profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],

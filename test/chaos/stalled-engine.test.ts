@@ -40,6 +40,7 @@ describe('a stalled engine', () => {
     capacity: 4,
     loadMetrics: llamacppEngine.loadMetrics,
     metricsUrl: `${engine.url}/metrics`,
+    healthPath: '/health',
   });
   let sent = 0;
   /** Each request a conversation of its own: none is kept on a replica by affinity. */

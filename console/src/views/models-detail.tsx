@@ -6,6 +6,8 @@ import { queryKeys, type ModelView, type ReplicaView } from '../api.js';
 import { QueryError } from '../query-error.js';
 import { AdminOnly, useSession } from '../session.js';
 import { ContextDialog, GpusDialog } from './models-dialogs.js';
+import { UseFacts } from './models-use.js';
+import { isModelView } from '../../../src/protocol/model-views.js';
 import {
   isDeclared,
   originText,
@@ -29,7 +31,17 @@ export function ModelDetail({ name }: { name: string }) {
       </p>
       <h1 id="view-title">{name}</h1>
       <QueryError query={model} what={`model "${name}"`} />
-      {m !== undefined && (
+      {m !== undefined && !isModelView(m) && (
+        <>
+          <UseFacts model={m} />
+          <h2>Replicas</h2>
+          <QueryError query={replicas} what="the replicas" />
+          {replicas.data !== undefined && (
+            <Replicas name={name} wanted={undefined} list={replicas.data.filter((r) => r.model === name)} />
+          )}
+        </>
+      )}
+      {m !== undefined && isModelView(m) && (
         <>
           {isDeclared(m) && (
             <p className="hint declared">
@@ -48,7 +60,7 @@ export function ModelDetail({ name }: { name: string }) {
           <h2>Replicas</h2>
           <QueryError query={replicas} what="the replicas" />
           {replicas.data !== undefined && (
-            <Replicas model={m} list={replicas.data.filter((r) => r.model === name)} />
+            <Replicas name={name} wanted={m.replicas} list={replicas.data.filter((r) => r.model === name)} />
           )}
         </>
       )}
@@ -162,11 +174,12 @@ function Facts({ model: m }: { model: ModelView }) {
   );
 }
 
-function Replicas({ model, list }: { model: ModelView; list: ReplicaView[] }) {
-  if (list.length === 0) return <p className="hint">No replica ({model.replicas} wanted).</p>;
+function Replicas({ name, wanted, list }: { name: string; wanted: number | undefined; list: ReplicaView[] }) {
+  if (list.length === 0)
+    return <p className="hint">No replica{wanted === undefined ? '' : ` (${wanted} wanted)`}.</p>;
   return (
     <div className="table-scroll">
-      <table aria-label={`Replicas of ${model.name}`}>
+      <table aria-label={`Replicas of ${name}`}>
         <thead>
           <tr>
             <th scope="col">Replica</th>

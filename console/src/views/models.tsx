@@ -2,10 +2,20 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useId, useRef, useState } from 'react';
 import { Link, useRoute } from 'wouter';
 
-import { ApiError, queryKeys, type ModelChange, type ModelView, type PlanAnswer } from '../api.js';
+import {
+  ApiError,
+  queryKeys,
+  type ModelChange,
+  type ModelRead,
+  type ModelUseView,
+  type ModelView,
+  type PlanAnswer,
+} from '../api.js';
 import { QueryError } from '../query-error.js';
 import { AdminOnly, useSession } from '../session.js';
 import { ModelDetail } from './models-detail.js';
+import { UseCatalog } from './models-use.js';
+import { isModelView } from '../../../src/protocol/model-views.js';
 import { isDeclared, originText, profileText, rolloutText, shapeText } from './models-rows.js';
 import { parseModelYaml, placeIssues, type PlacedIssue } from './models-yaml.js';
 import { PlanTable } from './plan.js';
@@ -24,11 +34,21 @@ export function ModelList() {
       <h1 id="view-title">Models</h1>
       <QueryError query={models} what="the models" />
       {models.data?.length === 0 && <p className="hint">The catalog is empty.</p>}
-      {models.data !== undefined && models.data.length > 0 && <Catalog models={models.data} />}
+      {models.data !== undefined && models.data.length > 0 && <AnyCatalog models={models.data} />}
       <AdminOnly>
         <AddModel />
       </AdminOnly>
     </section>
+  );
+}
+
+/** The admin's catalog, or the one a key that is not admin reads (no sources, files or profiles). */
+function AnyCatalog({ models }: { models: ModelRead[] }) {
+  const full = models.filter(isModelView);
+  return full.length === models.length ? (
+    <Catalog models={full} />
+  ) : (
+    <UseCatalog models={models.filter((m): m is ModelUseView => !isModelView(m))} />
   );
 }
 

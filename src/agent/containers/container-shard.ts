@@ -13,6 +13,7 @@ import {
   watchHealth,
   type Probe,
 } from '../supervisor/readiness.js';
+import { backoffMs } from '../supervisor/restart-backoff.js';
 import type { ExitReport, GpuProcessReader, ShardRun, ShardState } from '../supervisor/types.js';
 import { aborted, never, wait } from '../supervisor/wait.js';
 import { DaemonError, type DaemonClient } from './daemon.js';
@@ -95,6 +96,8 @@ export class ContainerShard {
   #done: Promise<void> = Promise.resolve();
   #state: ContainerShardStatus['state'] = 'starting';
   #reason: string | undefined;
+  /** While failed with a restart coming by itself: when (ms, the context's clock). */
+  #restartAt: number | undefined;
   #download: DownloadProgress | undefined;
   #pid: number | undefined;
   #restarts = 0;
@@ -155,6 +158,7 @@ export class ContainerShard {
       restarts: this.#restarts,
     };
     if (this.#reason !== undefined) s.reason = this.#reason;
+    if (this.#restartAt !== undefined) s.restart_at = new Date(this.#restartAt).toISOString();
     if (this.#download !== undefined && this.#state === 'downloading') s.download = this.#download;
     if (this.#pid !== undefined) s.pid = this.#pid;
     if (this.#readySince !== undefined) s.ready_since = new Date(this.#readySince).toISOString();
@@ -182,24 +186,32 @@ export class ContainerShard {
       adopt = undefined;
       if (ending === undefined || this.#stopping()) return;
       const now = this.#ctx.now();
-      if (this.#readySince !== undefined && now - this.#readySince >= this.#ctx.timing.stableMs)
-        this.#failures = 0;
+      const next = this.#nextAttempt(now);
+      this.#failures = next.failures;
       this.#readySince = undefined;
       this.#pid = undefined;
       if (ending.retry === 'final') {
         this.#set('failed', ending.reason);
         return;
       }
-      const { initialMs, maxMs } = this.#ctx.timing.backoff;
-      const delay = ending.retry ?? Math.min(maxMs, initialMs * 2 ** Math.min(this.#failures, 30));
+      const delay = ending.retry ?? next.delay;
       if (ending.retry === undefined) this.#failures++;
       if (ending.ran === true) this.#restarts++;
+      // A refusal is tried again after a while, but waits for someone to act: no restart is coming.
       this.#set(
         'failed',
         `${ending.reason}; ${ending.retry === undefined ? 'restarting' : 'trying again'} in ${formatMs(delay)}`,
+        ending.retry === undefined ? now + delay : undefined,
       );
       if (!(await wait(delay, stop))) return;
     }
+  }
+
+  /** For a run that ends at `now`: the failures its backoff counts (none after a stable run), and its wait. */
+  #nextAttempt(now: number): { failures: number; delay: number } {
+    const stable = this.#readySince !== undefined && now - this.#readySince >= this.#ctx.timing.stableMs;
+    const failures = stable ? 0 : this.#failures;
+    return { failures, delay: backoffMs(failures, this.#ctx.timing.backoff) };
   }
 
   /** One container, from creation (or adoption) to removal. Undefined when it ended because the shard stops. */
@@ -249,7 +261,11 @@ export class ContainerShard {
       this.#id = undefined;
       return undefined;
     }
-    if (outcome.kind === 'recycle') this.#set('failed', outcome.reason);
+    // Stopped first, then the backoff: it starts again no sooner than this.
+    if (outcome.kind === 'recycle') {
+      const now = this.#ctx.now();
+      this.#set('failed', outcome.reason, now + this.#nextAttempt(now).delay);
+    }
     if (outcome.kind !== 'exit') {
       try {
         await stopContainer(client, id, run.stopGraceMs / 1000);
@@ -404,10 +420,12 @@ export class ContainerShard {
     });
   }
 
-  #set(state: ShardState | 'downloading', reason: string | undefined): void {
+  /** `restartAt`: failed, and this loop starts it again then by itself. */
+  #set(state: ShardState | 'downloading', reason: string | undefined, restartAt?: number): void {
     if (this.#stopping() && state !== 'stopping') return;
     this.#state = state;
     this.#reason = reason;
+    this.#restartAt = restartAt;
     this.#emit();
   }
 

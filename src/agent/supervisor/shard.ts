@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 
+import { describeExit, exitReason } from './exit-reason.js';
 import { noGpuMemoryReason, watchGpuMemory } from './gpu-check.js';
 import { readBootId, runTokenVariable, type ProcessRecord, type RecordedProcess } from './leftovers.js';
 import type { LogBuffer } from './log-buffer.js';
@@ -14,24 +15,18 @@ import {
   startingReason,
   watchHealth,
 } from './readiness.js';
+import { backoffMs } from './restart-backoff.js';
 import { describeHolder, findHolder, portUse, type Holder, type Listener } from './sockets.js';
-import type { ExitReport, GpuProcessReader, PortTaken, ShardRun, ShardState, ShardStatus } from './types.js';
+import type {
+  ExitReport,
+  GpuProcessReader,
+  PortTaken,
+  ShardRun,
+  ShardState,
+  ShardStatus,
+  ShardTiming,
+} from './types.js';
 import { aborted, never, wait } from './wait.js';
-
-/** The supervisor's timings, defaults resolved. */
-export interface ShardTiming {
-  backoff: { initialMs: number; maxMs: number };
-  startingIntervalMs: number;
-  readyIntervalMs: number;
-  readyTimeoutMs: number;
-  settleMs: number;
-  gpuCheckDelayMs: number;
-  gpuCheckIntervalMs: number;
-  /** A run that stayed ready this long resets the backoff. */
-  stableMs: number;
-  /** How often a shard whose port another program holds looks again. */
-  portRetryMs: number;
-}
 
 export interface ShardContext {
   log: LogBuffer;
@@ -71,6 +66,8 @@ export class Shard {
   #done: Promise<void> = Promise.resolve();
   #state: ShardState = 'starting';
   #reason: string | undefined;
+  /** While failed with a restart coming: when (ms, the context's clock). */
+  #restartAt: number | undefined;
   #pid: number | undefined;
   #restarts = 0;
   /** Failures since the last stable run: the exponent of the backoff. */
@@ -153,6 +150,7 @@ export class Shard {
       restarts: this.#restarts,
     };
     if (this.#reason !== undefined) s.reason = this.#reason;
+    if (this.#restartAt !== undefined) s.restart_at = new Date(this.#restartAt).toISOString();
     if (this.#pid !== undefined) s.pid = this.#pid;
     if (this.#readySince !== undefined) s.ready_since = new Date(this.#readySince).toISOString();
     if (this.#lastExit !== undefined) s.last_exit = this.#lastExit;
@@ -182,18 +180,26 @@ export class Shard {
       // An exit may race a stop: the stop wins.
       if (ending === undefined || this.#stopping()) return;
       const now = this.#ctx.now();
-      if (this.#readySince !== undefined && now - this.#readySince >= this.#ctx.timing.stableMs) {
-        this.#failures = 0;
-      }
-      const { initialMs, maxMs } = this.#ctx.timing.backoff;
-      const delay = Math.min(maxMs, initialMs * 2 ** Math.min(this.#failures, 30));
-      this.#failures++;
+      const { failures, delay } = this.#nextAttempt(now);
+      this.#failures = failures + 1;
       this.#restarts++;
       this.#readySince = undefined;
       this.#pid = undefined;
-      this.#set('failed', `${ending.reason}; restarting in ${formatMs(delay)}`, ending.portTaken);
+      this.#set(
+        'failed',
+        `${ending.reason}; restarting in ${formatMs(delay)}`,
+        ending.portTaken,
+        now + delay,
+      );
       if (!(await wait(delay, stop))) return;
     }
+  }
+
+  /** For a run that ends at `now`: the failures its backoff counts (none after a stable run), and its wait. */
+  #nextAttempt(now: number): { failures: number; delay: number } {
+    const stable = this.#readySince !== undefined && now - this.#readySince >= this.#ctx.timing.stableMs;
+    const failures = stable ? 0 : this.#failures;
+    return { failures, delay: backoffMs(failures, this.#ctx.timing.backoff) };
   }
 
   /** One run of the processes, from spawn (or adoption) to gone. Undefined when it ended because the shard stops. */
@@ -284,7 +290,11 @@ export class Shard {
       this.#groups = [];
       return undefined;
     }
-    if (outcome.kind === 'recycle') this.#set('failed', outcome.reason);
+    // Its processes stop first, then the backoff: a restart comes no sooner than this.
+    if (outcome.kind === 'recycle') {
+      const now = this.#ctx.now();
+      this.#set('failed', outcome.reason, undefined, now + this.#nextAttempt(now).delay);
+    }
 
     let ending: Ending | undefined;
     if (outcome.kind === 'exit') {
@@ -494,12 +504,14 @@ export class Shard {
     this.#ctx.record.set(this.#run.key, this.#recorded);
   }
 
-  #set(state: ShardState, reason: string | undefined, portTaken?: PortTaken): void {
+  /** `restartAt`: failed, and this loop starts it again then by itself. */
+  #set(state: ShardState, reason: string | undefined, portTaken?: PortTaken, restartAt?: number): void {
     // Once stopping, only the stop speaks.
     if (this.#stopping() && state !== 'stopping') return;
     this.#state = state;
     this.#reason = reason;
     this.#portTaken = portTaken;
+    this.#restartAt = restartAt;
     this.#emit();
   }
 
@@ -514,19 +526,4 @@ export class Shard {
       // The listener's failure must not stop the supervision.
     }
   }
-}
-
-function describeExit(exit: Exit): string {
-  if (exit.signal === null && exit.code === null)
-    return 'exited (started by an earlier agent, so its exit status is not known here)';
-  return exit.signal !== null ? `killed by ${exit.signal}` : `exited with code ${exit.code ?? 'unknown'}`;
-}
-
-/** `llama-server exited with code 1; its last error line: …`: the exit and its most telling line. */
-export function exitReason(name: string, exit: Exit, lines: readonly string[]): string {
-  let reason = `${name} ${describeExit(exit)}`;
-  if (exit.signal === 'SIGKILL') reason += ' (often the out-of-memory killer: `dmesg` tells)';
-  const error = lines.findLast((line) => /error/i.test(line));
-  if (error !== undefined) reason += `; its last error line: ${error.trim().slice(0, 300)}`;
-  return reason;
 }

@@ -39,6 +39,21 @@ export interface ShardRun {
   stopGraceMs: number;
 }
 
+/** The supervisor's timings, defaults resolved. */
+export interface ShardTiming {
+  backoff: { initialMs: number; maxMs: number };
+  startingIntervalMs: number;
+  readyIntervalMs: number;
+  readyTimeoutMs: number;
+  settleMs: number;
+  gpuCheckDelayMs: number;
+  gpuCheckIntervalMs: number;
+  /** A run that stayed ready this long resets the backoff. */
+  stableMs: number;
+  /** How often a shard whose port another program holds looks again. */
+  portRetryMs: number;
+}
+
 export type ShardState = 'starting' | 'ready' | 'degraded' | 'failed' | 'stopping';
 
 export interface ExitReport {
@@ -56,6 +71,11 @@ export interface ShardStatus {
   state: ShardState;
   /** Why it is degraded, failed or still starting, in words a user acts on. */
   reason?: string;
+  /**
+   * Failed, and its supervisor starts it again by itself at this time (ISO): set only with
+   * `failed`, and never where the next try waits for someone to act.
+   */
+  restart_at?: string;
   pid?: number;
   /** Restarts since the shard was started here. */
   restarts: number;

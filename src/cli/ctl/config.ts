@@ -44,6 +44,8 @@ export function registerConfig(ctl: Command, run: Runner): void {
 }
 
 const marker = '# llmgw: ';
+/** Refusals the person can fix in the editor. */
+const reopenOn = new Set<string>(['invalid_argument', 'conflict', 'payload_too_large']);
 
 /** Like kubectl edit: open, validate on save, reopen with the error on top, until valid or unchanged. */
 export async function editSettings(client: ApiClient, o: Output, env: NodeJS.ProcessEnv): Promise<void> {
@@ -78,7 +80,7 @@ export async function editSettings(client: ApiClient, o: Output, env: NodeJS.Pro
       emit(o, change, describeChange);
       return;
     } catch (e) {
-      if (!(e instanceof ApiError) || (e.code !== 'invalid_argument' && e.code !== 'conflict')) {
+      if (!(e instanceof ApiError) || !reopenOn.has(e.code)) {
         if (e instanceof LlmgwError)
           throw new LlmgwError(e.code, `${e.message}\nyour changes are kept in ${file}`);
         throw e;

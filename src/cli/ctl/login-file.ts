@@ -26,19 +26,25 @@ const loginSchema = z.object({
 });
 export type SavedLogin = z.output<typeof loginSchema>;
 
-/** The saved login; one left readable by others (copied, or saved by hand) is made 0600 first, saying so. */
+/**
+ * The saved login; one left readable by others (copied, or saved by hand) is made 0600, saying
+ * so. Read first: a file that is not a saved login (LLMGW_CTL_CONFIG naming another) is refused
+ * with its mode as it was.
+ */
 export function readLogin(
   env: NodeJS.ProcessEnv = process.env,
   onFixed: OnFixed = noteOnStderr,
 ): SavedLogin | undefined {
   const path = loginFilePath(env);
   if (!existsSync(path)) return undefined;
-  restrict(path, 0o600, onFixed);
+  let login: SavedLogin;
   try {
-    return loginSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
+    login = loginSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
   } catch {
     throw new UsageError(`${path} is not a saved login: run llmgw ctl login again, or delete it`);
   }
+  restrict(path, 0o600, onFixed);
+  return login;
 }
 
 function noteOnStderr(f: ModeFix): void {

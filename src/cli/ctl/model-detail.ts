@@ -214,10 +214,15 @@ function downloadLines(downloads: readonly NodeDownload[]): string[] {
   ];
 }
 
-export function modelDetail(m: ModelView, live: ModelLive = {}): string {
-  const sections = modelSections(m);
+/** What runs of a model now, section by section, after what the model is. */
+export function liveSections(live: ModelLive): string[][] {
+  const sections: string[][] = [];
   if (live.replicas !== undefined) sections.push(replicaLines(live.replicas));
   if (live.downloads !== undefined && live.downloads.length > 0) sections.push(downloadLines(live.downloads));
   if (live.plan !== undefined) sections.push(memoryLines(live.plan));
-  return sections.map((s) => s.join('\n')).join('\n\n');
+  return sections;
+}
+
+export function modelDetail(m: ModelView, live: ModelLive = {}): string {
+  return [...modelSections(m), ...liveSections(live)].map((s) => s.join('\n')).join('\n\n');
 }

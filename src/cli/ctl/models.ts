@@ -3,9 +3,14 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 
 import { ApiError } from '../../client/api-client.js';
-import { parseYamlText } from '../../config/yaml-error.js';
+import { parseYamlText, yamlValue } from '../../config/yaml-error.js';
 import { messageOf } from '../../core/errors.js';
-import type { ModelChange, ModelView } from '../../protocol/model-views.js';
+import {
+  isModelView,
+  type ModelChange,
+  type ModelUseView,
+  type ModelView,
+} from '../../protocol/model-views.js';
 import { stringOpt, type Runner } from '../command.js';
 import { age, emit, type Output, table, yaml } from '../output.js';
 import { UsageError } from '../usage-error.js';
@@ -15,6 +20,7 @@ import { connect } from './connection.js';
 import { registerModelAutoscale } from './model-autoscale.js';
 import { registerModelContext } from './model-context.js';
 import { modelDetail } from './model-detail.js';
+import { useDetail, useTable } from './model-use-text.js';
 import { registerModelGpus } from './model-gpus.js';
 
 export function registerModels(ctl: Command, run: Runner): void {
@@ -24,20 +30,23 @@ export function registerModels(ctl: Command, run: Runner): void {
     .action(
       run.action(async ({ o, conn }) => {
         const models = await connect(conn).listModels();
+        const full = models.filter(isModelView);
         emit(o, { items: models }, ({ items }) =>
           items.length === 0
             ? 'No models yet: declare them in the settings (llmgw ctl config edit) or add one with llmgw ctl model add -f FILE.'
-            : table(
-                ['NAME', 'ORIGIN', 'REPLICAS', 'PROFILES', 'SOURCE', 'AGE'],
-                items.map((m) => [
-                  m.name,
-                  m.metadata.origin,
-                  replicasText(m),
-                  profilesSummary(m),
-                  m.source,
-                  age(m.metadata.created_at),
-                ]),
-              ),
+            : full.length < items.length
+              ? useTable(items.filter((m): m is ModelUseView => !isModelView(m)))
+              : table(
+                  ['NAME', 'ORIGIN', 'REPLICAS', 'PROFILES', 'SOURCE', 'AGE'],
+                  full.map((m) => [
+                    m.name,
+                    m.metadata.origin,
+                    replicasText(m),
+                    profilesSummary(m),
+                    m.source,
+                    age(m.metadata.created_at),
+                  ]),
+                ),
         );
       }),
     );
@@ -54,15 +63,17 @@ export function registerModels(ctl: Command, run: Runner): void {
       run.action(async ({ o, conn }, name: string) => {
         const client = connect(conn);
         const m = await client.getModel(name);
-        // What runs of it now: replicas (downloading ones with their progress) and the nodes' downloads.
-        // and whether its profiles fit the cluster, as llmgw ctl plan says (or why that cannot be told).
+        // What runs of it now: replicas (downloading ones with their progress) and the nodes' downloads
+        // (an admin's), and whether its profiles fit the cluster, as llmgw ctl plan says (or why that cannot be told).
         const [replicas, downloads, plan] = await Promise.all([
           client.listReplicas(name),
-          m.status.origin === undefined ? undefined : client.modelDownloads(name).then((d) => d.nodes),
+          !isModelView(m) || m.status.origin === undefined
+            ? undefined
+            : client.modelDownloads(name).then((d) => d.nodes),
           client.plan({ model: name }).catch((e: unknown) => ({ error: messageOf(e) })),
         ]);
         const live = { replicas, plan, ...(downloads === undefined ? {} : { downloads }) };
-        emit(o, { ...m, ...live }, () => modelDetail(m, live));
+        emit(o, { ...m, ...live }, () => (isModelView(m) ? modelDetail(m, live) : useDetail(m, live)));
       }),
     );
 
@@ -75,7 +86,11 @@ export function registerModels(ctl: Command, run: Runner): void {
     .action(
       run.action(async ({ o, conn }, name: string) => {
         const m = await connect(conn).getModel(name);
-        emit(o, m, ({ status: _status, ...definition }) => yaml(definition));
+        emit(o, m, (v) => {
+          if (!isModelView(v)) return yaml(v);
+          const { status: _status, ...definition } = v;
+          return yaml(definition);
+        });
       }),
     );
 
@@ -224,10 +239,12 @@ export function readDefinition(file: string): unknown {
       .map((l) => `  ${l}`)
       .join('\n');
     throw new UsageError(
-      `${file} is not valid YAML or JSON: line ${first.line}, column ${first.column}: ${first.message}\n${frame}`,
+      first.bound === true
+        ? `${file}: line ${first.line}: ${first.message}\n${frame}`
+        : `${file} is not valid YAML or JSON: line ${first.line}, column ${first.column}: ${first.message}\n${frame}`,
     );
   }
-  const value: unknown = doc.toJS();
+  const value: unknown = yamlValue(doc);
   if (typeof value === 'object' && value !== null && !Array.isArray(value) && 'models' in value) {
     throw new UsageError(
       `${file} looks like a settings file (it has models:): give one model, the contents of one entry of models:`,

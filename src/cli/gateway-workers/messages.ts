@@ -5,6 +5,7 @@ import type { GatewayLoadReport, WakeAnswer } from '../../protocol/load-report.j
 import type { ServingCertificate } from '../../server/http-server.js';
 import type { GatewayPrincipal } from '../../gateway/keys.js';
 import type { LimitRefusal } from '../../gateway/rate-limits.js';
+import type { BreakerEvidence, BreakerSnapshot } from '../../gateway/router/breaker.js';
 
 /**
  * What a gateway worker and its primary say over the worker's IPC channel (Node's, with
@@ -30,6 +31,8 @@ export interface WorkerInit {
   routes: RouteTable;
   /** How long a worker keeps a key's answer (the primary's store answers a revocation at once). */
   keyTtlMs: number;
+  /** The replicas' breakers as the primary holds them (one per replica for every process). */
+  breakers: Map<string, BreakerSnapshot>;
 }
 
 export type ToWorker =
@@ -40,6 +43,8 @@ export type ToWorker =
   | { t: 'reply'; id: number; value?: unknown; error?: WireError }
   | { t: 'collect'; id: number }
   | { t: 'stop'; graceMs: number }
+  /** Breakers the primary's board changed: each worker adopts them. */
+  | { t: 'breakers'; states: Map<string, BreakerSnapshot> }
   /** Other workers' connections open per client address, where their sums changed (0: none). */
   | { t: 'peer-connections'; counts: Map<string, number> };
 
@@ -72,6 +77,8 @@ export type ToPrimary =
   /** The worker's load report, for the autoscaler (ScaleSignals.report) through the primary. */
   | { t: 'report'; report: GatewayLoadReport }
   | { t: 'collected'; id: number; metrics: unknown[] }
+  /** Evidence that changed the worker's breaker of a replica, for the primary's board. */
+  | { t: 'breaker'; replica: string; evidence: BreakerEvidence }
   /** The worker's connections open per client address that changed (0: none), for max_connections_per_client. */
   | { t: 'connections'; counts: Map<string, number> };
 

@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { GatewayKeys } from '../../gateway/keys.js';
 import { GatewayError } from '../../gateway/openai-errors.js';
 import { RateLimits } from '../../gateway/rate-limits.js';
+import type { BreakerEvidence, BreakerSnapshot } from '../../gateway/router/breaker.js';
 import type { UsageSink } from '../../gateway/usage-recorder.js';
 import type { RouteTable } from '../../protocol/routes.js';
 import type { ScaleSignals, WakeAnswer } from '../../protocol/load-report.js';
@@ -19,6 +20,7 @@ import type { ServingCertificate, SharedListener } from '../../server/http-serve
 
 import type { GatewayCounts } from '../../protocol/traffic-views.js';
 
+import { BreakerBoard } from './breaker-board.js';
 import { sumCounts } from './counts.js';
 import { InFlightLedger, type Counts } from './ledger.js';
 import { PeerSums } from './peer-sums.js';
@@ -38,6 +40,9 @@ export interface PrimaryServices {
     onInFlightChange(listener: () => void): void;
     setPeerInFlight(counts: Counts): void;
     metricsJson(): Promise<MetricJson[]>;
+    /** Its breakers: the evidence it sees goes to the board, and it adopts the board's states. */
+    onBreakerEvidence(listener: (replica: string, e: BreakerEvidence) => void): void;
+    adoptBreakers(states: ReadonlyMap<string, BreakerSnapshot>): void;
   };
 }
 
@@ -140,6 +145,8 @@ export class WorkerPool implements SharedListener {
   readonly #dir: string;
   readonly #slots: Slot[] = [];
   readonly #ledger: InFlightLedger;
+  /** Each replica's one breaker for every process. */
+  readonly #board: BreakerBoard;
   /** Each worker's connections per client address: max_connections_per_client holds for them all. */
   readonly #clients = new PeerSums((member, sums) =>
     this.#slots[Number(member)]?.child?.send({ t: 'peer-connections', counts: sums } satisfies ToWorker),
@@ -173,6 +180,10 @@ export class WorkerPool implements SharedListener {
       if (member === 'primary') this.#services?.local.setPeerInFlight(peers);
       else
         this.#slots[Number(member)]?.child?.send({ t: 'peers', counts: new Map(peers) } satisfies ToWorker);
+    });
+    this.#board = new BreakerBoard((states) => {
+      this.#services?.local.adoptBreakers(states);
+      for (const s of this.#slots) s.child?.send({ t: 'breakers', states } satisfies ToWorker);
     });
   }
 
@@ -211,6 +222,7 @@ export class WorkerPool implements SharedListener {
     this.#services = services;
     this.#attach(services);
     services.local.onInFlightChange(() => this.#ledger.post('primary', services.local.ownInFlight()));
+    services.local.onBreakerEvidence((replica, e) => this.#board.evidence(replica, e));
     const read = async () => {
       try {
         const table = await services.routes();
@@ -218,6 +230,7 @@ export class WorkerPool implements SharedListener {
         if (text === this.#routesText) return;
         this.#routes = table;
         this.#routesText = text;
+        this.#board.setReplicas(table.replicas);
         for (const s of this.#slots) s.child?.send({ t: 'routes', routes: table } satisfies ToWorker);
       } catch (e) {
         this.#o.logger.warn(
@@ -279,6 +292,7 @@ export class WorkerPool implements SharedListener {
       tls: this.#tls,
       routes: this.#routes,
       keyTtlMs: this.#o.keyTtlMs ?? 1000,
+      breakers: this.#board.snapshots(),
     };
     const member = String(slot.index);
     // A worker gone before a send reaches it (EPIPE) is handled by its exit.
@@ -341,6 +355,9 @@ export class WorkerPool implements SharedListener {
         break;
       case 'inflight':
         this.#ledger.post(member, m.counts);
+        break;
+      case 'breaker':
+        this.#board.evidence(m.replica, m.evidence);
         break;
       case 'connections':
         this.#clients.post(member, m.counts);
@@ -405,7 +422,7 @@ export class WorkerPool implements SharedListener {
       s.local.metricsJson(),
       ...this.#slots.map((slot) => this.#collect(slot.child)),
     ]);
-    return aggregateMetrics(parts);
+    return aggregateMetrics(parts, this.#board.states());
   }
 
   #collect(child: ChildProcess | undefined): Promise<MetricJson[]> {

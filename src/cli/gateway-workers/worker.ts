@@ -267,6 +267,10 @@ export async function runWorker(logger: Logger): Promise<void> {
       void channel.send({ t: 'inflight', counts: gateway.router.ownInFlight() });
     });
   });
+  // Its breakers follow the primary's board, told what changed them here.
+  gateway.router.onBreakerEvidence(
+    (replica, evidence) => void channel.send({ t: 'breaker', replica, evidence }),
+  );
   /** Upgraded connections relayed to the primary: it ends them as it stops; past the grace, they are cut here. */
   const piped = new Set<Duplex>();
   const http = new HttpServer({
@@ -333,6 +337,9 @@ export async function runWorker(logger: Logger): Promise<void> {
       case 'peers':
         gateway.router.setPeerInFlight(m.counts);
         break;
+      case 'breakers':
+        gateway.router.adoptBreakers(m.states);
+        break;
       case 'peer-connections':
         clients?.setPeers(m.counts);
         break;
@@ -370,6 +377,7 @@ export async function runWorker(logger: Logger): Promise<void> {
   );
   counting.unref();
   await gateway.start();
+  gateway.router.adoptBreakers(init.breakers);
   try {
     await http.listenOn(got.handle);
   } catch (e) {

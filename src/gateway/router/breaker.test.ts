@@ -108,3 +108,81 @@ describe('a breaker opened by a request that hung', () => {
     expect(b.answered(5000)).toBe(true);
   });
 });
+
+describe('5xx answers of a replica whose health check answers', () => {
+  it('never open it for one key, however many', () => {
+    const b = new Breaker();
+    for (let i = 0; i < 100; i++) expect(b.refused(i, 'noisy', false)).toBe(false);
+    expect(b.state(100)).toBe('closed');
+  });
+
+  it('open it once three keys got one since its last success, and a success forgets them', () => {
+    const b = new Breaker();
+    expect(b.refused(0, 'a', false)).toBe(false);
+    expect(b.refused(1, 'b', false)).toBe(false);
+    b.succeeded(2, false);
+    expect(b.refused(3, 'c', false)).toBe(false);
+    expect(b.refused(4, 'a', false)).toBe(false);
+    expect(b.state(4)).toBe('closed');
+    expect(b.refused(5, 'b', false)).toBe(true);
+    expect(b.state(5)).toBe('open');
+    expect(b.openUntil).toBe(1005);
+  });
+
+  it('free the trial when the trial is the one refused', () => {
+    const b = new Breaker();
+    b.failed(0);
+    const trial = b.admit();
+    expect(b.allows(1000)).toBe(false);
+    b.refused(1000, 'a', trial);
+    expect(b.allows(1000)).toBe(true);
+  });
+});
+
+describe('a breaker shared by a gateway’s processes', () => {
+  it('changes its version only when what a snapshot holds changes', () => {
+    const b = new Breaker();
+    const v = b.version;
+    b.succeeded(0, false);
+    b.answered(0);
+    b.cancelled(false);
+    expect(b.version).toBe(v);
+    b.failed(0);
+    expect(b.version).not.toBe(v);
+    const open = b.version;
+    b.failed(10);
+    expect(b.version).toBe(open);
+  });
+
+  it('applies another process’s evidence as its own', () => {
+    const b = new Breaker();
+    expect(b.apply({ kind: 'failed', needsRequest: true }, 0)).toBe(true);
+    b.apply({ kind: 'answered' }, 2000);
+    expect(b.state(2000)).toBe('half-open');
+    b.apply({ kind: 'succeeded', trial: true }, 2000);
+    expect(b.state(2000)).toBe('closed');
+    b.apply({ kind: 'refused', key: 'a' }, 3000);
+    b.apply({ kind: 'refused', key: 'b' }, 3000);
+    expect(b.apply({ kind: 'refused', key: 'c' }, 3000)).toBe(true);
+  });
+
+  it('adopts a snapshot on another clock: the cooldown left, openings, keys and whether it hung', () => {
+    const primary = new Breaker();
+    primary.failed(5000, { needsRequest: true });
+    primary.refused(5100, 'k', false);
+    const snapshot = primary.snapshot(5400);
+    expect(snapshot).toEqual({ open: true, leftMs: 600, openings: 1, needsRequest: true, refusedBy: ['k'] });
+    const worker = new Breaker();
+    worker.adopt(snapshot, 100);
+    expect(worker.state(699)).toBe('open');
+    expect(worker.state(700)).toBe('half-open');
+    expect(worker.answered(800)).toBe(false);
+    expect(worker.snapshot(100)).toEqual(snapshot);
+    // Its next opening doubles from there.
+    worker.failed(700);
+    expect(worker.openUntil).toBe(2700);
+    worker.adopt(new Breaker().snapshot(0), 800);
+    expect(worker.state(800)).toBe('closed');
+    expect(worker.allows(800)).toBe(true);
+  });
+});

@@ -41,6 +41,30 @@ export function failingTimeout(model: string, waitedMs: number, retryAfterS: num
   });
 }
 
+/** Its restart is due after the request's wait would end: come back then rather than wait for nothing. */
+export function restartTooLate(
+  model: string,
+  o: { reason: string; waitMs: number; dueInS: number },
+): RouterError {
+  return new RouterError({
+    kind: 'restarting',
+    message: `no replica of ${model} is ready, and its restart is due in ${o.dueInS} s, past the ${seconds(o.waitMs)} s a request waits (gateway.queue.timeout_s): ${o.reason}; retry then, or see llmgw ctl replicas ${model}`,
+    retryAfterS: o.dueInS,
+  });
+}
+
+/** The request waited its whole wait for a replica that is restarting. */
+export function restartTimeout(
+  model: string,
+  o: { reason: string; waitedMs: number; retryAfterS: number },
+): RouterError {
+  return new RouterError({
+    kind: 'restarting',
+    message: `no replica of ${model} became ready in the ${seconds(o.waitedMs)} s the request waited for its restart: ${o.reason}; retry later, or see llmgw ctl replicas ${model}`,
+    retryAfterS: o.retryAfterS,
+  });
+}
+
 export function cancelled(model: string): RouterError {
   return new RouterError({
     kind: 'cancelled',

@@ -15,6 +15,7 @@ function replica(id: string, over: Partial<RouteReplica> = {}): RouteReplica {
     capacity: 4,
     loadMetrics: { running: 'vllm:num_requests_running', waiting: 'vllm:num_requests_waiting' },
     metricsUrl: `http://${id}:8000/metrics`,
+    healthPath: '/health',
     ...over,
   };
 }

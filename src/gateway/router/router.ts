@@ -1,7 +1,8 @@
 import { AffinityMap } from './affinity-map.js';
-import { Breaker } from './breaker.js';
+import { Breaker, type BreakerEvidence, type BreakerSnapshot } from './breaker.js';
 import { PrefixIndex } from './prefix-index.js';
-import { allExcluded, cancelled, failingTimeout, noReplica, queueFull, queueTimeout } from './refusals.js';
+import { allExcluded, cancelled, failingTimeout, queueFull, queueTimeout } from './refusals.js';
+import { RestartingModels } from './restarting-models.js';
 import type {
   AcquireOptions,
   Lease,
@@ -9,10 +10,23 @@ import type {
   Outcome,
   PickHook,
   ReplicaLoad,
+  Restarting,
   RouteReplica,
   RoutingPolicy,
   ScrapeFailureKind,
 } from './types.js';
+import {
+  isExcluded,
+  isFull,
+  ModelGroup,
+  ReplicaEntry,
+  RouterLease,
+  scoreOf,
+  STALE_PENALTY,
+  type ReleaseFn,
+  type Waiter,
+  type Wants,
+} from './model-group.js';
 
 export interface RouterOptions {
   /** A reading older than this is stale: the replica counts as busy (default 1000 ms = 4 missed scrapes). */
@@ -45,141 +59,17 @@ export interface RouterOptions {
   pick?: PickHook;
 }
 
-/** What a pick is told of the request. */
-type Wants = Omit<AcquireOptions, 'signal' | 'exclude'> | undefined;
+/** The evidence a release or a scrape gives, made once. */
+const succeeded: BreakerEvidence = { kind: 'succeeded', trial: false };
+const trialSucceeded: BreakerEvidence = { kind: 'succeeded', trial: true };
+const failed: BreakerEvidence = { kind: 'failed', needsRequest: false };
+const hung: BreakerEvidence = { kind: 'failed', needsRequest: true };
+const answered: BreakerEvidence = { kind: 'answered' };
 
-/**
- * A stale or missing reading counts as this much load: such a replica is taken only when
- * no replica with a fresh reading is free (stale metrics count as saturated, as in llm-d's
- * saturation detector), and among stale ones the gateway's own count decides.
- */
-const STALE_PENALTY = 1_000_000;
 /** A full KV cache weighs as much as four queued requests: it is where preemption starts. */
 const KV_WEIGHT = 4;
 /** Retry-After for a busy model: completions free slots within seconds. */
 const BUSY_RETRY_AFTER_S = 5;
-
-class ReplicaEntry {
-  replica: RouteReplica;
-  capacity: number;
-  readonly group: ModelGroup;
-  readonly breaker: Breaker;
-  /** The gateway's own requests on it now. */
-  inFlight = 0;
-  /** Requests other workers of this gateway have on it now (setPeerInFlight); 0 with one worker. */
-  peerInFlight = 0;
-  reading: LoadReading | undefined = undefined;
-  /** The reading's load: running + waiting + KV use × weight. */
-  base = 0;
-  /** The gateway's requests in flight (own and peers') when the reading came: the reading already counts them. */
-  inFlightAtReading = 0;
-  scrapeError: string | undefined = undefined;
-  removed = false;
-  /** The prompt blocks sent here: what its prefix cache likely holds. */
-  readonly prefix: PrefixIndex;
-
-  constructor(replica: RouteReplica, group: ModelGroup, breaker: Breaker, prefix: PrefixIndex) {
-    this.replica = replica;
-    this.capacity = Math.max(1, replica.capacity);
-    this.group = group;
-    this.breaker = breaker;
-    this.prefix = prefix;
-  }
-}
-
-interface Waiter {
-  readonly group: ModelGroup;
-  readonly wants: Wants;
-  readonly exclude: ReadonlySet<string> | undefined;
-  readonly signal: AbortSignal | undefined;
-  readonly enqueuedAt: number;
-  readonly resolve: (lease: Lease) => void;
-  readonly reject: (error: Error) => void;
-  timer: NodeJS.Timeout | undefined;
-  onAbort: (() => void) | undefined;
-  prev: Waiter | undefined;
-  next: Waiter | undefined;
-}
-
-/** One model: its replicas in an array (scanned per request) and its FIFO of waiters. */
-class ModelGroup {
-  readonly model: string;
-  entries: ReplicaEntry[] = [];
-  inFlight = 0;
-  head: Waiter | undefined = undefined;
-  tail: Waiter | undefined = undefined;
-  queued = 0;
-  /** Wakes the queue when the earliest breaker cooldown ends. */
-  wake: NodeJS.Timeout | undefined = undefined;
-  wakeAt = 0;
-  /** The round-robin policy's next replica. */
-  cursor = 0;
-
-  constructor(model: string) {
-    this.model = model;
-  }
-
-  push(waiter: Waiter): void {
-    waiter.prev = this.tail;
-    if (this.tail) this.tail.next = waiter;
-    else this.head = waiter;
-    this.tail = waiter;
-    this.queued++;
-  }
-
-  unlink(waiter: Waiter): void {
-    if (waiter.prev) waiter.prev.next = waiter.next;
-    else this.head = waiter.next;
-    if (waiter.next) waiter.next.prev = waiter.prev;
-    else this.tail = waiter.prev;
-    waiter.prev = undefined;
-    waiter.next = undefined;
-    this.queued--;
-  }
-}
-
-type ReleaseFn = (entry: ReplicaEntry, trial: boolean, outcome: Outcome) => void;
-
-class RouterLease implements Lease {
-  readonly replica: RouteReplica;
-  readonly queuedMs: number;
-  readonly #entry: ReplicaEntry;
-  readonly #trial: boolean;
-  readonly #done: ReleaseFn;
-  #released = false;
-
-  constructor(entry: ReplicaEntry, queuedMs: number, trial: boolean, done: ReleaseFn) {
-    this.replica = entry.replica;
-    this.queuedMs = queuedMs;
-    this.#entry = entry;
-    this.#trial = trial;
-    this.#done = done;
-  }
-
-  release(outcome: Outcome): void {
-    if (this.#released) return;
-    this.#released = true;
-    this.#done(this.#entry, this.#trial, outcome);
-  }
-}
-
-function scoreOf(entry: ReplicaEntry, now: number, staleMs: number): number {
-  const reading = entry.reading;
-  if (reading === undefined || now - reading.at > staleMs)
-    return STALE_PENALTY + entry.inFlight + entry.peerInFlight;
-  // Only the requests added since the reading: it already counts those in flight then.
-  const added = entry.inFlight + entry.peerInFlight - entry.inFlightAtReading;
-  return added > 0 ? entry.base + added : entry.base;
-}
-
-/** Full: the requests of every worker of the gateway on it reach its capacity. */
-function isFull(entry: ReplicaEntry): boolean {
-  return entry.inFlight + entry.peerInFlight >= entry.capacity;
-}
-
-function isExcluded(entry: ReplicaEntry, exclude: ReadonlySet<string> | undefined): boolean {
-  return exclude !== undefined && exclude.size > 0 && exclude.has(entry.replica.id);
-}
 
 /**
  * Picks, for each request, the least loaded ready replica of its model: the engine's own
@@ -202,9 +92,13 @@ export class Router {
   readonly #hook: PickHook | undefined;
   readonly #entries = new Map<string, ReplicaEntry>();
   readonly #groups = new Map<string, ModelGroup>();
-  readonly #release: ReleaseFn = (entry, trial, outcome) => {
-    this.#released(entry, trial, outcome);
+  /** Models with no replica in the table that come back by themselves. */
+  readonly #restarting: RestartingModels;
+  readonly #release: ReleaseFn = (entry, trial, outcome, key) => {
+    this.#released(entry, trial, outcome, key);
   };
+  /** Told of evidence that changed a replica's breaker here (a gateway worker sends it to its primary). */
+  #onEvidence: ((replica: string, e: BreakerEvidence) => void) | undefined;
   /** Told when this router's own in-flight counts change (a gateway worker posts them to its peers). */
   #onInFlight: (() => void) | undefined;
 
@@ -213,6 +107,7 @@ export class Router {
     this.#affinityBound = options.affinityBound ?? 2;
     this.#maxQueued = options.queue?.maxPerModel ?? 256;
     this.#queueTimeoutMs = options.queue?.timeoutMs ?? 30_000;
+    this.#restarting = new RestartingModels(this.#queueTimeoutMs);
     this.#breakerOptions = { ...options.breaker };
     this.#now = options.now ?? (() => performance.now());
     this.#random = options.random ?? Math.random;
@@ -231,10 +126,23 @@ export class Router {
     return this.#policy === 'ours';
   }
 
-  /** The ready replicas: gone ones are dropped (their leases still release), new ones added, others updated. */
-  setReplicas(replicas: readonly RouteReplica[]): void {
+  /**
+   * The ready replicas: gone ones are dropped (their leases still release), new ones added,
+   * others updated. `restarting`: models none of whose replicas is here that come back by
+   * themselves; their requests wait for them rather than being refused.
+   */
+  setReplicas(
+    replicas: readonly RouteReplica[],
+    restarting: ReadonlyMap<string, Restarting> = new Map(),
+  ): void {
     const seen = new Set<string>();
     const touched = new Set<ModelGroup>();
+    const now = this.#now();
+    // A model's restart news changes whom its waiters may wait for.
+    for (const model of this.#restarting.set(restarting, now)) {
+      const group = this.#groups.get(model);
+      if (group !== undefined) touched.add(group);
+    }
     for (const replica of replicas) {
       seen.add(replica.id);
       let entry = this.#entries.get(replica.id);
@@ -264,9 +172,8 @@ export class Router {
       this.#remove(entry);
       touched.add(entry.group);
     }
-    const now = this.#now();
     for (const group of touched) {
-      this.#refuseStranded(group);
+      this.#refuseStranded(group, now);
       if (group.head) {
         this.#drain(group, now);
         this.#armWake(group, now);
@@ -283,7 +190,9 @@ export class Router {
     const base = reading.running + reading.waiting + (reading.kvUsage ?? 0) * KV_WEIGHT;
     entry.base = Number.isNaN(base) ? STALE_PENALTY : base;
     entry.scrapeError = undefined;
-    if (entry.breaker.answered(reading.at) && entry.group.head) this.#drain(entry.group, this.#now());
+    if (!entry.breaker.answered(reading.at)) return;
+    this.#onEvidence?.(id, answered);
+    if (entry.group.head) this.#drain(entry.group, this.#now());
   }
 
   /**
@@ -322,7 +231,31 @@ export class Router {
     entry.scrapeError = error;
     if (kind !== 'unreachable') return;
     const now = this.#now();
-    if (entry.breaker.failed(now) && entry.group.head) this.#armWake(entry.group, now);
+    const opened = entry.breaker.failed(now);
+    if (opened) this.#onEvidence?.(id, failed);
+    if (opened && entry.group.head) this.#armWake(entry.group, now);
+  }
+
+  /** Calls `listener` with each piece of evidence that changed a replica's breaker here (one listener). */
+  onBreakerEvidence(listener: (replica: string, e: BreakerEvidence) => void): void {
+    this.#onEvidence = listener;
+  }
+
+  /** Takes the breakers' states another process holds (a gateway worker, its primary's: one per replica). */
+  adoptBreakers(states: ReadonlyMap<string, BreakerSnapshot>): void {
+    const now = this.#now();
+    const touched = new Set<ModelGroup>();
+    for (const [id, state] of states) {
+      const entry = this.#entries.get(id);
+      if (entry === undefined) continue;
+      entry.breaker.adopt(state, now);
+      touched.add(entry.group);
+    }
+    for (const group of touched) {
+      if (!group.head) continue;
+      this.#drain(group, now);
+      this.#armWake(group, now);
+    }
   }
 
   /** Models with at least one ready replica. */
@@ -355,17 +288,24 @@ export class Router {
 
   /** A replica for one request, at once or after a wait in the model's queue; rejects with RouterError. */
   acquire(model: string, options?: AcquireOptions): Promise<Lease> {
-    const group = this.#groups.get(model);
-    if (group === undefined || group.entries.length === 0) return Promise.reject(noReplica(model));
-    const signal = options?.signal;
-    if (signal?.aborted) return Promise.reject(cancelled(model));
     const exclude = options?.exclude;
     const now = this.#now();
+    const known = this.#groups.get(model);
+    // None in the table: only a model coming back by itself, in time for this request, keeps it.
+    const refused =
+      known === undefined || known.entries.length === 0
+        ? this.#restarting.strandedBy(model, { exclude, deadline: now + this.#queueTimeoutMs, now })
+        : undefined;
+    if (refused !== undefined) return Promise.reject(refused);
+    const signal = options?.signal;
+    if (signal?.aborted) return Promise.reject(cancelled(model));
+    const group = known ?? this.#group(model);
     // Earlier requests first: a slot that came free without a wake-up (a cooldown just over) is theirs.
     if (group.head) this.#drain(group, now);
     const entry = this.#pick(group, exclude, options, now);
     if (entry) return Promise.resolve(this.#lease(entry, 0));
-    if (!this.#hasCandidate(group, exclude)) return Promise.reject(allExcluded(model));
+    if (group.entries.length > 0 && !this.#hasCandidate(group, exclude))
+      return Promise.reject(allExcluded(model));
     if (group.queued >= this.#maxQueued) {
       return Promise.reject(queueFull(model, group.queued, BUSY_RETRY_AFTER_S));
     }
@@ -601,20 +541,30 @@ export class Router {
     return new RouterLease(entry, queuedMs, trial, this.#release);
   }
 
-  #released(entry: ReplicaEntry, trial: boolean, outcome: Outcome): void {
+  #released(entry: ReplicaEntry, trial: boolean, outcome: Outcome, key: string | undefined): void {
     const group = entry.group;
     entry.inFlight--;
     group.inFlight--;
     this.#onInFlight?.();
     const now = this.#now();
+    const breaker = entry.breaker;
+    const version = breaker.version;
+    let opened = false;
+    let evidence: BreakerEvidence | undefined;
     if (outcome === 'ok') {
-      entry.breaker.succeeded(now, trial);
+      breaker.succeeded(now, trial);
+      evidence = trial ? trialSucceeded : succeeded;
     } else if (outcome === 'failed' || outcome === 'stalled') {
-      if (entry.breaker.failed(now, { needsRequest: outcome === 'stalled' }) && group.head && !entry.removed)
-        this.#armWake(group, now);
+      opened = breaker.failed(now, { needsRequest: outcome === 'stalled' });
+      evidence = outcome === 'stalled' ? hung : failed;
+    } else if (outcome === 'refused' && key !== undefined) {
+      opened = breaker.refused(now, key, trial);
+      evidence = { kind: 'refused', key };
     } else {
-      entry.breaker.cancelled(trial);
+      breaker.cancelled(trial);
     }
+    if (evidence !== undefined && breaker.version !== version) this.#onEvidence?.(entry.replica.id, evidence);
+    if (opened && group.head && !entry.removed) this.#armWake(group, now);
     if (entry.removed) this.#dropIfIdle(group);
     else if (group.head) this.#drain(group, now);
   }
@@ -656,6 +606,11 @@ export class Router {
     this.#leave(waiter);
     const now = this.#now();
     const waited = this.#queueTimeoutMs;
+    const restarting = group.entries.length === 0 ? this.#restarting.timedOut(group.model, now) : undefined;
+    if (restarting !== undefined) {
+      waiter.reject(restarting);
+      return;
+    }
     // Every candidate cooling down: the replicas are failing, not busy; retry when one may be back.
     let reopens = Infinity;
     for (const entry of group.entries) {
@@ -715,14 +670,23 @@ export class Router {
     group.wake.unref();
   }
 
-  /** Waiters that no replica left could ever serve: refused now rather than at their timeout. */
-  #refuseStranded(group: ModelGroup): void {
+  /** Waiters that no replica left could ever serve, nor one coming back in their wait: refused now rather than at their timeout. */
+  #refuseStranded(group: ModelGroup, now: number): void {
     let waiter = group.head;
     while (waiter) {
       const next = waiter.next;
-      if (!this.#hasCandidate(group, waiter.exclude)) {
+      const refused = this.#hasCandidate(group, waiter.exclude)
+        ? undefined
+        : group.entries.length > 0
+          ? allExcluded(group.model)
+          : this.#restarting.strandedBy(group.model, {
+              exclude: waiter.exclude,
+              deadline: waiter.enqueuedAt + this.#queueTimeoutMs,
+              now,
+            });
+      if (refused !== undefined) {
         this.#leave(waiter);
-        waiter.reject(group.entries.length === 0 ? noReplica(group.model) : allExcluded(group.model));
+        waiter.reject(refused);
       }
       waiter = next;
     }

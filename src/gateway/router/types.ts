@@ -14,12 +14,17 @@ export interface LoadReading {
 
 /** How a request to a replica ended, for the circuit breaker and the load count. */
 export type Outcome =
-  /** Answered (any status below 500, or a 5xx after bytes reached the client). */
+  /** Answered (any status below 500 but 401, or a 5xx after bytes reached the client). */
   | 'ok'
-  /** Refused the connection, or answered 5xx before any byte reached the client: try another. */
+  /** Refused the connection, answered 401, or 5xx while its health check failed: try another. */
   | 'failed'
   /** The client went away; says nothing about the replica. */
   | 'cancelled'
+  /**
+   * Answered 5xx while its health check answered: the request was what it could not take.
+   * Counts against it only when keys enough got the same since its last success.
+   */
+  | 'refused'
   /**
    * The engine went silent on the request (gateway.upstream_idle_timeout_s): failed, and only
    * a request it answers brings it back (its metrics may well answer while requests hang).
@@ -31,7 +36,8 @@ export interface Lease {
   replica: RouteReplica;
   /** How long the request waited in the queue, ms. */
   queuedMs: number;
-  release(outcome: Outcome): void;
+  /** `key`: the key whose request it was (the breaker counts keys a replica refused). */
+  release(outcome: Outcome, key?: string): void;
 }
 
 export interface AcquireOptions {
@@ -68,11 +74,24 @@ export interface PickRequest {
  */
 export type PickHook = (candidates: readonly RouteReplica[], request: PickRequest) => string | undefined;
 
+/**
+ * A model with no replica in the route table that comes back by itself: its launcher starts
+ * a failed engine again (the route table's `restarting`). Its requests wait in its queue.
+ */
+export interface Restarting {
+  /** ms from now until the restart is due; unset when it is loading again already. */
+  dueInMs?: number | undefined;
+  /** Why it is down, for the answer when a request's wait runs out. */
+  reason: string;
+}
+
 /** Why no replica was given; the gateway turns these into 503 (with Retry-After) or 404. */
 export type RouterRefusal =
   | { kind: 'no-replica'; message: string }
   | { kind: 'queue-full'; message: string; retryAfterS: number }
   | { kind: 'queue-timeout'; message: string; retryAfterS: number }
+  /** Its replica is restarting, and was not back within the request's wait (or will not be). */
+  | { kind: 'restarting'; message: string; retryAfterS: number }
   | { kind: 'cancelled'; message: string };
 
 export class RouterError extends Error {

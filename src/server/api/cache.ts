@@ -45,7 +45,8 @@ export function modelFileRoutes(deps: ApiDeps): Hono<ApiEnv> {
     return c.json<PullStarted>(deps.fleet.pull(view.name, origin, body.nodes), 202);
   });
 
-  app.get('/:name/downloads', async (c) => {
+  // Which files each node holds or fetches: an admin's, as the model's files are (GET /models shows users no files).
+  app.get('/:name/downloads', adminOnly, async (c) => {
     const { view, origin } = await pinnedOrigin(deps, c.req.param('name'));
     return c.json<ModelDownloads>(deps.fleet.downloads(view.name, origin));
   });
@@ -125,7 +126,7 @@ async function purgeFiles(
 /** GET /cache?node=NAME: what each node's cache (and the mirror) holds, asked of the agents now. */
 export function cacheRoutes(deps: ApiDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
-  app.get('/', async (c) => {
+  app.get('/', adminOnly, async (c) => {
     const node = c.req.query('node');
     const nodes = await deps.fleet.caches(node === '' ? undefined : node);
     const view: CacheView = { nodes };

@@ -1,4 +1,7 @@
 import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+
+import { settingsMaxBytes, settingsSizeMessage } from '../../config/settings-size.js';
 
 import { LlmgwError } from '../../core/errors.js';
 import { adminOnly, principalOf, type ApiDeps, type ApiEnv } from './context.js';
@@ -19,7 +22,14 @@ export function configRoutes(deps: ApiDeps): Hono<ApiEnv> {
     return c.body(deps.settings.shownText, 200, { 'Content-Type': 'application/yaml; charset=utf-8' });
   });
 
-  app.put('/', async (c) => {
+  // Tighter than the API's 1 MiB: the body is read whole and parsed as YAML.
+  const bounded = bodyLimit({
+    maxSize: settingsMaxBytes,
+    onError: () => {
+      throw new LlmgwError('payload_too_large', `the settings file was not changed: ${settingsSizeMessage}`);
+    },
+  });
+  app.put('/', bounded, async (c) => {
     const type = c.req.header('content-type') ?? '';
     if (!/^(application\/(x-)?yaml|text\/(x-)?yaml|text\/plain)\b/i.test(type)) {
       throw new LlmgwError(

@@ -1,12 +1,17 @@
 import { Hono } from 'hono';
 
+import type { Principal } from '../../auth/authenticator.js';
 import { modelSchema } from '../../catalog/model-spec.js';
+import { isLlmgwError, LlmgwError } from '../../core/errors.js';
+import { clientText } from '../../core/redact.js';
+
 import type { ListOf } from '../../core/api-types.js';
 import type { ModelGpusCheck, ModelGpusView } from '../../protocol/model-gpus-views.js';
-import type { ModelChange, ModelView } from '../../protocol/model-views.js';
+import type { ModelChange, ModelUseView, ModelView } from '../../protocol/model-views.js';
 import { contextBody, setModelContext } from '../model-context.js';
 import { fitWarnings } from '../model-fit.js';
 import { changeModelGpus, gpusBody } from '../model-gpus.js';
+import { mayRead, modelUseView } from '../model-use.js';
 import { withScale } from './autoscale.js';
 import {
   adminOnly,
@@ -25,15 +30,27 @@ const changeable = Object.keys(modelSchema.shape).filter((k) => k !== 'name');
 export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
-  // Each with its latest rolling change: the console's catalog shows one in progress.
-  app.get('/', async (c) =>
-    c.json<ListOf<ModelView>>({
-      items: await Promise.all((await deps.catalog.list()).map((m) => withRollout(deps, m))),
-    }),
-  );
+  // Each with its latest rolling change: the console's catalog shows one in progress. A key
+  // that is not admin reads the models it may use, as a client needs them: no source, files or nodes.
+  app.get('/', async (c) => {
+    const who = principalOf(c);
+    const models = await deps.catalog.list();
+    if (who.role === 'admin')
+      return c.json<ListOf<ModelView>>({ items: await Promise.all(models.map((m) => withRollout(deps, m))) });
+    const table = await deps.fleet.routeTable();
+    return c.json<ListOf<ModelUseView>>({
+      items: models
+        .filter((m) => mayRead(who.allowedModels, m.name))
+        .map((m) => modelUseView(withScale(deps, m), table)),
+    });
+  });
 
   app.get('/:name', async (c) => {
-    const model = await deps.catalog.get(c.req.param('name'));
+    const who = principalOf(c);
+    const name = c.req.param('name');
+    const model = await readable(deps, who, name);
+    if (who.role !== 'admin')
+      return c.json<ModelUseView>(modelUseView(withScale(deps, model), await deps.fleet.routeTable()));
     if (model.metadata.version !== undefined) c.header('ETag', `"${model.metadata.version}"`);
     return c.json<ModelView>(await withRollout(deps, model));
   });
@@ -93,6 +110,24 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
   );
 
   return app;
+}
+
+/**
+ * The model by name, for a key that may read it. To a key limited to some models, one it may
+ * not use reads as one that is not there, and no other model's name is suggested.
+ */
+async function readable(deps: ApiDeps, who: Principal, name: string): Promise<ModelView> {
+  if (who.allowedModels === null) return deps.catalog.get(name);
+  const hidden = new LlmgwError(
+    'not_found',
+    `model "${clientText(name)}" does not exist, or key "${who.name}" may not use it (llmgw ctl models lists those it may)`,
+  );
+  if (!mayRead(who.allowedModels, name)) throw hidden;
+  try {
+    return await deps.catalog.get(name);
+  } catch (e) {
+    throw isLlmgwError(e) && e.code === 'not_found' ? hidden : e;
+  }
 }
 
 async function withRollout(deps: ApiDeps, model: ModelView): Promise<ModelView> {

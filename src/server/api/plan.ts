@@ -1,6 +1,7 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 
+import { contextProblem, contextSchema } from '../../catalog/context-bounds.js';
 import { gpuClassProblem } from '../../catalog/gpu-class.js';
 import type { ModelSpec } from '../../catalog/model-spec.js';
 import { validateModel } from '../../catalog/validate.js';
@@ -15,16 +16,12 @@ import { invalidModel } from '../catalog.js';
 import { clusterClasses } from '../model-fit.js';
 import { jsonBody, principalOf, type ApiContext, type ApiDeps, type ApiEnv } from './context.js';
 
-/** The least context the catalog takes (context_length) and the most the planner looks at. */
-const MIN_CONTEXT = 256;
-const MAX_CONTEXT = 2 ** 24;
-
 const planBody = z.strictObject({
   model: z.string().min(1).optional(),
   /** A model definition as `llmgw ctl model add -f` takes it: resolved, not stored. */
   spec: z.unknown().optional(),
   source: z.string().min(1).optional(),
-  context: z.int().min(MIN_CONTEXT).max(MAX_CONTEXT).optional(),
+  context: contextSchema().optional(),
   classes: z.array(z.string().min(1)).optional(),
 });
 type PlanBody = z.output<typeof planBody>;
@@ -167,12 +164,8 @@ function classesToPlan(
 }
 
 function contextOf(text: string): number {
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || n < MIN_CONTEXT || n > MAX_CONTEXT) {
-    throw new LlmgwError(
-      'invalid_argument',
-      `context must be a number of tokens from ${MIN_CONTEXT} to ${MAX_CONTEXT} (got "${clientText(text)}")`,
-    );
-  }
-  return n;
+  const n = /^\d+$/.test(text) ? Number(text) : text;
+  const problem = contextProblem(n);
+  if (problem !== undefined) throw new LlmgwError('invalid_argument', problem);
+  return n as number;
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import type { ShardView } from '../../protocol/replica-views.js';
 
-import { aggregate } from './fleet.js';
+import { aggregate } from './aggregate.js';
 
 const shard = (rank: number, over: Partial<ShardView>): ShardView => ({
   rank,
@@ -64,5 +64,43 @@ describe("a replica's state from its shards", () => {
         shard(1, { state, reason: 'why' }),
       ]),
     ).toEqual({ state, reason: 'why' });
+  });
+
+  it.each([
+    [
+      'restarted by itself when every failed shard is, at the last of their restarts',
+      [
+        shard(0, {
+          state: 'failed',
+          reason: 'exited; restarting in 1 s',
+          restart_at: '2025-01-01T00:00:01.000Z',
+        }),
+        shard(1, {
+          state: 'failed',
+          reason: 'exited; restarting in 4 s',
+          restart_at: '2025-01-01T00:00:04.000Z',
+        }),
+        shard(2, { state: 'starting' }),
+      ],
+      {
+        state: 'failed',
+        reason: 'exited; restarting in 1 s',
+        restart_at: '2025-01-01T00:00:04.000Z',
+      },
+    ],
+    [
+      'not restarted by itself when one failed shard is not',
+      [
+        shard(0, {
+          state: 'failed',
+          reason: 'exited; restarting in 1 s',
+          restart_at: '2025-01-01T00:00:01.000Z',
+        }),
+        shard(1, { state: 'failed', reason: 'the weights are not on node-1' }),
+      ],
+      { state: 'failed', reason: 'exited; restarting in 1 s' },
+    ],
+  ] as const)('is %s', (_what, shards, replica) => {
+    expect(aggregate(shards)).toEqual(replica);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { unavailableReason, type ModelReplicas } from './availability.js';
+import { restartingOf, unavailableReason, type ModelReplicas } from './availability.js';
 
 describe('whether a model can serve, for the gateway', () => {
   const cases: [string, Omit<ModelReplicas, 'model'>, string | undefined][] = [
@@ -82,10 +82,90 @@ describe('whether a model can serve, for the gateway', () => {
       'replica m-1 failed: oom; 2 replicas wait for room: no room',
     ],
     ['scaled to none', { wanted: 0, replicas: [] }, 'it is scaled to 0 replicas (llmgw ctl model scale m 1)'],
+    [
+      'failed, its agent starting it again by itself: wait',
+      {
+        wanted: 1,
+        replicas: [
+          {
+            id: 'm-1',
+            state: 'failed',
+            reason: 'llama-server killed by SIGKILL; restarting in 1 s',
+            restarts: 1,
+            restart_at: '2025-01-01T00:00:01.000Z',
+          },
+        ],
+      },
+      undefined,
+    ],
+    [
+      'one failed for good, one restarting: wait',
+      {
+        wanted: 2,
+        replicas: [
+          { id: 'm-1', state: 'failed', reason: 'the weights are not on node a' },
+          { id: 'm-2', state: 'failed', reason: 'oom', restart_at: '2025-01-01T00:00:01.000Z' },
+        ],
+      },
+      undefined,
+    ],
   ];
   for (const [what, m, reason] of cases) {
     it(what, () => {
       expect(unavailableReason({ model: 'm', ...m })).toBe(reason);
+    });
+  }
+});
+
+describe('whether a model none of whose replicas serves is coming back by itself', () => {
+  const failed = (id: string, at?: string) => ({
+    id,
+    state: 'failed' as const,
+    reason: 'llama-server killed by SIGKILL; restarting in 1 s',
+    restarts: 1,
+    ...(at === undefined ? {} : { restart_at: at }),
+  });
+  const cases: [string, ModelReplicas['replicas'], ReturnType<typeof restartingOf>][] = [
+    [
+      'its engine restarts at a known time',
+      [failed('m-1', '2025-01-01T00:00:01.000Z')],
+      {
+        at: '2025-01-01T00:00:01.000Z',
+        reason: 'replica m-1 failed: llama-server killed by SIGKILL; restarting in 1 s',
+      },
+    ],
+    [
+      'the soonest of several restarts',
+      [failed('m-1', '2025-01-01T00:00:08.000Z'), failed('m-2', '2025-01-01T00:00:02.000Z')],
+      {
+        at: '2025-01-01T00:00:02.000Z',
+        reason: 'replica m-2 failed: llama-server killed by SIGKILL; restarting in 1 s',
+      },
+    ],
+    [
+      'loading again after a restart: any moment now',
+      [
+        failed('m-1', '2025-01-01T00:00:08.000Z'),
+        { id: 'm-2', state: 'starting', reason: 'loading the model', restarts: 2 },
+      ],
+      { reason: 'replica m-2 is starting again after its engine failed: loading the model' },
+    ],
+    [
+      'starting for the first time: not a restart',
+      [{ id: 'm-1', state: 'starting', restarts: 0 }],
+      undefined,
+    ],
+    ['failed with no restart coming', [failed('m-1')], undefined],
+    [
+      'another replica serves: the router has it',
+      [failed('m-1', '2025-01-01T00:00:01.000Z'), { id: 'm-2', state: 'degraded', reason: 'slow' }],
+      undefined,
+    ],
+    ['nothing placed', [], undefined],
+  ];
+  for (const [what, replicas, restarting] of cases) {
+    it(what, () => {
+      expect(restartingOf({ replicas })).toEqual(restarting);
     });
   }
 });

@@ -18,7 +18,6 @@ import {
   maxPortRanges,
   type AgentMessage,
   type AssignedShard,
-  type DownloadProgress,
   type DownloadReport,
   type EngineReport,
   type EngineSettingsWire,
@@ -26,14 +25,13 @@ import {
   type WeightsSettingsWire,
 } from '../../protocol/agent-protocol.js';
 import {
-  progressText,
   type ModelDownloads,
   type NodeCache,
   type NodeDownload,
   type PullStarted,
 } from '../../protocol/cache-views.js';
 import type { NodeView } from '../../protocol/node-views.js';
-import type { ReplicaState, ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
+import type { ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
 import type { RollOptions, RolloutView } from '../../protocol/rollout-views.js';
 import {
   LeaseLost,
@@ -52,8 +50,9 @@ import type { SettingsHolder } from '../settings-holder.js';
 
 import { systemActor } from '../admin-key.js';
 
+import { aggregate } from './aggregate.js';
 import type { ReplicaOfModel } from './availability.js';
-import { catalogEntry, routeReplica } from './route-entries.js';
+import { catalogEntry, replicaOfModel, routeReplica } from './route-entries.js';
 import { replicaEndpoint } from './endpoint.js';
 import type { EngineKeys } from './engine-keys.js';
 import {
@@ -1000,7 +999,7 @@ export class Fleet implements HubListener {
     for (const r of this.#replicas) {
       const v = this.#view(r, views);
       const ofModel = states.get(r.model) ?? [];
-      ofModel.push({ id: r.id, state: v.state, reason: v.reason });
+      ofModel.push(replicaOfModel(v));
       states.set(r.model, ofModel);
       const profile = r.spec.profiles.find((p) => p.name === r.profile);
       const apiKey = this.#engineKey(r);
@@ -1342,6 +1341,7 @@ export class Fleet implements HubListener {
       ...base,
       state: reported.state,
       ...(reported.reason === undefined ? {} : { reason: reported.reason }),
+      ...(reported.restart_at === undefined ? {} : { restart_at: reported.restart_at }),
       ...(reported.download === undefined || reported.state !== 'downloading'
         ? {}
         : { download: reported.download }),
@@ -1361,7 +1361,7 @@ export class Fleet implements HubListener {
           views.find((v) => v.name === s.node),
         ),
       );
-    const { state, reason, download } = aggregate(shards);
+    const { state, reason, download, restart_at } = aggregate(shards);
     const head = this.#shards.find((s) => s.replica === r.id && s.rank === 0);
     const headNode = views.find((v) => v.name === head?.node);
     const profile = r.spec.profiles.find((p) => p.name === r.profile);
@@ -1384,6 +1384,7 @@ export class Fleet implements HubListener {
       ...(r.retiring && reason === undefined
         ? { reason: `being replaced (${r.retire_reason ?? 'restart'}): it stops once its successor is ready` }
         : {}),
+      ...(restart_at === undefined ? {} : { restart_at }),
       ...(download === undefined ? {} : { download }),
       ...(head === undefined ? {} : { node: head.node }),
       ...(readySince === undefined || state !== 'ready' ? {} : { ready_since: readySince }),
@@ -1474,59 +1475,6 @@ export class Fleet implements HubListener {
   engineReport(nodeId: string): EngineReport | undefined {
     return this.#engines.get(nodeId);
   }
-}
-
-/** A replica's state from its shards' states: the worst of them, in this order. */
-export function aggregate(shards: readonly ShardView[]): {
-  state: ReplicaState;
-  reason?: string;
-  download?: DownloadProgress;
-} {
-  if (shards.length === 0) return { state: 'pending', reason: 'not placed' };
-  const worst = (states: readonly string[]) => shards.find((s) => states.includes(s.state));
-  const failed = worst(['failed']);
-  if (failed !== undefined)
-    return { state: 'failed', ...(failed.reason === undefined ? {} : { reason: failed.reason }) };
-  const unknown = worst(['unknown']);
-  if (unknown !== undefined)
-    return { state: 'unknown', ...(unknown.reason === undefined ? {} : { reason: unknown.reason }) };
-  // Waiting for its files on any node: the engine cannot start before they are all there.
-  const downloading = shards.filter((s) => s.state === 'downloading');
-  if (downloading.length > 0) return downloadingOf(downloading);
-  const starting = worst(['starting', 'stopping']);
-  if (starting !== undefined)
-    return { state: 'starting', ...(starting.reason === undefined ? {} : { reason: starting.reason }) };
-  const degraded = worst(['degraded']);
-  if (degraded !== undefined)
-    return { state: 'degraded', ...(degraded.reason === undefined ? {} : { reason: degraded.reason }) };
-  return { state: 'ready' };
-}
-
-/**
- * A replica downloading on some of its shards: the bytes of all of them summed, at their
- * rates together, done when the slowest is; one shard's own words, or the sum's for several.
- */
-function downloadingOf(shards: readonly ShardView[]): {
-  state: 'downloading';
-  reason?: string;
-  download?: DownloadProgress;
-} {
-  const reports = shards.map((s) => s.download).filter((d): d is DownloadProgress => d !== undefined);
-  const first = shards[0];
-  if (reports.length === 0)
-    return { state: 'downloading', ...(first?.reason === undefined ? {} : { reason: first.reason }) };
-  const etas = reports.map((d) => d.eta_s);
-  const download: DownloadProgress = {
-    done: reports.reduce((n, d) => n + d.done, 0),
-    total: reports.reduce((n, d) => n + d.total, 0),
-    rate_bps: reports.reduce((n, d) => n + d.rate_bps, 0),
-    ...(etas.every((e) => e !== undefined) ? { eta_s: Math.max(...etas) } : {}),
-  };
-  const reason =
-    shards.length === 1
-      ? first?.reason
-      : `downloading on ${new Set(shards.map((s) => s.node)).size} nodes (${progressText(download)})`;
-  return { state: 'downloading', ...(reason === undefined ? {} : { reason }), download };
 }
 
 /** A node as placement sees it; `heard`: its agent has said what runs there and which ports are taken. */

@@ -1,9 +1,10 @@
 import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
 import { flagValue } from '../../engines/args.js';
 import { engineFor } from '../../engines/registry.js';
+import type { ReplicaView } from '../../protocol/replica-views.js';
 import type { CatalogEntry, RouteReplica } from '../../protocol/routes.js';
 
-import { unavailableReason, type ModelReplicas } from './availability.js';
+import { restartingOf, unavailableReason, type ModelReplicas, type ReplicaOfModel } from './availability.js';
 
 /**
  * The route table's entries, one way whoever runs the replicas (agents, or Kubernetes pods):
@@ -31,7 +32,15 @@ export function routeReplica(o: {
     capacity: capacityOf(profile.engine, profile.args, o.llamaParallel),
     loadMetrics: engine.loadMetrics,
     metricsUrl: `${endpoint}${engine.metricsPath}`,
+    healthPath: engine.healthPath,
   };
+}
+
+/** A replica as the API shows it, as much as its model's availability needs: one rule for agents and Kubernetes. */
+export function replicaOfModel(
+  v: Pick<ReplicaView, 'id' | 'state' | 'reason' | 'restarts' | 'restart_at'>,
+): ReplicaOfModel {
+  return { id: v.id ?? '', state: v.state, reason: v.reason, restarts: v.restarts, restart_at: v.restart_at };
 }
 
 export function catalogEntry(
@@ -42,12 +51,14 @@ export function catalogEntry(
   const wakeable = m.autoscale?.min === 0;
   const unavailable =
     wakeable && state.wanted === 0 ? undefined : unavailableReason({ model: m.name, ...state });
+  const restarting = unavailable === undefined ? restartingOf(state) : undefined;
   return {
     name: m.name,
     adapters: [...new Set(m.profiles.flatMap((p) => p.adapters.map((a) => a.name)))],
     engines: [...new Set(m.profiles.map((p) => p.engine))],
     ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
     ...(unavailable === undefined ? {} : { unavailable }),
+    ...(restarting === undefined ? {} : { restarting }),
     ...(wakeable ? { wakeable: true } : {}),
   };
 }

@@ -5,6 +5,7 @@ import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
 import type { KubeCluster } from '../../kube/client.js';
 import type { KDeployment } from '../../kube/kube-types.js';
 import type { KNode, KPod } from '../../kube/kube-types.js';
+import { modelLabel, profileLabel } from '../../kube/names.js';
 import type { Origin } from '../../models/origin.js';
 import type { Store } from '../../store/store.js';
 import type { Catalog } from '../catalog.js';
@@ -200,6 +201,46 @@ describe('KubeFleet writes only while it leads', () => {
     await fleet.reconcile();
     expect(deployments()).toHaveLength(2);
     expect(products(deployments().at(-1))).toEqual(['NVIDIA-H100-80GB-HBM3', 'NVIDIA-H100-PCIe']);
+  });
+
+  it('tells a pod the kubelet started again, loading, as coming back, and one in a crash loop as unavailable', async () => {
+    const pod = (restartCount: number, waiting?: { reason: string; message: string }): KPod => ({
+      metadata: {
+        name: 'llmgw-qwen-h100-a-1',
+        labels: { [modelLabel]: 'qwen', [profileLabel]: 'h100' },
+      },
+      spec: { nodeName: 'gpu-1', containers: [] },
+      status: {
+        phase: 'Running',
+        conditions: [{ type: 'Ready', status: 'False' }],
+        containerStatuses: [
+          {
+            name: 'engine',
+            ready: false,
+            restartCount,
+            image: 'x',
+            imageID: '',
+            state: waiting === undefined ? { running: {} } : { waiting },
+          },
+        ],
+      },
+    });
+    const pods: KPod[] = [pod(1)];
+    const { fleet } = setup(false, pods);
+    const entry = async () => (await fleet.routeTable()).models.find((m) => m.name === 'qwen');
+    expect(await entry()).toMatchObject({
+      restarting: {
+        reason:
+          'replica llmgw-qwen-h100-a-1 is starting again after its engine failed: the engine is loading (not ready yet)',
+      },
+    });
+    expect((await entry())?.unavailable).toBeUndefined();
+    pods[0] = pod(4, { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container' });
+    expect(await entry()).toMatchObject({
+      unavailable:
+        'replica llmgw-qwen-h100-a-1 failed: engine: CrashLoopBackOff: back-off 40s restarting failed container',
+    });
+    expect((await entry())?.restarting).toBeUndefined();
   });
 
   it('gives the download init container hub.endpoint, and hub.token through a Secret of its own', async () => {

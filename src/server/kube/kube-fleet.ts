@@ -32,7 +32,7 @@ import type { Catalog } from '../catalog.js';
 import type { LeaderView } from '../cluster/leadership.js';
 import type { EventPublisher } from '../events/event-hub.js';
 import type { EngineKeys } from '../fleet/engine-keys.js';
-import { catalogEntry, routeReplica } from '../fleet/route-entries.js';
+import { catalogEntry, replicaOfModel, routeReplica } from '../fleet/route-entries.js';
 
 import type { FleetDelegate } from './delegate.js';
 
@@ -448,7 +448,7 @@ export class KubeFleet implements FleetDelegate {
       const pendingCount = Math.max(0, wanted - mine.length);
       return catalogEntry(m, {
         wanted,
-        replicas: mine.map((v) => ({ id: v.id ?? '', state: v.state, reason: v.reason })),
+        replicas: mine.map(replicaOfModel),
         pending:
           problem === undefined || pendingCount === 0 ? undefined : { count: pendingCount, reason: problem },
       });

@@ -208,8 +208,10 @@ describe('fake llama-server: start-up', () => {
 describe('fake llama-server: serving', () => {
   let s: RunningFake;
   beforeAll(async () => {
+    // A projector: the chat below carries an image.
+    const files = ['--lora-scaled', `${fakeGguf('lora.gguf')}:0`, '--mmproj', fakeGguf('mmproj.gguf')];
     s = await startFakeLlama({
-      args: ['--jinja', '--alias', 'tiny', '--parallel', '2', '--lora-scaled', `${fakeGguf('lora.gguf')}:0`],
+      args: ['--jinja', '--alias', 'tiny', '--parallel', '2', ...files],
       env: { LLAMA_API_KEY: KEY, FAKE_LLAMA_TOKEN_MS: '2' },
     });
   });

@@ -37,6 +37,8 @@ import {
   serveGeneration,
   usageOf,
 } from './fake-openai-server.mjs';
+import { valued, switches } from './llama-args.mjs';
+import { chatRefusal, llamaParse, readRaw } from './llama-refusals.mjs';
 
 const BUILD = 'b10587-3f545becc';
 const argv = process.argv.slice(2);
@@ -64,94 +66,7 @@ if (argv.includes('-h') || argv.includes('--help')) {
   process.exit(0);
 }
 
-// --- arguments, as llama.cpp's parser takes them: `--flag value` only, `_` read as `-` ---
-
-const valued = {
-  '-m': 'model',
-  '--model': 'model',
-  '--host': 'host',
-  '--port': 'port',
-  '-a': 'alias',
-  '--alias': 'alias',
-  '-np': 'parallel',
-  '--parallel': 'parallel',
-  '-c': 'ctx',
-  '--ctx-size': 'ctx',
-  '-t': 'threads',
-  '--threads': 'threads',
-  '-ngl': 'ngl',
-  '--n-gpu-layers': 'ngl',
-  '--gpu-layers': 'ngl',
-  '-sm': 'splitMode',
-  '--split-mode': 'splitMode',
-  '-mm': 'mmproj',
-  '--mmproj': 'mmproj',
-  '--lora': 'lora',
-  '--lora-scaled': 'loraScaled',
-  '--api-key': 'apiKey',
-  '-lv': 'verbosity',
-  '--verbosity': 'verbosity',
-  '--pooling': 'pooling',
-  '-ts': 'tensorSplit',
-  '--tensor-split': 'tensorSplit',
-  '-dev': 'device',
-  '--device': 'device',
-  '-b': 'batch',
-  '--batch-size': 'batch',
-  '-ub': 'ubatch',
-  '--ubatch-size': 'ubatch',
-  '-fa': 'flashAttn',
-  '--flash-attn': 'flashAttn',
-  '-ctk': 'cacheK',
-  '--cache-type-k': 'cacheK',
-  '-ctv': 'cacheV',
-  '--cache-type-v': 'cacheV',
-  '--chat-template': 'chatTemplate',
-  '--reasoning-format': 'reasoningFormat',
-  '-s': 'seed',
-  '--seed': 'seed',
-  '--temp': 'temp',
-  '-tb': 'threadsBatch',
-  '--threads-batch': 'threadsBatch',
-  '-n': 'predict',
-  '--n-predict': 'predict',
-  '-to': 'timeout',
-  '--timeout': 'timeout',
-  '--threads-http': 'threadsHttp',
-  '--keep': 'keep',
-  '--cache-reuse': 'cacheReuse',
-  '--rope-scaling': 'ropeScaling',
-  '--slot-save-path': 'slotSavePath',
-  '-fit': 'fit',
-  '--fit': 'fit',
-};
-const switches = {
-  '--metrics': 'metrics',
-  '--jinja': 'jinja',
-  '--no-jinja': 'noJinja',
-  '--embeddings': 'embeddings',
-  '--embedding': 'embeddings',
-  '--kv-unified': 'kvUnified',
-  '-kvu': 'kvUnified',
-  '--no-kv-unified': 'noKvUnified',
-  '--no-mmproj': 'noMmproj',
-  '--lora-init-without-apply': 'loraInitWithoutApply',
-  '--no-webui': 'noWebui',
-  '-cb': 'contBatching',
-  '--cont-batching': 'contBatching',
-  '--no-cont-batching': 'noContBatching',
-  '-v': 'verbose',
-  '--verbose': 'verbose',
-  '--mlock': 'mlock',
-  '--no-mmap': 'noMmap',
-  '--slots': 'slots',
-  '--no-slots': 'noSlots',
-  '--props': 'props',
-  '--reranking': 'reranking',
-  '--rerank': 'reranking',
-  '--no-warmup': 'noWarmup',
-  '--log-disable': 'logDisable',
-};
+// --- arguments, as llama.cpp's parser takes them: `--flag value` only, `_` read as `-` (llama-args.mjs) ---
 
 function die(text) {
   process.stderr.write(text);
@@ -356,25 +271,16 @@ const completionDialect = {
 };
 
 async function generation(req, res, kind) {
-  const raw = await readBody(req);
-  let body;
-  try {
-    body = JSON.parse(raw);
-  } catch (e) {
-    const at = /position (\d+)/.exec(String(e.message));
-    const column = at ? Number(at[1]) + 1 : raw.length + 1;
-    return fail(
-      res,
-      500,
-      `[json.exception.parse_error.101] parse error at line 1, column ${column}: syntax error while parsing value - ${e.message}`,
-    );
-  }
+  const { body, error } = llamaParse(await readRaw(req));
+  if (error !== undefined) return fail(res, 500, error);
   if (typeof body !== 'object' || body === null || Array.isArray(body))
     return fail(res, 500, '[json.exception.type_error.302] type must be object');
   if (kind === 'chat' && body.messages === undefined) return fail(res, 400, "'messages' is required");
   if (kind === 'chat' && !Array.isArray(body.messages))
     return fail(res, 400, "Expected 'messages' to be an array");
   if (kind === 'completion' && body.prompt === undefined) return fail(res, 400, "'prompt' is required");
+  const unreadable = kind === 'chat' ? chatRefusal(body, { vision: opts.mmproj !== undefined }) : undefined;
+  if (unreadable !== undefined) return fail(res, 500, unreadable);
   if (
     body.lora !== undefined &&
     (!Array.isArray(body.lora) ||
@@ -648,12 +554,8 @@ async function route(req, res) {
     case 'POST /v1/embeddings':
     case 'POST /embeddings': {
       if (opts.embeddings !== true) return reply(res, 501, NO_EMBEDDINGS);
-      let body;
-      try {
-        body = JSON.parse(await readBody(req));
-      } catch (e) {
-        return fail(res, 500, `[json.exception.parse_error.101] ${e.message}`);
-      }
+      const { body, error } = llamaParse(await readRaw(req));
+      if (error !== undefined) return fail(res, 500, error);
       if (opts.pooling === 'none')
         return fail(
           res,
