@@ -97,12 +97,18 @@ describe('fuzz: malformed, oversized and random requests to /v1 and /api/v1', ()
   let t: TestControlPlane;
   let engine: RunningFake;
   let userKey: string;
+  /** Why the engine is gone, if it went before the end: every later chat fails for that. */
+  let engineGone: string | undefined;
+  let stopping = false;
   const gatewayLog = logSink();
 
   beforeAll(async () => {
     engine = await startFakeLlama({
       args: ['--embeddings', '--parallel', '8', '--api-key', 'engine-key'],
       env: { FAKE_LLAMA_TOKEN_MS: '0' },
+    });
+    void engine.exited.then((e) => {
+      if (!stopping) engineGone = `the engine exited (${JSON.stringify(e)}): ${engine.output().slice(-2000)}`;
     });
     t = await startControlPlane({ config: 'gateway: {max_body_mb: 0.25}\n' });
     const table: RouteTable = {
@@ -132,6 +138,7 @@ describe('fuzz: malformed, oversized and random requests to /v1 and /api/v1', ()
       .secret;
   });
   afterAll(async () => {
+    stopping = true;
     await t.stop();
     await engine.stop();
   });
@@ -227,6 +234,7 @@ describe('fuzz: malformed, oversized and random requests to /v1 and /api/v1', ()
         },
       );
       if (errors.length > 0) console.log(`errors logged:\n${errors.slice(0, 5).join('\n')}`);
+      expect(engineGone).toBeUndefined();
       expect(failures.slice(0, 20), `seed ${seed}: ${failures.length} failures`).toEqual([]);
       expect(errors.slice(0, 5)).toEqual([]);
       expect(health.status).toBe(200);
