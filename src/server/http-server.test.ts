@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { connect } from 'node:net';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -44,6 +45,11 @@ describe('HttpServer', () => {
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': 11 });
         res.end('{"ok":true}');
       });
+    });
+    // A refusal from the head, as a body limit answers a Content-Length over it: the body is never read.
+    http.mount('/refuse/', (_req: IncomingMessage, res) => {
+      res.writeHead(413, { 'content-type': 'application/json', 'content-length': 2 });
+      res.end('{}');
     });
     port = Number(new URL(await http.listen('127.0.0.1:0')).port);
   });
@@ -165,5 +171,26 @@ describe('HttpServer', () => {
     expect(a.status).toBe(401);
     expect(a.headers['connection']).toBe('close');
     await conn.closed;
+  });
+
+  it('reads on and drops the body of a node:http request it refused unread, so the client gets no reset', async () => {
+    // A client that writes its whole body before reading (as fetch does), its side kept open
+    // after the server's ends: closed at once with the body unread, the server would reset it.
+    const socket = connect({ host: '127.0.0.1', port, allowHalfOpen: true });
+    const events: string[] = [];
+    let answer = '';
+    socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+    socket.on('end', () => events.push('end'));
+    socket.on('error', (e: NodeJS.ErrnoException) => events.push(`error ${e.code ?? e.message}`));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    const size = 4 << 20;
+    socket.write(
+      `PUT /refuse/it HTTP/1.1\r\nHost: t\r\nContent-Length: ${size}\r\n\r\n${'x'.repeat(1 << 16)}`,
+    );
+    await new Promise<void>((resolve) => socket.once('end', resolve));
+    socket.end(Buffer.alloc(size - (1 << 16), 'x'));
+    await closed;
+    expect(answer).toMatch(/^HTTP\/1\.1 413 [^]*connection: close/i);
+    expect(events).toEqual(['end']);
   });
 });

@@ -19,6 +19,7 @@ import { LlmgwError, messageOf } from '../core/errors.js';
 import {
   clientErrorRefusal,
   closeAfterAnswer,
+  lingerMs,
   noHost,
   noUpgrade,
   refusalBody,
@@ -82,7 +83,8 @@ const tlsHandshakeByte = 0x16;
  * node:http's answer, which closes its connection when the handler answers without having
  * read the request's body (a refusal from the head: no key, no route): the body is not read
  * on to find the next request, so the connection cannot carry one, and the answer says so
- * (Connection: close) rather than promise keep-alive. The front door's answers do the same.
+ * (Connection: close) rather than promise keep-alive, and lingers on its close. The front
+ * door's answers do the same.
  */
 class Response extends ServerResponse {
   override writeHead(
@@ -90,9 +92,36 @@ class Response extends ServerResponse {
     reason?: string | OutgoingHttpHeaders | OutgoingHttpHeader[],
     headers?: OutgoingHttpHeaders | OutgoingHttpHeader[],
   ): this {
-    if (this.shouldKeepAlive && bodyUnread(this.req)) this.shouldKeepAlive = false;
+    if (bodyUnread(this.req)) {
+      this.shouldKeepAlive = false;
+      // node:http closes such a connection at once, with the body's bytes unread, which sends
+      // a reset that can reach the client before it reads this answer: close it as the front
+      // door does, reading and dropping what still comes for a while.
+      if (this.socket !== null) lingerOnClose(this.socket, this.req);
+    }
     return super.writeHead(status, reason as string | undefined, headers);
   }
+}
+
+/**
+ * node:http's close of a connection (destroySoon) made to wait: its side ended, the request's
+ * body is read on and dropped by node:http's parser until it ends, the client closes, or
+ * `lingerMs` passes.
+ */
+function lingerOnClose(socket: Socket, req: IncomingMessage): void {
+  socket.destroySoon = () => {
+    // A client gone meanwhile is no error of the server's.
+    if (socket.listenerCount('error') === 0) socket.on('error', () => undefined);
+    socket.end();
+    const done = () => socket.destroy();
+    const timer = setTimeout(done, lingerMs);
+    timer.unref();
+    if (req.readableEnded) done();
+    req.once('end', done);
+    socket.once('end', done);
+    socket.once('close', () => clearTimeout(timer));
+    req.resume();
+  };
 }
 
 function bodyUnread(req: IncomingMessage): boolean {
