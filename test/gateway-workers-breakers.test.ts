@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startDaemon, type Daemon } from './support/cli.js';
+import { routeReplica } from './support/route-replica.js';
 
 /**
  * `llmgw gateway` with gateway.workers: 2, against a control plane of this test's own, and
@@ -113,19 +114,7 @@ describe('the breakers of a gateway with two worker processes', () => {
       replicas: [
         ['m-a', good.url],
         ['m-b', bad.url],
-      ].map(([id, endpoint]) => ({
-        id,
-        model: 'm',
-        engine: 'llamacpp',
-        endpoint,
-        apiKey: 'engine-key',
-        servedName: 'm',
-        adapters: [],
-        capacity: 4,
-        loadMetrics: { running: 'llamacpp:requests_processing', waiting: 'llamacpp:requests_deferred' },
-        metricsUrl: `${endpoint}/metrics`,
-        healthPath: '/health',
-      })),
+      ].map(([id, endpoint]) => routeReplica(id ?? '', { endpoint, capacity: 4, apiKey: 'engine-key' })),
     };
     const byHash = new Map(Object.entries(keys).map(([secret, k]) => [sha(secret), k]));
     cp = createServer((req, res) => {

@@ -3,24 +3,14 @@ import type { AddressInfo } from 'node:net';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { routeReplica } from '../../test/support/route-replica.js';
 import { UpstreamPool } from '../http1/upstream-pool.js';
 import type { RouteReplica } from '../protocol/routes.js';
 
 import { poolHealth, ReplicaHealth } from './replica-health.js';
 
-const replica = (id: string, endpoint = 'http://127.0.0.1:1'): RouteReplica => ({
-  id,
-  model: 'm',
-  engine: 'llamacpp',
-  endpoint,
-  apiKey: 'engine-key',
-  servedName: 'm',
-  adapters: [],
-  capacity: 1,
-  loadMetrics: { running: 'r', waiting: 'w' },
-  metricsUrl: `${endpoint}/metrics`,
-  healthPath: '/health',
-});
+const replica = (id: string, endpoint = 'http://127.0.0.1:1'): RouteReplica =>
+  routeReplica(id, { endpoint, apiKey: 'engine-key' });
 
 describe('ReplicaHealth', () => {
   it('asks once for the failures that come while it asks, keeps the answer keepMs, then asks again', async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
+import { routeReplica } from '../../test/support/route-replica.js';
 import type { ModelView } from '../protocol/model-views.js';
 import type { RouteReplica, RouteTable } from '../protocol/routes.js';
 import { mayRead, modelUseView } from './model-use.js';
@@ -42,19 +43,8 @@ const model = (extra: Partial<ModelView> = {}): ModelView => ({
   ...extra,
 });
 
-const replica = (model: string): RouteReplica => ({
-  id: `${model}-1`,
-  model,
-  engine: 'llamacpp',
-  endpoint: 'http://10.0.0.7:9000',
-  apiKey: 'k',
-  servedName: model,
-  adapters: [],
-  capacity: 4,
-  loadMetrics: { running: 'r', waiting: 'w' },
-  metricsUrl: 'http://10.0.0.7:9000/metrics',
-  healthPath: '/health',
-});
+const replica = (model: string): RouteReplica =>
+  routeReplica(`${model}-1`, { model, endpoint: 'http://10.0.0.7:9000', capacity: 4 });
 const table = (replicas: RouteReplica[], entry: Partial<RouteTable['models'][number]> = {}): RouteTable => ({
   replicas,
   models: [{ name: 'chat', adapters: [], engines: ['llamacpp'], ...entry }],

@@ -1,24 +1,13 @@
 import { describe, expect, it } from 'vitest';
 
+import { routeReplica } from '../../../test/support/route-replica.js';
 import type { BreakerSnapshot } from '../../gateway/router/breaker.js';
 import { Router } from '../../gateway/router/router.js';
 import type { RouteReplica } from '../../protocol/routes.js';
 
 import { BreakerBoard } from './breaker-board.js';
 
-const replica = (id: string): RouteReplica => ({
-  id,
-  model: 'm',
-  engine: 'llamacpp',
-  endpoint: `http://${id}:8080`,
-  apiKey: 'k',
-  servedName: 'm',
-  adapters: [],
-  capacity: 1,
-  loadMetrics: { running: 'r', waiting: 'w' },
-  metricsUrl: `http://${id}:8080/metrics`,
-  healthPath: '/health',
-});
+const replica = (id: string): RouteReplica => routeReplica(id);
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 

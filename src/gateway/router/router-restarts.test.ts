@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
+import { routeReplica } from '../../../test/support/route-replica.js';
 import { RestartingModels, restartingModels } from './restarting-models.js';
 import { Router, type RouterOptions } from './router.js';
 import { RouterError, type Lease, type Restarting, type RouteReplica, type RouterRefusal } from './types.js';
@@ -10,20 +11,7 @@ import { RouterError, type Lease, type Restarting, type RouteReplica, type Route
 // fake timers' (Date.now), so waits and due times move together.
 
 function replica(id: string, over: Partial<RouteReplica> = {}): RouteReplica {
-  return {
-    id,
-    model: 'qwen',
-    engine: 'llamacpp',
-    endpoint: `http://${id}:8080`,
-    apiKey: 'k',
-    servedName: 'qwen',
-    adapters: [],
-    capacity: 1,
-    loadMetrics: { running: 'llamacpp:requests_processing', waiting: 'llamacpp:requests_deferred' },
-    metricsUrl: `http://${id}:8080/metrics`,
-    healthPath: '/health',
-    ...over,
-  };
+  return routeReplica(id, { model: 'qwen', ...over });
 }
 
 const reason = 'replica qwen-1 failed: llama-server killed by SIGKILL; restarting in 1 s';

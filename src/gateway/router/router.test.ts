@@ -1,23 +1,18 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
+import { routeReplica } from '../../../test/support/route-replica.js';
 import { Router, type RouterOptions } from './router.js';
 import { RouterError, type Lease, type RouteReplica, type RouterRefusal } from './types.js';
 
 function replica(id: string, over: Partial<RouteReplica> = {}): RouteReplica {
-  return {
-    id,
+  return routeReplica(id, {
     model: 'qwen',
     engine: 'vllm',
     endpoint: `http://${id}:8000`,
-    apiKey: 'k',
-    servedName: 'qwen',
-    adapters: [],
     capacity: 4,
     loadMetrics: { running: 'vllm:num_requests_running', waiting: 'vllm:num_requests_waiting' },
-    metricsUrl: `http://${id}:8000/metrics`,
-    healthPath: '/health',
     ...over,
-  };
+  });
 }
 
 let clock = 0;
