@@ -1,6 +1,15 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -19,8 +28,10 @@ import { imagePresent } from '../../src/agent/containers/pull.js';
  */
 
 const fakes = join(dirname(fileURLToPath(import.meta.url)), '..', 'fakes', 'engines');
-/** The fake and what it imports. */
-const appFiles = ['llama-server.mjs', 'fake-openai-server.mjs'];
+/** The fake and every module beside it (what it imports: a split of the fake needs no change here). */
+const appFiles = readdirSync(fakes)
+  .filter((f) => f.endsWith('.mjs'))
+  .sort();
 
 /** Where the fake llama-server is in the image; run it as `/usr/bin/node /app/llama-server.mjs …`. */
 export const imageNode = '/usr/bin/node';
