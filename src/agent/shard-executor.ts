@@ -248,21 +248,21 @@ export class ShardExecutor {
   }
 
   async stop(): Promise<void> {
-    this.#quiet();
-    await this.#o.supervisor.stopAll();
+    const quiet = this.#quiet();
+    await Promise.all([this.#o.supervisor.stopAll(), quiet]);
   }
 
   /** Stops, leaving the engines running for the next agent to adopt (an agent restart, an upgrade). */
   async detach(): Promise<void> {
-    this.#quiet();
-    await this.#o.supervisor.detach();
+    const quiet = this.#quiet();
+    await Promise.all([this.#o.supervisor.detach(), quiet]);
   }
 
-  #quiet(): void {
-    this.#weights.stop();
+  #quiet(): Promise<void> {
     for (const cancel of this.#follows.values()) cancel();
     if (this.#portsTimer !== undefined) clearInterval(this.#portsTimer);
     if (this.#adoptTimer !== undefined) clearTimeout(this.#adoptTimer);
+    return this.#weights.stop();
   }
 
   /** Stops the earlier agent's engines not taken over yet whose shard is not in `assigned`. */

@@ -304,14 +304,16 @@ export class AgentWeights {
     this.#sendDownloads();
   }
 
-  /** Stops every download (their partial files stay, and resume on the next start). */
-  stop(): void {
+  /** Stops every download (partial files stay, resumed on the next start); resolves once none writes any more. */
+  async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#ticker !== undefined) clearInterval(this.#ticker);
     this.#ticker = undefined;
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
-    for (const d of this.#downloads.values()) d.job.cancel();
+    const jobs = [...this.#downloads.values()].map((d) => d.job);
+    for (const job of jobs) job.cancel();
+    await Promise.allSettled(jobs.map((job) => job.done));
   }
 
   #needOf(d: Download): WeightsNeed {
