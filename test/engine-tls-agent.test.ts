@@ -16,7 +16,7 @@ import {
   structureOf,
   type ServerMessage,
 } from '../src/protocol/agent-protocol.js';
-import { replicaEndpoint } from '../src/server/fleet/endpoint.js';
+import { replicaEndpoint } from '../src/server/fleets/endpoint.js';
 
 import { startFakeLlama, type RunningFake } from './fakes/engines/fake-engines.js';
 import { nodeTlsMaterial } from './support/node-tls.js';

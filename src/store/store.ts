@@ -240,7 +240,7 @@ export interface ReplicaRecord {
   created_at: string;
   /**
    * The key its engine requires (only the gateway uses it), sealed with a secret kept
-   * outside the database (server/fleet/engine-keys.ts); in a database from before
+   * outside the database (server/fleets/engine-keys.ts); in a database from before
    * migration 0005, until the control plane seals it, the key itself.
    */
   sealed_key: string;

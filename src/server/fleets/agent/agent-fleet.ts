@@ -2,17 +2,17 @@ import { randomUUID } from 'node:crypto';
 
 import type { Logger } from 'pino';
 
-import type { ModelSpec } from '../../catalog/model-spec.js';
-import { didYouMeanSuffix } from '../../core/did-you-mean.js';
-import { LlmgwError, messageOf } from '../../core/errors.js';
-import { clientText } from '../../core/redact.js';
-import { generateSecret } from '../../core/secrets.js';
-import { deviceLabel } from '../../gpu/devices.js';
-import { blobKey } from '../../models/cache-layout.js';
-import { defaultHubEndpoint, type HubAccess } from '../../models/hub.js';
-import type { Origin } from '../../models/origin.js';
-import { parseSource } from '../../models/source.js';
-import type { ModelMemory, PendingReplica, PlacementNode, PortRange, Shard } from '../../placement/types.js';
+import type { ModelSpec } from '../../../catalog/model-spec.js';
+import { didYouMeanSuffix } from '../../../core/did-you-mean.js';
+import { LlmgwError, messageOf } from '../../../core/errors.js';
+import { clientText } from '../../../core/redact.js';
+import { generateSecret } from '../../../core/secrets.js';
+import { deviceLabel } from '../../../gpu/devices.js';
+import { blobKey } from '../../../models/cache-layout.js';
+import { defaultHubEndpoint, type HubAccess } from '../../../models/hub.js';
+import type { Origin } from '../../../models/origin.js';
+import { parseSource } from '../../../models/source.js';
+import type { ModelMemory, PendingReplica, PlacementNode, PortRange, Shard } from '../../../placement/types.js';
 import {
   agentReconnectMaxMs,
   maxPortRanges,
@@ -23,38 +23,38 @@ import {
   type EngineSettingsWire,
   type ShardStatusWire,
   type WeightsSettingsWire,
-} from '../../protocol/agent-protocol.js';
+} from '../../../protocol/agent-protocol.js';
 import {
   type ModelDownloads,
   type NodeCache,
   type NodeDownload,
   type PullStarted,
-} from '../../protocol/cache-views.js';
-import type { NodeView } from '../../protocol/node-views.js';
-import type { ReplicaView, RestartResult, ShardView } from '../../protocol/replica-views.js';
-import type { RollOptions, RolloutView } from '../../protocol/rollout-views.js';
+} from '../../../protocol/cache-views.js';
+import type { NodeView } from '../../../protocol/node-views.js';
+import type { ReplicaView, RestartResult, ShardView } from '../../../protocol/replica-views.js';
+import type { RollOptions, RolloutView } from '../../../protocol/rollout-views.js';
 import {
   LeaseLost,
   type FleetChange,
   type ReplicaRecord,
   type RolloutRecord,
   type Store,
-} from '../../store/store.js';
-import type { RouteReplica, RouteTable } from '../../protocol/routes.js';
-import type { Catalog } from '../catalog.js';
-import type { LeaderView } from '../cluster/leadership.js';
+} from '../../../store/store.js';
+import type { RouteReplica, RouteTable } from '../../../protocol/routes.js';
+import type { Catalog } from '../../catalog.js';
+import type { LeaderView } from '../../cluster/leadership.js';
 import type { FleetDelegate } from '../kube/delegate.js';
-import type { AgentHub, HubListener } from '../nodes/agent-hub.js';
-import type { NodeRegistry } from '../nodes/node-registry.js';
-import type { SettingsHolder } from '../settings-holder.js';
+import type { AgentHub, HubListener } from '../../nodes/agent-hub.js';
+import type { NodeRegistry } from '../../nodes/node-registry.js';
+import type { SettingsHolder } from '../../settings-holder.js';
 
-import { systemActor } from '../admin-key.js';
+import { systemActor } from '../../admin-key.js';
 
 import { aggregate } from './aggregate.js';
-import type { ReplicaOfModel } from './availability.js';
-import { catalogEntry, replicaOfModel, routeReplica } from './route-entries.js';
-import { replicaEndpoint } from './endpoint.js';
-import type { EngineKeys } from './engine-keys.js';
+import type { ReplicaOfModel } from '../availability.js';
+import { catalogEntry, replicaOfModel, routeReplica } from '../route-entries.js';
+import { replicaEndpoint } from '../endpoint.js';
+import type { EngineKeys } from '../engine-keys.js';
 import {
   planFleet,
   runsAsSpecified,
@@ -62,15 +62,15 @@ import {
   type NewReplica,
   type PlanRollout,
 } from './fleet-plan.js';
-import { rolloutProgress } from './rollout.js';
-import type { EventPublisher } from '../events/event-hub.js';
+import { rolloutProgress } from './rollout-progress.js';
+import type { EventPublisher } from '../../events/event-hub.js';
 import {
   publishDownloads,
   publishPlacement,
   publishStatuses,
   statusChanges,
   type PlacementView,
-} from '../events/fleet-changes.js';
+} from '../../events/fleet-changes.js';
 
 export interface FleetOptions {
   store: Store;

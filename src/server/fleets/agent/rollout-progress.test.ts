@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 
-import type { ModelSpec } from '../../catalog/model-spec.js';
+import type { ModelSpec } from '../../../catalog/model-spec.js';
 
-import { rolloutProgress, type RolloutProgress } from './rollout.js';
-import { cpuProfile } from '../../../test/support/profiles.js';
+import { rolloutProgress, type RolloutProgress } from './rollout-progress.js';
+import { cpuProfile } from '../../../../test/support/profiles.js';
 
 const profile = cpuProfile();
 const before: ModelSpec = { name: 'm', source: '/m.gguf', replicas: 2, profiles: [profile] };

@@ -1,5 +1,5 @@
-import type { ModelSpec } from '../../catalog/model-spec.js';
-import type { RolloutRecord } from '../../store/store.js';
+import type { ModelSpec } from '../../../catalog/model-spec.js';
+import type { RolloutRecord } from '../../../store/store.js';
 
 import { rollsTo, runsAsSpecified, type PlanReplica } from './fleet-plan.js';
 

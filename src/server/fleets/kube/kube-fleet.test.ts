@@ -1,15 +1,15 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 
-import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
-import type { KubeCluster } from '../../kube/client.js';
-import type { KDeployment } from '../../kube/kube-types.js';
-import type { KNode, KPod } from '../../kube/kube-types.js';
-import { modelLabel, profileLabel } from '../../kube/names.js';
-import type { Origin } from '../../models/origin.js';
-import type { Store } from '../../store/store.js';
-import type { Catalog } from '../catalog.js';
-import { EngineKeys } from '../fleet/engine-keys.js';
+import type { ModelSpec, ProfileSpec } from '../../../catalog/model-spec.js';
+import type { KubeCluster } from '../../../kube/client.js';
+import type { KDeployment } from '../../../kube/kube-types.js';
+import type { KNode, KPod } from '../../../kube/kube-types.js';
+import { modelLabel, profileLabel } from '../../../kube/names.js';
+import type { Origin } from '../../../models/origin.js';
+import type { Store } from '../../../store/store.js';
+import type { Catalog } from '../../catalog.js';
+import { EngineKeys } from '../engine-keys.js';
 
 import { chooseProfile, KubeFleet, lineSplitter } from './kube-fleet.js';
 

@@ -1,4 +1,4 @@
-import type { ReplicaRecord } from '../../store/store.js';
+import type { ReplicaRecord } from '../../../store/store.js';
 
 type Retiring = Pick<ReplicaRecord, 'id' | 'model' | 'created_at' | 'retiring' | 'retiring_since'>;
 

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 
-import { isCpuProfile, type ModelSpec, type ProfileSpec } from '../../catalog/model-spec.js';
-import { LlmgwError, messageOf } from '../../core/errors.js';
-import { generateSecret } from '../../core/secrets.js';
-import type { KubeCluster } from '../../kube/client.js';
+import { isCpuProfile, type ModelSpec, type ProfileSpec } from '../../../catalog/model-spec.js';
+import { LlmgwError, messageOf } from '../../../core/errors.js';
+import { generateSecret } from '../../../core/secrets.js';
+import type { KubeCluster } from '../../../kube/client.js';
 import {
   engineContainer,
   engineKeySecret,
@@ -19,20 +19,20 @@ import {
   type PodSettings,
   type Workload,
   type WorkloadInput,
-} from '../../kube/manifests.js';
-import { restartedAtAnnotation, secretName, specHashAnnotation, workloadName } from '../../kube/names.js';
-import { kubeNodeView, offersOf } from '../../kube/node-classes.js';
-import { groupPods, podState, replicaView } from '../../kube/pod-views.js';
-import type { Origin } from '../../models/origin.js';
-import type { NodeView } from '../../protocol/node-views.js';
-import type { ReplicaView, RestartResult } from '../../protocol/replica-views.js';
-import type { RouteReplica, RouteTable } from '../../protocol/routes.js';
-import type { Store } from '../../store/store.js';
-import type { Catalog } from '../catalog.js';
-import type { LeaderView } from '../cluster/leadership.js';
-import type { EventPublisher } from '../events/event-hub.js';
-import type { EngineKeys } from '../fleet/engine-keys.js';
-import { catalogEntry, replicaOfModel, routeReplica } from '../fleet/route-entries.js';
+} from '../../../kube/manifests.js';
+import { restartedAtAnnotation, secretName, specHashAnnotation, workloadName } from '../../../kube/names.js';
+import { kubeNodeView, offersOf } from '../../../kube/node-classes.js';
+import { groupPods, podState, replicaView } from '../../../kube/pod-views.js';
+import type { Origin } from '../../../models/origin.js';
+import type { NodeView } from '../../../protocol/node-views.js';
+import type { ReplicaView, RestartResult } from '../../../protocol/replica-views.js';
+import type { RouteReplica, RouteTable } from '../../../protocol/routes.js';
+import type { Store } from '../../../store/store.js';
+import type { Catalog } from '../../catalog.js';
+import type { LeaderView } from '../../cluster/leadership.js';
+import type { EventPublisher } from '../../events/event-hub.js';
+import type { EngineKeys } from '../engine-keys.js';
+import { catalogEntry, replicaOfModel, routeReplica } from '../route-entries.js';
 
 import type { FleetDelegate } from './delegate.js';
 

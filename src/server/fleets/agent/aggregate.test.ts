@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import type { ShardView } from '../../protocol/replica-views.js';
+import type { ShardView } from '../../../protocol/replica-views.js';
 
 import { aggregate } from './aggregate.js';
 

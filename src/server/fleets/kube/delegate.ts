@@ -1,6 +1,6 @@
-import type { NodeView } from '../../protocol/node-views.js';
-import type { ReplicaView, RestartResult } from '../../protocol/replica-views.js';
-import type { RouteTable } from '../../protocol/routes.js';
+import type { NodeView } from '../../../protocol/node-views.js';
+import type { ReplicaView, RestartResult } from '../../../protocol/replica-views.js';
+import type { RouteTable } from '../../../protocol/routes.js';
 
 /**
  * What the Fleet hands over when something else places replicas (Kubernetes mode): the

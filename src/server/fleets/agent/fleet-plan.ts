@@ -1,10 +1,10 @@
 import { isDeepStrictEqual } from 'node:util';
 
-import type { ModelSpec } from '../../catalog/model-spec.js';
-import { naturalCompare } from '../../placement/keep.js';
-import { place } from '../../placement/place.js';
-import type { ModelMemory, PendingReplica, PlacementNode, Shard } from '../../placement/types.js';
-import type { ReplicaRecord, RolloutRecord } from '../../store/store.js';
+import type { ModelSpec } from '../../../catalog/model-spec.js';
+import { naturalCompare } from '../../../placement/keep.js';
+import { place } from '../../../placement/place.js';
+import type { ModelMemory, PendingReplica, PlacementNode, Shard } from '../../../placement/types.js';
+import type { ReplicaRecord, RolloutRecord } from '../../../store/store.js';
 
 import { retirable } from './retirement.js';
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 
-import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
-import type { Device } from '../../gpu/types.js';
-import type { Shard } from '../../placement/types.js';
+import type { ModelSpec, ProfileSpec } from '../../../catalog/model-spec.js';
+import type { Device } from '../../../gpu/types.js';
+import type { Shard } from '../../../placement/types.js';
 
 import {
   planFleet,

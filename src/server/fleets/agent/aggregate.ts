@@ -1,6 +1,6 @@
-import type { DownloadProgress } from '../../protocol/agent-protocol.js';
-import { progressText } from '../../protocol/cache-views.js';
-import type { ReplicaState, ShardView } from '../../protocol/replica-views.js';
+import type { DownloadProgress } from '../../../protocol/agent-protocol.js';
+import { progressText } from '../../../protocol/cache-views.js';
+import type { ReplicaState, ShardView } from '../../../protocol/replica-views.js';
 
 /** A replica's state from its shards' states: the worst of them, in this order. */
 export function aggregate(shards: readonly ShardView[]): {
