@@ -18,7 +18,8 @@ import { HttpServer, notFound, type RequestHandler, type SharedListener } from '
 import { agentChannelPath } from '../protocol/agent-protocol.js';
 import { messageOf } from '../core/errors.js';
 import { loadEngineKeys, prepareEngineKeys } from './fleets/engine-keys.js';
-import { Fleet } from './fleets/agent/agent-fleet.js';
+import { AgentFleet } from './fleets/agent/agent-fleet.js';
+import type { Fleet } from './fleets/fleet.js';
 import { connectCluster } from '../kube/client.js';
 import { KubeFleet, kubernetesTakesNoAgents } from './fleets/kube/kube-fleet.js';
 import { Autoscaler } from './autoscale/autoscaler.js';
@@ -233,41 +234,45 @@ export class ControlPlane {
       ...(options.trafficStepMs === undefined ? {} : { stepMs: options.trafficStepMs }),
       onSample: () => events.publish('traffic'),
     });
-    const delegate =
-      cluster === undefined || kube === undefined
-        ? undefined
-        : new KubeFleet({
-            cluster,
-            catalog,
-            store,
-            keys,
-            logger: logger.child({ part: 'kubernetes' }),
-            settings: () => ({
-              // Read at start: a changed namespace or connection takes effect at the next start.
-              pods: kube,
-              llamaParallel: settings.current.settings.agent.engines.llamacpp.parallel,
-              hub: settings.current.settings.hub,
-            }),
-            leader: leadership,
-            scaledReplicas: (spec) => autoscaler.countOf(spec),
-            events,
-          });
-    if (delegate !== undefined) registry.setExternal(() => delegate.nodeViews());
-    const fleet = new Fleet({
-      store,
-      catalog,
-      registry,
-      hub,
-      settings,
-      logger,
-      keys,
-      hubAccess: () => origins.access(),
-      events,
-      leader: leadership,
-      controlPlaneId: id,
-      scaledReplicas: (spec) => autoscaler.countOf(spec),
-      ...(delegate === undefined ? {} : { delegate }),
-    });
+    // The one place that picks the fleet: Kubernetes objects when the settings say so, else agents.
+    let engineCa: string | undefined;
+    let fleet: Fleet;
+    if (cluster !== undefined && kube !== undefined) {
+      const kubeFleet = new KubeFleet({
+        cluster,
+        catalog,
+        store,
+        keys,
+        logger: logger.child({ part: 'kubernetes' }),
+        settings: () => ({
+          // Read at start: a changed namespace or connection takes effect at the next start.
+          pods: kube,
+          llamaParallel: settings.current.settings.agent.engines.llamacpp.parallel,
+          hub: settings.current.settings.hub,
+        }),
+        leader: leadership,
+        scaledReplicas: (spec) => autoscaler.countOf(spec),
+        events,
+      });
+      registry.setExternal(() => kubeFleet.nodeViews());
+      fleet = kubeFleet;
+    } else {
+      fleet = new AgentFleet({
+        store,
+        catalog,
+        registry,
+        hub,
+        settings,
+        logger,
+        keys,
+        hubAccess: () => origins.access(),
+        events,
+        leader: leadership,
+        controlPlaneId: id,
+        scaledReplicas: (spec) => autoscaler.countOf(spec),
+        engineCa: () => engineCa,
+      });
+    }
     const autoscaler: Autoscaler = new Autoscaler({
       store,
       specs: () => catalog.specs(),
@@ -281,6 +286,7 @@ export class ControlPlane {
     await autoscaler.start();
     catalog.onChange(() => fleet.poke());
     origins.onResolved(() => fleet.poke());
+    settings.onChange(() => fleet.poke());
     if (shared) {
       const tellOthers = () => void store.cluster.notify('models', id).catch(() => undefined);
       catalog.onChange(tellOthers);
@@ -361,7 +367,7 @@ export class ControlPlane {
       const ca =
         tls.ca ?? (await clusterCa({ shared: store.shared, dataDir: options.settings.settings.data_dir }));
       hub.issueNodeCertificates(nodeCertificates(ca));
-      fleet.trustEngines(ca.cert);
+      engineCa = ca.cert;
     }
     if (tls !== undefined)
       logger.info(

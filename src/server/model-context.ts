@@ -6,7 +6,7 @@ import type { RolloutView } from '../protocol/rollout-views.js';
 
 import { clusterClasses } from './model-fit.js';
 import type { ApiDeps } from './api/context.js';
-import type { Fleet } from './fleets/agent/agent-fleet.js';
+import type { Fleet } from './fleets/fleet.js';
 
 /**
  * POST /api/v1/models/{name}/context: a served model's context changed (`llmgw ctl model

@@ -14,7 +14,7 @@ import type { Catalog } from '../catalog.js';
 import type { EventHub } from '../events/event-hub.js';
 import type { TrafficSampler } from '../traffic/traffic-sampler.js';
 import type { Resolution } from '../model-origins.js';
-import type { Fleet } from '../fleets/agent/agent-fleet.js';
+import type { Fleet } from '../fleets/fleet.js';
 import type { Autoscaler } from '../autoscale/autoscaler.js';
 import type { AgentHub } from '../nodes/agent-hub.js';
 import type { NodeRegistry } from '../nodes/node-registry.js';

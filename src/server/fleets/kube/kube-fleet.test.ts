@@ -11,7 +11,9 @@ import type { Store } from '../../../store/store.js';
 import type { Catalog } from '../../catalog.js';
 import { EngineKeys } from '../engine-keys.js';
 
-import { chooseProfile, KubeFleet, lineSplitter } from './kube-fleet.js';
+import { KubeFleet } from './kube-fleet.js';
+import { lineSplitter } from './pod-logs.js';
+import { chooseProfile } from './workload-writer.js';
 
 const profile = (name: string, p: Partial<ProfileSpec>): ProfileSpec => ({
   name,

@@ -1,40 +1,30 @@
 import type { Logger } from 'pino';
 
-import { isCpuProfile, type ModelSpec, type ProfileSpec } from '../../../catalog/model-spec.js';
+import type { ModelSpec } from '../../../catalog/model-spec.js';
 import { LlmgwError, messageOf } from '../../../core/errors.js';
-import { generateSecret } from '../../../core/secrets.js';
 import type { KubeCluster } from '../../../kube/client.js';
-import {
-  engineContainer,
-  engineKeySecret,
-  engineKeySecretKey,
-  hubTokenSecret,
-  hubTokenSecretKey,
-  hubTokenSecretName,
-  keepingPlacedPods,
-  modelNameAnnotation,
-  productsByClass,
-  templatesOf,
-  workloadLabels,
-  type PodSettings,
-  type Workload,
-  type WorkloadInput,
-} from '../../../kube/manifests.js';
-import { restartedAtAnnotation, secretName, specHashAnnotation, workloadName } from '../../../kube/names.js';
+import { modelNameAnnotation, productsByClass, type PodSettings } from '../../../kube/manifests.js';
+import { secretName, workloadName } from '../../../kube/names.js';
 import { kubeNodeView, offersOf } from '../../../kube/node-classes.js';
-import { groupPods, podState, replicaView } from '../../../kube/pod-views.js';
+import { groupPods, replicaView } from '../../../kube/pod-views.js';
 import type { Origin } from '../../../models/origin.js';
+import type { ModelDownloads, NodeCache, NodeDownload, PullStarted } from '../../../protocol/cache-views.js';
 import type { NodeView } from '../../../protocol/node-views.js';
 import type { ReplicaView, RestartResult } from '../../../protocol/replica-views.js';
+import type { RollOptions, RolloutView } from '../../../protocol/rollout-views.js';
 import type { RouteReplica, RouteTable } from '../../../protocol/routes.js';
 import type { Store } from '../../../store/store.js';
 import type { Catalog } from '../../catalog.js';
 import type { LeaderView } from '../../cluster/leadership.js';
 import type { EventPublisher } from '../../events/event-hub.js';
 import type { EngineKeys } from '../engine-keys.js';
+import { modelDownloads, type Fleet, type LogOptions } from '../fleet.js';
+import { Passes } from '../passes.js';
 import { catalogEntry, replicaOfModel, routeReplica } from '../route-entries.js';
 
-import type { FleetDelegate } from './delegate.js';
+import { ModelKeys } from './model-keys.js';
+import { podLogs } from './pod-logs.js';
+import { chooseProfile, WorkloadWriter, type HubSettings, type Wanted } from './workload-writer.js';
 
 /** Said to an agent that dials a control plane in Kubernetes mode, and to `ctl node token` there. */
 export const kubernetesTakesNoAgents =
@@ -52,7 +42,7 @@ export interface KubeFleetOptions {
     pods: PodSettings;
     llamaParallel: number;
     /** hub.endpoint and hub.token: the download init containers fetch from there, with that token. */
-    hub?: { endpoint?: string | undefined; token?: string | undefined };
+    hub?: HubSettings;
   };
   /** Whether this control plane writes (the leader); without it, it always does. */
   leader?: LeaderView;
@@ -63,16 +53,6 @@ export interface KubeFleetOptions {
   intervalMs?: number;
 }
 
-/** The chosen profile of a model, and why none could be written when one could not. */
-interface Wanted {
-  spec: ModelSpec;
-  profile: ProfileSpec;
-  replicas: number;
-  problem?: string;
-}
-
-const keyPrefix = 'kube/engine-key/';
-
 /**
  * Replicas as native Kubernetes objects: each model of the catalog as a Deployment (a
  * LeaderWorkerSet for a multi-node profile) of its chosen profile, with the count the catalog
@@ -80,28 +60,27 @@ const keyPrefix = 'kube/engine-key/';
  * plane reads pods and nodes from its informers, so the replicas, the routes and the nodes are
  * what the cluster says now. The scheduler places, the kubelet restarts: llmgw only declares.
  */
-export class KubeFleet implements FleetDelegate {
+export class KubeFleet implements Fleet {
   readonly #o: KubeFleetOptions;
-  readonly #keys = new Map<string, string>();
+  readonly #keys: ModelKeys;
+  readonly #writer: WorkloadWriter;
+  readonly #passes: Passes;
   /** Why a model's objects could not be written, by model. */
   readonly #problems = new Map<string, string>();
-  /** Rolling restarts asked for, by workload name: the template annotation to write. */
-  readonly #restarts = new Map<string, string>();
-  /** Models whose Secret holds their key, as last read or written here. */
-  readonly #secretsOk = new Set<string>();
-  /** hub.token as last written to its Secret (undefined: none written, or deleted). */
-  #hubToken: string | undefined;
   #wanted = new Map<string, Wanted>();
-  #running: Promise<void> | undefined;
-  #again = false;
   #timer: NodeJS.Timeout | undefined;
-  #stopped = false;
 
   constructor(o: KubeFleetOptions) {
     this.#o = o;
+    this.#keys = new ModelKeys(o);
+    this.#writer = new WorkloadWriter({ cluster: o.cluster, keys: this.#keys, logger: o.logger });
+    this.#passes = new Passes({
+      pass: () => this.#pass(),
+      failed: (e) => o.logger.error({ err: messageOf(e) }, 'Kubernetes reconcile failed'),
+    });
   }
 
-  get #leads(): boolean {
+  get leads(): boolean {
     return this.#o.leader?.leads() ?? true;
   }
 
@@ -115,34 +94,20 @@ export class KubeFleet implements FleetDelegate {
     let beats = 0;
     this.#timer = setInterval(() => {
       // Now and then the Secrets are read again: one deleted by hand is made again.
-      if (++beats % 6 === 0) this.#secretsOk.clear();
+      if (++beats % 6 === 0) this.#writer.recheckSecrets();
       this.poke();
     }, this.#o.intervalMs ?? 10_000);
     this.#timer.unref();
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
-    await this.#running;
+    await this.#passes.stop();
     await this.#o.cluster.stop();
   }
 
   poke(): void {
-    if (this.#stopped) return;
-    if (this.#running !== undefined) {
-      this.#again = true;
-      return;
-    }
-    this.#running = this.#pass()
-      .catch((e: unknown) => this.#o.logger.error({ err: messageOf(e) }, 'Kubernetes reconcile failed'))
-      .finally(() => {
-        this.#running = undefined;
-        if (this.#again) {
-          this.#again = false;
-          this.poke();
-        }
-      });
+    this.#passes.poke();
   }
 
   async reconcile(): Promise<void> {
@@ -151,8 +116,8 @@ export class KubeFleet implements FleetDelegate {
     await this.settled();
   }
 
-  async settled(): Promise<void> {
-    while (this.#running !== undefined) await this.#running;
+  settled(): Promise<void> {
+    return this.#passes.settled();
   }
 
   /** One pass: the objects the catalog wants written, those it no longer wants deleted (leader only). */
@@ -161,7 +126,7 @@ export class KubeFleet implements FleetDelegate {
     const origins = await this.#o.catalog.origins();
     const { pods: podSettings, llamaParallel, hub: hubSettings } = this.#o.settings();
     const cluster = this.#o.cluster;
-    const hub = this.#leads ? await this.#hub(podSettings.namespace, hubSettings) : undefined;
+    const hub = this.leads ? await this.#writer.hub(podSettings.namespace, hubSettings) : undefined;
     const nodes = cluster.nodes();
     const products = productsByClass(nodes.map((n) => ({ labels: n.metadata?.labels })));
     const offered = new Set(nodes.flatMap((n) => offersOf(n).map((o) => o.class)));
@@ -178,10 +143,10 @@ export class KubeFleet implements FleetDelegate {
       // By kind too: a profile that came to span nodes leaves its Deployment for a LeaderWorkerSet.
       const kind = profile.nodes > 1 ? 'LeaderWorkerSet' : 'Deployment';
       keep.add(`${kind}/${name}`);
-      if (!this.#leads) continue;
+      if (!this.leads) continue;
       try {
         const current = existing.get(name);
-        await this.#write(w, current?.kind === kind ? current : undefined, {
+        await this.#writer.write(w, current?.kind === kind ? current : undefined, {
           origin: origins.get(spec.name),
           pods: podSettings,
           llamaParallel,
@@ -194,11 +159,11 @@ export class KubeFleet implements FleetDelegate {
         if (this.#problems.get(spec.name) !== message)
           this.#o.logger.warn({ model: spec.name, err: message }, 'could not write the model to Kubernetes');
         this.#problems.set(spec.name, message);
-        this.#secretsOk.delete(spec.name);
+        this.#writer.recheckSecrets(spec.name);
       }
     }
     this.#wanted = wanted;
-    if (!this.#leads) return;
+    if (!this.leads) return;
     const models = new Set(specs.map((s) => s.name));
     for (const w of workloads) {
       const name = w.metadata?.name ?? '';
@@ -209,142 +174,17 @@ export class KubeFleet implements FleetDelegate {
       const model = w.metadata?.annotations?.[modelNameAnnotation];
       if (model !== undefined && !models.has(model)) {
         await cluster.remove('Secret', secretName(model));
-        this.#keys.delete(model);
-        this.#secretsOk.delete(model);
+        this.#keys.forget(model);
+        this.#writer.recheckSecrets(model);
       }
     }
-  }
-
-  /**
-   * Where the download init containers fetch from: hub.endpoint, and hub.token kept in a
-   * Secret of llmgw's (written when it changes, deleted when unset) that the pods read.
-   */
-  async #hub(
-    namespace: string,
-    settings: { endpoint?: string | undefined; token?: string | undefined } | undefined,
-  ): Promise<WorkloadInput['hub']> {
-    const token = settings?.token;
-    if (token !== this.#hubToken) {
-      if (token === undefined) await this.#o.cluster.remove('Secret', hubTokenSecretName);
-      else await this.#o.cluster.apply(hubTokenSecret(namespace, token));
-      this.#hubToken = token;
-    }
-    return {
-      endpoint: settings?.endpoint,
-      tokenSecret: token === undefined ? undefined : { name: hubTokenSecretName, key: hubTokenSecretKey },
-    };
-  }
-
-  async #write(
-    w: Wanted,
-    current: Workload | undefined,
-    c: {
-      origin: Origin | undefined;
-      pods: PodSettings;
-      llamaParallel: number;
-      products: ReturnType<typeof productsByClass>;
-      hub: WorkloadInput['hub'];
-    },
-  ): Promise<void> {
-    const { spec, profile } = w;
-    const { origin, pods, llamaParallel, products } = c;
-    if (profile.nodes > 1 && !this.#o.cluster.leaderWorkerSets) {
-      throw new LlmgwError(
-        'unavailable',
-        `profile "${profile.name}" spans ${profile.nodes} nodes, which runs as a LeaderWorkerSet, and the cluster has no LeaderWorkerSet CRD: install it (docs/kubernetes.md, "Multi-node profiles") and restart llmgw`,
-      );
-    }
-    const workload = keepingPlacedPods(
-      {
-        model: spec,
-        profile,
-        origin,
-        replicas: w.replicas,
-        settings: pods,
-        llamaParallel,
-        products,
-        hub: c.hub,
-      },
-      current,
-      this.#waitsForNode(spec.name, profile.name),
-    );
-    const name = workload.metadata?.name ?? '';
-    // A rolling restart asked for here, or one made before (by llmgw or kubectl rollout restart), is kept.
-    const seen = templateAnnotations(current)?.[restartedAtAnnotation];
-    // Ours is kept until the informer shows it written; from then on the object's (a later kubectl rollout restart's) wins.
-    if (this.#restarts.get(name) === seen) this.#restarts.delete(name);
-    const restartedAt = this.#restarts.get(name) ?? seen;
-    if (restartedAt !== undefined) {
-      for (const t of templatesOf(workload)) {
-        t.metadata = {
-          ...t.metadata,
-          annotations: { ...t.metadata?.annotations, [restartedAtAnnotation]: restartedAt },
-        };
-      }
-    }
-    // The Secret is read once a minute per model (and after a failed pass): not on every pass.
-    if (!this.#secretsOk.has(spec.name)) {
-      const key = await this.#keyOf(spec.name);
-      const secret = await this.#o.cluster.readSecret(secretName(spec.name));
-      const stored = secret?.data?.[engineKeySecretKey];
-      if (stored === undefined || Buffer.from(stored, 'base64').toString('utf8') !== key)
-        await this.#o.cluster.apply(engineKeySecret(spec.name, pods.namespace, key));
-      this.#secretsOk.add(spec.name);
-    }
-    const same =
-      current !== undefined &&
-      current.kind === workload.kind &&
-      current.metadata?.annotations?.[specHashAnnotation] ===
-        workload.metadata?.annotations?.[specHashAnnotation] &&
-      current.spec?.replicas === w.replicas &&
-      templateAnnotations(current)?.[restartedAtAnnotation] === restartedAt;
-    if (same) return;
-    this.#o.logger.info(
-      {
-        object: `${workload.kind}/${name}`,
-        replicas: w.replicas,
-        hash: workload.metadata?.annotations?.[specHashAnnotation],
-      },
-      current === undefined ? 'creating' : 'updating',
-    );
-    await this.#o.cluster.apply(workload);
-  }
-
-  /** Whether a pod of this model's profile waits for the scheduler to find it a node. */
-  #waitsForNode(model: string, profile: string): boolean {
-    const labels = workloadLabels(model, profile);
-    return this.#o.cluster
-      .pods()
-      .some(
-        (p) =>
-          Object.entries(labels).every(([k, v]) => p.metadata?.labels?.[k] === v) &&
-          p.metadata?.deletionTimestamp == null &&
-          p.status?.phase === 'Pending' &&
-          (p.spec?.nodeName ?? '') === '',
-      );
-  }
-
-  /** The model's engine key: sealed in the store (shared by every control plane), made once. */
-  async #keyOf(model: string): Promise<string> {
-    const known = this.#keys.get(model);
-    if (known !== undefined) return known;
-    const id = `${keyPrefix}${model}`;
-    let sealed = await this.#o.store.shared.get(id);
-    sealed ??= await this.#o.store.shared.putIfAbsent(id, this.#o.keys.seal(id, generateSecret('engine')));
-    const key = this.#o.keys.open(id, sealed);
-    this.#keys.set(model, key);
-    return key;
   }
 
   // Views
 
-  #port(): number {
-    return this.#o.settings().pods.engine_port;
-  }
-
   #views(): ReplicaView[] {
     const specs = new Map([...this.#wanted.values()].map((w) => [w.spec.name, w.spec]));
-    const port = this.#port();
+    const port = this.#o.settings().pods.engine_port;
     return groupPods(this.#o.cluster.pods()).map((g) => {
       const view = replicaView({ ...g, engine: null, port });
       const spec = specs.get(view.model);
@@ -378,11 +218,7 @@ export class KubeFleet implements FleetDelegate {
 
   replica(id: string): ReplicaView {
     const v = this.#views().find((x) => x.id === id);
-    if (v === undefined)
-      throw new LlmgwError(
-        'not_found',
-        `no replica is named "${id}" (llmgw ctl replicas lists them; in Kubernetes a replica is its pod)`,
-      );
+    if (v === undefined) unknownReplica(id);
     return v;
   }
 
@@ -403,8 +239,8 @@ export class KubeFleet implements FleetDelegate {
       );
     // kubectl rollout restart's way: a new template annotation rolls every pod of the model's profile.
     const name = workloadName(v.model, v.profile);
-    this.#restarts.set(name, new Date().toISOString());
-    if (!this.#leads)
+    this.#writer.restart(name);
+    if (!this.leads)
       throw new LlmgwError(
         'unavailable',
         'this control plane does not lead: ask the leader (llmgw ctl status names it)',
@@ -417,6 +253,34 @@ export class KubeFleet implements FleetDelegate {
       mode: 'surge',
       message: `${name} rolls its pods one at a time (as kubectl rollout restart does): pod ${id} stops once its successor is scheduled`,
     };
+  }
+
+  /** Kubernetes rolls a changed pod template itself (the Deployment's rolling update): always a surge. */
+  async rollModel(
+    model: string,
+    _next: ModelSpec,
+    o: RollOptions,
+    write: () => Promise<void>,
+  ): Promise<RolloutView> {
+    const started_at = new Date().toISOString();
+    await write();
+    await this.reconcile();
+    const total = this.replicas(model).length;
+    return {
+      model,
+      change: o.change,
+      mode: 'surge',
+      by: o.actor,
+      started_at,
+      state: 'rolling',
+      replaced: 0,
+      total,
+    };
+  }
+
+  /** None is kept: the Deployment's rollout status is Kubernetes'. */
+  rollout(): Promise<RolloutView | undefined> {
+    return Promise.resolve(undefined);
   }
 
   async routeTable(): Promise<RouteTable> {
@@ -436,7 +300,7 @@ export class KubeFleet implements FleetDelegate {
           model: spec.name,
           profile,
           endpoint: v.endpoint,
-          apiKey: await this.#keyOf(spec.name),
+          apiKey: await this.#keys.keyOf(spec.name),
           llamaParallel,
         }),
       );
@@ -456,54 +320,38 @@ export class KubeFleet implements FleetDelegate {
     return { replicas, models };
   }
 
-  /**
-   * The engine container's log of the replica's pod (of its rank's pod, for a LeaderWorkerSet's
-   * group), read through the API as kubectl logs does; a pod the scheduler has not placed has
-   * none yet, and says why.
-   */
-  async logs(
-    id: string,
-    options: {
-      rank: number;
-      tail: number;
-      follow: boolean;
-      signal: AbortSignal;
-      onLines: (lines: string[]) => void;
-    },
-  ): Promise<void> {
-    const group = groupPods(this.#o.cluster.pods()).find((g) => g.leader.metadata?.name === id);
-    if (group === undefined) this.replica(id);
-    const pod = group === undefined ? undefined : [group.leader, ...group.workers][options.rank];
-    const name = pod?.metadata?.name;
-    if (pod === undefined || name === undefined)
-      throw new LlmgwError(
-        'not_found',
-        `replica ${id} has no rank ${options.rank} (its ${group?.workers.length === 0 ? 'one pod is rank 0' : `pods are ranks 0 to ${group?.workers.length ?? 0}`})`,
-      );
-    const state = podState(pod);
-    if (state.state === 'pending')
-      throw new LlmgwError(
-        'conflict',
-        `replica ${id}'s pod ${name} is Pending: ${state.reason ?? 'waiting to be scheduled'}`,
-      );
-    // The engine waits on the downloader: the API's answer would be "waiting to start: PodInitializing".
-    if (state.state === 'downloading')
-      throw new LlmgwError(
-        'conflict',
-        `replica ${id}'s engine has not started: ${state.reason ?? 'its init container runs'}; its progress: kubectl -n ${this.#o.settings().pods.namespace} logs ${name} -c download`,
-      );
-    const lines = lineSplitter();
-    await this.#o.cluster.podLog(name, {
-      container: engineContainer,
-      tail: options.tail,
-      follow: options.follow,
-      signal: options.signal,
-      onText: (text) => options.onLines(lines.push(text)),
+  logs(id: string, options: LogOptions): Promise<void> {
+    return podLogs(this.#o.cluster, id, {
+      ...options,
+      namespace: this.#o.settings().pods.namespace,
+      unknown: () => unknownReplica(id),
     });
-    const rest = lines.end();
-    if (rest.length > 0) options.onLines(rest);
   }
 
+  // What only agents do: refused, or nothing to tell.
+
+  pull(): PullStarted {
+    throw new LlmgwError('not_implemented', agentsOnly('ctl model pull'));
+  }
+
+  downloads(model: string, origin: Origin): ModelDownloads {
+    return modelDownloads(model, origin);
+  }
+
+  activeDownloads(): NodeDownload[] {
+    return [];
+  }
+
+  caches(): Promise<NodeCache[]> {
+    return Promise.reject(new LlmgwError('not_implemented', agentsOnly("ctl cache of nodes' model files")));
+  }
+
+  /** No agent keeps files here: a PVC is the operator's, an emptyDir goes with its pod. */
+  purge(): Promise<string[]> {
+    return Promise.resolve([]);
+  }
+
+  /** The nodes as llmgw shows them, read-only (the node registry's in Kubernetes mode). */
   nodeViews(): NodeView[] {
     const pods = this.#o.cluster.pods();
     return this.#o.cluster
@@ -511,48 +359,16 @@ export class KubeFleet implements FleetDelegate {
       .map((n) => kubeNodeView(n, pods))
       .sort((a, b) => a.name.localeCompare(b.name));
   }
-
-  refusal(operation: string): string {
-    return `${operation} is for nodes with an llmgw agent, and this control plane runs in Kubernetes mode (kubernetes: in its settings): the kubelet runs the engines, and model files come from kubernetes.models.pvc or its downloader init container`;
-  }
 }
 
-/** Text in chunks as whole lines: push gives the lines a chunk completes, end the unfinished last one. */
-export function lineSplitter(): { push(text: string): string[]; end(): string[] } {
-  let partial = '';
-  return {
-    push(text) {
-      const parts = (partial + text).split('\n');
-      partial = parts.pop() ?? '';
-      return parts;
-    },
-    end() {
-      const rest = partial;
-      partial = '';
-      return rest === '' ? [] : [rest];
-    },
-  };
-}
-
-/**
- * The profile a model runs as: the one its objects already run (no flip-flop as nodes come and
- * go), else the first whose device class the cluster's nodes offer (or a CPU profile), else the
- * first: its pods then wait, with the scheduler's reason.
- */
-export function chooseProfile(
-  spec: ModelSpec,
-  offered: ReadonlySet<string>,
-  existing: ReadonlyMap<string, unknown>,
-): ProfileSpec {
-  const first = spec.profiles[0];
-  if (first === undefined) throw new Error(`model ${spec.name} has no profile`);
-  return (
-    spec.profiles.find((p) => existing.has(workloadName(spec.name, p.name))) ??
-    spec.profiles.find((p) => isCpuProfile(p) || (p.gpu_class !== undefined && offered.has(p.gpu_class))) ??
-    first
+function unknownReplica(id: string): never {
+  throw new LlmgwError(
+    'not_found',
+    `no replica is named "${id}" (llmgw ctl replicas lists them; in Kubernetes a replica is its pod)`,
   );
 }
 
-function templateAnnotations(w: Workload | undefined): Record<string, string> | undefined {
-  return w === undefined ? undefined : templatesOf(w)[0]?.metadata?.annotations;
+/** Why an operation for agents' nodes is refused here, with what to do instead. */
+function agentsOnly(operation: string): string {
+  return `${operation} is for nodes with an llmgw agent, and this control plane runs in Kubernetes mode (kubernetes: in its settings): the kubelet runs the engines, and model files come from kubernetes.models.pvc or its downloader init container`;
 }
