@@ -25,6 +25,8 @@ export const layers = [
 
 /** Imports allowed sideways, inside one layer. */
 const sideways = {
+  // The HTTP server that every part listens with refuses a bad listen address with core's coded errors.
+  http1: ['core'],
   engines: ['planner'],
   // Device classes are named one way, by the catalog's rules.
   gpu: ['catalog'],

@@ -259,8 +259,8 @@ async function runOne(workload, policy, runSeed) {
   const prompts = new Map();
   const gateway = new Gateway({
     keys,
-    routes: () => Promise.resolve(routeTable()),
-    usage: () => Promise.resolve(),
+    routes: { routeTable: () => Promise.resolve(routeTable()) },
+    usage: { write: () => Promise.resolve() },
     logger: pino({ level: 'silent' }),
     routing: policy === 'oracle' ? { pick: oracle(prompts) } : { policy },
   });

@@ -53,8 +53,8 @@ const shard = (replicaId: string, port: number, apiKey = engineKey): AssignedSha
 async function gatewayOver(table: RouteTable): Promise<{ gateway: Gateway; front: Server; url: string }> {
   const gateway = new Gateway({
     keys,
-    routes: () => Promise.resolve(table),
-    usage: () => Promise.resolve(),
+    routes: { routeTable: () => Promise.resolve(table) },
+    usage: { write: () => Promise.resolve() },
     logger: silent,
     retries: 0,
   });
@@ -284,16 +284,18 @@ describe('gateway to engine over TLS, through the node’s engine proxy', () => 
   it('has the gateway try another replica when the proxy says its replica moved away', async () => {
     const gateway = new Gateway({
       keys,
-      routes: () =>
-        Promise.resolve({
-          replicas: [
-            replica('gone-1', `https://127.0.0.1:${proxy.port}/r/gone-1`),
-            replica('tiny-1', endpoint),
-          ],
-          models: [{ name: 'tiny', adapters: [], engines: ['llamacpp'] }],
-          ca: cluster.ca,
-        }),
-      usage: () => Promise.resolve(),
+      routes: {
+        routeTable: () =>
+          Promise.resolve({
+            replicas: [
+              replica('gone-1', `https://127.0.0.1:${proxy.port}/r/gone-1`),
+              replica('tiny-1', endpoint),
+            ],
+            models: [{ name: 'tiny', adapters: [], engines: ['llamacpp'] }],
+            ca: cluster.ca,
+          }),
+      },
+      usage: { write: () => Promise.resolve() },
       logger: silent,
       retries: 1,
     });

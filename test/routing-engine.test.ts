@@ -118,24 +118,26 @@ describe('the gateway in front of them', () => {
       keys: {
         check: () => Promise.resolve({ name: 't', role: 'user', allowedModels: null, rpm: null, tpm: null }),
       },
-      routes: () =>
-        Promise.resolve({
-          replicas: engines.map((e) => ({
-            id: e.id,
-            model: 'sim',
-            engine: 'vllm',
-            endpoint: e.url ?? '',
-            apiKey: e.id === 'sim-0' ? 'k0' : 'k1',
-            servedName: 'sim',
-            adapters: [],
-            capacity: 4,
-            loadMetrics: loadMetricsOf.vllm,
-            metricsUrl: `${e.url ?? ''}/metrics`,
-            healthPath: '/health',
-          })),
-          models: [{ name: 'sim', adapters: [], engines: ['vllm'] }],
-        }),
-      usage: () => Promise.resolve(),
+      routes: {
+        routeTable: () =>
+          Promise.resolve({
+            replicas: engines.map((e) => ({
+              id: e.id,
+              model: 'sim',
+              engine: 'vllm',
+              endpoint: e.url ?? '',
+              apiKey: e.id === 'sim-0' ? 'k0' : 'k1',
+              servedName: 'sim',
+              adapters: [],
+              capacity: 4,
+              loadMetrics: loadMetricsOf.vllm,
+              metricsUrl: `${e.url ?? ''}/metrics`,
+              healthPath: '/health',
+            })),
+            models: [{ name: 'sim', adapters: [], engines: ['vllm'] }],
+          }),
+      },
+      usage: { write: () => Promise.resolve() },
       logger: pino({ level: 'silent' }),
       routing: { policy },
     });

@@ -8,7 +8,7 @@ import WebSocket, { WebSocketServer } from 'ws';
 
 import { nodeRequest, type ClientResponse, type GatewayRequest } from '../src/http1/client-io.js';
 import { httpGet, trustCaForOrigin } from '../src/models/http-get.js';
-import { HttpServer } from '../src/server/http-server.js';
+import { HttpServer } from '../src/http1/http-server.js';
 import { createCa, fingerprint, issueCertificate } from '../src/tls/certificates.js';
 
 const ca = createCa();

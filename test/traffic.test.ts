@@ -49,7 +49,7 @@ describe('GET /api/v1/traffic', () => {
     await startLocalGateway(t.cp, {
       logger: pino({ level: 'silent' }),
       settings: t.cp.settings.current.settings,
-      routes: () => Promise.resolve(table),
+      routes: { routeTable: () => Promise.resolve(table) },
     });
     userKey = (await api(t.url, t.adminKey, 'POST', '/keys', { name: 'reader', role: 'user' })).body.secret;
   });

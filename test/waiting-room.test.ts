@@ -7,12 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ApiClient } from '../src/client/api-client.js';
 import { FailoverClient } from '../src/client/failover-client.js';
-import { mountGateway, remoteSignals } from '../src/cli/gateway-compose.js';
+import { remoteSignals } from '../src/gateway/control-plane-api.js';
+import { mountGateway } from '../src/gateway/mount.js';
 import { Gateway } from '../src/gateway/gateway.js';
 import type { GatewayKeys } from '../src/gateway/keys.js';
 import type { GatewayLoadReport, ScaleSignals, WakeAnswer } from '../src/protocol/load-report.js';
 import type { CatalogEntry, RouteReplica, RouteTable } from '../src/protocol/routes.js';
-import { HttpServer } from '../src/server/http-server.js';
+import { HttpServer } from '../src/http1/http-server.js';
 import { until } from './support/fleet.js';
 
 /** An engine on 127.0.0.1:0: a chat answer, streamed when asked; metrics in llama.cpp's names. */
@@ -155,8 +156,8 @@ describe('the waiting room of a model scaled to zero', () => {
   const serve = async (room: { maxPerModel: number; timeoutMs: number }) => {
     const g = new Gateway({
       keys,
-      routes: () => Promise.resolve(table),
-      usage: () => Promise.resolve(),
+      routes: { routeTable: () => Promise.resolve(table) },
+      usage: { write: () => Promise.resolve() },
       logger: pino({ level: 'silent' }),
       refreshMs: 60_000,
       signals,

@@ -1,19 +1,14 @@
 import { ApiClient } from '../client/api-client.js';
 import { FailoverClient } from '../client/failover-client.js';
 import type { WhoAmI } from '../core/api-types.js';
-import { HttpServer } from '../server/http-server.js';
+import { HttpServer } from '../http1/http-server.js';
 
+import { remoteRoutes, remoteSignals, remoteUsage } from '../gateway/control-plane-api.js';
 import { remoteKeys } from '../gateway/keys.js';
-import {
-  mountGateway,
-  newGateway,
-  newWorkerPool,
-  poolServices,
-  remoteRoutes,
-  remoteSignals,
-  remoteUsage,
-  sharedRoutes,
-} from './gateway-compose.js';
+import { mountGateway } from '../gateway/mount.js';
+import { sharedRoutes } from '../gateway/shared-routes.js';
+import { primaryServices } from '../gateway/workers/primary-services.js';
+import { newGateway, newWorkerPool } from './gateway-compose.js';
 import { createLogger } from './logger.js';
 import { untilSignalled } from './signals.js';
 import { commandSettings } from './settings.js';
@@ -84,7 +79,7 @@ export async function runGateway(o: RunGatewayOptions): Promise<void> {
   });
   mountGateway(http, gateway);
   const url = await http.listen(o.listen);
-  pool?.attach(poolServices(gateway, { keys, routes, usage, signals }));
+  pool?.attach(primaryServices(gateway, { keys, routes, usage, signals }));
   logger.info(
     { url, servers: o.servers, ...(pool === undefined ? {} : { workers: pool.pids() }) },
     'gateway listening',

@@ -105,4 +105,20 @@ export interface Engine {
   validate(profile: ProfileSpec, devices: readonly ShardDevice[]): string[];
   /** The processes of one shard. Throws LlmgwError when the weights cannot be used (no model file). */
   commands(launch: ShardLaunch): ProcessSpec[];
+
+  // --- What the gateway asks of an engine (so that it compares no engine's name) ---
+  /** Whether it serves OpenAI's Responses API at /v1/responses. */
+  readonly servesResponses: boolean;
+  /**
+   * Names a LoRA adapter in a request to it. `body` is the gateway's copy of the client's,
+   * its `model` already the engine's name for the model, changed in place; `loaded` is the
+   * replica's adapters in load order.
+   */
+  selectAdapter(body: Record<string, unknown>, adapter: string, loaded: readonly string[]): void;
+  // --- end of what the gateway asks ---
+}
+
+/** An adapter named as the request's model: how vLLM, SGLang and TensorRT-LLM serve LoRA adapters. */
+export function adapterAsModel(body: Record<string, unknown>, adapter: string): void {
+  body['model'] = adapter;
 }

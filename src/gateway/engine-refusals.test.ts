@@ -126,26 +126,28 @@ describe('what the gateway does with an engine’s refusal', () => {
     ];
     gateway = new Gateway({
       keys,
-      routes: () =>
-        Promise.resolve({
-          replicas: [
-            replica('emb-1', 'emb', e501),
-            replica('sg-1', 'sg', e400),
-            replica('pair-1', 'pair', e401),
-            replica('pair-2', 'pair', e200),
-            replica('text-1', 'text', eText),
-            replica('sick-1', 'sick', eSick),
-            replica('sick-2', 'sick', eWell),
-            replica('liar-1', 'liar', eLiar),
-            replica('down-1', 'down', eSick),
-          ],
-          models: ['emb', 'sg', 'pair', 'text', 'sick', 'liar', 'down'].map((name) => ({
-            name,
-            adapters: [],
-            engines: ['llamacpp'],
-          })),
-        }),
-      usage: () => Promise.resolve(),
+      routes: {
+        routeTable: () =>
+          Promise.resolve({
+            replicas: [
+              replica('emb-1', 'emb', e501),
+              replica('sg-1', 'sg', e400),
+              replica('pair-1', 'pair', e401),
+              replica('pair-2', 'pair', e200),
+              replica('text-1', 'text', eText),
+              replica('sick-1', 'sick', eSick),
+              replica('sick-2', 'sick', eWell),
+              replica('liar-1', 'liar', eLiar),
+              replica('down-1', 'down', eSick),
+            ],
+            models: ['emb', 'sg', 'pair', 'text', 'sick', 'liar', 'down'].map((name) => ({
+              name,
+              adapters: [],
+              engines: ['llamacpp'],
+            })),
+          }),
+      },
+      usage: { write: () => Promise.resolve() },
       logger: pino({ level: 'silent' }),
     });
     await gateway.start();

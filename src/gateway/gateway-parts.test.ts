@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 
 import type { RouteReplica } from '../protocol/routes.js';
 
-import { affinityKey, upstreamBody } from './gateway.js';
+import { affinityKey, upstreamBody } from './upstream-body.js';
 import { RateLimits } from './rate-limits.js';
 import { SseRelay } from './sse-relay.js';
 import { UsageRecorder, type UsageRow } from './usage-recorder.js';
@@ -155,10 +155,12 @@ describe('gateway parts', () => {
     const written: UsageRow[][] = [];
     let fail = true;
     const rec = new UsageRecorder({
-      sink: (rows) => {
-        if (fail) return Promise.reject(new Error('database away'));
-        written.push(rows);
-        return Promise.resolve();
+      sink: {
+        write: (rows) => {
+          if (fail) return Promise.reject(new Error('database away'));
+          written.push(rows);
+          return Promise.resolve();
+        },
       },
       logger: pino({ level: 'silent' }),
       intervalMs: 60_000,

@@ -1,92 +1,54 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 
-import type { Logger } from 'pino';
-
-import { didYouMean } from '../core/did-you-mean.js';
 import { clientText } from '../core/redact.js';
-import { requestIdFrom } from '../core/request-id.js';
-import { UpstreamPool } from '../http1/upstream-pool.js';
-import type { GatewayLoadReport, ScaleSignals } from '../protocol/load-report.js';
-import type { CatalogEntry, RouteReplica, RouteTable } from '../protocol/routes.js';
-
 import type { ClientResponse, GatewayRequest } from '../http1/client-io.js';
+import type { GatewayLoadReport } from '../protocol/load-report.js';
+
+import { Accounting } from './accounting.js';
+import { checkEngineRoute, checkRoute, isModelList, modelOf } from './admission.js';
+import { EnginePools } from './engine-pools.js';
+import { newExchange, pathOf, type Exchange } from './exchange.js';
+import { logExchange } from './exchange-log.js';
+import { forward, type ForwardContext } from './forward.js';
 import { GatewayMetrics } from './gateway-metrics.js';
-import { forward, type Exchange, type ForwardContext } from './forward.js';
+import type { GatewayOptions } from './gateway-options.js';
 import { IdleWatch } from './idle-watch.js';
+import { admitKey, type GatewayPrincipal, type KeyHeaders, type KeyScope } from './keys.js';
 import { ModelDemand, sendReports } from './load-figures.js';
-import { admitKey, type GatewayKeys, type GatewayPrincipal, type KeyHeaders, type KeyScope } from './keys.js';
+import { ModelCatalog } from './model-catalog.js';
 import { allFailed, GatewayError, sendError, toGatewayError } from './openai-errors.js';
-import { RateLimits, type LimitRefusal } from './rate-limits.js';
+import { RateLimits } from './rate-limits.js';
 import { poolHealth, ReplicaHealth } from './replica-health.js';
 import { parseBody, requestProblem } from './request-checks.js';
 import { promptBlocks } from './router/prefix-blocks.js';
-import { restartingModels, Router, type RouterOptions } from './router/index.js';
+import { restartingModels, Router, type AcquireOptions, type Lease } from './router/index.js';
 import { Scraper } from './router/scraper.js';
 import { RouterError } from './router/types.js';
-import { UsageRecorder, type UsageSink } from './usage-recorder.js';
+import type { KeyLimits } from './services.js';
+import { affinityKey, upstreamBody } from './upstream-body.js';
+import { UsageRecorder } from './usage-recorder.js';
 import { WaitingRoom } from './waiting-room.js';
 import { WaitingStream } from './waiting-stream.js';
 
-export interface GatewayOptions {
-  keys: GatewayKeys;
-  /** The ready replicas and the catalog, asked again every `refreshMs`. */
-  routes: () => Promise<RouteTable>;
-  usage: UsageSink;
-  logger: Logger;
-  maxBodyBytes?: number;
-  queue?: { maxPerModel: number; timeoutMs: number };
-  refreshMs?: number;
-  scrapeMs?: number;
-  /** Other replicas tried after one refused the connection or failed before the first byte (see forward). */
-  retries?: number;
-  /**
-   * How long an engine may send nothing on a request (before its answer's head, or between
-   * bytes of it) before the request is answered 504 and the replica leaves rotation (default 300 s).
-   */
-  upstreamIdleMs?: number;
-  /**
-   * Where the load report goes every `reportMs` and wake-ups of models scaled to zero are
-   * asked for: the autoscaler in process, or the control plane's API (remoteSignals).
-   */
-  signals?: ScaleSignals | undefined;
-  /** How often the load report is sent (default 1 s). */
-  reportMs?: number;
-  /** This gateway's name in its load reports (default host:pid:random). */
-  gatewayId?: string;
-  /**
-   * Requests for a model scaled to zero (wakeable, no ready replica) wait while one starts:
-   * at most `maxPerModel` per model (default 1000), each for `timeoutMs` (default 300 s).
-   * Streamed ones get an SSE comment every `heartbeatMs` (default 5 s); the model is woken
-   * again every `wakeEveryMs` (default 5 s) and the routes read every `refreshMs` (default 250 ms).
-   */
-  waitingRoom?: {
-    maxPerModel: number;
-    timeoutMs: number;
-    heartbeatMs?: number;
-    wakeEveryMs?: number;
-    refreshMs?: number;
-  };
-  /** How replicas are picked (the router's policy, bounds and pick hook); the defaults serve. */
-  routing?: Pick<RouterOptions, 'policy' | 'pick' | 'affinityBound' | 'prefixBound' | 'prefixMaxBlocks'>;
-  /** Where keys' rpm and tpm are counted: in this process by default; a gateway worker asks its primary. */
-  limits?: KeyLimits;
-}
+export type { GatewayOptions } from './gateway-options.js';
+export type { KeyLimits } from './services.js';
 
-/** Requests and tokens per key, counted where every gateway worker's requests count. */
-export interface KeyLimits {
-  admit(
-    key: string,
-    limits: { rpm: number | null; tpm: number | null },
-  ): LimitRefusal | undefined | Promise<LimitRefusal | undefined>;
-  charge(key: string, tokens: number, limits: { tpm: number | null }): void;
+/** A request past admission: what it asked for, as the engine will get it. */
+interface Admitted {
+  path: string;
+  /** The body as it came, sent on as it is where nothing in it changes. */
+  raw: Buffer;
+  body: Record<string, unknown>;
+  /** `MODEL` or `MODEL:ADAPTER`, as asked for. */
+  model: string;
+  base: string;
+  adapter: string | undefined;
+  /** Its model may be at zero, woken for it (the waiting room). */
+  wakeable: boolean;
+  /** A stream whose usage the gateway asks for, and drops since the client did not. */
+  addUsage: boolean;
 }
-
-const chatPaths = new Set(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses']);
-/** Model and adapter names are DNS labels: a longer name is refused before any work is done with it. */
-const nameMax = 63;
-/** Engines that serve OpenAI's Responses API. */
-const responsesEngines = new Set(['vllm', 'sglang']);
 
 /**
  * The OpenAI-compatible front door: authenticates the key, checks what it may use and
@@ -95,6 +57,10 @@ const responsesEngines = new Set(['vllm', 'sglang']);
  * counting tokens from the engine's own usage. It is called by the front door's fast
  * path (or node:http for what that leaves) and speaks to engines over its own HTTP/1.1
  * connection pools: no framework and no per-request objects beyond its own.
+ *
+ * A request's steps: admit (key, route, body, model, limits), wait (a model at zero),
+ * choose (a replica from the router, queued while all are full), forward and relay
+ * (./forward.ts), account (./accounting.ts); a failure anywhere is answered by #fail.
  */
 export class Gateway {
   readonly #o: GatewayOptions;
@@ -103,13 +69,10 @@ export class Gateway {
   readonly #limits: KeyLimits;
   readonly #usage: UsageRecorder;
   readonly metrics: GatewayMetrics;
-  readonly #pools = new Map<string, UpstreamPool>();
+  readonly #pools = new EnginePools();
   readonly #idle: IdleWatch;
-  #table: RouteTable = { replicas: [], models: [] };
-  /** The CA that https:// endpoints chain to (the route table's). */
-  #ca: string | undefined;
-  /** The table's models by name. */
-  #catalog = new Map<string, CatalogEntry>();
+  /** The route table's models. */
+  readonly #catalog = new ModelCatalog();
   #timer: NodeJS.Timeout | undefined;
   #refreshing = false;
   readonly #room: WaitingRoom;
@@ -156,12 +119,18 @@ export class Gateway {
       (m) => this.router.queued(m),
       () => this.#room.counts(),
     );
+    const accounting = new Accounting({
+      usage: this.#usage,
+      limits: this.#limits,
+      metrics: this.metrics,
+      demand: this.#demand,
+    });
     this.#forwarding = {
-      pool: (endpoint) => this.#pool(endpoint),
+      pool: (endpoint) => this.#pools.get(endpoint),
       idle: this.#idle,
       metrics: this.metrics,
-      health: new ReplicaHealth({ get: poolHealth((endpoint) => this.#pool(endpoint)) }),
-      account: (x) => this.#account(x),
+      health: new ReplicaHealth({ get: poolHealth((endpoint) => this.#pools.get(endpoint)) }),
+      account: (x) => accounting.account(x),
       log: (x, status) => this.#log(x, status),
     };
   }
@@ -186,7 +155,7 @@ export class Gateway {
     this.#idle.stop();
     this.#scraper.stop();
     await this.#usage.stop();
-    await Promise.all([...this.#pools.values()].map((p) => p.close()));
+    await this.#pools.close();
   }
 
   /** Takes the route table again; a failure keeps the last one (the gateway serves alone for a while). */
@@ -194,23 +163,13 @@ export class Gateway {
     if (this.#refreshing) return;
     this.#refreshing = true;
     try {
-      const table = await this.#o.routes();
-      this.#table = table;
-      this.#catalog = new Map(table.models.map((m) => [m.name, m]));
+      const table = await this.#o.routes.routeTable();
+      this.#catalog.set(table);
       this.metrics.setCatalog(table.models);
       this.router.setReplicas(table.replicas, restartingModels(table.models, Date.now()));
       this.#scraper.setCa(table.ca);
       this.#scraper.setReplicas(table.replicas);
-      // Connections to engines that are gone are closed (requests on them finish first),
-      // and every TLS one when the cluster CA changed.
-      const live = new Set(table.replicas.map((r) => r.endpoint));
-      const caChanged = table.ca !== this.#ca;
-      this.#ca = table.ca;
-      for (const [endpoint, pool] of this.#pools) {
-        if (live.has(endpoint) && !(caChanged && endpoint.startsWith('https:'))) continue;
-        this.#pools.delete(endpoint);
-        void pool.close();
-      }
+      this.#pools.follow(table);
       this.#room.changed();
     } catch (e) {
       this.#o.logger.warn(
@@ -243,25 +202,15 @@ export class Gateway {
 
   /** Everything under /v1/. */
   handle(req: GatewayRequest, res: ClientResponse): void {
-    const x: Exchange = {
-      requestId: requestIdFrom(req.headers['x-request-id']),
-      started: performance.now(),
-      retries: 0,
-      queuedMs: 0,
-    };
+    const x = newExchange(req);
     this.#serve(req, res, x).catch((e: unknown) => this.#fail(res, x, e));
   }
 
   /** Prometheus text, at /metrics only, for an admin key or a metrics key: it names every key. */
   async metricsHandler(req: GatewayRequest, res: ClientResponse): Promise<void> {
-    const x: Exchange = {
-      requestId: requestIdFrom(req.headers['x-request-id']),
-      started: performance.now(),
-      retries: 0,
-      queuedMs: 0,
-    };
+    const x = newExchange(req);
     try {
-      const path = (req.url ?? '/').split('?')[0] ?? '/';
+      const path = pathOf(req);
       if (path !== '/metrics')
         throw new GatewayError(
           'not_found',
@@ -277,126 +226,100 @@ export class Gateway {
   }
 
   async #serve(req: GatewayRequest, res: ClientResponse, x: Exchange): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0] ?? '/';
-    x.principal = await this.checkKey(req.headers, '/v1');
-    // HEAD as GET, as HTTP asks: both HTTP layers send its head alone.
-    if ((req.method === 'GET' || req.method === 'HEAD') && path === '/v1/models') {
-      this.#models(res, x);
+    const path = pathOf(req);
+    const principal = await this.checkKey(req.headers, '/v1');
+    x.principal = principal;
+    if (isModelList(req.method, path)) {
+      this.#catalog.answerList(res, x);
       return;
     }
-    if (req.method !== 'POST' || !chatPaths.has(path)) {
-      throw new GatewayError(
-        'not_found',
-        `no route ${req.method ?? ''} ${clientText(path, 100)}: the gateway serves GET /v1/models and POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/responses`,
-      );
-    }
-    const raw = await req.body(this.maxBodyBytes);
-    const body = parseBody(raw);
-    const model = body['model'];
-    if (typeof model !== 'string' || model === '')
-      throw new GatewayError('invalid_request', 'model is required: name one of GET /v1/models', {
-        param: 'model',
-      });
-    const colon = model.indexOf(':');
-    const base = colon < 0 ? model : model.slice(0, colon);
-    const adapter = colon < 0 ? undefined : model.slice(colon + 1);
-    if (base.length > nameMax || (adapter?.length ?? 0) > nameMax) {
-      // Anyone may send a megabyte here: it is neither repeated nor compared with anything.
-      throw new GatewayError(
-        'invalid_request',
-        `the model name is ${model.length} characters long: models and adapters are named by DNS labels of at most ${nameMax} characters (MODEL, or MODEL:ADAPTER); GET /v1/models lists them`,
-        { param: 'model' },
-      );
-    }
-    x.model = model;
-    x.base = base;
-    const entry = this.#entry(base, adapter, x.principal);
-    const problem = requestProblem(path, body);
-    if (problem !== undefined) throw problem;
-    this.#demand.requested(base);
-    if (path === '/v1/responses' && !entry.engines.some((e) => responsesEngines.has(e))) {
-      throw new GatewayError(
-        'not_found',
-        `model ${base} runs on ${entry.engines.join(', ')}, which does not serve /v1/responses: use /v1/chat/completions`,
-      );
-    }
-    let refusal = this.#limits.admit(x.principal.name, x.principal);
-    // Only a key with limits, in a gateway worker, waits for its primary's count.
-    if (refusal instanceof Promise) refusal = await refusal;
-    if (refusal !== undefined)
-      throw new GatewayError('rate_limit_exceeded', refusal.message, { retryAfterS: refusal.retryAfterS });
-
-    const stream = body['stream'] === true;
-    x.stream = stream;
-    const streamOptions = body['stream_options'] as { include_usage?: unknown } | undefined;
-    // Usage of a stream comes only when asked for; ask, and drop that chunk if the client did not.
-    const addUsage = stream && path !== '/v1/responses' && streamOptions?.include_usage !== true;
+    const a = await this.#admit(req, x, path, principal);
     // One listener for the client going away: it cancels whatever the request is doing then.
     res.once('close', () => {
       if (!res.writableFinished) x.cancel?.();
     });
     // A model scaled to zero: wait for a replica to start rather than be refused.
-    let out: ClientResponse = res;
-    if (entry.wakeable === true && !this.router.has(base)) {
-      const waited = await this.#waitForReplica(res, x, base);
-      if (waited === undefined) return;
-      out = waited;
-    }
+    const out = a.wakeable && !this.router.has(a.base) ? await this.#waitForReplica(res, x, a.base) : res;
+    if (out === undefined) return;
+    await this.#route(req, out, x, a);
+  }
+
+  /** Admit: a route the gateway serves, a body it can read, a model the key may use, within the key's limits. */
+  async #admit(
+    req: GatewayRequest,
+    x: Exchange,
+    path: string,
+    principal: GatewayPrincipal,
+  ): Promise<Admitted> {
+    checkRoute(req.method, path);
+    const raw = await req.body(this.maxBodyBytes);
+    const body = parseBody(raw);
+    const { model, base, adapter } = modelOf(body);
+    x.model = model;
+    x.base = base;
+    const entry = this.#catalog.entry(base, adapter, principal);
+    const problem = requestProblem(path, body);
+    if (problem !== undefined) throw problem;
+    this.#demand.requested(base);
+    checkEngineRoute(path, base, entry);
+    let refusal = this.#limits.admit(principal.name, principal);
+    // Only a key with limits, in a gateway worker, waits for its primary's count.
+    if (refusal instanceof Promise) refusal = await refusal;
+    if (refusal !== undefined)
+      throw new GatewayError('rate_limit_exceeded', refusal.message, { retryAfterS: refusal.retryAfterS });
+    const stream = body['stream'] === true;
+    x.stream = stream;
+    const streamOptions = body['stream_options'] as { include_usage?: unknown } | undefined;
+    // Usage of a stream comes only when asked for; ask, and drop that chunk if the client did not.
+    const addUsage = stream && path !== '/v1/responses' && streamOptions?.include_usage !== true;
+    return { path, raw, body, model, base, adapter, wakeable: entry.wakeable === true, addUsage };
+  }
+
+  /** Choose a replica, forward and relay; another replica after one that failed before its first byte. */
+  async #route(req: GatewayRequest, res: ClientResponse, x: Exchange, a: Admitted): Promise<void> {
     const tried = new Set<string>();
     // A conversation key and the prompt's leading blocks only matter when there is a choice of replicas.
-    const choice = this.router.replicaCount(base) > 1;
-    const affinity = choice ? affinityKey(req.headers, body) : undefined;
-    const prefix = choice && this.router.prefixAware ? promptBlocks(body) : undefined;
+    const choice = this.router.replicaCount(a.base) > 1;
+    const wants: Omit<AcquireOptions, 'signal'> = {
+      affinityKey: choice ? affinityKey(req.headers, a.body) : undefined,
+      exclude: tried,
+      prefix: choice && this.router.prefixAware ? promptBlocks(a.body) : undefined,
+      requestId: x.requestId,
+    };
     const attempts = 1 + (this.#o.retries ?? 2);
-    for (let attempt = 0; attempt < attempts; attempt++) {
-      let lease = this.router.tryAcquire(base, {
-        affinityKey: affinity,
-        exclude: tried,
-        prefix,
-        requestId: x.requestId,
-      });
-      if (lease === undefined) {
-        // Only a request that may wait pays for an AbortSignal.
-        const abort = new AbortController();
-        x.cancel = () => abort.abort();
-        try {
-          lease = await this.router.acquire(base, {
-            affinityKey: affinity,
-            exclude: tried,
-            signal: abort.signal,
-            prefix,
-            requestId: x.requestId,
-          });
-        } catch (e) {
-          if (e instanceof RouterError && e.refusal.kind === 'cancelled') {
-            this.#log(x, 499);
-            return;
-          }
-          throw e;
-        } finally {
-          x.cancel = undefined;
-        }
-      }
+    for (let n = 0; n < attempts; n++) {
+      const lease = this.router.tryAcquire(a.base, wants) ?? (await this.#queue(a.base, x, wants));
+      if (lease === undefined) return;
       x.queuedMs += lease.queuedMs;
       tried.add(lease.replica.id);
       x.replica = lease.replica.id;
       // Sent as it came when the engine takes it as it is: no second serialisation.
-      const unchanged = adapter === undefined && !addUsage && lease.replica.servedName === model;
-      const payload = unchanged ? raw : upstreamBody(body, lease.replica, adapter, addUsage);
-      const outcome = await forward(this.#forwarding, {
-        req,
-        res: out,
-        x,
-        lease,
-        path,
-        payload,
-        stripUsage: addUsage,
-      });
-      if (outcome !== 'retry') return;
+      const unchanged = a.adapter === undefined && !a.addUsage && lease.replica.servedName === a.model;
+      const payload = unchanged ? a.raw : upstreamBody(a.body, lease.replica, a.adapter, a.addUsage);
+      const attempt = { req, res, x, lease, path: a.path, payload, stripUsage: a.addUsage };
+      if ((await forward(this.#forwarding, attempt)) !== 'retry') return;
       x.retries++;
-      this.metrics.retry(base);
+      this.metrics.retry(a.base);
     }
-    throw allFailed(base, x.error);
+    throw allFailed(a.base, x.error);
+  }
+
+  /** Choose, when no replica is free now: wait in the model's queue. Undefined when the client left (logged). */
+  async #queue(base: string, x: Exchange, wants: Omit<AcquireOptions, 'signal'>): Promise<Lease | undefined> {
+    // Only a request that may wait pays for an AbortSignal.
+    const abort = new AbortController();
+    x.cancel = () => abort.abort();
+    try {
+      return await this.router.acquire(base, { ...wants, signal: abort.signal });
+    } catch (e) {
+      if (e instanceof RouterError && e.refusal.kind === 'cancelled') {
+        this.#log(x, 499);
+        return undefined;
+      }
+      throw e;
+    } finally {
+      x.cancel = undefined;
+    }
   }
 
   /**
@@ -449,110 +372,12 @@ export class Gateway {
   loadReport(): GatewayLoadReport {
     return this.#demand.report({
       gateway: this.#gatewayId,
-      catalog: this.#catalog.keys(),
+      catalog: this.#catalog.names(),
       loads: this.router.loads(),
       queued: (m) => this.router.queued(m),
       waiting: (m) => this.#room.waiting(m),
       inFlight: (m) => this.router.inFlight(m),
     });
-  }
-
-  #entry(base: string, adapter: string | undefined, principal: GatewayPrincipal): CatalogEntry {
-    const entry = this.#catalog.get(base);
-    if (entry === undefined) {
-      const names = this.#table.models
-        .map((m) => m.name)
-        .filter((n) => principal.allowedModels === null || principal.allowedModels.includes(n));
-      // Cheap even over thousands of models: the name is at most 63 characters, and most candidates are skipped by length.
-      const near = didYouMean(base, names);
-      const list = names.slice(0, 8).join(', ');
-      throw new GatewayError(
-        'model_not_found',
-        `model "${base}" does not exist${near === undefined ? '' : `; did you mean "${near}"?`}${list === '' ? '' : ` (models: ${list})`}`,
-        { param: 'model' },
-      );
-    }
-    if (principal.allowedModels !== null && !principal.allowedModels.includes(base)) {
-      throw new GatewayError(
-        'model_not_allowed',
-        `key "${principal.name}" may not use model "${base}" (it may use: ${principal.allowedModels.join(', ')}); ask an admin (llmgw ctl key update)`,
-        { param: 'model' },
-      );
-    }
-    if (adapter !== undefined && !entry.adapters.includes(adapter)) {
-      throw new GatewayError(
-        'model_not_found',
-        `model "${base}" has no adapter "${adapter}"${entry.adapters.length === 0 ? '' : ` (its adapters: ${entry.adapters.join(', ')})`}`,
-        { param: 'model' },
-      );
-    }
-    return entry;
-  }
-
-  #models(res: ClientResponse, x: Exchange): void {
-    const allowed = x.principal?.allowedModels ?? null;
-    const created = Math.floor(Date.now() / 1000);
-    const data: Record<string, unknown>[] = [];
-    for (const m of this.#table.models) {
-      if (allowed !== null && !allowed.includes(m.name)) continue;
-      const ready = this.#table.replicas.filter((r) => r.model === m.name).length;
-      data.push({
-        id: m.name,
-        object: 'model',
-        created,
-        owned_by: 'llmgw',
-        ready_replicas: ready,
-        ...(m.wakeable === true && ready === 0 ? { scaled_to_zero: true } : {}),
-        ...(m.context_length === undefined ? {} : { context_length: m.context_length }),
-      });
-      for (const a of m.adapters)
-        data.push({
-          id: `${m.name}:${a}`,
-          object: 'model',
-          created,
-          owned_by: 'llmgw',
-          parent: m.name,
-          ready_replicas: ready,
-          ...(m.wakeable === true && ready === 0 ? { scaled_to_zero: true } : {}),
-        });
-    }
-    const text = JSON.stringify({ object: 'list', data });
-    res.writeHead(200, {
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(text),
-      'x-request-id': x.requestId,
-    });
-    res.end(text);
-  }
-
-  /** The connections to one engine, made once and kept. */
-  #pool(endpoint: string): UpstreamPool {
-    let pool = this.#pools.get(endpoint);
-    if (pool === undefined) {
-      // No answer timeout: a long answer is not streamed, and a stream may pause.
-      pool = new UpstreamPool(endpoint, { ca: this.#ca });
-      this.#pools.set(endpoint, pool);
-    }
-    return pool;
-  }
-
-  /** Counts an answered request: usage, the key's tokens, metrics. */
-  #account(x: Exchange): void {
-    const key = x.principal?.name ?? '-';
-    const model = x.model ?? '-';
-    const prompt = x.usage?.prompt ?? 0;
-    const completion = x.usage?.completion ?? 0;
-    this.#usage.record({ key, model, prompt, completion });
-    if (x.principal !== undefined) this.#limits.charge(key, prompt + completion, x.principal);
-    this.metrics.countTokens(x.model, key, prompt, completion);
-    if (x.ttftMs !== undefined) this.metrics.ttftFor(x.model).observe(x.ttftMs / 1000);
-    if (x.roomAt !== undefined && x.base !== undefined && (x.status ?? 200) < 400) {
-      // To the first token of a stream, else to the whole answer (now).
-      const end = x.ttftMs === undefined ? performance.now() : x.started + x.ttftMs;
-      const ms = Math.max(0, end - x.roomAt);
-      this.#demand.coldStart(x.base, ms);
-      this.metrics.coldStarted(x.base, ms / 1000);
-    }
   }
 
   /** Whatever a request threw, answered in OpenAI's shape, counted and logged. */
@@ -577,80 +402,6 @@ export class Gateway {
   }
 
   #log(x: Exchange, status: number): void {
-    const ms = performance.now() - x.started;
-    this.metrics.answered(x.model, x.principal?.name, status, ms / 1000);
-    if (!this.#o.logger.isLevelEnabled('info')) return;
-    this.#o.logger.info(
-      {
-        requestId: x.requestId,
-        key: x.principal?.name,
-        // What clients send is cut short and has secrets redacted: anyone may send a megabyte, or a key.
-        model: x.model === undefined ? undefined : clientText(x.model, 100),
-        replica: x.replica,
-        status,
-        ms: Math.round(ms * 10) / 10,
-        ...(x.ttftMs === undefined ? {} : { ttftMs: Math.round(x.ttftMs * 10) / 10 }),
-        ...(x.queuedMs > 0 ? { queuedMs: Math.round(x.queuedMs) } : {}),
-        ...(x.retries > 0 ? { retries: x.retries } : {}),
-        ...(x.stream === undefined ? {} : { stream: x.stream }),
-        ...(x.usage === undefined
-          ? {}
-          : { promptTokens: x.usage.prompt, completionTokens: x.usage.completion }),
-        ...(x.error === undefined ? {} : { error: clientText(x.error, 500) }),
-      },
-      'gateway request',
-    );
+    logExchange({ logger: this.#o.logger, metrics: this.metrics }, x, status);
   }
-}
-
-/** The body as this replica's engine takes it: its name for the model, the adapter, usage asked for. */
-export function upstreamBody(
-  body: Record<string, unknown>,
-  replica: RouteReplica,
-  adapter: string | undefined,
-  addUsage: boolean,
-): string {
-  const out: Record<string, unknown> = { ...body, model: replica.servedName };
-  if (adapter !== undefined) {
-    if (replica.engine === 'llamacpp') {
-      // llama.cpp loads adapters at scale 0 and applies them per request by position.
-      out['lora'] = [{ id: replica.adapters.indexOf(adapter), scale: 1 }];
-    } else {
-      out['model'] = adapter;
-    }
-  }
-  if (addUsage)
-    out['stream_options'] = {
-      ...(body['stream_options'] as Record<string, unknown> | undefined),
-      include_usage: true,
-    };
-  return JSON.stringify(out);
-}
-
-/**
- * Which conversation a request belongs to: the client's `x-session-id`, else a hash of
- * what starts it (system prompt and first message, or the prompt's start), so a
- * conversation's next turn finds the replica whose prefix cache holds it.
- */
-export function affinityKey(
-  headers: GatewayRequest['headers'],
-  body: Record<string, unknown>,
-): string | undefined {
-  const session = headers['x-session-id'];
-  if (typeof session === 'string' && session !== '') return `s:${session}`;
-  const messages = body['messages'];
-  if (Array.isArray(messages) && messages.length > 0)
-    return `m:${fnv1a(JSON.stringify(messages.slice(0, 2)))}`;
-  const prompt = body['prompt'];
-  if (typeof prompt === 'string' && prompt.length > 0) return `p:${fnv1a(prompt.slice(0, 1024))}`;
-  return undefined;
-}
-
-function fnv1a(text: string): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return (h >>> 0).toString(36);
 }

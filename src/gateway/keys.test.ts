@@ -107,8 +107,8 @@ describe('the gateway’s key check from the head', () => {
   it('checks a key without a body, and refuses a key of another role with what to use instead', async () => {
     const gateway = new Gateway({
       keys,
-      routes: () => Promise.resolve({ replicas: [], models: [] }),
-      usage: () => Promise.resolve(),
+      routes: { routeTable: () => Promise.resolve({ replicas: [], models: [] }) },
+      usage: { write: () => Promise.resolve() },
       logger: pino({ level: 'silent' }),
     });
     try {

@@ -2,9 +2,9 @@ import type { Logger } from 'pino';
 
 import type { UsageRow } from '../core/api-types.js';
 
-export type { UsageRow };
+import type { UsageSink } from './services.js';
 
-export type UsageSink = (rows: UsageRow[]) => Promise<void>;
+export type { UsageRow };
 
 /**
  * Usage per key, model and hour, counted in memory and written in batches, off the
@@ -62,7 +62,7 @@ export class UsageRecorder {
       const rows = [...this.#pending.values()];
       this.#pending.clear();
       try {
-        await this.#sink(rows);
+        await this.#sink.write(rows);
       } catch (e) {
         // Put the counts back, merged with any that arrived meanwhile.
         for (const r of rows) this.#restore(r);

@@ -227,7 +227,7 @@ const echo: FastHandler = (req, res) => {
   });
 };
 
-/** A front door with a lane on /fast/ and node:http behind it, wired as src/server/http-server.ts does. */
+/** A front door with a lane on /fast/ and node:http behind it, wired as ./http-server.ts does. */
 async function start(
   o: {
     handler?: FastHandler;

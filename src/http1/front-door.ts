@@ -315,7 +315,7 @@ class FrontConnection implements ResponseOwner {
   /**
    * @internal Whether the answer now begun is the connection's last: the client asked, the
    * server is stopping, or the request's body was not read (a refusal from the head), as
-   * node:http's answers here have it (see src/server/http-server.ts): the bytes of the body
+   * node:http's answers here have it (see ./http-server.ts): the bytes of the body
    * are not read on to find the next request.
    */
   closesAfter(): boolean {

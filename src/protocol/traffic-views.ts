@@ -18,6 +18,33 @@ export interface ModelCounts {
 
 export type GatewayCounts = ReadonlyMap<string, ModelCounts>;
 
+/** No requests counted yet. */
+export const zeroCounts: ModelCounts = {
+  requests: 0,
+  errors: 0,
+  prompt_tokens: 0,
+  completion_tokens: 0,
+  ttft: { bounds: [], counts: [] },
+};
+
+/** Counters of several models added up (their histograms have the same buckets: one table). */
+export function addCounts(all: Iterable<ModelCounts>): ModelCounts {
+  let out: ModelCounts = zeroCounts;
+  for (const c of all) {
+    out = {
+      requests: out.requests + c.requests,
+      errors: out.errors + c.errors,
+      prompt_tokens: out.prompt_tokens + c.prompt_tokens,
+      completion_tokens: out.completion_tokens + c.completion_tokens,
+      ttft: {
+        bounds: c.ttft.bounds,
+        counts: c.ttft.counts.map((n, i) => n + (out.ttft.counts[i] ?? 0)),
+      },
+    };
+  }
+  return out;
+}
+
 /** One step of the series: rates over the step that ends at `t`. */
 export interface TrafficPoint {
   /** The end of the step, ISO 8601. */

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import type { RequestHandler } from './http-server.js';
+import type { RequestHandler } from '../http1/http-server.js';
 
 /**
  * Where `npm run build` puts the console (console/vite.config.ts): dist/console at the package's

@@ -132,7 +132,7 @@ describe('fuzz: malformed, oversized and random requests to /v1 and /api/v1', ()
     await startLocalGateway(t.cp, {
       logger: pino({ level: 'warn' }, gatewayLog.stream),
       settings: t.cp.settings.current.settings,
-      routes: () => Promise.resolve(table),
+      routes: { routeTable: () => Promise.resolve(table) },
     });
     userKey = (await api(t.url, t.adminKey, 'POST', '/keys', { name: 'fuzz-user', role: 'user' })).body
       .secret;

@@ -65,7 +65,7 @@ describe('one noisy key', () => {
     gateway = await startLocalGateway(t.cp, {
       logger: pino({ level: 'silent' }),
       settings: t.cp.settings.current.settings,
-      routes: () => Promise.resolve(table),
+      routes: { routeTable: () => Promise.resolve(table) },
     });
     const key = async (name: string) =>
       (await api(t.url, t.adminKey, 'POST', '/keys', { name, role: 'user' })).body.secret as string;

@@ -79,7 +79,7 @@ describe('a stalled engine', () => {
     await startLocalGateway(t.cp, {
       logger: pino({ level: 'silent' }),
       settings: t.cp.settings.current.settings,
-      routes: () => Promise.resolve(table),
+      routes: { routeTable: () => Promise.resolve(table) },
     });
     key = (await api(t.url, t.adminKey, 'POST', '/keys', { name: 'stall-user', role: 'user' })).body.secret;
   });

@@ -26,6 +26,11 @@ export const llamacppEngine: Engine = {
   loading: 'answers-503',
   // A llama.cpp replica is always rank 0 of 1.
   servesHttp: (rank) => rank === 0,
+  servesResponses: false,
+  // llama.cpp loads adapters at scale 0 and applies them per request by position.
+  selectAdapter(body, adapter, loaded) {
+    body['lora'] = [{ id: loaded.indexOf(adapter), scale: 1 }];
+  },
 
   validate(profile, devices) {
     const problems: string[] = [];

@@ -2,7 +2,7 @@ import { LlmgwError } from '../../core/errors.js';
 import { hasFlag, unlessSet } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
-import type { Engine, ProcessSpec, ShardLaunch } from '../types.js';
+import { adapterAsModel, type Engine, type ProcessSpec, type ShardLaunch } from '../types.js';
 
 /**
  * SGLang, as `python3 -m sglang.launch_server --model-path MODEL`. The module form rather
@@ -25,6 +25,8 @@ export const sglangEngine: Engine = {
   // Nothing listens while the weights load.
   loading: 'refuses-connections',
   servesHttp: (rank) => rank === 0,
+  servesResponses: true,
+  selectAdapter: adapterAsModel,
 
   validate(profile, devices) {
     return [...gpuOnly('sglang', profile), ...checkDevices(profile, devices)];

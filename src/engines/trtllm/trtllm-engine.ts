@@ -2,7 +2,7 @@ import { LlmgwError } from '../../core/errors.js';
 import { unlessSet } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
-import type { Engine, ProcessSpec, ShardLaunch } from '../types.js';
+import { adapterAsModel, type Engine, type ProcessSpec, type ShardLaunch } from '../types.js';
 
 /**
  * TensorRT-LLM, as `trtllm-serve MODEL` on the cards of one node.
@@ -32,6 +32,8 @@ export const trtllmEngine: Engine = {
   // It binds its socket before loading but only listens once the model is up.
   loading: 'refuses-connections',
   servesHttp: (rank) => rank === 0,
+  servesResponses: false,
+  selectAdapter: adapterAsModel,
 
   validate(profile, devices) {
     const problems = gpuOnly('trtllm', profile);

@@ -2,7 +2,7 @@ import { LlmgwError } from '../../core/errors.js';
 import { hasFlag, unlessSet } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
-import type { Engine, ProcessSpec, ShardLaunch } from '../types.js';
+import { adapterAsModel, type Engine, type ProcessSpec, type ShardLaunch } from '../types.js';
 
 /**
  * vLLM, as `vllm serve MODEL`. Tensor and pipeline parallel over the cards of a replica;
@@ -21,6 +21,8 @@ export const vllmEngine: Engine = {
   // Nothing listens until the engine is loaded.
   loading: 'refuses-connections',
   servesHttp: (rank) => rank === 0,
+  servesResponses: true,
+  selectAdapter: adapterAsModel,
 
   validate(profile, devices) {
     return [...gpuOnly('vllm', profile), ...checkDevices(profile, devices)];

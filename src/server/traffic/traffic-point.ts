@@ -1,12 +1,9 @@
-import type { ModelCounts, TrafficPoint } from '../../protocol/traffic-views.js';
+import { zeroCounts, type ModelCounts, type TrafficPoint } from '../../protocol/traffic-views.js';
 
-const zero: ModelCounts = {
-  requests: 0,
-  errors: 0,
-  prompt_tokens: 0,
-  completion_tokens: 0,
-  ttft: { bounds: [], counts: [] },
-};
+// Added up where the gateway's processes sum their counters too (protocol, below both).
+export { addCounts as sumCounts } from '../../protocol/traffic-views.js';
+
+const zero = zeroCounts;
 
 /** The growth of a counter; one that went down was reset (a gateway restarted), so all of it is new. */
 function delta(before: number, after: number): number {
@@ -37,24 +34,6 @@ export function pointBetween(
     ttft_p95_ms: msOf(quantile(0.95, after.ttft.bounds, counts)),
     errors_per_s: per(b.errors, after.errors),
   };
-}
-
-/** Counters of several models added up (their histograms have the same buckets: one table). */
-export function sumCounts(all: Iterable<ModelCounts>): ModelCounts {
-  let out: ModelCounts = zero;
-  for (const c of all) {
-    out = {
-      requests: out.requests + c.requests,
-      errors: out.errors + c.errors,
-      prompt_tokens: out.prompt_tokens + c.prompt_tokens,
-      completion_tokens: out.completion_tokens + c.completion_tokens,
-      ttft: {
-        bounds: c.ttft.bounds,
-        counts: c.ttft.counts.map((n, i) => n + (out.ttft.counts[i] ?? 0)),
-      },
-    };
-  }
-  return out;
 }
 
 /**

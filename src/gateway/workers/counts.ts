@@ -1,5 +1,4 @@
-import type { GatewayCounts, ModelCounts } from '../../protocol/traffic-views.js';
-import { sumCounts as addUp } from '../../server/traffic/traffic-point.js';
+import { addCounts, type GatewayCounts, type ModelCounts } from '../../protocol/traffic-views.js';
 
 /** Several gateways' counters (the workers' and the primary's) as one's, for the traffic series. */
 export function sumCounts(parts: readonly GatewayCounts[]): Map<string, ModelCounts> {
@@ -11,5 +10,5 @@ export function sumCounts(parts: readonly GatewayCounts[]): Map<string, ModelCou
       else list.push(c);
     }
   // Every gateway buckets alike (one build): counts add bucket by bucket.
-  return new Map([...byModel].map(([model, list]) => [model, addUp(list)]));
+  return new Map([...byModel].map(([model, list]) => [model, addCounts(list)]));
 }

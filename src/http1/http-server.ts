@@ -27,11 +27,11 @@ import {
   type ClientError,
   type Refusal,
   type RequestLimits,
-} from '../http1/answers.js';
-import type { ClientConnections } from '../http1/client-connections.js';
-import { FrontDoor, type FastHandler, type FastLane } from '../http1/front-door.js';
-import { maxHeadBytes } from '../http1/heads.js';
-import { acceptRelayed } from '../http1/relay-preamble.js';
+} from './answers.js';
+import type { ClientConnections } from './client-connections.js';
+import { FrontDoor, type FastHandler, type FastLane } from './front-door.js';
+import { maxHeadBytes } from './heads.js';
+import { acceptRelayed } from './relay-preamble.js';
 
 import { localUrl, parseListen } from './listen.js';
 
@@ -55,7 +55,7 @@ export interface HttpServerOptions {
   tls?: ServingCertificate;
   /**
    * The public address is served by gateway workers (other processes): listen() has them
-   * accept on it and listens here on their relay socket only (see src/cli/gateway-workers).
+   * accept on it and listens here on their relay socket only (see src/gateway/workers).
    */
   shared?: SharedListener;
 }

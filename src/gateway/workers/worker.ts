@@ -11,15 +11,16 @@ import type { Duplex } from 'node:stream';
 
 import type { Logger } from 'pino';
 
-import { Gateway, type KeyLimits } from '../../gateway/gateway.js';
-import type { GatewayKeys, GatewayPrincipal } from '../../gateway/keys.js';
-import { GatewayError, type GatewayErrorCode } from '../../gateway/openai-errors.js';
+import { Gateway } from '../gateway.js';
+import type { GatewayKeys, GatewayPrincipal } from '../keys.js';
+import type { KeyLimits } from '../services.js';
+import { GatewayError, type GatewayErrorCode } from '../openai-errors.js';
 import type { FastHandler } from '../../http1/front-door.js';
 import { nodeRequest } from '../../http1/client-io.js';
 import { formatPreamble } from '../../http1/relay-preamble.js';
 import type { RouteTable } from '../../protocol/routes.js';
 import type { ScaleSignals } from '../../protocol/load-report.js';
-import { HttpServer } from '../../server/http-server.js';
+import { HttpServer } from '../../http1/http-server.js';
 
 import type { Call, CallResult, ToPrimary, ToWorker, WireError, WorkerInit } from './messages.js';
 import { hopByHop } from '../../http1/hop-by-hop.js';
@@ -250,8 +251,8 @@ export async function runWorker(logger: Logger): Promise<void> {
   const pid = String(process.pid);
   const gateway = new Gateway({
     keys: workerKeys(channel, init.keyTtlMs),
-    routes: () => Promise.resolve(routes),
-    usage: (rows) => channel.call({ method: 'usage', rows }),
+    routes: { routeTable: () => Promise.resolve(routes) },
+    usage: { write: (rows) => channel.call({ method: 'usage', rows }) },
     limits: workerLimits(channel),
     signals: workerSignals(channel),
     logger,

@@ -1,9 +1,4 @@
-import {
-  Breaker,
-  type BreakerEvidence,
-  type BreakerSnapshot,
-  type BreakerState,
-} from '../../gateway/router/breaker.js';
+import { Breaker, type BreakerEvidence, type BreakerSnapshot, type BreakerState } from '../router/breaker.js';
 
 /** One replica's breaker state, for /metrics. */
 export interface ReplicaBreaker {

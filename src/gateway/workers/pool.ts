@@ -4,47 +4,25 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { getSystemErrorName } from 'node:util';
 
 import type { Logger } from 'pino';
 
-import type { GatewayKeys } from '../../gateway/keys.js';
-import { GatewayError } from '../../gateway/openai-errors.js';
-import { RateLimits } from '../../gateway/rate-limits.js';
-import type { BreakerEvidence, BreakerSnapshot } from '../../gateway/router/breaker.js';
-import type { UsageSink } from '../../gateway/usage-recorder.js';
+import { GatewayError } from '../openai-errors.js';
+import { RateLimits } from '../rate-limits.js';
 import type { RouteTable } from '../../protocol/routes.js';
-import type { ScaleSignals, WakeAnswer } from '../../protocol/load-report.js';
-import type { ServingCertificate, SharedListener } from '../../server/http-server.js';
+import type { WakeAnswer } from '../../protocol/load-report.js';
+import type { ServingCertificate, SharedListener } from '../../http1/http-server.js';
 
 import type { GatewayCounts } from '../../protocol/traffic-views.js';
 
 import { BreakerBoard } from './breaker-board.js';
 import { sumCounts } from './counts.js';
-import { InFlightLedger, type Counts } from './ledger.js';
+import { InFlightLedger } from './ledger.js';
 import { PeerSums } from './peer-sums.js';
 import type { Call, ToPrimary, ToWorker, WireError, WorkerInit } from './messages.js';
 import { aggregateMetrics, type MetricJson } from './metrics.js';
-
-/** What the workers ask of the primary: the process's gateway parts, known once it has started them. */
-export interface PrimaryServices {
-  keys: GatewayKeys;
-  routes: () => Promise<RouteTable>;
-  usage: UsageSink;
-  /** Where the workers' load reports and wake-ups go (the autoscaler); without, reports are dropped and wakes refused. */
-  signals?: ScaleSignals | undefined;
-  /** The primary's own gateway (it serves /v1 on relayed connections): a member of the in-flight ledger, its metrics summed in. */
-  local: {
-    ownInFlight(): Counts;
-    onInFlightChange(listener: () => void): void;
-    setPeerInFlight(counts: Counts): void;
-    metricsJson(): Promise<MetricJson[]>;
-    /** Its breakers: the evidence it sees goes to the board, and it adopts the board's states. */
-    onBreakerEvidence(listener: (replica: string, e: BreakerEvidence) => void): void;
-    adoptBreakers(states: ReadonlyMap<string, BreakerSnapshot>): void;
-  };
-}
+import type { PrimaryServices } from './primary-services.js';
 
 export interface WorkerPoolOptions {
   count: number;
@@ -56,8 +34,8 @@ export interface WorkerPoolOptions {
   keyTtlMs?: number;
   /** A worker's requests may finish for this long when it stops. */
   graceMs?: number;
-  /** The worker's entry (tests); the built worker-main.js beside this file by default. */
-  entry?: string;
+  /** The worker process's entry: a module that calls runWorker (./worker.ts) with its logger. */
+  entry: string;
 }
 
 interface Slot {
@@ -225,7 +203,7 @@ export class WorkerPool implements SharedListener {
     services.local.onBreakerEvidence((replica, e) => this.#board.evidence(replica, e));
     const read = async () => {
       try {
-        const table = await services.routes();
+        const table = await services.routes.routeTable();
         const text = JSON.stringify(table);
         if (text === this.#routesText) return;
         this.#routes = table;
@@ -276,8 +254,7 @@ export class WorkerPool implements SharedListener {
 
   /** Starts a worker in `slot`; `first`: during open(), when a worker that cannot listen fails the start instead of being started again. */
   #start(slot: Slot, first = false): Promise<void> {
-    const entry = this.#o.entry ?? fileURLToPath(new URL('./worker-main.js', import.meta.url));
-    const child = fork(entry, [], {
+    const child = fork(this.#o.entry, [], {
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
@@ -403,7 +380,7 @@ export class WorkerPool implements SharedListener {
       }
       case 'usage': {
         const s = await this.#attached;
-        const writing = s.usage(call.rows);
+        const writing = s.usage.write(call.rows);
         this.#writing.add(writing);
         try {
           await writing;

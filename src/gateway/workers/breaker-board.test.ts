@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 
 import { routeReplica } from '../../../test/support/route-replica.js';
-import type { BreakerSnapshot } from '../../gateway/router/breaker.js';
-import { Router } from '../../gateway/router/router.js';
+import type { BreakerSnapshot } from '../router/breaker.js';
+import { Router } from '../router/router.js';
 import type { RouteReplica } from '../../protocol/routes.js';
 
 import { BreakerBoard } from './breaker-board.js';

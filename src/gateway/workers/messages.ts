@@ -1,11 +1,11 @@
-import type { UsageRow } from '../../gateway/usage-recorder.js';
+import type { UsageRow } from '../usage-recorder.js';
 import type { RouteTable } from '../../protocol/routes.js';
 import type { GatewayCounts } from '../../protocol/traffic-views.js';
 import type { GatewayLoadReport, WakeAnswer } from '../../protocol/load-report.js';
-import type { ServingCertificate } from '../../server/http-server.js';
-import type { GatewayPrincipal } from '../../gateway/keys.js';
-import type { LimitRefusal } from '../../gateway/rate-limits.js';
-import type { BreakerEvidence, BreakerSnapshot } from '../../gateway/router/breaker.js';
+import type { ServingCertificate } from '../../http1/http-server.js';
+import type { GatewayPrincipal } from '../keys.js';
+import type { LimitRefusal } from '../rate-limits.js';
+import type { BreakerEvidence, BreakerSnapshot } from '../router/breaker.js';
 
 /**
  * What a gateway worker and its primary say over the worker's IPC channel (Node's, with

@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { probe, probeCases, RawConnection } from '../../test/support/raw-http.js';
-import { nodeRequest, type ClientResponse, type GatewayRequest } from '../http1/client-io.js';
+import { nodeRequest, type ClientResponse, type GatewayRequest } from './client-io.js';
 
 import { HttpServer } from './http-server.js';
 
