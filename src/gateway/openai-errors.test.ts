@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { BodyTooLargeError, RequestAbortedError } from '../http1/front-door.js';
+import { BodyTooLargeError, RequestAbortedError } from '../http1/fast-request.js';
 
 import type { ClientResponse } from '../http1/client-io.js';
 import {

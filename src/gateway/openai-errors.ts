@@ -1,5 +1,5 @@
 import { clientText } from '../core/redact.js';
-import { BodyTooLargeError, RequestAbortedError } from '../http1/front-door.js';
+import { BodyTooLargeError, RequestAbortedError } from '../http1/fast-request.js';
 
 import type { ClientResponse } from '../http1/client-io.js';
 import { RouterError } from './router/types.js';

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 
-import { BodyTooLargeError } from './front-door.js';
+import { BodyTooLargeError } from './fast-request.js';
 
 /**
  * A request and its answer as a handler of the gateway's kind sees them, whichever HTTP layer read them:

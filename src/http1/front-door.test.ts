@@ -19,14 +19,10 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { gate, sleep, untilTrue as until } from '../../test/support/timing.js';
 
-import {
-  BodyTooLargeError,
-  FrontDoor,
-  RequestAbortedError,
-  type FastHandler,
-  type FastRequest,
-  type FastResponse,
-} from './front-door.js';
+import type { FastHandler } from './fast-lane.js';
+import { BodyTooLargeError, RequestAbortedError, type FastRequest } from './fast-request.js';
+import type { FastResponse } from './fast-response.js';
+import { FrontDoor } from './front-door.js';
 
 /** One answer as a client reads it off the wire. */
 interface Answer {

@@ -29,7 +29,8 @@ import {
   type RequestLimits,
 } from './answers.js';
 import type { ClientConnections } from './client-connections.js';
-import { FrontDoor, type FastHandler, type FastLane } from './front-door.js';
+import type { FastHandler, FastLane } from './fast-lane.js';
+import { FrontDoor } from './front-door.js';
 import { maxHeadBytes } from './heads.js';
 import { acceptRelayed } from './relay-preamble.js';
 

@@ -15,7 +15,7 @@ import { Gateway } from '../gateway.js';
 import type { GatewayKeys, GatewayPrincipal } from '../keys.js';
 import type { KeyLimits } from '../services.js';
 import { GatewayError, type GatewayErrorCode } from '../openai-errors.js';
-import type { FastHandler } from '../../http1/front-door.js';
+import type { FastHandler } from '../../http1/fast-lane.js';
 import { nodeRequest } from '../../http1/client-io.js';
 import { formatPreamble } from '../../http1/relay-preamble.js';
 import type { RouteTable } from '../../protocol/routes.js';
