@@ -842,6 +842,13 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
       body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }),
     });
     expect(res.headers.get('x-request-id')).toBe('trace-abc-123');
+    // A refusal of its own, so the error counter below does not hang on an earlier test's.
+    const refused = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'nowhere', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(refused.status).toBe(503);
     await up.waitFor(
       /"requestId":"trace-abc-123".*"model":"chat".*"status":200.*"msg":"gateway request"/,
       10_000,
@@ -860,7 +867,12 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
   });
 
   it('reports usage per key, model and hour', async () => {
-    const r = await llmgw(['ctl', 'usage', '--key-name', 'admin', '--since', '1h'], env);
+    // A request of its own: usage is written within a second or so of its answer.
+    await chat('chat');
+    const r = await until('the admin key’s usage of chat written', async () => {
+      const got = await llmgw(['ctl', 'usage', '--key-name', 'admin', '--since', '1h'], env);
+      return /admin\s+chat\s+\d+/.test(got.stdout) ? got : undefined;
+    });
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^HOUR\s+KEY\s+MODEL\s+REQUESTS\s+PROMPT TOKENS\s+COMPLETION TOKENS/);
