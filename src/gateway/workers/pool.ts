@@ -295,27 +295,42 @@ export class WorkerPool implements SharedListener {
               `gateway worker ${slot.index} exited (${signal ?? `code ${code ?? '?'}`}) before it listened`,
             ),
         );
-        this.#ledger.remove(member);
-        this.#clients.remove(member);
-        const last = this.#counts.get(slot.index);
-        if (last !== undefined) this.#retired = sumCounts([this.#retired, last]);
-        this.#counts.delete(slot.index);
-        if (slot.child === child) slot.child = undefined;
+        this.#gone(slot, child);
+        // A worker that cannot listen fails the first start rather than be started again.
         if (this.#stopping || (first && failure !== undefined)) return;
-        const lived = Date.now() - slot.startedAt;
-        slot.failures = lived >= healthyLifeMs ? 0 : slot.failures + 1;
-        const wait = slot.failures === 0 ? 0 : backoffMs(slot.failures);
-        this.#o.logger.error(
-          { worker: slot.index, pid: child.pid, code, signal, restartInMs: wait },
-          'a gateway worker exited; it is started again',
-        );
-        slot.timer = setTimeout(() => {
-          slot.timer = undefined;
-          if (!this.#stopping) this.#start(slot).catch(() => undefined);
-        }, wait);
+        this.#restart(slot, { pid: child.pid, code, signal });
       });
       child.send(init, this.#handle as unknown as net.Server);
     });
+  }
+
+  /** A worker exited: it leaves the ledger and the connection sums; its counters are kept. */
+  #gone(slot: Slot, child: ChildProcess): void {
+    const member = String(slot.index);
+    this.#ledger.remove(member);
+    this.#clients.remove(member);
+    const last = this.#counts.get(slot.index);
+    if (last !== undefined) this.#retired = sumCounts([this.#retired, last]);
+    this.#counts.delete(slot.index);
+    if (slot.child === child) slot.child = undefined;
+  }
+
+  /** Starts a slot's worker again: at once after a long enough life, else after a growing backoff. */
+  #restart(
+    slot: Slot,
+    exit: { pid: number | undefined; code: number | null; signal: NodeJS.Signals | null },
+  ): void {
+    const lived = Date.now() - slot.startedAt;
+    slot.failures = lived >= healthyLifeMs ? 0 : slot.failures + 1;
+    const wait = slot.failures === 0 ? 0 : backoffMs(slot.failures);
+    this.#o.logger.error(
+      { worker: slot.index, ...exit, restartInMs: wait },
+      'a gateway worker exited; it is started again',
+    );
+    slot.timer = setTimeout(() => {
+      slot.timer = undefined;
+      if (!this.#stopping) this.#start(slot).catch(() => undefined);
+    }, wait);
   }
 
   #message(child: ChildProcess, member: string, m: ToPrimary): void {

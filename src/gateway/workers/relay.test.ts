@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { endToEnd } from './worker.js';
+import { endToEnd } from './relay.js';
 
 describe('endToEnd', () => {
   it('drops the headers of one connection and keeps the rest', () => {
