@@ -1,11 +1,4 @@
-import {
-  createServer,
-  ServerResponse,
-  type IncomingMessage,
-  type OutgoingHttpHeader,
-  type OutgoingHttpHeaders,
-  type Server,
-} from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import {
   createServer as createNetServer,
   type AddressInfo,
@@ -17,24 +10,19 @@ import { createServer as createTlsServer, type Server as TlsServer } from 'node:
 
 import { LlmgwError, messageOf } from '../core/errors.js';
 import {
-  clientErrorRefusal,
   closeAfterAnswer,
-  lingerMs,
   noHost,
   noUpgrade,
   refusalBody,
   refusalText,
-  type ClientError,
-  type Refusal,
   type RequestLimits,
 } from './answers.js';
 import type { ClientConnections } from './client-connections.js';
 import type { FastHandler, FastLane } from './fast-lane.js';
 import { FrontDoor } from './front-door.js';
-import { maxHeadBytes } from './heads.js';
-import { acceptRelayed } from './relay-preamble.js';
-
 import { localUrl, parseListen } from './listen.js';
+import { nodeServer } from './node-server.js';
+import { acceptRelayed } from './relay-preamble.js';
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
 export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
@@ -80,64 +68,6 @@ export interface ServingCertificate {
 // The first byte of every TLS connection: a handshake record.
 const tlsHandshakeByte = 0x16;
 
-/**
- * node:http's answer, which closes its connection when the handler answers without having
- * read the request's body (a refusal from the head: no key, no route): the body is not read
- * on to find the next request, so the connection cannot carry one, and the answer says so
- * (Connection: close) rather than promise keep-alive, and lingers on its close. The front
- * door's answers do the same.
- */
-class Response extends ServerResponse {
-  override writeHead(
-    status: number,
-    reason?: string | OutgoingHttpHeaders | OutgoingHttpHeader[],
-    headers?: OutgoingHttpHeaders | OutgoingHttpHeader[],
-  ): this {
-    if (bodyUnread(this.req)) {
-      this.shouldKeepAlive = false;
-      // node:http closes such a connection at once, with the body's bytes unread, which sends
-      // a reset that can reach the client before it reads this answer: close it as the front
-      // door does, reading and dropping what still comes for a while.
-      if (this.socket !== null) lingerOnClose(this.socket, this.req);
-    }
-    return super.writeHead(status, reason as string | undefined, headers);
-  }
-}
-
-/**
- * node:http's close of a connection (destroySoon) made to wait: its side ended, the request's
- * body is read on and dropped by node:http's parser until it ends, the client closes, or
- * `lingerMs` passes.
- */
-function lingerOnClose(socket: Socket, req: IncomingMessage): void {
-  socket.destroySoon = () => {
-    // A client gone meanwhile is no error of the server's.
-    if (socket.listenerCount('error') === 0) socket.on('error', () => undefined);
-    socket.end();
-    const done = () => socket.destroy();
-    const timer = setTimeout(done, lingerMs);
-    timer.unref();
-    if (req.readableEnded) done();
-    req.once('end', done);
-    socket.once('end', done);
-    socket.once('close', () => clearTimeout(timer));
-    req.resume();
-  };
-}
-
-function bodyUnread(req: IncomingMessage): boolean {
-  if (req.readableEnded) return false;
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
-
-const noConnect: Refusal = {
-  status: 400,
-  code: 'bad_request',
-  message:
-    'CONNECT is not served: llmgw is no proxy; send requests to the API under /api/v1 or the gateway under /v1',
-};
-
 /** What answers a path no part serves. */
 export const notFound: RequestHandler = (_req, res) => {
   res.writeHead(404, { 'content-type': 'application/json' });
@@ -178,50 +108,10 @@ export class HttpServer {
       headMs: options.headMs ?? 10_000,
       requestMs: options.requestMs ?? 300_000,
     };
-    this.#server = createServer(
-      {
-        keepAliveTimeout: 65_000,
-        // The front door's limits, so that a request is answered alike whichever reads it.
-        headersTimeout: limits.headMs,
-        requestTimeout: limits.requestMs,
-        // Timeouts are checked each second (node:http's default is 30 s).
-        connectionsCheckingInterval: 1000,
-        maxHeaderSize: maxHeadBytes,
-        // Checked below, to answer as the front door does.
-        requireHostHeader: false,
-        ServerResponse: Response,
-      },
-      (req, res) => this.#request(req, res),
+    this.#server = nodeServer(limits, (req, res) => this.#request(req, res));
+    this.#server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.#upgrade(req, socket, head),
     );
-    // A request node:http cannot read: answered as node:http does, with a message.
-    this.#server.on('clientError', (e: ClientError, socket: Duplex) => {
-      // After the answer, the parser may report the same error again; the first answered it.
-      if (socket.writableEnded || socket.destroyed) return;
-      const refusal = clientErrorRefusal(e, limits);
-      const inFlight = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
-      if (refusal === undefined || inFlight?.headersSent === true) {
-        socket.destroy();
-        return;
-      }
-      closeAfterAnswer(socket, refusalText(refusal));
-    });
-    // CONNECT asks for a tunnel: node:http drops the connection unless someone answers it.
-    this.#server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
-      closeAfterAnswer(socket, refusalText(noConnect));
-    });
-    this.#server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-      if (req.headers.host === undefined) {
-        socket.end(refusalText(noHost), 'latin1');
-        return;
-      }
-      const path = (req.url ?? '/').split('?')[0] ?? '/';
-      const handler = this.#upgrades.get(path) ?? this.#upgradeFallback;
-      if (handler === undefined) {
-        closeAfterAnswer(socket, refusalText(noUpgrade(path, [...this.#upgrades.keys()])));
-        return;
-      }
-      handler(req, socket, head);
-    });
     this.#door = new FrontDoor({
       lanes: this.#lanes,
       keepAliveMs: this.#server.keepAliveTimeout,
@@ -258,6 +148,21 @@ export class HttpServer {
       else if (this.#tls === undefined) this.#door.accept(socket);
       else this.#sniff(socket, this.#tls);
     });
+  }
+
+  /** An upgrade (the agents' WebSocket channel) to the handler of its path. */
+  #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    if (req.headers.host === undefined) {
+      socket.end(refusalText(noHost), 'latin1');
+      return;
+    }
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    const handler = this.#upgrades.get(path) ?? this.#upgradeFallback;
+    if (handler === undefined) {
+      closeAfterAnswer(socket, refusalText(noUpgrade(path, [...this.#upgrades.keys()])));
+      return;
+    }
+    handler(req, socket, head);
   }
 
   /**
