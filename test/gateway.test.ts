@@ -345,7 +345,7 @@ describe('the OpenAI-compatible gateway of llmgw up', () => {
 
   // The probe's cases, each sent first on a connection (the front door reads it) and after an
   // /api request on the same connection (node:http does): one answer, one close behaviour.
-  // A slow body is left out: llmgw up awaits a body 300 s (src/server/http-server.test.ts has it).
+  // A slow body is left out: llmgw up awaits a body 300 s (src/http1/http-server.test.ts has it).
   it('answers each malformed, oversized, slow or refused request the same whichever parser reads it', async () => {
     const { hostname, port } = new URL(url);
     const api = `GET /api/v1/health HTTP/1.1\r\nHost: t\r\n\r\n`;
