@@ -4,7 +4,7 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { isRunning } from '../src/agent/supervisor/process-tree.js';
+import { isRunning } from '../src/agent/shards/process/process-tree.js';
 import { fakeLlamaServer } from './fakes/engines/fake-engines.js';
 import { startTestAgent } from './support/agents.js';
 import { llmgw, startDaemon } from './support/cli.js';

@@ -1,10 +1,10 @@
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ContainerSupervisor } from '../src/agent/containers/container-supervisor.js';
+import { ContainerSupervisor } from '../src/agent/shards/container/container-supervisor.js';
 import { gpuRequestFor, probeDaemon } from '../src/agent/container-daemon.js';
-import { DaemonClient } from '../src/agent/containers/daemon.js';
-import type { ContainerShardStatus } from '../src/agent/containers/types.js';
-import type { ShardRun } from '../src/agent/supervisor/types.js';
+import { DaemonClient } from '../src/agent/shards/container/daemon.js';
+import type { ContainerShardStatus } from '../src/agent/shards/container/types.js';
+import type { ShardRun } from '../src/agent/shards/types.js';
 import { startFakePodman } from './fakes/podman-api.js';
 import { freePort } from './fakes/engines/fake-engines.js';
 

@@ -6,12 +6,12 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { ContainerSupervisor } from '../src/agent/containers/container-supervisor.js';
-import type { DaemonClient } from '../src/agent/containers/daemon.js';
-import { listNodeContainers, removeContainer } from '../src/agent/containers/operations.js';
+import { ContainerSupervisor } from '../src/agent/shards/container/container-supervisor.js';
+import type { DaemonClient } from '../src/agent/shards/container/daemon.js';
+import { listNodeContainers, removeContainer } from '../src/agent/shards/container/operations.js';
 import { EngineRunners } from '../src/agent/engine-runners.js';
 import { ShardExecutor } from '../src/agent/shard-executor.js';
-import { Supervisor } from '../src/agent/supervisor/supervisor.js';
+import { Supervisor } from '../src/agent/shards/process/supervisor.js';
 import type { ModelSpec } from '../src/catalog/model-spec.js';
 import { settingsSchema } from '../src/config/schema.js';
 import type { AgentMessage, ShardStatusWire } from '../src/protocol/agent-protocol.js';

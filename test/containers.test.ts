@@ -8,9 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ContainerSupervisor,
   type ContainerSupervisorOptions,
-} from '../src/agent/containers/container-supervisor.js';
+} from '../src/agent/shards/container/container-supervisor.js';
 import { gpuRequestFor, probeDaemon } from '../src/agent/container-daemon.js';
-import { describeEndpoint, type DaemonClient } from '../src/agent/containers/daemon.js';
+import { describeEndpoint, type DaemonClient } from '../src/agent/shards/container/daemon.js';
 import {
   createContainer,
   inspectContainer,
@@ -18,11 +18,11 @@ import {
   listNodeContainers,
   removeContainer,
   startContainer,
-} from '../src/agent/containers/operations.js';
-import { imagePresent } from '../src/agent/containers/pull.js';
-import { containerSpec } from '../src/agent/containers/requests.js';
-import type { ContainerRun, ContainerShardStatus } from '../src/agent/containers/types.js';
-import type { ShardRun } from '../src/agent/supervisor/types.js';
+} from '../src/agent/shards/container/operations.js';
+import { imagePresent } from '../src/agent/shards/container/pull.js';
+import { containerSpec } from '../src/agent/shards/container/requests.js';
+import type { ContainerRun, ContainerShardStatus } from '../src/agent/shards/container/types.js';
+import type { ShardRun } from '../src/agent/shards/types.js';
 import {
   buildDerivedImage,
   buildEngineImage,

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { isRunning } from '../src/agent/supervisor/process-tree.js';
+import { isRunning } from '../src/agent/shards/process/process-tree.js';
 
 import { freePort } from './fakes/engines/fake-engines.js';
 import type { FakeHub } from './fakes/hub/hub.js';

@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { Agent } from '../src/agent/agent.js';
-import { isRunning } from '../src/agent/supervisor/process-tree.js';
+import { isRunning } from '../src/agent/shards/process/process-tree.js';
 import type { ServerMessage } from '../src/protocol/agent-protocol.js';
 
 import { freePort } from './fakes/engines/fake-engines.js';

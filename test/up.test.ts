@@ -15,7 +15,7 @@ import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { isRunning, listProcesses } from '../src/agent/supervisor/process-tree.js';
+import { isRunning, listProcesses } from '../src/agent/shards/process/process-tree.js';
 import type { Origin } from '../src/models/origin.js';
 
 import { qwen25_7b, tinyTensors } from './fakes/gguf/models.js';

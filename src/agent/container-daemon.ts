@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { ContainersSettings } from '../config/schema.js';
 import { messageOf } from '../core/errors.js';
 
-import type { DaemonKind, GpuRequestKind } from './containers/types.js';
+import type { DaemonKind, GpuRequestKind } from './shards/container/types.js';
 
 /**
  * Which container daemon this node's agent talks to, and what it says of itself: its

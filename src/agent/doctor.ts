@@ -1,7 +1,7 @@
 import { devicesOf } from '../gpu/devices.js';
 import type { Card, DiscoveryMethod, GpuProcess, HostInfo } from '../gpu/types.js';
 
-import type { DaemonKind, GpuRequestKind } from './containers/types.js';
+import type { DaemonKind, GpuRequestKind } from './shards/container/types.js';
 
 /**
  * What is wrong on this node, as `llmgw doctor` reports it. A pure function of what was

@@ -6,10 +6,10 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { probeDaemon } from './container-daemon.js';
-import type { ContainerRun, ContainerRunner, ContainerShardStatus } from './containers/types.js';
+import type { ContainerRun, ContainerRunner, ContainerShardStatus } from './shards/container/types.js';
 import { EngineRunners, type EngineRunnersOptions } from './engine-runners.js';
-import { Supervisor } from './supervisor/supervisor.js';
-import type { ShardRun } from './supervisor/types.js';
+import { Supervisor } from './shards/process/supervisor.js';
+import type { ShardRun } from './shards/types.js';
 
 // The composite over a real process supervisor (a real child process) and a container
 // runner double that keeps what it is told, to check which runs, statuses, logs and stops

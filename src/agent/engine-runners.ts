@@ -1,8 +1,8 @@
 import { messageOf } from '../core/errors.js';
 
-import type { ContainerRunner, ContainerShardStatus } from './containers/types.js';
-import type { Supervisor } from './supervisor/supervisor.js';
-import type { ShardRun } from './supervisor/types.js';
+import type { ContainerRunner, ContainerShardStatus } from './shards/container/types.js';
+import type { Supervisor } from './shards/process/supervisor.js';
+import type { ShardRun } from './shards/types.js';
 
 /**
  * What the shard executor needs of whatever runs its engines: the process Supervisor's

@@ -13,10 +13,10 @@ import { migDeviceId } from '../gpu/devices.js';
 import type { Card } from '../gpu/types.js';
 import type { AssignedShard } from '../protocol/agent-protocol.js';
 
-import type { GpuRequestKind } from './containers/types.js';
+import type { GpuRequestKind } from './shards/container/types.js';
 import type { EngineRunner } from './engine-runners.js';
 import { containerMounts, ShardExecutor } from './shard-executor.js';
-import type { ShardRun } from './supervisor/types.js';
+import type { ShardRun } from './shards/types.js';
 
 // What the agent hands the container supervisor for a profile with runtime: container,
 // read off the runs the executor applies (a recording runner stands where the engines run).

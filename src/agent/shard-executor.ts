@@ -38,11 +38,11 @@ import {
   type InstalledLlama,
   type LlamaInstallOptions,
 } from './installer/index.js';
-import { containerLabels, type ContainerMount, type GpuRequestKind } from './containers/types.js';
-import { containerRunHash } from './containers/wiring-hash.js';
+import { containerLabels, type ContainerMount, type GpuRequestKind } from './shards/container/types.js';
+import { containerRunHash } from './shards/container/wiring-hash.js';
 import type { EngineRunner } from './engine-runners.js';
-import { toRanges } from './supervisor/sockets.js';
-import type { ShardRun } from './supervisor/types.js';
+import { toRanges } from './shards/process/sockets.js';
+import type { ShardRun } from './shards/types.js';
 import { AgentWeights, isProjector, type AgentWeightsOptions } from './weights.js';
 
 type Assign = Extract<ServerMessage, { type: 'assign' }>;

@@ -11,14 +11,14 @@ import type {
   ContainerShardStatus,
   DaemonKind,
   GpuRequestKind,
-} from '../agent/containers/types.js';
-import { ContainerSupervisor } from '../agent/containers/container-supervisor.js';
-import { DaemonClient } from '../agent/containers/daemon.js';
+} from '../agent/shards/container/types.js';
+import { ContainerSupervisor } from '../agent/shards/container/container-supervisor.js';
+import { DaemonClient } from '../agent/shards/container/daemon.js';
 import { EngineRunners } from '../agent/engine-runners.js';
 import { NodeEngineProxy } from '../agent/engine-proxy-node.js';
 import { ShardExecutor } from '../agent/shard-executor.js';
-import { Supervisor } from '../agent/supervisor/supervisor.js';
-import type { GpuProcessReader } from '../agent/supervisor/types.js';
+import { Supervisor } from '../agent/shards/process/supervisor.js';
+import type { GpuProcessReader } from '../agent/shards/types.js';
 import type { Settings } from '../config/load.js';
 import type { NodeInventory } from '../gpu/types.js';
 

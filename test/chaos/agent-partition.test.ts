@@ -5,7 +5,7 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { isRunning } from '../../src/agent/supervisor/process-tree.js';
+import { isRunning } from '../../src/agent/shards/process/process-tree.js';
 import type { ReplicaView } from '../../src/protocol/replica-views.js';
 import { fakeLlamaServer } from '../fakes/engines/fake-engines.js';
 import { startTestAgent, type TestAgent } from '../support/agents.js';

@@ -4,7 +4,7 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { frame } from '../../src/agent/containers/demux.js';
+import { frame } from '../../src/agent/shards/container/demux.js';
 
 /**
  * A small in-process fake of Podman's libpod API (no Podman here), on a unix socket:

@@ -17,8 +17,8 @@ import { fileURLToPath } from 'node:url';
 
 import * as tar from 'tar';
 
-import { DaemonClient, readJsonLines } from '../../src/agent/containers/daemon.js';
-import { imagePresent } from '../../src/agent/containers/pull.js';
+import { DaemonClient, readJsonLines } from '../../src/agent/shards/container/daemon.js';
+import { imagePresent } from '../../src/agent/shards/container/pull.js';
 
 /**
  * A container image of the fake llama-server, built locally (this machine has no

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { DaemonClient } from '../../src/agent/containers/daemon.js';
+import { DaemonClient } from '../../src/agent/shards/container/daemon.js';
 import { installed, startTied } from './tied-process.js';
 
 /**

@@ -4,7 +4,7 @@ import { delimiter, dirname } from 'node:path';
 import { LlmgwError } from '../../core/errors.js';
 import { parseListDevices, parseVersion } from '../../engines/llamacpp/llamacpp-engine.js';
 
-import { engineEnv } from '../supervisor/engine-env.js';
+import { engineEnv } from '../shards/process/engine-env.js';
 
 import { setting } from './llama-asset.js';
 

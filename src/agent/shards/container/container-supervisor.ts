@@ -1,5 +1,5 @@
-import { LogBuffer } from '../supervisor/log-buffer.js';
-import type { GpuProcessReader, ShardRun } from '../supervisor/types.js';
+import { LogBuffer } from '../log-buffer.js';
+import type { GpuProcessReader, ShardRun } from '../types.js';
 import type { DaemonClient } from './daemon.js';
 import { ContainerShard, type ContainerShardContext, type ContainerTiming } from './container-shard.js';
 import { listNodeContainers, removeContainer, stopContainer, type ListedContainer } from './operations.js';

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import type { ProcessSpec } from '../../engines/types.js';
+import type { ProcessSpec } from '../../../engines/types.js';
 import { groupAlive, groupMembers, readStat } from './process-tree.js';
 
 /**

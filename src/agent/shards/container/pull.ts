@@ -1,4 +1,4 @@
-import type { DownloadProgress } from '../../protocol/agent-protocol.js';
+import type { DownloadProgress } from '../../../protocol/agent-protocol.js';
 import { DaemonError, readJsonLines, type DaemonClient } from './daemon.js';
 import { ContainerRefusal, splitImageRef } from './requests.js';
 import type { ContainerRun, DaemonKind } from './types.js';

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 
 import { describeExit, exitReason } from './exit-reason.js';
-import { noGpuMemoryReason, watchGpuMemory } from './gpu-check.js';
+import { noGpuMemoryReason, watchGpuMemory } from '../gpu-check.js';
 import { readBootId, runTokenVariable, type ProcessRecord, type RecordedProcess } from './leftovers.js';
-import type { LogBuffer } from './log-buffer.js';
+import type { LogBuffer } from '../log-buffer.js';
 import { ProcessGroup, SpawnError, type Exit, type StopOutcome } from './process-group.js';
 import { groupMembers, listProcesses, processTree, readCmdline, type ProcStat } from './process-tree.js';
 import {
@@ -14,8 +14,8 @@ import {
   probeTimeout,
   startingReason,
   watchHealth,
-} from './readiness.js';
-import { backoffMs } from './restart-backoff.js';
+} from '../readiness.js';
+import { backoffMs } from '../restart-backoff.js';
 import { describeHolder, findHolder, portUse, type Holder, type Listener } from './sockets.js';
 import type {
   ExitReport,
@@ -25,8 +25,8 @@ import type {
   ShardState,
   ShardStatus,
   ShardTiming,
-} from './types.js';
-import { aborted, never, wait } from './wait.js';
+} from '../types.js';
+import { aborted, never, wait } from '../wait.js';
 
 export interface ShardContext {
   log: LogBuffer;

@@ -1,5 +1,5 @@
 import type { ProcessSpec } from '../../engines/types.js';
-import type { ContainerRun } from '../containers/types.js';
+import type { ContainerRun } from './container/types.js';
 
 /**
  * What the supervisor runs: for each shard placed on this node, its processes, how to

@@ -5,9 +5,9 @@ import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { fakeGguf, fakeLlamaServer, freePort } from '../../../test/fakes/engines/fake-engines.js';
+import { fakeGguf, fakeLlamaServer, freePort } from '../../../../test/fakes/engines/fake-engines.js';
 import { Supervisor, type SupervisorOptions } from './supervisor.js';
-import type { ShardRun, ShardStatus } from './types.js';
+import type { ShardRun, ShardStatus } from '../types.js';
 
 // A shard's port held by another program: real processes throughout. The "other program"
 // is a plain Node HTTP server in a child process that answers 200 on every path, as the

@@ -5,11 +5,11 @@ import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { fakeGguf, fakeLlamaServer, fakeVllm, freePort } from '../../../test/fakes/engines/fake-engines.js';
-import type { ProcessSpec } from '../../engines/types.js';
+import { fakeGguf, fakeLlamaServer, fakeVllm, freePort } from '../../../../test/fakes/engines/fake-engines.js';
+import type { ProcessSpec } from '../../../engines/types.js';
 import { isRunning, readStat } from './process-tree.js';
 import { Supervisor, type SupervisorOptions } from './supervisor.js';
-import type { ShardRun, ShardStatus } from './types.js';
+import type { ShardRun, ShardStatus } from '../types.js';
 
 // Real child processes throughout, with short timings. `isRunning` rather than
 // `process.kill(pid, 0)`: an orphaned worker that died stays a zombie where PID 1 does

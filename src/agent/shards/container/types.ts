@@ -1,5 +1,5 @@
-import type { DownloadProgress } from '../../protocol/agent-protocol.js';
-import type { ShardRun, ShardState, ShardStatus } from '../supervisor/types.js';
+import type { DownloadProgress } from '../../../protocol/agent-protocol.js';
+import type { ShardRun, ShardState, ShardStatus } from '../types.js';
 
 /**
  * An engine run as a container instead of a host process: what the agent hands the

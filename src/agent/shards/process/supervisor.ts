@@ -3,13 +3,13 @@ import { join } from 'node:path';
 
 import { engineEnv } from './engine-env.js';
 import { killOrphans, ProcessRecord, survey, type FoundShard, type Survey } from './leftovers.js';
-import { LogBuffer } from './log-buffer.js';
+import { LogBuffer } from '../log-buffer.js';
 import { ProcessGroup } from './process-group.js';
 import { groupMembers, listProcesses, processTree } from './process-tree.js';
-import { runHash } from './run-hash.js';
+import { runHash } from '../run-hash.js';
 import { Shard, type ShardContext } from './shard.js';
 import { readListeners, socketInodes } from './sockets.js';
-import type { GpuProcessReader, ShardRun, ShardStatus, ShardTiming } from './types.js';
+import type { GpuProcessReader, ShardRun, ShardStatus, ShardTiming } from '../types.js';
 
 export interface SupervisorOptions {
   /** Each shard's log file goes here: `${logDir}/${replica}-r${rank}.log` (appended, rotated at ~10 MiB keeping one .1). */

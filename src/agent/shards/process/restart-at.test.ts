@@ -4,11 +4,11 @@ import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { freePort } from '../../../test/fakes/engines/fake-engines.js';
-import type { ProcessSpec } from '../../engines/types.js';
-import { backoffMs } from './restart-backoff.js';
+import { freePort } from '../../../../test/fakes/engines/fake-engines.js';
+import type { ProcessSpec } from '../../../engines/types.js';
+import { backoffMs } from '../restart-backoff.js';
 import { Supervisor, type SupervisorOptions } from './supervisor.js';
-import type { ShardRun, ShardStatus } from './types.js';
+import type { ShardRun, ShardStatus } from '../types.js';
 
 // A failed shard says, structurally, when its supervisor starts it again (`restart_at`): the
 // control plane tells from it a replica coming back from one that is down. Real child processes.

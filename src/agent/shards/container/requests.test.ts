@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import type { ShardRun } from '../supervisor/types.js';
+import type { ShardRun } from '../types.js';
 import { containerHash, containerSpec, createRequest, splitImageRef } from './requests.js';
 import type { ContainerRun, DaemonKind } from './types.js';
 

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 
-import type { DownloadProgress } from '../../protocol/agent-protocol.js';
-import { noGpuMemoryReason, watchGpuMemory } from '../supervisor/gpu-check.js';
-import { LineSplitter, type LogBuffer } from '../supervisor/log-buffer.js';
-import { listProcesses, processTree } from '../supervisor/process-tree.js';
+import type { DownloadProgress } from '../../../protocol/agent-protocol.js';
+import { noGpuMemoryReason, watchGpuMemory } from '../gpu-check.js';
+import { LineSplitter, type LogBuffer } from '../log-buffer.js';
+import { listProcesses, processTree } from '../process/process-tree.js';
 import {
   describeProbe,
   formatMs,
@@ -12,10 +12,10 @@ import {
   startingReason,
   watchHealth,
   type Probe,
-} from '../supervisor/readiness.js';
-import { backoffMs } from '../supervisor/restart-backoff.js';
-import type { ExitReport, GpuProcessReader, ShardRun, ShardState } from '../supervisor/types.js';
-import { aborted, never, wait } from '../supervisor/wait.js';
+} from '../readiness.js';
+import { backoffMs } from '../restart-backoff.js';
+import type { ExitReport, GpuProcessReader, ShardRun, ShardState } from '../types.js';
+import { aborted, never, wait } from '../wait.js';
 import { DaemonError, type DaemonClient } from './daemon.js';
 import { StreamDemuxer } from './demux.js';
 import {

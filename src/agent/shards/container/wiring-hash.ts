@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 
-import { runHash, stableJson } from '../supervisor/run-hash.js';
-import type { ShardRun } from '../supervisor/types.js';
+import { runHash, stableJson } from '../run-hash.js';
+import type { ShardRun } from '../types.js';
 
 /**
  * The `llmgw.hash` label of a shard's container: what the process supervisor's run hash
