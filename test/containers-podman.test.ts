@@ -3,8 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ContainerSupervisor } from '../src/agent/shards/container/container-supervisor.js';
 import { gpuRequestFor, probeDaemon } from '../src/agent/container-daemon.js';
 import { DaemonClient } from '../src/agent/shards/container/daemon.js';
-import type { ContainerShardStatus } from '../src/agent/shards/container/types.js';
-import type { ShardRun } from '../src/agent/shards/types.js';
+import type { ShardRun, ShardStatus } from '../src/agent/shards/types.js';
 import { startFakePodman } from './fakes/podman-api.js';
 import { freePort } from './fakes/engines/fake-engines.js';
 
@@ -41,7 +40,7 @@ describe('the container supervisor on Podman (libpod API)', () => {
       health: { url: `http://127.0.0.1:${port}/health`, loading: 'refuses-connections' },
       stopGraceMs: 5000,
     };
-    const seen: ContainerShardStatus[] = [];
+    const seen: ShardStatus[] = [];
     const sup = new ContainerSupervisor({
       client,
       node: 'node-p',
@@ -93,7 +92,7 @@ describe('the container supervisor on Podman (libpod API)', () => {
     });
     const port = await freePort();
     let holders: number[] = [];
-    const seen: ContainerShardStatus[] = [];
+    const seen: ShardStatus[] = [];
     const sup = new ContainerSupervisor({
       client: await DaemonClient.connect(gpuFake.host, 'podman'),
       node: 'node-g',
@@ -126,7 +125,7 @@ describe('the container supervisor on Podman (libpod API)', () => {
           stopGraceMs: 5000,
         },
       ]);
-      const until = async (state: string): Promise<ContainerShardStatus | undefined> => {
+      const until = async (state: string): Promise<ShardStatus | undefined> => {
         const deadline = Date.now() + 5000;
         while (seen.at(-1)?.state !== state && Date.now() < deadline)
           await new Promise((r) => setTimeout(r, 20));

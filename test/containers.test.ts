@@ -21,8 +21,8 @@ import {
 } from '../src/agent/shards/container/operations.js';
 import { imagePresent } from '../src/agent/shards/container/pull.js';
 import { containerSpec } from '../src/agent/shards/container/requests.js';
-import type { ContainerRun, ContainerShardStatus } from '../src/agent/shards/container/types.js';
-import type { ShardRun } from '../src/agent/shards/types.js';
+import type { ContainerRun } from '../src/agent/shards/container/types.js';
+import type { ShardRun, ShardStatus } from '../src/agent/shards/types.js';
 import {
   buildDerivedImage,
   buildEngineImage,
@@ -123,13 +123,13 @@ for (const { name, daemon } of daemons)
     /** A supervisor whose statuses are kept by key, with this file's node id and quick timings. */
     function supervisor(options: Partial<ContainerSupervisorOptions> = {}): {
       sup: ContainerSupervisor;
-      status: Map<string, ContainerShardStatus>;
+      status: Map<string, ShardStatus>;
       /** Every status reported, oldest first. */
-      history: ContainerShardStatus[];
+      history: ShardStatus[];
       removed: string[];
     } {
-      const status = new Map<string, ContainerShardStatus>();
-      const history: ContainerShardStatus[] = [];
+      const status = new Map<string, ShardStatus>();
+      const history: ShardStatus[] = [];
       const removed: string[] = [];
       const sup = new ContainerSupervisor({
         client,

@@ -6,10 +6,10 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { probeDaemon } from './container-daemon.js';
-import type { ContainerRun, ContainerRunner, ContainerShardStatus } from './shards/container/types.js';
+import type { ContainerRun } from './shards/container/types.js';
 import { EngineRunners, type EngineRunnersOptions } from './engine-runners.js';
 import { Supervisor } from './shards/process/supervisor.js';
-import type { ShardRun } from './shards/types.js';
+import type { ShardRun, ShardRunner, ShardStatus } from './shards/types.js';
 
 // The composite over a real process supervisor (a real child process) and a container
 // runner double that keeps what it is told, to check which runs, statuses, logs and stops
@@ -47,14 +47,14 @@ function run(key: string, c?: Partial<ContainerRun>): ShardRun {
 }
 
 /** Keeps what it is told; its shards pull their image. */
-class RecordingRunner implements ContainerRunner {
+class RecordingRunner implements ShardRunner {
   applied: ShardRun[][] = [];
   calls: string[] = [];
   readonly listeners = new Map<string, (line: string) => void>();
   apply(desired: readonly ShardRun[]): void {
     this.applied.push([...desired]);
   }
-  statuses(): ContainerShardStatus[] {
+  statuses(): ShardStatus[] {
     return (this.applied.at(-1) ?? []).map((r) => ({
       key: r.key,
       replica: r.replica,

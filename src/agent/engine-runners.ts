@@ -1,8 +1,7 @@
 import { messageOf } from '../core/errors.js';
 
-import type { ContainerRunner, ContainerShardStatus } from './shards/container/types.js';
 import type { Supervisor } from './shards/process/supervisor.js';
-import type { ShardRun } from './shards/types.js';
+import type { ShardRun, ShardRunner, ShardStatus } from './shards/types.js';
 
 /**
  * What the shard executor needs of whatever runs its engines: the process Supervisor's
@@ -12,7 +11,7 @@ export interface EngineRunner {
   unclaimed(): string[];
   releaseUnclaimed(keep?: (key: string) => boolean): string[];
   apply(desired: readonly ShardRun[]): void;
-  statuses(): ContainerShardStatus[];
+  statuses(): ShardStatus[];
   logs(key: string, tail?: number): string[];
   follow(key: string, listener: (line: string) => void): () => void;
   portsTaken(first: number, last: number): number[] | undefined;
@@ -27,7 +26,7 @@ export interface EngineRunnersOptions {
    * Connects to this node's container daemon and makes the container supervisor; called
    * when a run first needs one. Rejects, in words, when no daemon answers.
    */
-  containers?: (() => Promise<ContainerRunner>) | undefined;
+  containers?: (() => Promise<ShardRunner>) | undefined;
   /**
    * Called once the container supervisor is made, to build the runs again with what the
    * daemon said (how it takes GPUs); when it applies nothing, the runs held are applied.
@@ -46,7 +45,7 @@ export interface EngineRunnersOptions {
  */
 export class EngineRunners implements EngineRunner {
   readonly #o: EngineRunnersOptions;
-  #runner: ContainerRunner | undefined;
+  #runner: ShardRunner | undefined;
   #connecting: Promise<void> | undefined;
   #failure: { reason: string; at: number } | undefined;
   #retry: NodeJS.Timeout | undefined;
@@ -59,7 +58,7 @@ export class EngineRunners implements EngineRunner {
   }
 
   /** The container supervisor, once made. */
-  get containers(): ContainerRunner | undefined {
+  get containers(): ShardRunner | undefined {
     return this.#runner;
   }
 
@@ -94,8 +93,8 @@ export class EngineRunners implements EngineRunner {
     if (this.#runner === undefined) this.#connect();
   }
 
-  statuses(): ContainerShardStatus[] {
-    const out: ContainerShardStatus[] = [...this.#o.supervisor.statuses()];
+  statuses(): ShardStatus[] {
+    const out: ShardStatus[] = [...this.#o.supervisor.statuses()];
     if (this.#runner !== undefined) return [...out, ...this.#runner.statuses()];
     for (const run of this.#containerRuns) {
       const failure = this.#failure;

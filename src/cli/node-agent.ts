@@ -6,19 +6,14 @@ import type { Logger } from 'pino';
 
 import { Agent } from '../agent/agent.js';
 import { containersUsedFile, gpuRequestFor, probeDaemon } from '../agent/container-daemon.js';
-import type {
-  ContainerRunner,
-  ContainerShardStatus,
-  DaemonKind,
-  GpuRequestKind,
-} from '../agent/shards/container/types.js';
+import type { DaemonKind, GpuRequestKind } from '../agent/shards/container/types.js';
 import { ContainerSupervisor } from '../agent/shards/container/container-supervisor.js';
 import { DaemonClient } from '../agent/shards/container/daemon.js';
 import { EngineRunners } from '../agent/engine-runners.js';
 import { NodeEngineProxy } from '../agent/engine-proxy-node.js';
 import { ShardExecutor } from '../agent/shard-executor.js';
 import { Supervisor } from '../agent/shards/process/supervisor.js';
-import type { GpuProcessReader } from '../agent/shards/types.js';
+import type { GpuProcessReader, ShardRunner, ShardStatus } from '../agent/shards/types.js';
 import type { Settings } from '../config/load.js';
 import type { NodeInventory } from '../gpu/types.js';
 
@@ -43,7 +38,7 @@ export interface NodeAgentOptions {
    * Makes the container supervisor, once a profile with runtime: container is placed here
    * and the node's daemon answered (default: ContainerSupervisor over that daemon).
    */
-  containerRunner?: (o: ContainerRunnerOptions) => ContainerRunner;
+  containerRunner?: (o: ContainerRunnerOptions) => ShardRunner;
 }
 
 /** What the agent gives the container supervisor it makes. */
@@ -53,7 +48,7 @@ export interface ContainerRunnerOptions {
   kind: DaemonKind;
   /** The `llmgw.node` label of this node's containers: those of other nodes on a shared daemon are left alone. */
   nodeId: string;
-  onStatus: (status: ContainerShardStatus) => void;
+  onStatus: (status: ShardStatus) => void;
   /** A stopped shard has left `statuses()` (its container is gone). */
   onRemoved: (key: string) => void;
   /** A container labelled for this node that no shard claims is removed after this long (agent.containers.orphan_grace_s). */
@@ -255,7 +250,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
 }
 
 /** The container supervisor over the daemon that answered (reconnected by it after a failure). */
-function defaultContainerRunner(r: ContainerRunnerOptions): ContainerRunner {
+function defaultContainerRunner(r: ContainerRunnerOptions): ShardRunner {
   return new ContainerSupervisor({
     client: () => DaemonClient.connect(r.host, r.kind),
     node: r.nodeId,

@@ -1,4 +1,5 @@
 import type { ProcessSpec } from '../../engines/types.js';
+import type { DownloadProgress } from '../../protocol/agent-protocol.js';
 import type { ContainerRun } from './container/types.js';
 
 /**
@@ -54,7 +55,8 @@ export interface ShardTiming {
   portRetryMs: number;
 }
 
-export type ShardState = 'starting' | 'ready' | 'degraded' | 'failed' | 'stopping';
+/** `downloading`: a container's image is being pulled (a process shard never reads so). */
+export type ShardState = 'starting' | 'downloading' | 'ready' | 'degraded' | 'failed' | 'stopping';
 
 export interface ExitReport {
   code: number | null;
@@ -83,6 +85,8 @@ export interface ShardStatus {
   last_exit?: ExitReport;
   /** Set while the shard cannot start because another program listens on its port: the control plane moves it. */
   port_taken?: PortTaken;
+  /** While `downloading`: the image pull's progress, shown like a model download. */
+  download?: DownloadProgress;
 }
 
 /** A shard's port, held by a program that is not one of this agent's engines. */
@@ -95,3 +99,21 @@ export interface PortTaken {
 
 /** Which processes hold memory on which GPU (CUDA uuid -> pids), from discovery. */
 export type GpuProcessReader = () => Promise<Map<string, number[]>>;
+
+/**
+ * What the agent needs of a supervisor of shards, whichever driver runs them: the process
+ * supervisor and the container supervisor have these same methods.
+ */
+export interface ShardRunner {
+  /** The shards wanted now; the rest are stopped. */
+  apply(desired: readonly ShardRun[]): void;
+  statuses(): ShardStatus[];
+  /** The last `tail` lines of a shard's log (stdout and stderr, in order). */
+  logs(key: string, tail?: number): string[];
+  follow(key: string, listener: (line: string) => void): () => void;
+  /** Resolves when every shard being stopped is gone. */
+  stopped(): Promise<void>;
+  stopAll(): Promise<void>;
+  /** Leaves the engines running for the next agent to adopt. */
+  detach(): Promise<void>;
+}

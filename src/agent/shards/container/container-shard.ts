@@ -14,7 +14,7 @@ import {
   type Probe,
 } from '../readiness.js';
 import { backoffMs } from '../restart-backoff.js';
-import type { ExitReport, GpuProcessReader, ShardRun, ShardState } from '../types.js';
+import type { ExitReport, GpuProcessReader, ShardRun, ShardState, ShardStatus } from '../types.js';
 import { aborted, never, wait } from '../wait.js';
 import { DaemonError, type DaemonClient } from './daemon.js';
 import { StreamDemuxer } from './demux.js';
@@ -31,7 +31,7 @@ import {
 } from './operations.js';
 import { ensureImage } from './pull.js';
 import { ContainerRefusal, containerSpec } from './requests.js';
-import type { ContainerShardStatus, DaemonKind } from './types.js';
+import type { DaemonKind } from './types.js';
 
 /** The container supervisor's timings, defaults resolved. */
 export interface ContainerTiming {
@@ -52,7 +52,7 @@ export interface ContainerShardContext {
   node: string;
   log: LogBuffer;
   timing: ContainerTiming;
-  onStatus: (status: ContainerShardStatus) => void;
+  onStatus: (status: ShardStatus) => void;
   /**
    * An earlier agent's running container of this key: its id when it runs this very
    * run (same hash), to take over; any other is removed first. Resolves once the node's
@@ -94,7 +94,7 @@ export class ContainerShard {
   readonly #ctx: ContainerShardContext;
   readonly #stopper = new AbortController();
   #done: Promise<void> = Promise.resolve();
-  #state: ContainerShardStatus['state'] = 'starting';
+  #state: ShardStatus['state'] = 'starting';
   #reason: string | undefined;
   /** While failed with a restart coming by itself: when (ms, the context's clock). */
   #restartAt: number | undefined;
@@ -149,8 +149,8 @@ export class ContainerShard {
     return this.#done;
   }
 
-  status(): ContainerShardStatus {
-    const s: ContainerShardStatus = {
+  status(): ShardStatus {
+    const s: ShardStatus = {
       key: this.#run.key,
       replica: this.#run.replica,
       rank: this.#run.rank,

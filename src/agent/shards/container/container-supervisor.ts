@@ -1,17 +1,17 @@
 import { LogBuffer } from '../log-buffer.js';
-import type { GpuProcessReader, ShardRun } from '../types.js';
+import type { GpuProcessReader, ShardRun, ShardRunner, ShardStatus } from '../types.js';
 import type { DaemonClient } from './daemon.js';
 import { ContainerShard, type ContainerShardContext, type ContainerTiming } from './container-shard.js';
 import { listNodeContainers, removeContainer, stopContainer, type ListedContainer } from './operations.js';
 import { containerHash } from './requests.js';
-import { containerLabels, type ContainerRunner, type ContainerShardStatus } from './types.js';
+import { containerLabels } from './types.js';
 
 export interface ContainerSupervisorOptions {
   /** The daemon: a client, or how to connect (asked again after a failure, so a daemon started later is found). */
   client: DaemonClient | (() => Promise<DaemonClient>);
   /** This node's id: the `llmgw.node` label of its containers, the only ones it adopts or removes. */
   node: string;
-  onStatus: (status: ContainerShardStatus) => void;
+  onStatus: (status: ShardStatus) => void;
   /** Called when a stopped shard has left `statuses()` (its container is gone). */
   onRemoved?: (key: string) => void;
   /** This node's llmgw containers that no shard claims are removed after this long (default 300 s). */
@@ -60,7 +60,7 @@ interface Found {
  * (an earlier agent's whose shard is no longer placed here, a crash between create and
  * record) are removed once they have been seen unowned for `orphanGraceMs`.
  */
-export class ContainerSupervisor implements ContainerRunner {
+export class ContainerSupervisor implements ShardRunner {
   readonly #o: ContainerSupervisorOptions;
   readonly #timing: ContainerTiming;
   readonly #shards = new Map<string, ContainerShard>();
@@ -134,7 +134,7 @@ export class ContainerSupervisor implements ContainerRunner {
     }
   }
 
-  statuses(): ContainerShardStatus[] {
+  statuses(): ShardStatus[] {
     const out = [...this.#shards.values()].map((s) => s.status());
     for (const shard of this.#stopping.keys()) if (!this.#shards.has(shard.key)) out.push(shard.status());
     return out;

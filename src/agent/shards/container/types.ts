@@ -1,6 +1,3 @@
-import type { DownloadProgress } from '../../../protocol/agent-protocol.js';
-import type { ShardRun, ShardState, ShardStatus } from '../types.js';
-
 /**
  * An engine run as a container instead of a host process: what the agent hands the
  * container supervisor for one shard, beside the ProcessSpec the engine module made (its
@@ -57,31 +54,3 @@ export const containerLabels = {
   node: 'llmgw.node',
   hash: 'llmgw.hash',
 } as const;
-
-/**
- * A shard run as a container, as the container supervisor reports it: a process shard's
- * status, plus `downloading` while its image is pulled (with the pull's progress, shown
- * like a model download).
- */
-export type ContainerShardStatus = Omit<ShardStatus, 'state'> & {
-  state: ShardState | 'downloading';
-  download?: DownloadProgress;
-};
-
-/**
- * What the agent needs of the container supervisor; the process Supervisor has the same
- * methods, so the agent hands each shard to one or the other by `ShardRun.container`.
- */
-export interface ContainerRunner {
-  /** The container shards wanted now (every run has `container` set); the rest are stopped and removed. */
-  apply(desired: readonly ShardRun[]): void;
-  statuses(): ContainerShardStatus[];
-  /** The last `tail` lines of a shard's log (stdout and stderr demuxed, in order). */
-  logs(key: string, tail?: number): string[];
-  follow(key: string, listener: (line: string) => void): () => void;
-  /** Resolves when every container being stopped is gone. */
-  stopped(): Promise<void>;
-  stopAll(): Promise<void>;
-  /** Leaves the containers running for the next agent to adopt (by their labels). */
-  detach(): Promise<void>;
-}

@@ -5,7 +5,12 @@ import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { fakeGguf, fakeLlamaServer, fakeVllm, freePort } from '../../../../test/fakes/engines/fake-engines.js';
+import {
+  fakeGguf,
+  fakeLlamaServer,
+  fakeVllm,
+  freePort,
+} from '../../../../test/fakes/engines/fake-engines.js';
 import type { ProcessSpec } from '../../../engines/types.js';
 import { isRunning, readStat } from './process-tree.js';
 import { Supervisor, type SupervisorOptions } from './supervisor.js';
