@@ -40,7 +40,7 @@ export interface ShardRun {
   stopGraceMs: number;
 }
 
-/** The supervisor's timings, defaults resolved. */
+/** The lifecycle's timings, defaults resolved (a driver's own are its options). */
 export interface ShardTiming {
   backoff: { initialMs: number; maxMs: number };
   startingIntervalMs: number;
@@ -51,8 +51,6 @@ export interface ShardTiming {
   gpuCheckIntervalMs: number;
   /** A run that stayed ready this long resets the backoff. */
   stableMs: number;
-  /** How often a shard whose port another program holds looks again. */
-  portRetryMs: number;
 }
 
 /** `downloading`: a container's image is being pulled (a process shard never reads so). */
