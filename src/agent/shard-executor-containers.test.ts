@@ -15,7 +15,8 @@ import type { AssignedShard } from '../protocol/agent-protocol.js';
 
 import type { GpuRequestKind } from './shards/container/types.js';
 import type { EngineRunner } from './engine-runners.js';
-import { containerMounts, ShardExecutor } from './shard-executor.js';
+import { containerMounts } from './container-run.js';
+import { ShardExecutor } from './shard-executor.js';
 import type { ShardRun } from './shards/types.js';
 
 // What the agent hands the container supervisor for a profile with runtime: container,

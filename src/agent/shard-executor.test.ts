@@ -10,7 +10,8 @@ import { freePort } from '../../test/fakes/engines/fake-engines.js';
 import type { ModelSpec } from '../catalog/model-spec.js';
 import type { AgentMessage, AssignedShard } from '../protocol/agent-protocol.js';
 
-import { fetchedWeights, ShardExecutor } from './shard-executor.js';
+import { ShardExecutor } from './shard-executor.js';
+import { fetchedWeights } from './shard-weights.js';
 import { Supervisor } from './shards/process/supervisor.js';
 
 // What `llmgw ctl logs` of a shard gets from its agent when its engine never ran: the reason

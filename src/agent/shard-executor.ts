@@ -1,49 +1,37 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import type { Logger } from 'pino';
 
-import { parseSource } from '../models/source.js';
 import { writeFileAtomic } from '../config/write.js';
 import { messageOf } from '../core/errors.js';
 import { engineFor } from '../engines/registry.js';
-import {
-  isContainerProfile,
-  isCpuProfile,
-  type EngineName,
-  type ProfileSpec,
-} from '../catalog/model-spec.js';
+import { isContainerProfile, type EngineName } from '../catalog/model-spec.js';
 import type { ContainersSettings } from '../config/schema.js';
-import { chooseImage, imageExecutables } from '../engines/container-images.js';
+import { imageExecutables } from '../engines/container-images.js';
 import type { EngineSettings, ShardLaunch, Weights } from '../engines/types.js';
 import { devicesOf } from '../gpu/devices.js';
 import type { Device, NodeInventory } from '../gpu/types.js';
-import type { FetchResult } from '../models/model-fetcher.js';
 import type { Origin } from '../models/origin.js';
-import {
-  maxPortRanges,
-  type AgentMessage,
-  type AssignedShard,
-  type DownloadProgress,
-  type EngineReport,
-  type EngineSettingsWire,
-  type ServerMessage,
-  type ShardStatusWire,
+import type {
+  AgentMessage,
+  AssignedShard,
+  DownloadProgress,
+  EngineSettingsWire,
+  ServerMessage,
+  ShardStatusWire,
 } from '../protocol/agent-protocol.js';
 
-import {
-  chooseFlavour,
-  installLlamaCpp,
-  llamaEnv,
-  type InstalledLlama,
-  type LlamaInstallOptions,
-} from './installer/index.js';
-import { containerLabels, type ContainerMount, type GpuRequestKind } from './shards/container/types.js';
-import { containerRunHash } from './shards/container/wiring-hash.js';
+import { containerRun } from './container-run.js';
 import type { EngineRunner } from './engine-runners.js';
-import { toRanges } from './shards/process/sockets.js';
+import type { InstalledLlama, LlamaInstallOptions } from './installer/index.js';
+import { LlamaInstalls, type LlamaChoice } from './llama-install.js';
+import { LogRelay } from './log-relay.js';
+import { PortsReport } from './ports-report.js';
+import type { GpuRequestKind } from './shards/container/types.js';
+import { fetchedWeights, weightsOf } from './shard-weights.js';
 import type { ShardRun } from './shards/types.js';
-import { AgentWeights, isProjector, type AgentWeightsOptions } from './weights.js';
+import { AgentWeights, type AgentWeightsOptions } from './weights.js';
 
 type Assign = Extract<ServerMessage, { type: 'assign' }>;
 
@@ -100,30 +88,10 @@ interface Waiting {
   origin: Origin;
 }
 
-/** The llama-server shards run: its path and environment, or why they wait. */
-interface LlamaChoice {
-  bin?: string;
-  env?: Record<string, string>;
-  waiting?: string;
-  /** Why llama.cpp shards cannot start (an install that failed). */
-  error?: string;
-  /** Set when the build sees no GPU on a GPU node. */
-  cpuOnly?: string;
-}
-
-interface Install {
-  key: string;
-  state: 'installing' | 'done' | 'failed';
-  progress?: string;
-  result?: InstalledLlama;
-  error?: string;
-  failedAt?: number;
-}
-
 /**
  * The agent's side of placement: turns what the control plane assigns this node into
- * engine processes (installing llama.cpp first where needed), hands them to the
- * supervisor, and reports their states back. The last assignment is kept on disk, so a
+ * runs of its shards (processes or containers, once their model files and any engine the
+ * agent installs are here), hands them to the supervisor, and reports their states back. The last assignment is kept on disk, so a
  * restarted agent starts its engines again even while the control plane is away.
  */
 export class ShardExecutor {
@@ -134,12 +102,10 @@ export class ShardExecutor {
   /** Shards whose engine waits for its model's files. */
   readonly #waiting = new Map<string, Waiting>();
   readonly #weights: AgentWeights;
-  #install: Install | undefined;
-  readonly #follows = new Map<string, () => void>();
+  readonly #llama: LlamaInstalls;
+  readonly #logs: LogRelay;
+  readonly #ports: PortsReport;
   #reportTimer: NodeJS.Timeout | undefined;
-  #portsTimer: NodeJS.Timeout | undefined;
-  /** The ports last reported taken, as sent. */
-  #lastPorts = '';
   #adoptTimer: NodeJS.Timeout | undefined;
 
   constructor(options: ShardExecutorOptions) {
@@ -158,6 +124,28 @@ export class ShardExecutor {
         ),
       onProgress: () => this.report(),
       onSettled: () => this.#sync(),
+    });
+    this.#llama = new LlamaInstalls({
+      dataDir: options.dataDir,
+      logger: options.logger,
+      localBin: options.localBins.llamacpp,
+      inventory: options.inventory,
+      install: options.install,
+      onProgress: () => this.report(),
+      onSettled: () => this.#sync(),
+    });
+    this.#logs = new LogRelay({
+      runner: options.supervisor,
+      send: options.send,
+      blocked: (key) => this.#blocked.get(key),
+      nodeName: () => this.#nodeName(),
+    });
+    this.#ports = new PortsReport({
+      runner: options.supervisor,
+      logger: options.logger,
+      range: () => this.#desired?.ports,
+      onChange: () => this.report(),
+      intervalMs: options.portsIntervalMs,
     });
   }
 
@@ -212,16 +200,13 @@ export class ShardExecutor {
       if (this.#adoptTimer !== undefined) clearTimeout(this.#adoptTimer);
       this.#adoptTimer = undefined;
       this.#release(new Set(m.shards.map((s) => `${s.replica}/${s.rank}`)));
-      this.#watchPorts();
+      this.#ports.watch();
       void this.#weights.evict();
     } else if (m.type === 'pull') this.#weights.pull(m.model, m.origin);
     else if (m.type === 'cache_list') void this.#weights.cacheList(m.request);
     else if (m.type === 'purge') void this.#weights.purge(m.model, m.origins);
-    else if (m.type === 'logs') this.#logs(m);
-    else {
-      this.#follows.get(m.request)?.();
-      this.#follows.delete(m.request);
-    }
+    else if (m.type === 'logs') this.#logs.handle(m);
+    else this.#logs.cancel(m.request);
   }
 
   /** Sends every shard's state (after a reconnection, and after any change). */
@@ -235,12 +220,11 @@ export class ShardExecutor {
         ...this.#blocked.values(),
         ...[...this.#waiting.values()].map((w) => this.#waitingStatus(w)),
       ];
-      const ports = this.#portsTaken();
-      if (ports !== undefined) this.#lastPorts = JSON.stringify(ports);
+      const ports = this.#ports.forReport();
       this.#o.send({
         type: 'shards',
         statuses,
-        engines: this.#engineReport(),
+        engines: this.#llama.report(),
         ...(ports === undefined ? {} : { ports_taken: ports }),
       });
     }, 50);
@@ -259,8 +243,8 @@ export class ShardExecutor {
   }
 
   #quiet(): Promise<void> {
-    for (const cancel of this.#follows.values()) cancel();
-    if (this.#portsTimer !== undefined) clearInterval(this.#portsTimer);
+    this.#logs.close();
+    this.#ports.close();
     if (this.#adoptTimer !== undefined) clearTimeout(this.#adoptTimer);
     return this.#weights.stop();
   }
@@ -273,31 +257,6 @@ export class ShardExecutor {
         { shards: stopped },
         'stopping engines an earlier agent started for shards no longer placed here',
       );
-  }
-
-  /**
-   * Ports other programs listen on, as ranges: within the placement range once an
-   * assignment named it, every one before (the control plane places nothing on a node
-   * before its first report). Undefined where this machine cannot tell.
-   */
-  #portsTaken(): [number, number][] | undefined {
-    const range = this.#desired?.ports ?? { first: 1, last: 65535 };
-    const ports = this.#o.supervisor.portsTaken(range.first, range.last);
-    return ports === undefined ? undefined : toRanges(ports).slice(0, maxPortRanges);
-  }
-
-  /** Looks now and again at the ports other programs take, and reports when that changed. */
-  #watchPorts(): void {
-    if (this.#portsTimer !== undefined) return;
-    this.#portsTimer = setInterval(() => {
-      try {
-        const ports = this.#portsTaken();
-        if (ports !== undefined && JSON.stringify(ports) !== this.#lastPorts) this.report();
-      } catch (e) {
-        this.#o.logger.warn({ err: messageOf(e) }, 'could not read which ports are taken');
-      }
-    }, this.#o.portsIntervalMs ?? 5000);
-    this.#portsTimer.unref();
   }
 
   #sync(): void {
@@ -318,7 +277,15 @@ export class ShardExecutor {
     this.#blocked.clear();
     this.#waiting.clear();
     const runs: ShardRun[] = [];
-    const llama = this.#llama(desired.engines, inventory, desired.shards);
+    // Containers bring their own engine: only process shards need one the agent installs.
+    const llama = this.#llama.choose(
+      desired.engines,
+      inventory,
+      desired.shards.some((s) => {
+        const p = profileOf(s);
+        return engineFor(p.engine).installedByAgent && !isContainerProfile(p);
+      }),
+    );
     const origins = new Map<string, Origin>();
     for (const shard of desired.shards) {
       const key = `${shard.replica}/${shard.rank}`;
@@ -372,122 +339,6 @@ export class ShardExecutor {
     return { ...base, state: 'downloading', reason: need.reason, download: need.downloading };
   }
 
-  /** The llama-server to run: this node's, the control plane's, or the one installed here. */
-  #llama(
-    engines: EngineSettingsWire,
-    inventory: NodeInventory | undefined,
-    shards: readonly AssignedShard[],
-  ): LlamaChoice {
-    const local = this.#o.localBins.llamacpp ?? engines.llamacpp.bin;
-    if (local !== undefined) return { bin: local };
-    // Containers bring their own llama-server: only process profiles need one installed.
-    if (
-      !shards.some((s) => {
-        const p = profileOf(s);
-        return p.engine === 'llamacpp' && !isContainerProfile(p);
-      })
-    )
-      return {};
-    const cards = inventory?.gpu.cards ?? [];
-    const mig = cards.some((c) => c.mig?.current === true);
-    const { flavour, warning } = chooseFlavour(
-      cards.length > 0,
-      mig,
-      engines.llamacpp.cuda_archive,
-      process.arch,
-    );
-    const key = `${engines.llamacpp.build}-${flavour}`;
-    if (
-      this.#install?.key !== key ||
-      (this.#install.state === 'failed' && Date.now() - (this.#install.failedAt ?? 0) > 60_000)
-    ) {
-      this.#startInstall(key, engines, flavour);
-    }
-    const install = this.#install;
-    if (install === undefined || install.state === 'installing')
-      return {
-        waiting: `installing llama.cpp ${key}${install?.progress === undefined ? '' : ` (${install.progress})`}`,
-      };
-    if (install.state === 'failed' || install.result === undefined) {
-      return {
-        error: `could not install llama.cpp ${key} (tried again in a minute): ${install.error ?? 'unknown error'}`,
-      };
-    }
-    const result = install.result;
-    const cpuOnly =
-      cards.length > 0 && result.devices.length === 0
-        ? `this node has GPUs but its llama.cpp build (${result.build}, ${result.flavour}) lists none, so llama.cpp runs on the CPU at about a tenth of the speed${warning === undefined ? '' : `; ${warning}`}: set agent.engines.llamacpp.cuda_archive to a CUDA build, or check the Vulkan driver`
-        : undefined;
-    return { bin: result.bin, env: llamaEnv(result.bin), ...(cpuOnly === undefined ? {} : { cpuOnly }) };
-  }
-
-  #startInstall(
-    key: string,
-    engines: EngineSettingsWire,
-    flavour: ReturnType<typeof chooseFlavour>['flavour'],
-  ): void {
-    const install: Install = { key, state: 'installing' };
-    this.#install = install;
-    let lastLog = 0;
-    const run = this.#o.install ?? installLlamaCpp;
-    this.#o.logger.info({ build: engines.llamacpp.build, flavour }, 'installing llama.cpp');
-    run({
-      build: engines.llamacpp.build,
-      releaseUrl: engines.llamacpp.release_url,
-      flavour,
-      cudaArchive: engines.llamacpp.cuda_archive,
-      sha256: engines.llamacpp.sha256,
-      arch: process.arch,
-      dataDir: this.#o.dataDir,
-      onProgress: (p) => {
-        const pct =
-          p.total === undefined || p.received === undefined
-            ? undefined
-            : Math.floor((p.received / p.total) * 100);
-        install.progress =
-          p.phase === 'download' ? `downloading${pct === undefined ? '' : ` ${pct}%`}` : p.phase;
-        const now = Date.now();
-        if (now - lastLog > 2000 || p.phase !== 'download') {
-          lastLog = now;
-          this.#o.logger.info(
-            { phase: p.phase, received: p.received, total: p.total, message: p.message },
-            `llama.cpp ${key}: ${install.progress}`,
-          );
-          this.report();
-        }
-      },
-    }).then(
-      (result) => {
-        if (this.#install !== install) return;
-        install.state = 'done';
-        install.result = result;
-        const cards = this.#o.inventory()?.gpu.cards ?? [];
-        if (cards.length > 0 && result.devices.length === 0) {
-          this.#o.logger.error(
-            { build: result.build, flavour: result.flavour },
-            'this node has GPUs but the llama.cpp build lists none: llama.cpp replicas here run on the CPU, about ten times slower',
-          );
-        } else {
-          this.#o.logger.info(
-            { bin: result.bin, version: result.version, devices: result.devices, reused: result.reused },
-            'llama.cpp ready',
-          );
-        }
-        this.#sync();
-      },
-      (e: unknown) => {
-        if (this.#install !== install) return;
-        install.state = 'failed';
-        install.failedAt = Date.now();
-        install.error = messageOf(e);
-        this.#o.logger.error({ err: install.error }, 'llama.cpp install failed');
-        this.#sync();
-        // Tried again later: the mirror may come back, or the network be fixed.
-        setTimeout(() => this.#sync(), 61_000).unref();
-      },
-    );
-  }
-
   #run(
     shard: AssignedShard,
     engines: EngineSettingsWire,
@@ -508,9 +359,10 @@ export class ShardExecutor {
     const weights = this.#weightsOf(shard, engine.name);
     if ('downloading' in weights) return weights;
     const container = isContainerProfile(profile);
-    if (!container && engine.name === 'llamacpp' && llama.error !== undefined) throw new Error(llama.error);
-    if (!container && engine.name === 'llamacpp' && llama.waiting !== undefined)
-      return { waiting: llama.waiting };
+    // The engine's binary as the agent installed it: for a process shard of an engine it installs.
+    const installed = engine.installedByAgent && !container ? llama : {};
+    if (installed.error !== undefined) throw new Error(installed.error);
+    if (installed.waiting !== undefined) return { waiting: installed.waiting };
     const settings: EngineSettings = {
       llamacpp: {
         bin: container ? imageExecutables.llamacpp : (llama.bin ?? 'llama-server'),
@@ -550,7 +402,7 @@ export class ShardExecutor {
         HF_HOME: join(models, 'huggingface'),
         HF_HUB_CACHE: this.#weights.root,
         HF_HUB_OFFLINE: '1',
-        ...(engine.name === 'llamacpp' && !container ? llama.env : {}),
+        ...installed.env,
         ...p.env,
       },
     }));
@@ -570,80 +422,20 @@ export class ShardExecutor {
           }
         : {}),
       ...(devices.length > 0 ? { gpu: { uuids: devices.map((d) => d.uuid) } } : {}),
-      ...(!container && engine.name === 'llamacpp' && devices.length > 0 && llama.cpuOnly !== undefined
-        ? { degradedReason: llama.cpuOnly }
-        : {}),
+      ...(devices.length > 0 && installed.cpuOnly !== undefined ? { degradedReason: installed.cpuOnly } : {}),
       stopGraceMs: engines.stop_grace_s * 1000,
     };
     if (!container) return run;
-    return this.#container(run, { shard, profile, engines, weights, devices, bindHost, bridge });
-  }
-
-  /**
-   * The container a shard runs as: the engine's image, its devices by UUID, the model's
-   * files read-only at the same path, the port published on the node's address (or the
-   * node's network for multi-node ranks), and llmgw's labels.
-   */
-  #container(
-    run: ShardRun,
-    c: {
-      shard: AssignedShard;
-      profile: ProfileSpec;
-      engines: EngineSettingsWire;
-      weights: Weights;
-      devices: readonly Device[];
-      bindHost: string;
-      bridge: boolean;
-    },
-  ): ShardRun {
-    const settings = this.#o.containers?.settings;
-    const engine = c.profile.engine;
-    const image = chooseImage({
-      engine,
-      profileImage: c.profile.image,
-      settingsImage: settings?.images[engine],
-      gpu: !isCpuProfile(c.profile),
-      llamaBuild: c.engines.llamacpp.build,
-      registry: settings?.registry,
-    });
-    const fetched = c.shard.origin !== undefined && c.shard.origin.kind !== 'path';
-    const mounts = containerMounts([
-      // Fetched files are in the agent's cache (HF_HUB_CACHE, HF_HOME); a local model is where it is.
-      ...(fetched ? [join(this.#o.dataDir, 'models')] : [c.weights.path]),
-      ...(c.weights.projector === undefined ? [] : [c.weights.projector]),
-      ...c.profile.adapters.map((a) => a.path),
-    ]);
-    const nodeId = this.#o.containers?.nodeId?.() ?? this.#o.inventory()?.host.hostname ?? 'unknown';
-    const withContainer: ShardRun = {
-      ...run,
-      container: {
-        image,
-        pull: settings?.pull ?? 'missing',
-        gpus: c.devices.map((d) => d.uuid),
-        gpuRequest: this.#o.containers?.gpuRequest?.() ?? (settings?.gpus === 'cdi' ? 'cdi' : 'nvidia'),
-        mounts,
-        network: c.bridge ? 'bridge' : 'host',
-        ...(c.bridge ? { publish: { hostIp: c.bindHost, port: c.shard.port } } : {}),
-        ipc:
-          (settings?.ipc ?? 'host') === 'host'
-            ? 'host'
-            : { shmBytes: Math.round((settings?.shm_size_gb ?? 16) * 1e9) },
-        labels: {},
+    return containerRun(
+      run,
+      { shard, profile, engines, weights, devices, bindHost, bridge },
+      {
+        settings: this.#o.containers?.settings,
+        gpuRequest: this.#o.containers?.gpuRequest?.(),
+        nodeId: this.#o.containers?.nodeId?.() ?? this.#o.inventory()?.host.hostname ?? 'unknown',
+        dataDir: this.#o.dataDir,
       },
-    };
-    const hash = containerRunHash(withContainer);
-    return {
-      ...withContainer,
-      container: {
-        ...(withContainer.container as NonNullable<ShardRun['container']>),
-        labels: {
-          [containerLabels.shard]: run.key,
-          [containerLabels.replica]: run.replica,
-          [containerLabels.node]: nodeId,
-          [containerLabels.hash]: hash,
-        },
-      },
-    };
+    );
   }
 
   /**
@@ -665,134 +457,10 @@ export class ShardExecutor {
     const name = this.#o.inventory()?.host.hostname;
     return name === undefined ? 'this node' : `node ${name}`;
   }
-
-  #engineReport(): EngineReport {
-    const i = this.#install;
-    if (i === undefined) return {};
-    const cards = this.#o.inventory()?.gpu.cards ?? [];
-    const r = i.result;
-    return {
-      llamacpp: {
-        ...(r === undefined ? {} : { bin: r.bin, build: r.build, flavour: r.flavour, devices: r.devices }),
-        ...(i.state === 'installing' ? { installing: i.progress ?? 'starting' } : {}),
-        ...(i.state === 'failed' ? { warning: `install failed: ${i.error ?? ''}` } : {}),
-        ...(r !== undefined && cards.length > 0 && r.devices.length === 0
-          ? {
-              warning:
-                'this node has GPUs but its llama.cpp build lists none: llama.cpp runs on the CPU here',
-            }
-          : {}),
-      },
-    };
-  }
-
-  #logs(m: Extract<ServerMessage, { type: 'logs' }>): void {
-    const status = this.#o.supervisor.statuses().find((s) => s.key === m.key);
-    if (status === undefined) {
-      const blocked = this.#blocked.get(m.key);
-      // Its engine never started (an install that failed, weights missing): why is its log.
-      const error =
-        blocked === undefined
-          ? `${this.#nodeName()} has no shard ${m.key}: the assignment that places it there has not reached its agent yet, or it was just removed; try again in a few seconds`
-          : undefined;
-      const lines =
-        blocked === undefined
-          ? []
-          : [notRunning(`the engine has not started: ${blocked.reason ?? blocked.state}`)];
-      this.#o.send({
-        type: 'log_lines',
-        request: m.request,
-        lines,
-        done: true,
-        ...(error === undefined ? {} : { error }),
-      });
-      return;
-    }
-    const lines = this.#o.supervisor.logs(m.key, m.tail);
-    // No process runs (it could not be started, or waits to start again): say why after what it last wrote.
-    if (status.pid === undefined && status.reason !== undefined && status.state === 'failed') {
-      lines.push(notRunning(`the engine is not running: ${status.reason}`));
-    }
-    this.#o.send({ type: 'log_lines', request: m.request, lines, done: !m.follow });
-    if (!m.follow) return;
-    let batch: string[] = [];
-    let timer: NodeJS.Timeout | undefined;
-    const flush = () => {
-      timer = undefined;
-      if (batch.length === 0) return;
-      const lines = batch;
-      batch = [];
-      this.#o.send({ type: 'log_lines', request: m.request, lines, done: false });
-    };
-    const unfollow = this.#o.supervisor.follow(m.key, (line) => {
-      batch.push(line);
-      timer ??= setTimeout(flush, 100);
-    });
-    this.#follows.set(m.request, () => {
-      unfollow();
-      if (timer !== undefined) clearTimeout(timer);
-    });
-  }
-}
-
-/**
- * Read-only bind mounts at the same path as on the node, each once: a path under another
- * mounted one is already in the container.
- */
-export function containerMounts(paths: readonly string[]): ContainerMount[] {
-  const unique = [...new Set(paths.map((p) => p.replace(/\/+$/, '') || '/'))].sort();
-  const kept: string[] = [];
-  for (const p of unique) if (!kept.some((k) => p === k || p.startsWith(`${k}/`))) kept.push(p);
-  return kept.map((p) => ({ source: p, target: p, readOnly: true }));
-}
-
-/** A line of the agent's own in a log it sends, marked as the supervisor's notes in log files are. */
-function notRunning(text: string): string {
-  return `--- llmgw: ${text}`;
 }
 
 function profileOf(shard: AssignedShard) {
   const profile = shard.model.profiles.find((p) => p.name === shard.profile);
   if (profile === undefined) throw new Error(`model ${shard.model.name} has no profile ${shard.profile}`);
   return profile;
-}
-
-/**
- * What an engine is given of fetched files: llama.cpp the first GGUF of the origin (the first
- * part of a split one) and its projector; the others the snapshot directory.
- */
-export function fetchedWeights(engine: EngineName, origin: Origin, fetched: FetchResult): Weights {
-  if (engine !== 'llamacpp') return { path: fetched.snapshotDir };
-  const ggufs = origin.files.filter((f) => f.path.toLowerCase().endsWith('.gguf'));
-  const model = ggufs.find((f) => !isProjector(f.path));
-  const projector = ggufs.find((f) => isProjector(f.path));
-  if (model === undefined)
-    throw new Error(
-      `${origin.source} has no GGUF model file (${origin.files.map((f) => f.path).join(', ')}): llamacpp serves GGUF weights; name a .gguf file of it, or use engine: vllm or sglang`,
-    );
-  const at = (path: string) => fetched.paths[path] ?? join(fetched.snapshotDir, ...path.split('/'));
-  return { path: at(model.path), ...(projector === undefined ? {} : { projector: at(projector.path) }) };
-}
-
-/**
- * The weights of a model given by a local path, as this node (`node NAME`) has them. A hub
- * repository or URL is fetched by the agent from the origin the control plane sends with the
- * shard; without one it cannot be, and no engine downloads for itself.
- */
-export function weightsOf(source: string, node: string): Weights {
-  // Throws, in words, for a source that is not one llmgw reads (the catalog refused it already).
-  const parsed = parseSource(source);
-  if (parsed.kind !== 'path')
-    throw new Error(
-      `the control plane sent no pinned files for ${source}, so ${node} cannot fetch it: upgrade the control plane to this agent's version, or update the model (llmgw ctl model apply) so its source is resolved again`,
-    );
-  let stat;
-  try {
-    stat = statSync(parsed.path);
-  } catch {
-    throw new Error(
-      `the model's weights ${parsed.path} are not on ${node}: put them there (the path must be the same on every node), or use a hf:// source`,
-    );
-  }
-  return stat.isDirectory() ? { path: parsed.path, files: readdirSync(parsed.path) } : { path: parsed.path };
 }

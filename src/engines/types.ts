@@ -116,9 +116,35 @@ export interface Engine {
    */
   selectAdapter(body: Record<string, unknown>, adapter: string, loaded: readonly string[]): void;
   // --- end of what the gateway asks ---
+
+  // ── Added for the agent (issue 26, helper "shards"): what the agent asks of an engine as
+  //    it turns an assignment into runs, so that it compares no engine's name. ──
+  /**
+   * Whether the agent installs this engine's binary itself for process runs (llama.cpp's
+   * release archives, whose install adds its own environment); else the binary is the
+   * configured one or found on PATH. Containers bring their own either way.
+   */
+  readonly installedByAgent: boolean;
+  /**
+   * What the engine is given of files the agent fetched: one model file and its projector
+   * (a GGUF), or the snapshot directory. Throws, in words, when nothing fits.
+   */
+  fetchedWeights(fetched: FetchedFiles): Weights;
+  // ── end of the agent's additions ──
 }
 
 /** An adapter named as the request's model: how vLLM, SGLang and TensorRT-LLM serve LoRA adapters. */
 export function adapterAsModel(body: Record<string, unknown>, adapter: string): void {
   body['model'] = adapter;
+}
+
+/** Files the agent fetched for a shard (issue 26, helper "shards"): what the origin lists, and where each is. */
+export interface FetchedFiles {
+  /** Where they came from, for messages: `hf://org/repo`. */
+  source: string;
+  /** The origin's file paths, in its order, relative to the repository. */
+  files: readonly string[];
+  snapshotDir: string;
+  /** Origin path -> the path to give the engine; absent: under `snapshotDir`. */
+  paths: Readonly<Record<string, string>>;
 }

@@ -4,6 +4,7 @@ import { LlmgwError } from '../../core/errors.js';
 import { flagValue, hasFlag, unlessSet } from '../args.js';
 import { checkDevices } from '../check-devices.js';
 import { onMig, shardEnv } from '../device-env.js';
+import { ggufWeights } from './gguf-weights.js';
 import type { Engine, ProcessSpec, ShardLaunch, Weights } from '../types.js';
 
 /**
@@ -31,6 +32,10 @@ export const llamacppEngine: Engine = {
   selectAdapter(body, adapter, loaded) {
     body['lora'] = [{ id: loaded.indexOf(adapter), scale: 1 }];
   },
+  // The agent installs llama-server from llama.cpp's release archives where none is configured.
+  installedByAgent: true,
+  // One GGUF file (the first part of a split one) and its projector.
+  fetchedWeights: ggufWeights,
 
   validate(profile, devices) {
     const problems: string[] = [];

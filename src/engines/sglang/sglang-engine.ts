@@ -2,6 +2,7 @@ import { LlmgwError } from '../../core/errors.js';
 import { hasFlag, unlessSet } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
+import { snapshotWeights } from '../snapshot-weights.js';
 import { adapterAsModel, type Engine, type ProcessSpec, type ShardLaunch } from '../types.js';
 
 /**
@@ -27,6 +28,10 @@ export const sglangEngine: Engine = {
   servesHttp: (rank) => rank === 0,
   servesResponses: true,
   selectAdapter: adapterAsModel,
+  // Installed by the node's operator (pip, the image), never by the agent.
+  installedByAgent: false,
+  // It reads the Hugging Face snapshot as it is.
+  fetchedWeights: snapshotWeights,
 
   validate(profile, devices) {
     return [...gpuOnly('sglang', profile), ...checkDevices(profile, devices)];

@@ -2,6 +2,7 @@ import { LlmgwError } from '../../core/errors.js';
 import { unlessSet } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
+import { snapshotWeights } from '../snapshot-weights.js';
 import { adapterAsModel, type Engine, type ProcessSpec, type ShardLaunch } from '../types.js';
 
 /**
@@ -34,6 +35,10 @@ export const trtllmEngine: Engine = {
   servesHttp: (rank) => rank === 0,
   servesResponses: false,
   selectAdapter: adapterAsModel,
+  // Installed by the node's operator (pip, the image), never by the agent.
+  installedByAgent: false,
+  // It reads the Hugging Face snapshot as it is.
+  fetchedWeights: snapshotWeights,
 
   validate(profile, devices) {
     const problems = gpuOnly('trtllm', profile);
