@@ -186,10 +186,10 @@ export class Shard<I extends Instance> {
   }
 
   #attemptContext(): AttemptContext {
-    const shard = this;
+    const current = (): ShardRun => this.#run;
     return {
       get run() {
-        return shard.#run;
+        return current();
       },
       hash: this.hash,
       log: this.#ctx.log,
