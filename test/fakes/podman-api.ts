@@ -34,6 +34,8 @@ export interface FakePodman {
   host: string;
   requests: FakeRequest[];
   containers: Map<string, FakeContainer>;
+  /** Ends a running container with `code`, as a crash inside it does. */
+  kill: (id: string, code: number) => void;
   close: () => Promise<void>;
 }
 
@@ -187,6 +189,10 @@ export async function startFakePodman(options: FakePodmanOptions = {}): Promise<
     host: `unix://${socket}`,
     requests,
     containers,
+    kill: (id, code) => {
+      const c = containers.get(id);
+      if (c !== undefined) exit(c, code);
+    },
     close: async () => {
       for (const c of containers.values()) exit(c, 0);
       for (const s of streams) s.end();
