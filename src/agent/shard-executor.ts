@@ -1,9 +1,7 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import type { Logger } from 'pino';
 
-import { writeFileAtomic } from '../config/write.js';
 import { messageOf } from '../core/errors.js';
 import { engineFor } from '../engines/registry.js';
 import { isContainerProfile, type EngineName } from '../catalog/model-spec.js';
@@ -22,18 +20,18 @@ import type {
   ShardStatusWire,
 } from '../protocol/agent-protocol.js';
 
+import { AdoptionGrace } from './adoption-grace.js';
 import { containerRun } from './container-run.js';
 import type { EngineRunner } from './engine-runners.js';
 import type { InstalledLlama, LlamaInstallOptions } from './installer/index.js';
 import { LlamaInstalls, type LlamaChoice } from './llama-install.js';
 import { LogRelay } from './log-relay.js';
 import { PortsReport } from './ports-report.js';
+import { SavedAssignment, type Assign } from './saved-assignment.js';
 import type { GpuRequestKind } from './shards/container/types.js';
 import { fetchedWeights, weightsOf } from './shard-weights.js';
 import type { ShardRun } from './shards/types.js';
 import { AgentWeights, type AgentWeightsOptions } from './weights.js';
-
-type Assign = Extract<ServerMessage, { type: 'assign' }>;
 
 export interface ShardExecutorOptions {
   dataDir: string;
@@ -105,11 +103,13 @@ export class ShardExecutor {
   readonly #llama: LlamaInstalls;
   readonly #logs: LogRelay;
   readonly #ports: PortsReport;
+  readonly #adoption: AdoptionGrace;
+  readonly #saved: SavedAssignment;
   #reportTimer: NodeJS.Timeout | undefined;
-  #adoptTimer: NodeJS.Timeout | undefined;
 
   constructor(options: ShardExecutorOptions) {
     this.#o = options;
+    this.#saved = new SavedAssignment(options.dataDir);
     this.#weights = new AgentWeights({
       ...options.models,
       dataDir: options.dataDir,
@@ -147,6 +147,11 @@ export class ShardExecutor {
       onChange: () => this.report(),
       intervalMs: options.portsIntervalMs,
     });
+    this.#adoption = new AdoptionGrace({
+      runner: options.supervisor,
+      logger: options.logger,
+      graceMs: options.adoptGraceMs,
+    });
   }
 
   /** The node's model files: fetched, reported, bounded, purged. */
@@ -160,7 +165,7 @@ export class ShardExecutor {
   }
 
   get assignmentFile(): string {
-    return join(this.#o.dataDir, 'agent', 'assignment.json');
+    return this.#saved.file;
   }
 
   /**
@@ -168,17 +173,11 @@ export class ShardExecutor {
    * engines an earlier agent left running for it are taken over, not started again.
    */
   resume(): void {
-    if (this.#o.supervisor.unclaimed().length > 0) {
-      // Unassigned ones are stopped once a control plane says what runs here, or after the grace without one.
-      this.#adoptTimer = setTimeout(() => {
-        this.#adoptTimer = undefined;
-        this.#release(new Set((this.#desired?.shards ?? []).map((s) => `${s.replica}/${s.rank}`)));
-      }, this.#o.adoptGraceMs ?? 60_000);
-      this.#adoptTimer.unref();
-    }
-    if (!existsSync(this.assignmentFile)) return;
+    // Unassigned ones are stopped once a control plane says what runs here, or after the grace without one.
+    this.#adoption.start(() => new Set((this.#desired?.shards ?? []).map((s) => `${s.replica}/${s.rank}`)));
     try {
-      const saved = JSON.parse(readFileSync(this.assignmentFile, 'utf8')) as Assign;
+      const saved = this.#saved.read();
+      if (saved === undefined) return;
       this.#o.logger.info({ shards: saved.shards.length }, 'resuming the last assignment');
       this.#desired = saved;
       this.#weights.configure(saved.weights);
@@ -194,12 +193,10 @@ export class ShardExecutor {
   handle(m: Exclude<ServerMessage, { type: 'welcome' }>): void {
     if (m.type === 'assign') {
       this.#desired = m;
-      writeFileAtomic(this.assignmentFile, JSON.stringify(m));
+      this.#saved.write(m);
       this.#weights.configure(m.weights);
       this.#sync();
-      if (this.#adoptTimer !== undefined) clearTimeout(this.#adoptTimer);
-      this.#adoptTimer = undefined;
-      this.#release(new Set(m.shards.map((s) => `${s.replica}/${s.rank}`)));
+      this.#adoption.assigned(new Set(m.shards.map((s) => `${s.replica}/${s.rank}`)));
       this.#ports.watch();
       void this.#weights.evict();
     } else if (m.type === 'pull') this.#weights.pull(m.model, m.origin);
@@ -245,18 +242,8 @@ export class ShardExecutor {
   #quiet(): Promise<void> {
     this.#logs.close();
     this.#ports.close();
-    if (this.#adoptTimer !== undefined) clearTimeout(this.#adoptTimer);
+    this.#adoption.close();
     return this.#weights.stop();
-  }
-
-  /** Stops the earlier agent's engines not taken over yet whose shard is not in `assigned`. */
-  #release(assigned: ReadonlySet<string>): void {
-    const stopped = this.#o.supervisor.releaseUnclaimed((key) => assigned.has(key));
-    if (stopped.length > 0)
-      this.#o.logger.warn(
-        { shards: stopped },
-        'stopping engines an earlier agent started for shards no longer placed here',
-      );
   }
 
   #sync(): void {
