@@ -1,5 +1,4 @@
 import type { DownloadProgress } from '../../protocol/agent-protocol.js';
-import type { EngineLaunch } from './gpu-check.js';
 import type { LogBuffer } from './log-buffer.js';
 import type { Health, Probe } from './readiness.js';
 import type { ExitReport, PortTaken, ShardRun, ShardState } from './types.js';
@@ -50,8 +49,8 @@ export type EndKind = 'exit' | 'stop' | 'recycle';
 export interface Instance {
   /** For the status: the engine's (first) pid, once taken up. */
   readonly pid: number | undefined;
-  /** How it was launched: the GPU check's advice differs. */
-  readonly launch: EngineLaunch;
+  /** What to do when it holds no memory on its GPUs (it runs on the CPU): the advice differs per driver. */
+  readonly noGpuFix: string;
   /** Called once as the lifecycle takes it up (adopted or new): its log followed, its record written. */
   take(a: AttemptContext, adopted: boolean): Promise<void>;
   /** Resolves when the engine ended by itself. */

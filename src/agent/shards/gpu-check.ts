@@ -18,16 +18,9 @@ export function holdsGpuMemory(
   return uuids.some((uuid) => (holders.get(uuid) ?? []).some((pid) => ours.has(pid)));
 }
 
-/** How the engine was launched: the fix differs. */
-export type EngineLaunch = 'process' | 'container';
-
-export function noGpuMemoryReason(uuids: readonly string[], launch: EngineLaunch = 'process'): string {
+/** `fix`: what to do about it, which depends on how the engine runs (its driver says). */
+export function noGpuMemoryReason(uuids: readonly string[], fix: string): string {
   const where = uuids.length === 1 ? `its GPU (${uuids.join(', ')})` : `its GPUs (${uuids.join(', ')})`;
-  const fix =
-    launch === 'process'
-      ? 'use a GPU build of the engine (llama.cpp: the Vulkan or a CUDA archive), or check the driver'
-      : "use the image's GPU variant (llama.cpp: a server-cuda tag), or check the NVIDIA Container Toolkit " +
-        '(`docker run --rm --gpus all IMAGE nvidia-smi` should list the card)';
   return `the engine holds no memory on ${where}: it is running on the CPU, about ten times slower — ${fix}`;
 }
 

@@ -305,7 +305,7 @@ export class Shard<I extends Instance> {
       signal,
       onCheck: (holds) => {
         if (holds) this.#set('ready', undefined);
-        else this.#set('degraded', noGpuMemoryReason(uuids, instance.launch));
+        else this.#set('degraded', noGpuMemoryReason(uuids, instance.noGpuFix));
       },
     });
   }

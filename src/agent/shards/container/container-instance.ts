@@ -28,7 +28,9 @@ export interface ContainerInstanceContext {
 
 /** One shard's container: made by the driver, or an earlier agent's taken over; removed at its end. */
 export class ContainerInstance implements Instance {
-  readonly launch = 'container';
+  readonly noGpuFix =
+    "use the image's GPU variant (llama.cpp: a server-cuda tag), or check the NVIDIA Container Toolkit " +
+    '(`docker run --rm --gpus all IMAGE nvidia-smi` should list the card)';
   readonly id: string;
   readonly #client: DaemonClient;
   readonly #ctx: ContainerInstanceContext;

@@ -26,7 +26,8 @@ export interface ProcessInstanceContext {
  * agent's taken over, recorded for the next agent, ended with their grace.
  */
 export class ProcessInstance implements Instance {
-  readonly launch = 'process';
+  readonly noGpuFix =
+    'use a GPU build of the engine (llama.cpp: the Vulkan or a CUDA archive), or check the driver';
   readonly groups: ProcessGroup[];
   /** The run token in the engines' environment: how the next agent knows them. */
   readonly token: string;
