@@ -28,6 +28,7 @@ import { LlamaInstalls, type LlamaChoice } from './llama-install.js';
 import { LogRelay } from './log-relay.js';
 import { PortsReport } from './ports-report.js';
 import { SavedAssignment, type Assign } from './saved-assignment.js';
+import { ShardReport } from './shard-report.js';
 import type { GpuRequestKind } from './shards/container/types.js';
 import { fetchedWeights, weightsOf } from './shard-weights.js';
 import type { ShardRun } from './shards/types.js';
@@ -87,15 +88,16 @@ interface Waiting {
 }
 
 /**
- * The agent's side of placement: turns what the control plane assigns this node into
- * runs of its shards (processes or containers, once their model files and any engine the
- * agent installs are here), hands them to the supervisor, and reports their states back. The last assignment is kept on disk, so a
- * restarted agent starts its engines again even while the control plane is away.
+ * The agent's side of placement: turns what the control plane assigns this node into runs
+ * of its shards (the specs of the process or container driver, once their model files and
+ * any engine the agent installs are here) and hands them to the supervisor. What goes
+ * around it has a module each: the saved assignment, the adoption grace, the llama.cpp
+ * install, the model files (weights.ts), the report, the ports taken and the logs relay.
  */
 export class ShardExecutor {
   readonly #o: ShardExecutorOptions;
   #desired: Assign | undefined;
-  /** Shards that could not be turned into processes: a missing model, an install that failed. */
+  /** Shards that could not be turned into runs: a missing model, an install that failed. */
   readonly #blocked = new Map<string, ShardStatusWire>();
   /** Shards whose engine waits for its model's files. */
   readonly #waiting = new Map<string, Waiting>();
@@ -105,7 +107,7 @@ export class ShardExecutor {
   readonly #ports: PortsReport;
   readonly #adoption: AdoptionGrace;
   readonly #saved: SavedAssignment;
-  #reportTimer: NodeJS.Timeout | undefined;
+  readonly #report: ShardReport;
 
   constructor(options: ShardExecutorOptions) {
     this.#o = options;
@@ -146,6 +148,16 @@ export class ShardExecutor {
       range: () => this.#desired?.ports,
       onChange: () => this.report(),
       intervalMs: options.portsIntervalMs,
+    });
+    this.#report = new ShardReport({
+      runner: options.supervisor,
+      send: options.send,
+      pending: () => [
+        ...this.#blocked.values(),
+        ...[...this.#waiting.values()].map((w) => this.#waitingStatus(w)),
+      ],
+      ports: this.#ports,
+      engines: () => this.#llama.report(),
     });
     this.#adoption = new AdoptionGrace({
       runner: options.supervisor,
@@ -208,24 +220,7 @@ export class ShardExecutor {
 
   /** Sends every shard's state (after a reconnection, and after any change). */
   report(): void {
-    if (this.#reportTimer !== undefined) return;
-    // Changes come in bursts (a start is several transitions): one message for each burst.
-    this.#reportTimer = setTimeout(() => {
-      this.#reportTimer = undefined;
-      const statuses = [
-        ...this.#o.supervisor.statuses(),
-        ...this.#blocked.values(),
-        ...[...this.#waiting.values()].map((w) => this.#waitingStatus(w)),
-      ];
-      const ports = this.#ports.forReport();
-      this.#o.send({
-        type: 'shards',
-        statuses,
-        engines: this.#llama.report(),
-        ...(ports === undefined ? {} : { ports_taken: ports }),
-      });
-    }, 50);
-    this.#reportTimer.unref();
+    this.#report.schedule();
   }
 
   async stop(): Promise<void> {
