@@ -15,7 +15,6 @@ import type { AssignedShard } from '../protocol/agent-protocol.js';
 
 import type { GpuRequestKind } from './shards/container/types.js';
 import type { EngineRunner } from './engine-runners.js';
-import { containerMounts } from './container-run.js';
 import { ShardExecutor } from './shard-executor.js';
 import type { ShardRun } from './shards/types.js';
 
@@ -222,16 +221,6 @@ describe('a container profile, as the agent runs it', () => {
       ['a-1/0', 'ghcr.io/me/vllm:1', 'vllm'],
       ['b-1/0', 'registry.local/sglang:mine', 'python3'],
       ['c-1/0', 'mirror.local:5000/nvidia/tensorrt-llm/release:1.3.0rc5', 'trtllm-serve'],
-    ]);
-  });
-
-  it('mounts fetched files from the models dir, and adapters where they are, each once', () => {
-    expect(
-      containerMounts(['/data/models', '/data/models/hub/x', '/adapters/a/', '/adapters/a', '/adapters/ab']),
-    ).toEqual([
-      { source: '/adapters/a', target: '/adapters/a', readOnly: true },
-      { source: '/adapters/ab', target: '/adapters/ab', readOnly: true },
-      { source: '/data/models', target: '/data/models', readOnly: true },
     ]);
   });
 
