@@ -4,20 +4,13 @@ import type { Supervisor } from './shards/process/supervisor.js';
 import type { ShardRun, ShardRunner, ShardStatus } from './shards/types.js';
 
 /**
- * What the shard executor needs of whatever runs its engines: the process Supervisor's
- * surface, with statuses that may also be `downloading` (a container's image being pulled).
+ * What the shard executor needs of whatever runs its engines: a shard supervisor's
+ * surface, with the earlier agent's engines and the ports other programs hold.
  */
-export interface EngineRunner {
+export interface EngineRunner extends ShardRunner {
   unclaimed(): string[];
   releaseUnclaimed(keep?: (key: string) => boolean): string[];
-  apply(desired: readonly ShardRun[]): void;
-  statuses(): ShardStatus[];
-  logs(key: string, tail?: number): string[];
-  follow(key: string, listener: (line: string) => void): () => void;
   portsTaken(first: number, last: number): number[] | undefined;
-  stopped(): Promise<void>;
-  stopAll(): Promise<void>;
-  detach(): Promise<void>;
 }
 
 export interface EngineRunnersOptions {
