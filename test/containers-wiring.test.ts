@@ -11,7 +11,7 @@ import type { DaemonClient } from '../src/agent/shards/container/daemon.js';
 import { listNodeContainers, removeContainer } from '../src/agent/shards/container/operations.js';
 import { EngineRunners } from '../src/agent/engine-runners.js';
 import { ShardExecutor } from '../src/agent/shard-executor.js';
-import { Supervisor } from '../src/agent/shards/process/supervisor.js';
+import { Supervisor } from '../src/agent/shards/process/process-supervisor.js';
 import type { ModelSpec } from '../src/catalog/model-spec.js';
 import { settingsSchema } from '../src/config/schema.js';
 import type { AgentMessage, ShardStatusWire } from '../src/protocol/agent-protocol.js';

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { probeDaemon } from './container-daemon.js';
 import type { ContainerRun } from './shards/container/types.js';
 import { EngineRunners, type EngineRunnersOptions } from './engine-runners.js';
-import { Supervisor } from './shards/process/supervisor.js';
+import { Supervisor } from './shards/process/process-supervisor.js';
 import type { ShardRun, ShardRunner, ShardStatus } from './shards/types.js';
 
 // The composite over a real process supervisor (a real child process) and a container

@@ -1,6 +1,6 @@
 import { messageOf } from '../core/errors.js';
 
-import type { Supervisor } from './shards/process/supervisor.js';
+import type { Supervisor } from './shards/process/process-supervisor.js';
 import type { ShardRun, ShardRunner, ShardStatus } from './shards/types.js';
 
 /**

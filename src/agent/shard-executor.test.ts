@@ -11,7 +11,7 @@ import type { ModelSpec } from '../catalog/model-spec.js';
 import type { AgentMessage, AssignedShard } from '../protocol/agent-protocol.js';
 
 import { ShardExecutor } from './shard-executor.js';
-import { Supervisor } from './shards/process/supervisor.js';
+import { Supervisor } from './shards/process/process-supervisor.js';
 
 // What `llmgw ctl logs` of a shard gets from its agent when its engine never ran: the reason
 // as the log, not an error that the shard "does not run on this node".

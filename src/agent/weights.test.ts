@@ -35,7 +35,7 @@ import type {
 } from '../protocol/agent-protocol.js';
 
 import { ShardExecutor, type ShardExecutorOptions } from './shard-executor.js';
-import { Supervisor } from './shards/process/supervisor.js';
+import { Supervisor } from './shards/process/process-supervisor.js';
 
 // The agent fetching a model's files for its shards and for pulls, with the real executor,
 // supervisor, fetcher and a fake llama-server, from hub-shaped HTTP servers on this machine.

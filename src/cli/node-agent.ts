@@ -12,7 +12,7 @@ import { DaemonClient } from '../agent/shards/container/daemon.js';
 import { EngineRunners } from '../agent/engine-runners.js';
 import { NodeEngineProxy } from '../agent/engine-proxy-node.js';
 import { ShardExecutor } from '../agent/shard-executor.js';
-import { Supervisor } from '../agent/shards/process/supervisor.js';
+import { Supervisor } from '../agent/shards/process/process-supervisor.js';
 import type { GpuProcessReader, ShardRunner, ShardStatus } from '../agent/shards/types.js';
 import type { Settings } from '../config/load.js';
 import type { NodeInventory } from '../gpu/types.js';

@@ -11,7 +11,7 @@ import { pino } from 'pino';
 
 import { Agent } from '../../src/agent/agent.js';
 import { ShardExecutor } from '../../src/agent/shard-executor.js';
-import { Supervisor } from '../../src/agent/shards/process/supervisor.js';
+import { Supervisor } from '../../src/agent/shards/process/process-supervisor.js';
 import type { Card } from '../../src/gpu/types.js';
 
 import { api } from './control-plane.js';

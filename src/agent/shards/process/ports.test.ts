@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { fakeGguf, fakeLlamaServer, freePort } from '../../../../test/fakes/engines/fake-engines.js';
-import { Supervisor, type SupervisorOptions } from './supervisor.js';
+import { Supervisor, type SupervisorOptions } from './process-supervisor.js';
 import type { ShardRun, ShardStatus } from '../types.js';
 
 // A shard's port held by another program: real processes throughout. The "other program"

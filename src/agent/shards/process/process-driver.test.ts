@@ -6,7 +6,7 @@ import { freePort } from '../../../../test/fakes/engines/fake-engines.js';
 import { driverContract, type DriverHarness } from '../driver.contract.js';
 import { readStateFile } from './leftovers.js';
 import { isRunning } from './process-tree.js';
-import { Supervisor } from './supervisor.js';
+import { Supervisor } from './process-supervisor.js';
 
 /** A Node script as the engine: it answers health on its port and says so. */
 function engineScript(port: number): string {

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../../../test/fakes/engines/fake-engines.js';
 import type { ProcessSpec } from '../../../engines/types.js';
 import { backoffMs } from '../restart-backoff.js';
-import { Supervisor, type SupervisorOptions } from './supervisor.js';
+import { Supervisor, type SupervisorOptions } from './process-supervisor.js';
 import type { ShardRun, ShardStatus } from '../types.js';
 
 // A failed shard says, structurally, when its supervisor starts it again (`restart_at`): the

@@ -13,7 +13,7 @@ import {
 } from '../../../../test/fakes/engines/fake-engines.js';
 import type { ProcessSpec } from '../../../engines/types.js';
 import { isRunning, readStat } from './process-tree.js';
-import { Supervisor, type SupervisorOptions } from './supervisor.js';
+import { Supervisor, type SupervisorOptions } from './process-supervisor.js';
 import type { ShardRun, ShardStatus } from '../types.js';
 
 // Real child processes throughout, with short timings. `isRunning` rather than
