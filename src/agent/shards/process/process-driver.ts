@@ -7,18 +7,12 @@ import { formatMs, healthPort } from '../readiness.js';
 import { runHash } from '../run-hash.js';
 import type { ShardRun } from '../types.js';
 import { wait } from '../wait.js';
-import {
-  killOrphans,
-  ProcessRecord,
-  runTokenVariable,
-  survey,
-  type FoundShard,
-  type Survey,
-} from './leftovers.js';
+import { runTokenVariable, type Survey } from './leftovers.js';
 import { PortHolders } from './port-holders.js';
 import { ProcessGroup, SpawnError } from './process-group.js';
 import { ProcessInstance, type ProcessInstanceContext } from './process-instance.js';
-import { groupMembers, listProcesses, processTree } from './process-tree.js';
+import { ProcessLeftovers } from './process-leftovers.js';
+import { listProcesses } from './process-tree.js';
 import { portUse, readListeners, socketInodes } from './sockets.js';
 
 export interface ProcessDriverOptions {
@@ -37,15 +31,6 @@ export interface ProcessDriverOptions {
   now: () => number;
 }
 
-/** An earlier agent's engine, taken over for watching until claimed or stopped. */
-interface Unclaimed {
-  key: string;
-  hash: string | undefined;
-  run: string;
-  stopGraceMs: number;
-  groups: ProcessGroup[];
-}
-
 /**
  * Runs a shard's engine as processes of the agent (one process group each), recorded in a
  * state file so that the next agent takes them over. At construction it surveys what an
@@ -54,14 +39,8 @@ interface Unclaimed {
  */
 export class ProcessDriver implements ShardDriver<ProcessInstance> {
   readonly previousWords = 'the previous processes of this shard to exit';
-  /** What was found of the earlier agent's engines at construction, for the agent's log. */
-  readonly adoption: Survey;
+  readonly leftovers: ProcessLeftovers;
   readonly #o: ProcessDriverOptions;
-  readonly #record: ProcessRecord;
-  /** Engines an earlier agent started, running as recorded, not yet claimed by a desired shard of the same run. */
-  readonly #adoptable = new Map<string, Unclaimed>();
-  /** An earlier agent's engines being stopped (not adoptable, unassigned or changed), by key, until gone. */
-  readonly #stoppingAdopted = new Map<string, { groups: ProcessGroup[]; done: Promise<void> }>();
   /** Engines of this driver whose processes may still run. */
   readonly #live = new Set<ProcessInstance>();
   readonly #instances: ProcessInstanceContext;
@@ -69,17 +48,11 @@ export class ProcessDriver implements ShardDriver<ProcessInstance> {
   constructor(options: ProcessDriverOptions) {
     this.#o = options;
     // What an earlier agent of this node left running: taken over when desired again, else stopped.
-    this.adoption = survey(options.stateFile);
-    const found = [...this.adoption.adoptable, ...this.adoption.stale];
-    this.#record = new ProcessRecord(
-      options.stateFile,
-      found.flatMap((f) => f.processes),
+    this.leftovers = new ProcessLeftovers(options.stateFile, (key) =>
+      [...this.#live].some((i) => i.key === key),
     );
-    for (const o of this.adoption.orphans) killOrphans(o.pids);
-    for (const f of this.adoption.adoptable) this.#adoptable.set(f.key, unclaimed(f));
-    for (const f of this.adoption.stale) this.#stopAdopted(unclaimed(f));
     this.#instances = {
-      record: this.#record,
+      record: this.leftovers.record,
       ownPids: () => this.ownPids(),
       gone: (instance) => this.#live.delete(instance),
       now: options.now,
@@ -105,17 +78,16 @@ export class ProcessDriver implements ShardDriver<ProcessInstance> {
   }
 
   claim(run: ShardRun, hash: string, log: LogBuffer): Claim<ProcessInstance> {
-    const found = this.#adoptable.get(run.key);
-    this.#adoptable.delete(run.key);
+    const found = this.leftovers.take(run.key);
     let adopted: ProcessInstance | undefined;
     if (found?.hash === hash) {
       adopted = this.#instance({ key: run.key, groups: found.groups, token: found.run, logStart: log.total });
       // Its recent output, for `logs` at once.
       log.loadRecent();
-    } else if (found !== undefined) this.#stopAdopted(found);
+    } else if (found !== undefined) this.leftovers.stop(found);
     return {
       adopted,
-      replaced: this.#stoppingAdopted.get(run.key)?.done,
+      replaced: this.leftovers.stopping(run.key),
     };
   }
 
@@ -162,28 +134,26 @@ export class ProcessDriver implements ShardDriver<ProcessInstance> {
     return instance;
   }
 
+  /** What was found of the earlier agent's engines at construction, for the agent's log. */
+  get adoption(): Survey {
+    return this.leftovers.adoption;
+  }
+
   unclaimed(): string[] {
-    return [...this.#adoptable.keys()];
+    return this.leftovers.unclaimed();
   }
 
   releaseUnclaimed(keep: (key: string) => boolean): string[] {
-    const out: string[] = [];
-    for (const [key, u] of this.#adoptable) {
-      if (keep(key)) continue;
-      this.#adoptable.delete(key);
-      this.#stopAdopted(u);
-      out.push(key);
-    }
-    return out;
+    return this.leftovers.release(keep);
   }
 
   discardLeftovers(): Promise<void> {
-    this.releaseUnclaimed(() => false);
+    this.leftovers.release(() => false);
     return Promise.resolve();
   }
 
   pending(): Promise<void>[] {
-    return [...this.#stoppingAdopted.values()].map((s) => s.done);
+    return this.leftovers.pending();
   }
 
   close(): void {
@@ -191,8 +161,7 @@ export class ProcessDriver implements ShardDriver<ProcessInstance> {
   }
 
   detach(): void {
-    for (const u of this.#adoptable.values()) for (const g of u.groups) g.release();
-    this.#adoptable.clear();
+    this.leftovers.detach();
   }
 
   /**
@@ -214,9 +183,7 @@ export class ProcessDriver implements ShardDriver<ProcessInstance> {
     const out = new Set<number>();
     for (const instance of this.#live) for (const pid of instance.pids(processes)) out.add(pid);
     // The earlier agent's engines hold their ports too: they are this node's, not another program's.
-    const earlier = [...this.#adoptable.values(), ...this.#stoppingAdopted.values()].flatMap((u) => u.groups);
-    for (const g of earlier)
-      for (const pid of [...processTree(g.pid, processes), ...groupMembers(g.pid, processes)]) out.add(pid);
+    for (const pid of this.leftovers.pids(processes)) out.add(pid);
     return out;
   }
 
@@ -255,30 +222,6 @@ export class ProcessDriver implements ShardDriver<ProcessInstance> {
       if (!(await wait(this.#o.portRetryMs, a.signal))) return false;
     }
   }
-
-  /** Stops an earlier agent's engine (SIGTERM to its groups, SIGKILL after its grace), and drops its record once gone. */
-  #stopAdopted(u: Unclaimed): void {
-    if (this.#stoppingAdopted.has(u.key)) return;
-    const done = Promise.all(u.groups.map((g) => g.terminate(u.stopGraceMs))).then(() => {
-      this.#stoppingAdopted.delete(u.key);
-      // A shard of this key started meanwhile records its own processes once these are gone.
-      if (![...this.#live].some((i) => i.key === u.key)) this.#record.set(u.key, []);
-    });
-    this.#stoppingAdopted.set(u.key, { groups: u.groups, done });
-  }
-}
-
-function unclaimed(f: FoundShard): Unclaimed {
-  const first = f.processes[0];
-  return {
-    key: f.key,
-    hash: first?.hash,
-    run: first?.run ?? '',
-    stopGraceMs: first?.stopGraceMs ?? 10_000,
-    groups: f.processes.map((p) =>
-      ProcessGroup.adopt({ name: p.name, pid: p.pid, startTime: p.startTime ?? 0, run: p.run }),
-    ),
-  };
 }
 
 /** `${replica}-r${rank}.log`, with anything a file name should not hold replaced. */
