@@ -18,3 +18,9 @@ export function unlessSet(
 ): string[] {
   return hasFlag(args, ...names) ? [] : [names[0], String(value)];
 }
+
+/** A flag's value when the profile sets it to a whole number above 0 (a count of requests). */
+export function wholeFlag(args: readonly string[], names: readonly string[]): number | undefined {
+  const v = Number(flagValue(args, ...names));
+  return Number.isInteger(v) && v > 0 ? v : undefined;
+}

@@ -1,5 +1,6 @@
 import type { EngineName, ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
 import type { Device } from '../gpu/types.js';
+import type { PlanEngine } from '../planner/plan-engine.js';
 
 /**
  * An engine is what llmgw launches, never what it writes: llama.cpp's llama-server,
@@ -88,7 +89,7 @@ export interface LoadMetrics {
   kvUsage?: string;
 }
 
-export interface Engine {
+export interface Engine extends EngineTraits {
   readonly name: EngineName;
   /** Where readiness is asked. */
   readonly healthPath: string;
@@ -147,4 +148,14 @@ export interface FetchedFiles {
   snapshotDir: string;
   /** Origin path -> the path to give the engine; absent: under `snapshotDir`. */
   paths: Readonly<Record<string, string>>;
+}
+
+// ── What llmgw knows of an engine beyond its command line (issue 26, point 3) ──────────────
+// The planner, the catalog, the fleet and the cli ask these through the registry, so that no
+// engine's name is compared outside src/engines/. What the planner asks is its own interface
+// (planner/plan-engine.ts: label, CPUs, weight formats, split, context and card flags, budget),
+// which engines implement, since the planner may not import them.
+export interface EngineTraits extends PlanEngine {
+  /** Requests one replica computes at once, from its args, else its default (`slots`: the node's llama.cpp --parallel setting). */
+  capacity(args: readonly string[], defaultSlots: number): number;
 }

@@ -1,4 +1,5 @@
 import { isCpuProfile, type ProfileSpec } from '../catalog/model-spec.js';
+import { engines } from '../engines/registry.js';
 import { cpuClass } from '../gpu/classes.js';
 import { type CardMemory, gib, type MemoryPlan, MIB, planProfile } from '../planner/index.js';
 
@@ -82,6 +83,7 @@ export class ProfileFit {
     if (plan === undefined) {
       const bytes = memoryMib * MIB;
       plan = planProfile({
+        engines,
         shape: this.#memory.shape,
         files: this.#memory.files,
         profile: this.#profile,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { asMetadata } from '../../test/fakes/gguf/metadata.js';
+import { engines } from '../../test/support/engines.js';
 import { configs, llama31_8b } from '../../test/fakes/gguf/models.js';
 import type { ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
 import type { Device } from '../gpu/types.js';
@@ -267,6 +268,7 @@ describe('placement with the memory planner: a profile goes only where a replica
       .filter(
         (n) =>
           planProfile({
+            engines,
             shape: llama8b,
             profile: m.profiles[0] as ProfileSpec,
             device: { class: 'a100-80g', memoryBytes: (n.devices[0]?.memory_total_mib ?? 0) * MIB },

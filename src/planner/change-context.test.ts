@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { asMetadata } from '../../test/fakes/gguf/metadata.js';
+import { engines } from '../../test/support/engines.js';
 import { configs, llama31_8b } from '../../test/fakes/gguf/models.js';
 import type { ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
 import { isLlmgwError } from '../core/errors.js';
@@ -38,6 +39,7 @@ const model = (profiles: ProfileSpec[], more: Partial<ModelSpec> = {}): ModelSpe
   ...more,
 });
 const input = (more: Partial<ContextInput>): ContextInput => ({
+  engines,
   spec: model([vllmL4]),
   declared: false,
   shape: llama8b,
@@ -279,7 +281,7 @@ describe("the engines' context flags", () => {
     ],
   ];
   it.each(cases)('%s', (_name, p, tokens, slots, args) => {
-    expect(contextArgs(p, tokens, { slots, defaultSlots: 4 })).toEqual(args);
+    expect(contextArgs(p, tokens, { engines, slots, defaultSlots: 4 })).toEqual(args);
   });
 
   it('setFlag appends the first spelling when none is set, and a trailing flag takes the value', () => {

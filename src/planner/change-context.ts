@@ -6,7 +6,8 @@ import type { ModelShape } from '../models/shape.js';
 import { flagValue } from './args.js';
 import { classMemoryBytes } from './class-memory.js';
 import type { ClassMemory } from './options.js';
-import { ENGINE_LABELS, planProfile } from './plan.js';
+import { planProfile } from './plan.js';
+import { type PlanEngine, planEngine } from './plan-engine.js';
 import type { CardMemory, MemoryPlan, PlanDevice } from './types.js';
 import { GIB, gib, toGib } from './units.js';
 
@@ -66,6 +67,8 @@ export interface ContextChange {
 }
 
 export interface ContextInput {
+  /** The engines to plan with (the registry's). */
+  engines: readonly PlanEngine[];
   spec: ModelSpec;
   /** Declared in the settings file: read-only through the API. */
   declared: boolean;
@@ -101,8 +104,9 @@ export function changeContext(input: ContextInput): ContextPlan {
   const trained = input.shape?.trainedContext.known === true ? input.shape.trainedContext.value : undefined;
   if (trained !== undefined && tokens > trained) {
     const strict = [...new Set(spec.profiles.map((p) => p.engine))]
-      .filter((e) => e === 'vllm' || e === 'sglang')
-      .map((e) => ENGINE_LABELS[e]);
+      .map((e) => planEngine(input.engines, e))
+      .filter((e) => e.pastTrained !== undefined)
+      .map((e) => e.label);
     const engines =
       strict.length === 0
         ? ''
@@ -112,7 +116,7 @@ export function changeContext(input: ContextInput): ContextPlan {
       `${name} was trained for a context of ${trained} tokens: past it the model answers worse${engines}; ask for ${trained} tokens or fewer`,
     );
   }
-  for (const p of spec.profiles) refuseEngine(p);
+  for (const p of spec.profiles) refuseEngine(p, planEngine(input.engines, p.engine));
 
   const notes = new Notes();
   if (input.shape === undefined) {
@@ -191,7 +195,7 @@ function refuseRequest(input: ContextInput): void {
       `slots are the requests llama.cpp serves at once, 1 to ${MAX_SLOTS}, not ${slots}`,
     );
   }
-  if (!spec.profiles.some((p) => p.engine === 'llamacpp')) {
+  if (!spec.profiles.some((p) => planEngine(input.engines, p.engine).slots !== undefined)) {
     throw new LlmgwError(
       'invalid_argument',
       `slots are llama.cpp's (requests at once, each with the whole context), and model "${spec.name}" has no llama.cpp profile: its engines share one KV pool among the requests they batch; leave slots out`,
@@ -199,27 +203,23 @@ function refuseRequest(input: ContextInput): void {
   }
 }
 
-function refuseEngine(p: ProfileSpec): void {
-  if (p.engine !== 'trtllm') return;
+/** An engine whose context its args cannot change (TensorRT-LLM's is built into its engine). */
+function refuseEngine(p: ProfileSpec, engine: PlanEngine): void {
+  if (!('fixed' in engine.context)) return;
   throw new LlmgwError(
     'precondition_failed',
-    `profile "${p.name}" runs TensorRT-LLM, whose context is fixed when its engine is built (max_seq_len, max_num_tokens): build the engine again for the new context and apply the model with it (llmgw ctl model apply -f FILE), or leave that profile out`,
+    `profile "${p.name}" runs ${engine.label}, ${engine.context.fixed}`,
   );
 }
 
-/** The flags each engine reads its context from, every spelling it takes, the first one written when none is. */
-const CONTEXT_FLAGS: Readonly<Record<Exclude<EngineName, 'trtllm'>, readonly string[]>> = {
-  llamacpp: ['--ctx-size', '-c'],
-  // vLLM's parser takes underscores for dashes.
-  vllm: ['--max-model-len', '--max_model_len'],
-  sglang: ['--context-length'],
-};
-const SLOT_FLAGS = ['--parallel', '-np'] as const;
-
 /** A llama.cpp profile's slots: asked for, else its --parallel, else the cluster's default. -1 (automatic) stays. */
-function slotsOf(p: ProfileSpec, input: Pick<ContextInput, 'slots' | 'defaultSlots'>): number {
+function slotsOf(
+  p: ProfileSpec,
+  slotFlags: readonly string[],
+  input: Pick<ContextInput, 'slots' | 'defaultSlots'>,
+): number {
   if (input.slots !== undefined) return input.slots;
-  const set = Number(flagValue(p.args, ...SLOT_FLAGS));
+  const set = Number(flagValue(p.args, ...slotFlags));
   return Number.isInteger(set) && (set > 0 || set === -1) ? set : input.defaultSlots;
 }
 
@@ -232,13 +232,16 @@ function slotsOf(p: ProfileSpec, input: Pick<ContextInput, 'slots' | 'defaultSlo
 export function contextArgs(
   p: ProfileSpec,
   tokens: number,
-  input: Pick<ContextInput, 'slots' | 'defaultSlots'>,
+  input: Pick<ContextInput, 'engines' | 'slots' | 'defaultSlots'>,
 ): string[] {
-  if (p.engine === 'trtllm') return p.args;
-  if (p.engine !== 'llamacpp') return setFlag(p.args, CONTEXT_FLAGS[p.engine], String(tokens));
-  const slots = slotsOf(p, input);
+  const engine = planEngine(input.engines, p.engine);
+  if (!('flags' in engine.context)) return p.args;
+  const flags = engine.context.flags;
+  if (engine.slots === undefined) return setFlag(p.args, flags, String(tokens));
+  const slotFlags = engine.slots.flags;
+  const slots = slotsOf(p, slotFlags, input);
   const pool = slots === -1 ? tokens : tokens * slots;
-  return setFlag(setFlag(p.args, CONTEXT_FLAGS.llamacpp, String(pool)), SLOT_FLAGS, String(slots));
+  return setFlag(setFlag(p.args, flags, String(pool)), slotFlags, String(slots));
 }
 
 /** args with one flag (any of `names`) set to `value`: in place of its first occurrence, its others dropped. */
@@ -295,6 +298,7 @@ function resize(
     ? { cpu: true, ramBytes: memory ?? UNKNOWN_MEMORY }
     : { class: cls, memoryBytes: memory ?? UNKNOWN_MEMORY };
   const base = {
+    engines: input.engines,
     shape,
     files: input.files,
     device,
@@ -304,11 +308,13 @@ function resize(
   const was = planProfile({ ...base, profile: planned(before), context: input.spec.context_length });
   const will = planProfile({ ...base, profile: planned(after), context: input.tokens });
   const budgetKnown = memory !== undefined;
-  out.before = memoryOf(was, budgetKnown);
-  out.after = memoryOf(will, budgetKnown);
+  const slotted = planEngine(input.engines, before.engine).slots !== undefined;
+  out.before = memoryOf(was, { budgetKnown, slotted });
+  out.after = memoryOf(will, { budgetKnown, slotted });
   for (const u of will.unknown) notes.add(`profile "${before.name}": ${u}`);
 
-  const label = cpu ? `${ENGINE_LABELS[before.engine]} on CPUs` : `${ENGINE_LABELS[before.engine]} on ${cls}`;
+  const engine = planEngine(input.engines, before.engine).label;
+  const label = cpu ? `${engine} on CPUs` : `${engine} on ${cls}`;
   // Refused before counting: the profile itself cannot run, whatever the context.
   if (will.reason !== undefined && will.perCard.length === 0) {
     throw new LlmgwError(
@@ -359,14 +365,17 @@ function planned(p: ProfileSpec) {
 }
 
 /** The fullest card speaks for the replica, as the planner's reason does. */
-function memoryOf(plan: MemoryPlan, budgetKnown: boolean): ProfileMemory | null {
+function memoryOf(
+  plan: MemoryPlan,
+  { budgetKnown, slotted }: { budgetKnown: boolean; slotted: boolean },
+): ProfileMemory | null {
   let worst: CardMemory | undefined;
   for (const c of plan.perCard)
     if (worst === undefined || c.total - c.budget > worst.total - worst.budget) worst = c;
   if (worst === undefined) return null;
   const cpu = plan.class === cpuClass;
   const tokens =
-    plan.engine === 'llamacpp' && plan.slots > 1
+    slotted && plan.slots > 1
       ? `${plan.slots} slots × ${plan.context ?? 0} tokens`
       : `${plan.context ?? 0} tokens`;
   const of = budgetKnown ? ` of ${gib(worst.budget)}` : '';

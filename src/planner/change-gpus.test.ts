@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { asMetadata } from '../../test/fakes/gguf/metadata.js';
+import { engines } from '../../test/support/engines.js';
 import { configs, llama31_8b } from '../../test/fakes/gguf/models.js';
 import type { ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
 import { LlmgwError } from '../core/errors.js';
@@ -45,6 +46,7 @@ const classes = [
   { class: 'a100-80g', memoryBytes: 81920 * MIB },
 ];
 const input = (more: Partial<GpusChangeInput> & Pick<GpusChangeInput, 'spec' | 'gpus'>): GpusChangeInput => ({
+  engines,
   shape: llama8b,
   nodes,
   classes,

@@ -3,11 +3,12 @@ import { isMigClass, parseGpuClass } from '../catalog/gpu-class.js';
 import { didYouMeanSuffix } from '../core/did-you-mean.js';
 import { LlmgwError } from '../core/errors.js';
 import type { ModelShape } from '../models/shape.js';
-import { flagValue, hasFlag } from './args.js';
+import { hasFlag } from './args.js';
 import { classMemoryBytes } from './class-memory.js';
 import { splitsHeads } from './heads.js';
 import type { ClassMemory } from './options.js';
-import { ENGINE_LABELS, planProfile } from './plan.js';
+import { planProfile } from './plan.js';
+import { type PlanEngine, planEngine } from './plan-engine.js';
 import type { MemoryPlan } from './types.js';
 
 /**
@@ -22,6 +23,8 @@ import type { MemoryPlan } from './types.js';
 export const MAX_GPUS = 64;
 
 export interface GpusChangeInput {
+  /** The engines to plan with (the registry's). */
+  engines: readonly PlanEngine[];
   spec: ModelSpec;
   gpus: number;
   /** The profile to change; needed when the model has several GPU profiles. */
@@ -62,22 +65,6 @@ export interface GpusChange {
   unchecked: string[];
 }
 
-/** The flags each engine reads its parallel sizes from, which win over the profile's tp and pp (src/engines/<engine>). */
-const TP_FLAGS: Readonly<Record<EngineName, readonly string[]>> = {
-  llamacpp: [],
-  vllm: ['--tensor-parallel-size', '-tp'],
-  sglang: ['--tp-size', '--tp', '--tensor-parallel-size'],
-  trtllm: ['--tp_size', '--tensor_parallel_size'],
-};
-const PP_FLAGS: Readonly<Record<EngineName, readonly string[]>> = {
-  llamacpp: [],
-  vllm: ['--pipeline-parallel-size', '-pp'],
-  sglang: ['--pp-size', '--pipeline-parallel-size'],
-  trtllm: ['--pp_size', '--pipeline_parallel_size'],
-};
-/** llama.cpp's proportions per card: written for a count of cards, wrong for another. */
-const LAYER_SPLIT_FLAGS = ['--tensor-split', '-ts'];
-
 /** The model with one profile's cards changed, or a refusal (LlmgwError) that says why and what to do. */
 export function changeGpus(input: GpusChangeInput): GpusChange {
   const { spec, gpus: n } = input;
@@ -89,7 +76,8 @@ export function changeGpus(input: GpusChangeInput): GpusChange {
   }
   const index = profileIndex(spec, input.profile);
   const old = spec.profiles[index] as ProfileSpec;
-  const label = ENGINE_LABELS[old.engine];
+  const engine = planEngine(input.engines, old.engine);
+  const label = engine.label;
   const which = `profile "${old.name}" of "${spec.name}"`;
 
   if (old.cpu === true || old.gpu_class === undefined) {
@@ -106,12 +94,12 @@ export function changeGpus(input: GpusChangeInput): GpusChange {
         `for ${n} cards give it a whole-card class such as ${parseGpuClass(cls)?.card ?? cls} (llmgw ctl model get ${spec.name}, then llmgw ctl model apply -f FILE)`,
     );
   }
-  // llama.cpp's --split-mode none keeps the whole model on its main card, whatever it is given.
-  if (old.engine === 'llamacpp' && n > 1 && flagValue(old.args, '--split-mode', '-sm') === 'none') {
+  // Args that hold the model on fewer cards than it is given (llama.cpp's --split-mode none).
+  const argsProblem = engine.cardsProblem?.(old.args, n);
+  if (argsProblem !== undefined) {
     throw new LlmgwError(
       'precondition_failed',
-      `${which} runs llama.cpp with --split-mode none, which keeps the whole model on one card however many it is given: ` +
-        `remove it from the profile's args to split the layers over ${n} cards (llmgw ctl model get ${spec.name}, then llmgw ctl model apply -f FILE)`,
+      `${which} runs ${argsProblem} (llmgw ctl model get ${spec.name}, then llmgw ctl model apply -f FILE)`,
     );
   }
   if (old.gpus_per_node === n) {
@@ -122,7 +110,7 @@ export function changeGpus(input: GpusChangeInput): GpusChange {
   }
 
   const dropped: string[] = [];
-  const next = resplit(old, n, dropped);
+  const next = resplit(old, engine, { n, dropped });
   const unchecked: string[] = [];
   const { shape } = input;
 
@@ -130,7 +118,7 @@ export function changeGpus(input: GpusChangeInput): GpusChange {
     unchecked.push(
       `its shape is not known (${input.shapeUnknown ?? 'its source is not resolved'}): whether ${cardsText(n)} split its heads and hold its weights and context is not checked`,
     );
-  } else if (next.engine !== 'llamacpp') {
+  } else if (engine.split === 'tensor') {
     const heads = splitsHeads(shape, next.tp);
     if (!heads.ok) {
       throw new LlmgwError(
@@ -149,6 +137,7 @@ export function changeGpus(input: GpusChangeInput): GpusChange {
     const memory = input.classes.find((c) => c.class === cls)?.memoryBytes ?? classMemoryBytes(cls) ?? NaN;
     const plan = (profile: ProfileSpec) =>
       planProfile({
+        engines: input.engines,
         shape,
         files: input.files,
         profile,
@@ -213,15 +202,21 @@ function profileIndex(spec: ModelSpec, asked: string | undefined): number {
  * by tensor parallel, keeping the pipeline stages where they still divide the cards (the
  * planner's split), so that tp × pp = gpus_per_node × nodes as the catalog requires.
  */
-function resplit(p: ProfileSpec, n: number, dropped: string[]): ProfileSpec {
-  if (p.engine === 'llamacpp') {
-    const args = without(p.args, LAYER_SPLIT_FLAGS, dropped);
+function resplit(
+  p: ProfileSpec,
+  engine: PlanEngine,
+  { n, dropped }: { n: number; dropped: string[] },
+): ProfileSpec {
+  // The flags each engine reads its split from, which win over the profile's tp and pp.
+  const { cards, pp: ppFlags } = engine.cardFlags;
+  if (engine.split === 'layer') {
+    const args = without(p.args, cards, dropped);
     return { ...p, gpus_per_node: n, args };
   }
   const total = n * p.nodes;
   const pp = total % p.pp === 0 ? p.pp : 1;
-  let args = without(p.args, TP_FLAGS[p.engine], dropped);
-  if (pp !== p.pp) args = without(args, PP_FLAGS[p.engine], dropped);
+  let args = without(p.args, cards, dropped);
+  if (pp !== p.pp) args = without(args, ppFlags, dropped);
   return { ...p, tp: total / pp, pp, gpus_per_node: n, args };
 }
 

@@ -7,17 +7,15 @@ export { changeGpus, type GpusChange, type GpusChangeInput, type GpusSide, MAX_G
 export { classMemoryBytes, knownCardClasses } from './class-memory.js';
 export { type HeadsCheck, splitsHeads, tensorParallelSizes } from './heads.js';
 export { kvLayers, type KvLayers, LLAMACPP_CACHE_TYPES } from './kv-cache.js';
-export { LLAMACPP_DEFAULT_SLOTS } from './llamacpp-budget.js';
-export { ENGINE_LABELS, fewestCards, planProfile } from './plan.js';
+export { fewestCards, planProfile } from './plan.js';
+export { formatOf, type PlanEngine, planEngine, type WeightFormat } from './plan-engine.js';
 export {
   type ClassMemory,
-  enginesFor,
   type OptionsInput,
   type PlanAnswer,
   type PlanOption,
   planOptions,
 } from './options.js';
-export { defaultMemFractionStatic } from './sglang-budget.js';
 export type {
   CardMemory,
   MemoryPlan,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { asMetadata } from '../../test/fakes/gguf/metadata.js';
+import { engines } from '../../test/support/engines.js';
 import { configs, llama31_8b } from '../../test/fakes/gguf/models.js';
 import { shapeFromConfig } from '../models/config-shape.js';
 import { shapeFromGguf } from '../models/gguf-shape.js';
@@ -30,7 +31,7 @@ const brief = (o: PlanOption) =>
   `${o.profile ?? '-'} ${o.engine} ${o.class} ×${o.cards} tp${o.tp} ${o.fits ? 'fits' : 'no'}`;
 
 describe('planOptions: each engine on each class at the fewest cards that fit, best first', () => {
-  const cases: [string, OptionsInput, string[]][] = [
+  const cases: [string, Omit<OptionsInput, 'engines'>, string[]][] = [
     [
       'Llama 3.1 8B GGUF on l4-24g, a100-80g and a node of 64 GiB: llama.cpp only, the roomier card first, CPUs last',
       { model: 'llama', shape: llamaGguf, profiles: [], classes: [l4, a100, cpu64], context: 8192 },
@@ -94,11 +95,18 @@ describe('planOptions: each engine on each class at the fewest cards that fit, b
     ],
   ];
   it.each(cases)('%s', (_name, input, order) => {
-    expect(planOptions(input).options.map(brief)).toEqual(order);
+    expect(planOptions({ engines, ...input }).options.map(brief)).toEqual(order);
   });
 
   it('gives the per-card figures of the fullest card in GiB, and the context planned for', () => {
-    const answer = planOptions({ model: 'qwen', shape: qwen7b, profiles: [], classes: [t4], context: 32768 });
+    const answer = planOptions({
+      engines,
+      model: 'qwen',
+      shape: qwen7b,
+      profiles: [],
+      classes: [t4],
+      context: 32768,
+    });
     expect(answer).toMatchObject({ model: 'qwen', context: 32768 });
     expect(answer.options.find((o) => o.engine === 'vllm')).toEqual({
       profile: null,
@@ -118,13 +126,14 @@ describe('planOptions: each engine on each class at the fewest cards that fit, b
 
   it("plans a model's context_length unless a context is asked, and names the trained one otherwise", () => {
     const base = { model: 'qwen', shape: qwen7b, profiles: [], classes: [l4] };
-    expect(planOptions(base).context).toBe(32768);
-    expect(planOptions({ ...base, contextLength: 8192 }).context).toBe(8192);
-    expect(planOptions({ ...base, contextLength: 8192, context: 4096 }).context).toBe(4096);
+    expect(planOptions({ engines, ...base }).context).toBe(32768);
+    expect(planOptions({ engines, ...base, contextLength: 8192 }).context).toBe(8192);
+    expect(planOptions({ engines, ...base, contextLength: 8192, context: 4096 }).context).toBe(4096);
   });
 
   it('a context that does not fit names the largest that does, and the figures that do not', () => {
     const [o] = planOptions({
+      engines,
       model: 'llama',
       shape: llamaGguf,
       profiles: [],
@@ -139,6 +148,7 @@ describe('planOptions: each engine on each class at the fewest cards that fit, b
 
   it('a profile refused before anything is counted has no figures, and its reason', () => {
     const [o] = planOptions({
+      engines,
       model: 'llama',
       shape: llamaGguf,
       profiles: [{ name: 'wrong', engine: 'vllm', tp: 1, pp: 1, gpus_per_node: 1, args: [] }],
@@ -158,10 +168,11 @@ describe('planOptions: each engine on each class at the fewest cards that fit, b
 
   it('what is not known is said, and such an option is not said to fit', () => {
     const noWeights = { ...qwen7b, weightBytes: unknown('no safetensors listed') };
-    const [o] = planOptions({ model: 'q', shape: noWeights, profiles: [], classes: [l4] }).options;
+    const [o] = planOptions({ engines, model: 'q', shape: noWeights, profiles: [], classes: [l4] }).options;
     expect(o).toMatchObject({ fits: false, need_gib: null });
     expect(o?.reason).toBe("not checked: the weights' size is not known (no safetensors listed)");
     const [ram] = planOptions({
+      engines,
       model: 'l',
       shape: llamaGguf,
       profiles: [],
@@ -172,6 +183,7 @@ describe('planOptions: each engine on each class at the fewest cards that fit, b
 
   it('more headroom first among options of as many cards', () => {
     const { options } = planOptions({
+      engines,
       model: 'llama',
       shape: llamaGguf,
       profiles: [],

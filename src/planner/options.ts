@@ -3,6 +3,7 @@ import { cpuClass } from '../gpu/classes.js';
 import type { ModelShape } from '../models/shape.js';
 import { classMemoryBytes } from './class-memory.js';
 import { fewestCards, planProfile } from './plan.js';
+import { formatOf, type PlanEngine } from './plan-engine.js';
 import type { CardMemory, MemoryPlan, PlanDevice, PlanInput, PlanProfile } from './types.js';
 import { toGib } from './units.js';
 
@@ -47,6 +48,8 @@ export interface ClassMemory {
 }
 
 export interface OptionsInput {
+  /** The engines to plan with (the registry's). */
+  engines: readonly PlanEngine[];
   model: string;
   shape: ModelShape;
   /** The source's files, for the weights' bytes where the shape does not hold them. */
@@ -63,14 +66,10 @@ export interface OptionsInput {
   engineVersion?: string | undefined;
 }
 
-/** The engines that run weights of this kind: a GGUF file llama.cpp; original weights the others. */
-export function enginesFor(shape: ModelShape): EngineName[] {
-  return shape.from === 'gguf' ? ['llamacpp'] : ['vllm', 'sglang', 'trtllm'];
-}
-
 export function planOptions(input: OptionsInput): PlanAnswer {
   const context = input.context ?? input.contextLength;
   const base = {
+    engines: input.engines,
     shape: input.shape,
     files: input.files,
     context,
@@ -92,14 +91,16 @@ export function planOptions(input: OptionsInput): PlanAnswer {
       pinned === undefined ? gpuClasses : input.named !== true || byClass.has(pinned) ? [pinned] : [];
     for (const cls of on) add(p.name, planProfile({ ...base, profile: p, device: device(cls) }));
   }
-  for (const engine of enginesFor(input.shape)) {
+  // The engines that run weights of this kind: a GGUF file llama.cpp; original weights the others.
+  const format = formatOf(input.shape);
+  for (const engine of input.engines.filter((e) => e.formats.includes(format))) {
     for (const { class: cls } of input.classes) {
       const cpu = cls === cpuClass;
-      // Only llama.cpp runs on CPUs; enginesFor gives it alone, for GGUF files.
-      if (cpu && engine !== 'llamacpp') continue;
+      // Only llama.cpp runs on CPUs; the engines of GGUF files are it alone.
+      if (cpu && !engine.runsOnCpu) continue;
       const profile: PlanInput['profile'] = {
-        name: engine,
-        engine,
+        name: engine.name,
+        engine: engine.name,
         tp: 1,
         pp: 1,
         gpus_per_node: cpu ? 0 : 1,

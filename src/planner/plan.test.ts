@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 
 import { asMetadata } from '../../test/fakes/gguf/metadata.js';
+import { engines } from '../../test/support/engines.js';
 import { configs, gemma2_9b, llama31_8b } from '../../test/fakes/gguf/models.js';
 import { shapeFromConfig } from '../models/config-shape.js';
 import { shapeFromGguf } from '../models/gguf-shape.js';
 import { known, type ModelShape } from '../models/shape.js';
 import { classMemoryBytes } from './class-memory.js';
 import { fewestCards, planProfile } from './plan.js';
-import { defaultMemFractionStatic } from './sglang-budget.js';
 import type { PlanInput, PlanProfile } from './types.js';
 import { GIB, MIB } from './units.js';
 import { layoutFromTensors, weightBytes } from './weights.js';
@@ -40,7 +40,7 @@ const h100 = { class: 'h100-80g', memoryBytes: 81559 * MIB };
 const mig = { class: 'a100-80g-mig-3g.40gb', memoryBytes: 40448 * MIB };
 
 describe('planProfile: what is refused, and why, in words a user acts on', () => {
-  const refusals: [string, PlanInput, string][] = [
+  const refusals: [string, Omit<PlanInput, 'engines'>, string][] = [
     [
       'an engine other than llama.cpp on CPUs',
       { shape: llama8b, profile: prof('vllm'), device: { cpu: true, ramBytes: 64 * GIB } },
@@ -170,7 +170,7 @@ describe('planProfile: what is refused, and why, in words a user acts on', () =>
     ],
   ];
   it.each(refusals)('%s', (_name, input, reason) => {
-    const plan = planProfile(input);
+    const plan = planProfile({ engines, ...input });
     expect(plan.fits).toBe(false);
     expect(plan.reason).toBe(reason);
   });
@@ -179,6 +179,7 @@ describe('planProfile: what is refused, and why, in words a user acts on', () =>
 describe('planProfile: what fits', () => {
   it('one MIG instance holds Llama-3.1-8B at its full context, as on a whole A100-40GB', () => {
     const plan = planProfile({
+      engines,
       shape: llama8b,
       dims,
       profile: prof('vllm', ['--enforce-eager', '--max-num-batched-tokens', '8192']),
@@ -192,21 +193,35 @@ describe('planProfile: what fits', () => {
 
   it("takes the context from the profile's args first, as the engine does, then the model's, then the trained one", () => {
     const args = planProfile({
+      engines,
       shape: llama8b,
       profile: prof('vllm', ['--max-model-len', '32k']),
       device: l4,
       context: 131072,
     });
     expect(args).toMatchObject({ context: 32000, contextFrom: 'args', fits: true });
-    const given = planProfile({ shape: llama8b, profile: prof('vllm'), device: h100, context: 8192 });
+    const given = planProfile({
+      engines,
+      shape: llama8b,
+      profile: prof('vllm'),
+      device: h100,
+      context: 8192,
+    });
     expect(given).toMatchObject({ context: 8192, contextFrom: 'input' });
-    const trained = planProfile({ shape: llama8b, profile: prof('vllm'), device: h100 });
+    const trained = planProfile({ engines, shape: llama8b, profile: prof('vllm'), device: h100 });
     expect(trained).toMatchObject({ context: 131072, contextFrom: 'trained', maxContext: 131072 });
   });
 
   it("sizes llama.cpp's pool as tokens × slots: the profile's --parallel, else the caller's, else 4", () => {
     const at = (args: string[], slots?: number) =>
-      planProfile({ shape: llamaGguf, profile: prof('llamacpp', args), device: l4, context: 8192, slots });
+      planProfile({
+        engines,
+        shape: llamaGguf,
+        profile: prof('llamacpp', args),
+        device: l4,
+        context: 8192,
+        slots,
+      });
     expect(at([])).toMatchObject({ slots: 4, kvTokens: 32768 });
     expect(at([], 8)).toMatchObject({ slots: 8, kvTokens: 65536 });
     expect(at(['--parallel', '2'], 8)).toMatchObject({ slots: 2, kvTokens: 16384 });
@@ -223,27 +238,35 @@ describe('planProfile: what fits', () => {
 
   it("bounds llama.cpp's sliding-window layers: Gemma 2 at 8192 tokens", () => {
     const gemma = { ...shapeFromGguf({ metadata: asMetadata(gemma2_9b) }), weightBytes: known(5.4 * GIB) };
-    const plan = planProfile({ shape: gemma, profile: prof('llamacpp', ['-np', '1']), device: l4 });
+    const plan = planProfile({ engines, shape: gemma, profile: prof('llamacpp', ['-np', '1']), device: l4 });
     // 21 full layers × 8 heads × 512 × 2 B × 8192 + 21 sliding ones × … × (4096 + 512 batch).
     expect(plan.perCard[0]!.kv).toBe(21 * 8192 * 8192 + 21 * 8192 * 4608);
   });
 
   it('spreads tensor parallel over the cards asked for, and finds the fewest that fit', () => {
-    const two = planProfile({ shape: llama8b, profile: prof('vllm'), device: l4, cards: 2, context: 131072 });
+    const two = planProfile({
+      engines,
+      shape: llama8b,
+      profile: prof('vllm'),
+      device: l4,
+      cards: 2,
+      context: 131072,
+    });
     expect(two).toMatchObject({ fits: true, cards: 2, tp: 2, pp: 1 });
     expect(two.perCard).toHaveLength(2);
     expect(two.perCard[0]!.kv).toBe(8 * GIB);
-    expect(fewestCards({ shape: llama8b, profile: prof('vllm'), device: l4, context: 131072 })).toMatchObject(
-      { cards: 2, fits: true },
-    );
+    expect(
+      fewestCards({ engines, shape: llama8b, profile: prof('vllm'), device: l4, context: 131072 }),
+    ).toMatchObject({ cards: 2, fits: true });
     // A MIG instance has one answer.
-    expect(fewestCards({ shape: llama8b, profile: prof('vllm'), device: mig, context: 131072 }).cards).toBe(
-      1,
-    );
+    expect(
+      fewestCards({ engines, shape: llama8b, profile: prof('vllm'), device: mig, context: 131072 }).cards,
+    ).toBe(1);
   });
 
   it('drops a --tensor-split written for another count of cards', () => {
     const plan = planProfile({
+      engines,
       shape: llamaGguf,
       profile: prof('llamacpp', ['-ts', '3,1', '-np', '1'], { gpus_per_node: 2 }),
       device: l4,
@@ -255,8 +278,14 @@ describe('planProfile: what fits', () => {
 
   it("uses vLLM's defaults of its version: 0.9 before 0.21, 0.92 and CUDA graphs from it", () => {
     const at = (engineVersion: string, args: string[] = []) =>
-      planProfile({ shape: llama8b, profile: prof('vllm', args), device: h100, context: 8192, engineVersion })
-        .perCard[0]!;
+      planProfile({
+        engines,
+        shape: llama8b,
+        profile: prof('vllm', args),
+        device: h100,
+        context: 8192,
+        engineVersion,
+      }).perCard[0]!;
     expect(at('0.20.2').budget).toBeCloseTo(0.9 * 81559 * MIB);
     expect(at('0.20.2').parts['cudaGraphs']).toBeUndefined();
     expect(at('v0.21.0').budget).toBeCloseTo(0.92 * 81559 * MIB);
@@ -299,21 +328,13 @@ describe('planProfile: what it does not know it says, and does not refuse for', 
       "its KV cache is not known (qwen3_next keeps a recurrent state in some layers, which KV bytes per token do not size): only the weights and vLLM's own memory are counted",
     ],
   ])('%s', (_name, input, said) => {
-    const plan = planProfile(input);
+    const plan = planProfile({ engines, ...input });
     expect(plan).toMatchObject({ fits: true, checked: false, maxContext: undefined });
     expect(plan.unknown).toContain(said);
   });
 });
 
 describe('the figures around a plan', () => {
-  it("derives SGLang's default fraction by card memory and tp", () => {
-    // L4: a 2048-token chunk, graphs of 24: reserved 512 + 3072 + 48 + 128 MiB.
-    expect(defaultMemFractionStatic({ memoryMib: 23034, tp: 1, pp: 1 })).toBe(0.837);
-    // Over 60 GiB at least 10 GiB reserved; speculative decoding 2 GiB more.
-    expect(defaultMemFractionStatic({ memoryMib: 81920, tp: 1, pp: 1 })).toBe(0.836);
-    expect(defaultMemFractionStatic({ memoryMib: 81920, tp: 1, pp: 1, speculative: 'EAGLE' })).toBe(0.811);
-  });
-
   it('knows the memory of the classes seen in captures, and errs low on others', () => {
     expect(classMemoryBytes('l4-24g')).toBe(23034 * MIB);
     expect(classMemoryBytes('a100-80g-mig-3g.40gb')).toBe(40448 * MIB);

@@ -1,31 +1,13 @@
-import type { EngineName } from '../catalog/model-spec.js';
 import { isMigClass, parseGpuClass } from '../catalog/gpu-class.js';
 import { cpuClass } from '../gpu/classes.js';
 import type { ModelShape } from '../models/shape.js';
-import { type Budget, type BudgetOrProblem, type Evaluation, parseVersion, type Setup } from './budget.js';
+import { type Budget, type Evaluation, parseVersion, type Setup } from './budget.js';
 import { splitsHeads } from './heads.js';
 import { type KvLayers, kvLayers } from './kv-cache.js';
-import { llamacppBudget } from './llamacpp-budget.js';
-import { sglangBudget } from './sglang-budget.js';
-import { trtllmBudget } from './trtllm-budget.js';
+import { type PlanEngine, planEngine } from './plan-engine.js';
 import type { CardMemory, MemoryPlan, ModelDims, PlanInput } from './types.js';
 import { gib } from './units.js';
-import { vllmBudget } from './vllm-budget.js';
 import { weightBytes } from './weights.js';
-
-export const ENGINE_LABELS: Readonly<Record<EngineName, string>> = {
-  llamacpp: 'llama.cpp',
-  vllm: 'vLLM',
-  sglang: 'SGLang',
-  trtllm: 'TensorRT-LLM',
-};
-
-const BUDGETS: Readonly<Record<EngineName, (s: Setup) => BudgetOrProblem>> = {
-  llamacpp: llamacppBudget,
-  vllm: vllmBudget,
-  sglang: sglangBudget,
-  trtllm: trtllmBudget,
-};
 
 /** The smallest context a plan looks at, the catalog's least context_length; maxContext is a multiple of it. */
 const STEP = 256;
@@ -38,14 +20,14 @@ const FAR = 2 ** 24;
  */
 export function planProfile(input: PlanInput): MemoryPlan {
   const { profile, shape, device } = input;
-  const engine = profile.engine;
-  const label = ENGINE_LABELS[engine];
+  const engine = planEngine(input.engines, profile.engine);
+  const label = engine.label;
   const cpu = 'cpu' in device;
   const cls = cpu ? cpuClass : device.class;
   const memory = cpu ? device.ramBytes : device.memoryBytes;
-  const { cards, tp, pp } = split(input, cpu);
+  const { cards, tp, pp } = split(input, engine, cpu);
   const plan: MemoryPlan = {
-    engine,
+    engine: engine.name,
     class: cls,
     cards,
     tp,
@@ -63,7 +45,7 @@ export function planProfile(input: PlanInput): MemoryPlan {
   };
   const refuse = (reason: string): MemoryPlan => ({ ...plan, reason });
 
-  if (cpu && engine !== 'llamacpp') {
+  if (cpu && !engine.runsOnCpu) {
     return refuse(`${label} does not run on CPUs: a CPU profile needs engine llamacpp and a GGUF file`);
   }
   if (!cpu && cards < 1) return refuse(`a ${label} profile on ${cls} needs at least one card`);
@@ -74,12 +56,12 @@ export function planProfile(input: PlanInput): MemoryPlan {
         `so ${cards} of them cannot hold one replica: use 1, or whole cards of ${whole}`,
     );
   }
-  if (shape.from === 'gguf' && engine !== 'llamacpp') {
+  if (shape.from === 'gguf' && !engine.formats.includes('gguf')) {
     return refuse(
       `${label} does not run GGUF files here: use engine llamacpp for them, or ${label} on the model's original weights`,
     );
   }
-  if (engine !== 'llamacpp') {
+  if (engine.split === 'tensor') {
     const heads = splitsHeads(shape, tp);
     if (!heads.ok) return refuse(heads.reason);
     if (heads.unchecked !== undefined) plan.unknown.push(heads.unchecked);
@@ -97,14 +79,20 @@ export function planProfile(input: PlanInput): MemoryPlan {
   const notes: string[] = [];
   let args = profile.args;
   // A layer split written for another count of cards is dropped, as `llmgw ctl model gpus` drops it.
-  if (engine === 'llamacpp' && input.cards !== undefined && input.cards !== profile.gpus_per_node) {
-    const kept = withoutFlag(args, '--tensor-split', '-ts');
+  const [splitFlag] = engine.cardFlags.cards;
+  if (
+    engine.split === 'layer' &&
+    splitFlag !== undefined &&
+    input.cards !== undefined &&
+    input.cards !== profile.gpus_per_node
+  ) {
+    const kept = withoutFlag(args, ...engine.cardFlags.cards);
     if (kept.length !== args.length)
-      notes.push(`its --tensor-split is for ${profile.gpus_per_node} cards: left out for ${cards}`);
+      notes.push(`its ${splitFlag} is for ${profile.gpus_per_node} cards: left out for ${cards}`);
     args = kept;
   }
   const setup: Setup = {
-    engine,
+    engine: engine.name,
     args,
     class: cls,
     cpu,
@@ -120,7 +108,7 @@ export function planProfile(input: PlanInput): MemoryPlan {
     version: parseVersion(input.engineVersion),
     notes,
   };
-  const made = BUDGETS[engine](setup);
+  const made = engine.budget(setup);
   if ('problem' in made) return { ...refuse(made.problem), notes };
   const budget = made.budget;
 
@@ -174,16 +162,16 @@ export function planProfile(input: PlanInput): MemoryPlan {
     notes,
   };
 
-  const strict = engine === 'vllm' || engine === 'sglang';
   if (context !== undefined && trained !== undefined && context > trained) {
-    if (strict) return { ...out, fits: false, reason: beyondTrained(engine, context, trained) };
+    if (engine.pastTrained !== undefined)
+      return { ...out, fits: false, reason: beyondTrained(engine, context, trained) };
     notes.push(
       `a context of ${context} is more than the ${trained} tokens the model was trained for: llama.cpp warns and answers worse past it`,
     );
   }
   if (fits) return out;
   out.cardsThatFit = cpu || isMigClass(cls) ? undefined : moreCards(input, cards);
-  return { ...out, reason: memoryReason(out, ev, budget) };
+  return { ...out, reason: memoryReason(out, ev, { budget, engine }) };
 }
 
 /**
@@ -213,10 +201,14 @@ function withoutFlag(args: readonly string[], ...names: string[]): string[] {
 }
 
 /** Cards, tensor and pipeline parallel of a replica: llama.cpp splits by layer; the others by tp (× the profile's pp where it divides). */
-function split(input: PlanInput, cpu: boolean): { cards: number; tp: number; pp: number } {
+function split(
+  input: PlanInput,
+  engine: PlanEngine,
+  cpu: boolean,
+): { cards: number; tp: number; pp: number } {
   const p = input.profile;
   if (cpu) return { cards: 0, tp: 1, pp: 1 };
-  if (p.engine === 'llamacpp') return { cards: input.cards ?? Math.max(p.gpus_per_node, 1), tp: 1, pp: 1 };
+  if (engine.split === 'layer') return { cards: input.cards ?? Math.max(p.gpus_per_node, 1), tp: 1, pp: 1 };
   if (input.cards === undefined) return { cards: p.tp * p.pp, tp: p.tp, pp: p.pp };
   const pp = input.cards % p.pp === 0 ? p.pp : 1;
   return { cards: input.cards, tp: input.cards / pp, pp };
@@ -249,16 +241,17 @@ function moreCards(input: PlanInput, cards: number): number | undefined {
   return undefined;
 }
 
-function beyondTrained(engine: EngineName, context: number, trained: number): string {
-  const says =
-    engine === 'vllm'
-      ? `User-specified max_model_len (${context}) is greater than the derived max_model_len`
-      : `User-specified context_length (${context}) is greater than the derived context_length (${trained})`;
-  return `a context of ${context} tokens is more than the ${trained} the model was trained for, which ${ENGINE_LABELS[engine]} refuses ("${says}"): ${trained} tokens or fewer`;
+function beyondTrained(engine: PlanEngine, context: number, trained: number): string {
+  const says = engine.pastTrained?.(context, trained) ?? '';
+  return `a context of ${context} tokens is more than the ${trained} the model was trained for, which ${engine.label} refuses ("${says}"): ${trained} tokens or fewer`;
 }
 
 /** `needs 46.1 GiB a card on l4-24g (weights 15.0, KV 31.1 at 131072 tokens, overhead 1.3), the card gives 20.7 (…): a context up to 40960 fits, or 2 cards`. */
-function memoryReason(plan: MemoryPlan, ev: Evaluation, budget: Budget): string {
+function memoryReason(
+  plan: MemoryPlan,
+  ev: Evaluation,
+  { budget, engine }: { budget: Budget; engine: PlanEngine },
+): string {
   let worst = 0;
   ev.perCard.forEach((c, i) => {
     const w = ev.perCard[worst] as CardMemory;
@@ -266,15 +259,16 @@ function memoryReason(plan: MemoryPlan, ev: Evaluation, budget: Budget): string 
   });
   const c = ev.perCard[worst] as CardMemory;
   const cpu = plan.class === cpuClass;
+  const slotted = engine.slots !== undefined;
   const where = cpu
     ? 'of RAM'
-    : plan.engine === 'llamacpp' && plan.cards > 1
+    : engine.split === 'layer' && plan.cards > 1
       ? `on card ${worst + 1} of ${plan.cards} on ${plan.class}`
       : `a card on ${plan.class}`;
   const tokens =
-    plan.engine === 'llamacpp' && ev.slots > 1
+    slotted && ev.slots > 1
       ? `${ev.kvTokens} tokens (${ev.slots} slots of ${plan.context ?? 0})`
-      : `${plan.engine === 'llamacpp' ? ev.kvTokens : (plan.context ?? 0)} tokens`;
+      : `${slotted ? ev.kvTokens : (plan.context ?? 0)} tokens`;
   const gives = budget.gives(c);
   const has = cpu
     ? `the node has ${gib(c.budget)}`
@@ -282,7 +276,7 @@ function memoryReason(plan: MemoryPlan, ev: Evaluation, budget: Budget): string 
   const remedies: string[] = [];
   if (plan.maxContext !== undefined) {
     remedies.push(
-      `a context up to ${plan.maxContext} fits${plan.engine === 'llamacpp' && ev.slots > 1 ? ` with ${ev.slots} slots` : ''}`,
+      `a context up to ${plan.maxContext} fits${slotted && ev.slots > 1 ? ` with ${ev.slots} slots` : ''}`,
     );
   }
   if (plan.cardsThatFit !== undefined) remedies.push(`${plan.cardsThatFit} cards`);

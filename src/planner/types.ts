@@ -1,5 +1,6 @@
 import type { EngineName, ProfileSpec } from '../catalog/model-spec.js';
 import type { ModelShape } from '../models/shape.js';
+import type { PlanEngine } from './plan-engine.js';
 
 /**
  * What the planner is asked: a model's shape, a profile, the device one replica would run on and
@@ -40,6 +41,8 @@ export type PlanProfile = Pick<ProfileSpec, 'name' | 'engine' | 'tp' | 'pp' | 'g
 };
 
 export interface PlanInput {
+  /** The engines the profile's may be (the registry's): the planner names none itself. */
+  engines: readonly PlanEngine[];
   shape: ModelShape;
   /** The weights' bytes where the shape does not know them (the files' sizes). */
   weightBytes?: number | undefined;
@@ -56,7 +59,7 @@ export interface PlanInput {
   cards?: number | undefined;
   /** Tokens one request may use (the model's context_length); the profile's args win, as the engine reads them. */
   context?: number | undefined;
-  /** llama.cpp's requests at once; the profile's --parallel wins. Default LLAMACPP_DEFAULT_SLOTS. */
+  /** llama.cpp's requests at once; the profile's --parallel wins. Default: its engine's (LLAMACPP_DEFAULT_SLOTS). */
   slots?: number | undefined;
   /** `0.21.0`: vLLM's defaults changed there. Unknown: the newest engine's defaults. */
   engineVersion?: string | undefined;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
-import { LLAMACPP_DEFAULT_SLOTS } from '../planner/index.js';
+import { LLAMACPP_DEFAULT_SLOTS } from '../engines/llamacpp/llamacpp-budget.js';
+import { engines } from '../engines/registry.js';
 import { changeContext, type ContextChange } from '../planner/change-context.js';
 import type { RolloutView } from '../protocol/rollout-views.js';
 
@@ -40,6 +41,7 @@ export async function setModelContext(
   const { metadata, status, ...spec } = view;
   const parallel = deps.settings.current.settings.agent.engines.llamacpp.parallel;
   const { spec: next, change } = changeContext({
+    engines,
     spec,
     declared: metadata.origin === 'config',
     shape: status.shape,

@@ -1,5 +1,6 @@
 import type { ModelSpec } from '../catalog/model-spec.js';
 import { LlmgwError } from '../core/errors.js';
+import { engineFor, engines } from '../engines/registry.js';
 import { cpuClass } from '../gpu/classes.js';
 import type { ModelShape } from '../models/shape.js';
 import { type ClassMemory, MIB, type PlanDevice, planProfile, splitsHeads } from '../planner/index.js';
@@ -45,7 +46,7 @@ export function fitWarnings(model: ModelView, nodes: readonly NodeView[]): strin
   const memory = new Map(classes.map((c) => [c.class, c.memoryBytes]));
   const device = (cls: string, bytes: number | undefined): PlanDevice =>
     cls === cpuClass ? { cpu: true, ramBytes: bytes ?? NaN } : { class: cls, memoryBytes: bytes ?? NaN };
-  const base = { shape, files: model.status.origin?.files, context: model.context_length };
+  const base = { engines, shape, files: model.status.origin?.files, context: model.context_length };
 
   const lines: string[] = [];
   for (const p of model.profiles) {
@@ -91,7 +92,7 @@ function alsoOn(reason: string, classes: readonly string[]): string {
 export function refuseUnsplitHeads(spec: ModelSpec, shape: ModelShape | null | undefined): void {
   if (shape === null || shape === undefined) return;
   for (const p of spec.profiles) {
-    if (p.engine === 'llamacpp' || p.cpu === true) continue;
+    if (engineFor(p.engine).split === 'layer' || p.cpu === true) continue;
     const check = splitsHeads(shape, p.tp);
     if (check.ok) continue;
     throw new LlmgwError(

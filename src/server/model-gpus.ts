@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
 import { LlmgwError } from '../core/errors.js';
+import { engines } from '../engines/registry.js';
 import { changeGpus, type GpusSide, MAX_GPUS, type MemoryPlan, toGib } from '../planner/index.js';
 import type { GpusSideView, ModelGpusCheck, ModelGpusView } from '../protocol/model-gpus-views.js';
 import type { ApiDeps } from './api/context.js';
@@ -37,6 +38,7 @@ export async function changeModelGpus(
   const { metadata, status, ...spec } = view;
   const nodes = deps.registry.views();
   const change = changeGpus({
+    engines,
     spec,
     gpus: body.gpus,
     profile: body.profile,

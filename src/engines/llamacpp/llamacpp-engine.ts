@@ -1,11 +1,16 @@
 import { join } from 'node:path';
 
 import { LlmgwError } from '../../core/errors.js';
-import { flagValue, hasFlag, unlessSet } from '../args.js';
+import { flagValue, hasFlag, unlessSet, wholeFlag } from '../args.js';
 import { checkDevices } from '../check-devices.js';
 import { onMig, shardEnv } from '../device-env.js';
 import { ggufWeights } from './gguf-weights.js';
 import type { Engine, ProcessSpec, ShardLaunch, Weights } from '../types.js';
+
+import { llamacppBudget } from './llamacpp-budget.js';
+
+/** Requests at once, each slot with the whole context. */
+const SLOT_FLAGS = ['--parallel', '-np'] as const;
 
 /**
  * llama.cpp's `llama-server`: the engine that makes a node without GPUs useful, and the
@@ -57,6 +62,26 @@ export const llamacppEngine: Engine = {
   commands(launch) {
     return [llamaServer(launch)];
   },
+
+  label: 'llama.cpp',
+  runsOnCpu: true,
+  formats: ['gguf'],
+  split: 'layer',
+  // Proportions per card: written for a count of cards, wrong for another.
+  cardFlags: { cards: ['--tensor-split', '-ts'], pp: [] },
+  slots: { flags: SLOT_FLAGS },
+  context: { flags: ['--ctx-size', '-c'] },
+  // It warns past the trained context, and starts.
+  cardsProblem(args, cards) {
+    // --split-mode none keeps the whole model on its main card, whatever it is given.
+    if (cards <= 1 || flagValue(args, '--split-mode', '-sm') !== 'none') return undefined;
+    return (
+      `llama.cpp with --split-mode none, which keeps the whole model on one card however many it is given: ` +
+      `remove it from the profile's args to split the layers over ${cards} cards`
+    );
+  },
+  budget: llamacppBudget,
+  capacity: (args, defaultSlots) => wholeFlag(args, SLOT_FLAGS) ?? defaultSlots,
 };
 
 function llamaServer(launch: ShardLaunch): ProcessSpec {

@@ -1,9 +1,11 @@
 import { LlmgwError } from '../../core/errors.js';
-import { hasFlag, unlessSet } from '../args.js';
+import { hasFlag, unlessSet, wholeFlag } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
 import { snapshotWeights } from '../snapshot-weights.js';
 import { adapterAsModel, type Engine, type ProcessSpec, type ShardLaunch } from '../types.js';
+
+import { sglangBudget } from './sglang-budget.js';
 
 /**
  * SGLang, as `python3 -m sglang.launch_server --model-path MODEL`. The module form rather
@@ -40,6 +42,20 @@ export const sglangEngine: Engine = {
   commands(launch) {
     return [launchServer(launch)];
   },
+
+  label: 'SGLang',
+  runsOnCpu: false,
+  formats: ['safetensors'],
+  split: 'tensor',
+  cardFlags: {
+    cards: ['--tp-size', '--tp', '--tensor-parallel-size'],
+    pp: ['--pp-size', '--pipeline-parallel-size'],
+  },
+  context: { flags: ['--context-length'] },
+  pastTrained: (context, trained) =>
+    `User-specified context_length (${context}) is greater than the derived context_length (${trained})`,
+  budget: sglangBudget,
+  capacity: (args) => wholeFlag(args, ['--max-running-requests']) ?? 256,
 };
 
 function launchServer(launch: ShardLaunch): ProcessSpec {

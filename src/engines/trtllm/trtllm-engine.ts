@@ -1,9 +1,11 @@
 import { LlmgwError } from '../../core/errors.js';
-import { unlessSet } from '../args.js';
+import { unlessSet, wholeFlag } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
 import { snapshotWeights } from '../snapshot-weights.js';
 import { adapterAsModel, type Engine, type ProcessSpec, type ShardLaunch } from '../types.js';
+
+import { trtllmBudget } from './trtllm-budget.js';
 
 /**
  * TensorRT-LLM, as `trtllm-serve MODEL` on the cards of one node.
@@ -60,6 +62,22 @@ export const trtllmEngine: Engine = {
     }
     return [trtllmServe(launch)];
   },
+
+  label: 'TensorRT-LLM',
+  runsOnCpu: false,
+  formats: ['safetensors'],
+  split: 'tensor',
+  cardFlags: {
+    cards: ['--tp_size', '--tensor_parallel_size'],
+    pp: ['--pp_size', '--pipeline_parallel_size'],
+  },
+  context: {
+    fixed:
+      'whose context is fixed when its engine is built (max_seq_len, max_num_tokens): build the engine again for the new context and apply the model with it (llmgw ctl model apply -f FILE), or leave that profile out',
+  },
+  // It warns past the trained context, and starts.
+  budget: trtllmBudget,
+  capacity: (args) => wholeFlag(args, ['--max_batch_size']) ?? 256,
 };
 
 function trtllmServe(launch: ShardLaunch): ProcessSpec {

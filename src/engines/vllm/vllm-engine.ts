@@ -1,9 +1,11 @@
 import { LlmgwError } from '../../core/errors.js';
-import { hasFlag, unlessSet } from '../args.js';
+import { hasFlag, unlessSet, wholeFlag } from '../args.js';
 import { checkDevices, gpuOnly } from '../check-devices.js';
 import { shardEnv } from '../device-env.js';
 import { snapshotWeights } from '../snapshot-weights.js';
 import { adapterAsModel, type Engine, type ProcessSpec, type ShardLaunch } from '../types.js';
+
+import { vllmBudget } from './vllm-budget.js';
 
 /**
  * vLLM, as `vllm serve MODEL`. Tensor and pipeline parallel over the cards of a replica;
@@ -36,6 +38,18 @@ export const vllmEngine: Engine = {
   commands(launch) {
     return [vllmServe(launch)];
   },
+
+  label: 'vLLM',
+  runsOnCpu: false,
+  formats: ['safetensors'],
+  split: 'tensor',
+  cardFlags: { cards: ['--tensor-parallel-size', '-tp'], pp: ['--pipeline-parallel-size', '-pp'] },
+  // vLLM's parser takes underscores for dashes.
+  context: { flags: ['--max-model-len', '--max_model_len'] },
+  pastTrained: (context) =>
+    `User-specified max_model_len (${context}) is greater than the derived max_model_len`,
+  budget: vllmBudget,
+  capacity: (args) => wholeFlag(args, ['--max-num-seqs']) ?? 256,
 };
 
 function vllmServe(launch: ShardLaunch): ProcessSpec {

@@ -6,6 +6,7 @@ import { gpuClassProblem } from '../../catalog/gpu-class.js';
 import type { ModelSpec } from '../../catalog/model-spec.js';
 import { validateModel } from '../../catalog/validate.js';
 import { LlmgwError } from '../../core/errors.js';
+import { engines } from '../../engines/registry.js';
 import { clientText } from '../../core/redact.js';
 import { cpuClass } from '../../gpu/classes.js';
 import type { Origin } from '../../models/origin.js';
@@ -78,6 +79,7 @@ async function plan(c: ApiContext, deps: ApiDeps, body: PlanBody): Promise<PlanA
   const classes = classesToPlan(deps.registry.views(), body.classes);
   const m = await modelToPlan(deps, body);
   return planOptions({
+    engines,
     model: m.name,
     shape: m.shape,
     files: m.origin?.files,

@@ -1,5 +1,4 @@
 import type { ModelSpec, ProfileSpec } from '../../catalog/model-spec.js';
-import { flagValue } from '../../engines/args.js';
 import { engineFor } from '../../engines/registry.js';
 import type { ReplicaView } from '../../protocol/replica-views.js';
 import type { CatalogEntry, RouteReplica } from '../../protocol/routes.js';
@@ -29,7 +28,8 @@ export function routeReplica(o: {
     apiKey: o.apiKey,
     servedName: profile.served_model_name ?? o.model,
     adapters: profile.adapters.map((a) => a.name),
-    capacity: capacityOf(profile.engine, profile.args, o.llamaParallel),
+    // Requests it computes at once: its args, else the engine's default (llama.cpp: the node's --parallel).
+    capacity: engine.capacity(profile.args, o.llamaParallel),
     loadMetrics: engine.loadMetrics,
     metricsUrl: `${endpoint}${engine.metricsPath}`,
     healthPath: engine.healthPath,
@@ -61,26 +61,4 @@ export function catalogEntry(
     ...(restarting === undefined ? {} : { restarting }),
     ...(wakeable ? { wakeable: true } : {}),
   };
-}
-
-/**
- * Requests a replica computes at once: llama.cpp's slots (`--parallel`), vLLM's
- * `--max-num-seqs`, SGLang's `--max-running-requests`, TensorRT-LLM's `--max_batch_size`;
- * each engine's default where the profile does not say.
- */
-export function capacityOf(engine: string, args: readonly string[], llamaParallel: number): number {
-  const set = (...names: string[]) => {
-    const v = Number(flagValue(args, ...names));
-    return Number.isInteger(v) && v > 0 ? v : undefined;
-  };
-  switch (engine) {
-    case 'llamacpp':
-      return set('--parallel', '-np') ?? llamaParallel;
-    case 'vllm':
-      return set('--max-num-seqs') ?? 256;
-    case 'sglang':
-      return set('--max-running-requests') ?? 256;
-    default:
-      return set('--max_batch_size') ?? 256;
-  }
 }

@@ -1,7 +1,14 @@
-import { flagValue, hasFlag, numberFlag } from './args.js';
-import { activationBytes, atLeast, type BudgetOrProblem, card, gibBytes, type Setup } from './budget.js';
-import { kvBytes, kvCacheDtypeBytes, type KvLayers, kvPerToken } from './kv-cache.js';
-import { gib, GIB } from './units.js';
+import { flagValue, hasFlag, numberFlag } from '../../planner/args.js';
+import {
+  activationBytes,
+  atLeast,
+  type BudgetOrProblem,
+  card,
+  gibBytes,
+  type Setup,
+} from '../../planner/budget.js';
+import { kvBytes, kvCacheDtypeBytes, type KvLayers, kvPerToken } from '../../planner/kv-cache.js';
+import { gib, GIB } from '../../planner/units.js';
 
 /**
  * vLLM budgets a fraction of each card's total memory (`--gpu-memory-utilization`, 0.92 from

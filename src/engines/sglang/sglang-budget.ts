@@ -1,7 +1,7 @@
-import { flagValue, numberFlag } from './args.js';
-import { type BudgetOrProblem, card, gibBytes, type Setup } from './budget.js';
-import { kvBytes, kvCacheDtypeBytes, type KvLayers, kvPerToken } from './kv-cache.js';
-import { gib, MIB } from './units.js';
+import { flagValue, numberFlag } from '../../planner/args.js';
+import { type BudgetOrProblem, card, gibBytes, type Setup } from '../../planner/budget.js';
+import { kvBytes, kvCacheDtypeBytes, type KvLayers, kvPerToken } from '../../planner/kv-cache.js';
+import { gib, MIB } from '../../planner/units.js';
 
 /**
  * SGLang holds `--mem-fraction-static` of each card for its weights and KV pool together, the

@@ -11,10 +11,12 @@ import type { GgufValue } from '../../test/fakes/gguf/writer.js';
 import { shapeFromConfig } from '../models/config-shape.js';
 import { shapeFromGguf } from '../models/gguf-shape.js';
 import type { ModelShape } from '../models/shape.js';
-import { defaultMemFractionStatic } from './sglang-budget.js';
-import { planProfile } from './plan.js';
-import type { ModelDims, PlanInput, PlanProfile, WeightLayout } from './types.js';
-import { GIB, MIB } from './units.js';
+import { planProfile } from '../planner/plan.js';
+import type { ModelDims, PlanInput, PlanProfile, WeightLayout } from '../planner/types.js';
+import { GIB, MIB } from '../planner/units.js';
+
+import { engines } from './registry.js';
+import { defaultMemFractionStatic } from './sglang/sglang-budget.js';
 
 /** `actual` within `pct`% of `expected`. */
 function near(actual: number, expected: number, pct = 10): void {
@@ -86,6 +88,7 @@ describe('vLLM against its logs', () => {
     // "Model loading took 14.99 GiB", "Available KV cache memory: 19.28 GiB",
     // "GPU KV cache size: 157,936 tokens", "Maximum concurrency for 131,072 tokens per request: 1.20x".
     const plan = planProfile({
+      engines,
       shape: llama8b,
       dims: llama8bDims,
       profile: profile('vllm', ['--enforce-eager', '--max-num-batched-tokens', '8192']),
@@ -108,6 +111,7 @@ describe('vLLM against its logs', () => {
     // planner.md §8, a write-up of vLLM on 1×H100: requested 72.8 GiB, non-KV 16.51 (weights 14.99,
     // activation peak 1.21), KV 55.05 GiB. Default batching for a ≥70 GiB card: 8192 tokens, 1024 requests.
     const plan = planProfile({
+      engines,
       shape: llama8b,
       dims: llama8bDims,
       profile: profile('vllm'),
@@ -138,6 +142,7 @@ describe('vLLM against its logs', () => {
       weightBytes: 4 * 34.43 * GIB,
     });
     const plan = planProfile({
+      engines,
       shape,
       dims: { hidden: 8192, feedForward: 29568, vocab: 152064 },
       profile: profile('vllm', ['--gpu-memory-utilization', '0.95'], 4),
@@ -161,6 +166,7 @@ describe('SGLang against its sources', () => {
   it('Llama-3.1-8B fp16 weights: 15.11 GiB on an H100 NVL', () => {
     // SGLang log: "Load weight begin. avail mem=92.50 GB" → "Load weight end … avail mem=77.39 GB".
     const plan = planProfile({
+      engines,
       shape: llama8b,
       profile: profile('sglang'),
       device: card('h100-94g', 95830),
@@ -179,6 +185,7 @@ describe('llama.cpp against its logs', () => {
     // planner.md §8, Metal: "llama_kv_cache: size = 1024.00 MiB (8192 cells, 32 layers, 1/1 seqs)",
     // memory breakdown "self 5551 = model 4403 + context 1024 + compute 124" MiB.
     const plan = planProfile({
+      engines,
       shape: llama3,
       layout: llama3Layout,
       dims: llama8bDims,
@@ -198,6 +205,7 @@ describe('llama.cpp against its logs', () => {
   it('the same on CPUs, batch 256 without flash attention: compute buffer 280 MiB', () => {
     // planner.md §8: "CPU, 8192 ctx, n_batch 256, FA off: compute buffer 280 MiB".
     const plan = planProfile({
+      engines,
       shape: llama3,
       layout: llama3Layout,
       dims: llama8bDims,
@@ -218,7 +226,7 @@ describe('llama.cpp against gguf-parser estimates (no flash attention, one slot,
   const qwenDims: ModelDims = { hidden: 3584, feedForward: 18944, vocab: 152064 };
   const noFa = (ctx: number) => ['-fa', 'off', '-c', String(ctx), '-np', '1'];
 
-  const cases: [string, number, number, Omit<PlanInput, 'profile' | 'device'>][] = [
+  const cases: [string, number, number, Omit<PlanInput, 'profile' | 'device' | 'engines'>][] = [
     [
       'Qwen2.5-7B-Instruct Q8_0',
       131072,
@@ -252,6 +260,7 @@ describe('llama.cpp against gguf-parser estimates (no flash attention, one slot,
   ];
   it.each(cases)('%s at %i tokens: %f GiB', (_name, ctx, expected, model) => {
     const plan = planProfile({
+      engines,
       ...model,
       profile: profile('llamacpp', noFa(ctx)),
       device: card('h200-141g', 143771),
@@ -262,6 +271,7 @@ describe('llama.cpp against gguf-parser estimates (no flash attention, one slot,
 
   it('Llama-3.1-70B Q4_K_M at 1024 tokens over two cards, --tensor-split 8,10: 17.83 and 22.83 GiB', () => {
     const plan = planProfile({
+      engines,
       ...llama70b(),
       profile: { ...profile('llamacpp', [...noFa(1024), '--tensor-split', '8,10']), gpus_per_node: 2 },
       device: card('l40s-48g', 46068),
@@ -281,7 +291,7 @@ const qwen72b: [string, GgufValue][] = [
   ['qwen2.attention.head_count_kv', { t: 'u32', v: 8 }],
 ];
 
-function llama70b(): Omit<PlanInput, 'profile' | 'device'> {
+function llama70b(): Omit<PlanInput, 'profile' | 'device' | 'engines'> {
   const entries: [string, GgufValue][] = [
     ...llama31_8b.filter(([k]) => !/block_count|embedding_length|feed_forward|head_count\b/.test(k)),
     ['llama.block_count', { t: 'u32', v: 80 }],

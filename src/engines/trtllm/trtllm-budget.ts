@@ -1,6 +1,6 @@
-import { numberFlag } from './args.js';
-import { activationBytes, type BudgetOrProblem, card, gibBytes, type Setup } from './budget.js';
-import { kvBytes, type KvLayers, kvPerToken } from './kv-cache.js';
+import { numberFlag } from '../../planner/args.js';
+import { activationBytes, type BudgetOrProblem, card, gibBytes, type Setup } from '../../planner/budget.js';
+import { kvBytes, type KvLayers, kvPerToken } from '../../planner/kv-cache.js';
 
 /**
  * TensorRT-LLM loads the weights, sets its runtime buffers aside, and gives the KV cache a

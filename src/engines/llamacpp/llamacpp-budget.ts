@@ -1,8 +1,8 @@
-import { flagValue, hasFlag, numberFlag } from './args.js';
-import { type BudgetOrProblem, card, gibBytes, type Setup } from './budget.js';
-import { kvBytes, type KvLayers, LLAMACPP_CACHE_TYPES } from './kv-cache.js';
-import type { CardMemory } from './types.js';
-import { padTo } from './units.js';
+import { flagValue, hasFlag, numberFlag } from '../../planner/args.js';
+import { type BudgetOrProblem, card, gibBytes, type Setup } from '../../planner/budget.js';
+import { kvBytes, type KvLayers, LLAMACPP_CACHE_TYPES } from '../../planner/kv-cache.js';
+import type { CardMemory } from '../../planner/types.js';
+import { padTo } from '../../planner/units.js';
 
 /**
  * llama.cpp budgets what it allocates, device by device: the layers' weights each card holds,
