@@ -27,7 +27,10 @@ export const layers = [
 const sideways = {
   // The HTTP server that every part listens with refuses a bad listen address with core's coded errors.
   http1: ['core'],
+  // The engines implement what the planner asks of them (planner/plan-engine.ts); the planner is given them.
   engines: ['planner'],
+  // The settings file's models are checked against the engines of the registry.
+  config: ['engines'],
   // Device classes are named one way, by the catalog's rules.
   gpu: ['catalog'],
   // A model source is read one way: the catalog validates with the parser that resolves it.

@@ -41,10 +41,12 @@ export interface ContainerShard {
 export function containerRun(run: ShardRun, c: ContainerShard, node: NodeContainers): ShardRun {
   const settings = node.settings;
   const engine = c.profile.engine;
+  // One key per engine in the settings; an engine's name is any string the registry knows.
+  const images: Readonly<Record<string, string | undefined>> | undefined = settings?.images;
   const image = chooseImage({
     engine,
     profileImage: c.profile.image,
-    settingsImage: settings?.images[engine],
+    settingsImage: images?.[engine],
     gpu: !isCpuProfile(c.profile),
     llamaBuild: c.engines.llamacpp.build,
     registry: settings?.registry,

@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 
 import { contextProblem, MAX_CONTEXT, MIN_CONTEXT } from './context-bounds.js';
-import { validateModel, validateModels } from './validate.js';
+import { engines } from '../../test/support/engines.js';
+import { validateModel as validateWith, validateModels as validateAllWith } from './validate.js';
+
+// The catalog is given the engines it checks against: the registry's, as the control plane gives them.
+const validateModel = (input: unknown) => validateWith(input, engines);
+const validateModels = (input: readonly unknown[]) => validateAllWith(input, engines);
 
 const model = (context_length: unknown) => ({
   name: 'qwen',

@@ -8,8 +8,11 @@ import { contextSchema, MAX_CONTEXT } from './context-bounds.js';
  * accepts) are in rules.ts; this file holds what each key is on its own.
  */
 
-export const engineNames = ['llamacpp', 'vllm', 'sglang', 'trtllm'] as const;
-export type EngineName = (typeof engineNames)[number];
+/**
+ * An engine's name, as `engine:` says it: one of the engines validateModel is given (the
+ * registry's, src/engines/registry.ts). The catalog sits below the engines and names none.
+ */
+export type EngineName = string;
 
 export const runtimeNames = ['process', 'container'] as const;
 export type RuntimeName = (typeof runtimeNames)[number];
@@ -21,30 +24,34 @@ export const adapterSchema = z.strictObject({
   path: z.string().min(1),
 });
 
-export const profileSchema = z.strictObject({
-  name: z.string().min(1),
-  engine: z.enum(engineNames),
-  gpu_class: z.string().min(1).optional(),
-  cpu: z.boolean().optional(),
-  tp: count().optional(),
-  pp: count().optional(),
-  // 0 is what a CPU profile reads back as; a GPU profile is refused it in rules.ts.
-  gpus_per_node: z.int().min(0).optional(),
-  nodes: count().optional(),
-  args: z.array(z.string()).default([]),
-  env: z.record(z.string(), z.string()).default({}),
-  served_model_name: z.string().min(1).optional(),
-  adapters: z.array(adapterSchema).default([]),
-  min_memory_gb: z.number().nonnegative().optional(),
-  /** How the agent runs the engine: a host process, or the engine's image as a container (docs/containers.md). */
-  runtime: z
-    .enum(runtimeNames, {
-      error: 'how the engine runs: runtime: process (the default) or runtime: container',
-    })
-    .optional(),
-  /** The container image (only with runtime: container); unset, the engine's default image. Checked in rules.ts. */
-  image: z.string({ error: 'a container image, e.g. image: vllm/vllm-openai:v0.21.0' }).optional(),
-});
+const profileSchemaWith = (engine: z.ZodType<string>) =>
+  z.strictObject({
+    name: z.string().min(1),
+    engine,
+    gpu_class: z.string().min(1).optional(),
+    cpu: z.boolean().optional(),
+    tp: count().optional(),
+    pp: count().optional(),
+    // 0 is what a CPU profile reads back as; a GPU profile is refused it in rules.ts.
+    gpus_per_node: z.int().min(0).optional(),
+    nodes: count().optional(),
+    args: z.array(z.string()).default([]),
+    env: z.record(z.string(), z.string()).default({}),
+    served_model_name: z.string().min(1).optional(),
+    adapters: z.array(adapterSchema).default([]),
+    min_memory_gb: z.number().nonnegative().optional(),
+    /** How the agent runs the engine: a host process, or the engine's image as a container (docs/containers.md). */
+    runtime: z
+      .enum(runtimeNames, {
+        error: 'how the engine runs: runtime: process (the default) or runtime: container',
+      })
+      .optional(),
+    /** The container image (only with runtime: container); unset, the engine's default image. Checked in rules.ts. */
+    image: z.string({ error: 'a container image, e.g. image: vllm/vllm-openai:v0.21.0' }).optional(),
+  });
+
+/** A profile's keys, its engine any name (modelSchemaFor checks it against the engines). */
+export const profileSchema = profileSchemaWith(z.string().min(1));
 
 /**
  * Replicas that follow load (Knative/KEDA-style): between min and max, aiming at `target`, the
@@ -66,18 +73,36 @@ export const autoscaleSchema = z.strictObject({
     .default(300),
 });
 
-export const modelSchema = z.strictObject({
-  name: z.string().min(1),
-  source: z.string().min(1),
-  context_length: contextSchema().optional(),
-  // No answer is longer than the longest context.
-  max_output: z.int().min(1).max(MAX_CONTEXT).optional(),
-  replicas: z.int().min(0).max(10_000).default(1),
-  autoscale: autoscaleSchema.optional(),
-  profiles: z
-    .array(profileSchema)
-    .min(1, { error: 'a model needs at least one profile (where and how it runs)' }),
-});
+const modelSchemaWith = (profile: typeof profileSchema) =>
+  z.strictObject({
+    name: z.string().min(1),
+    source: z.string().min(1),
+    context_length: contextSchema().optional(),
+    // No answer is longer than the longest context.
+    max_output: z.int().min(1).max(MAX_CONTEXT).optional(),
+    replicas: z.int().min(0).max(10_000).default(1),
+    autoscale: autoscaleSchema.optional(),
+    profiles: z
+      .array(profile)
+      .min(1, { error: 'a model needs at least one profile (where and how it runs)' }),
+  });
+
+/** A model's keys, its profiles' engines any name: what validateModel parses with is modelSchemaFor's. */
+export const modelSchema = modelSchemaWith(profileSchema);
+
+const schemas = new Map<string, typeof modelSchema>();
+
+/** The model's schema with `engine:` one of these names (zod's own "expected one of" when not). */
+export function modelSchemaFor(names: readonly string[]): typeof modelSchema {
+  const key = names.join('\u0000');
+  let schema = schemas.get(key);
+  if (schema === undefined) {
+    const engine = z.enum(names as [string, ...string[]]);
+    schema = modelSchemaWith(profileSchemaWith(engine));
+    schemas.set(key, schema);
+  }
+  return schema;
+}
 
 export type AutoscaleSpec = z.output<typeof autoscaleSchema>;
 export type AdapterSpec = z.output<typeof adapterSchema>;

@@ -1,8 +1,9 @@
-import type { Issue } from '../core/errors.js';
+import { type Issue, LlmgwError } from '../core/errors.js';
 import { dnsLabelProblem } from '../core/names.js';
 
 import { gpuClassProblem, isMigClass, parseGpuClass } from './gpu-class.js';
-import type { EngineName, ModelSpec, ProfileSpec, RuntimeName } from './model-spec.js';
+import type { CatalogEngine } from './catalog-engine.js';
+import type { ModelSpec, ProfileSpec, RuntimeName } from './model-spec.js';
 import { imageProblem } from './image-ref.js';
 import { adapterPathProblem, sourceProblem } from './source-rule.js';
 
@@ -16,23 +17,20 @@ type ParsedProfile = Omit<ProfileSpec, 'tp' | 'pp' | 'gpus_per_node' | 'nodes' |
   Partial<Pick<ProfileSpec, 'tp' | 'pp' | 'gpus_per_node' | 'nodes'>> & { runtime?: RuntimeName | undefined };
 export type ParsedModel = Omit<ModelSpec, 'profiles'> & { profiles: ParsedProfile[] };
 
-/** Environment variables llmgw sets itself on every engine, from placement and the gateway. */
-const ownedEnv: Record<string, string> = {
-  CUDA_VISIBLE_DEVICES: 'placement sets it to the devices it chose',
-  GGML_VK_VISIBLE_DEVICES: 'placement sets it to the devices it chose',
-  LLAMA_API_KEY: 'the gateway holds the engine key',
-  VLLM_API_KEY: 'the gateway holds the engine key',
-};
+/**
+ * Environment variables llmgw sets itself, refused on every profile whatever its engine: the
+ * devices placement chose, and what each engine is told (its key, its own device list).
+ */
+function ownedEnv(engines: readonly CatalogEngine[]): Record<string, string> {
+  const own: Record<string, string> = { CUDA_VISIBLE_DEVICES: 'placement sets it to the devices it chose' };
+  for (const e of engines) Object.assign(own, e.ownedEnv);
+  return own;
+}
 
-/** Flags llmgw sets itself; a profile that set them would break routing or security. */
-const ownedFlags: Record<EngineName, readonly string[]> = {
-  llamacpp: ['--host', '--port', '--api-key', '--api-key-file', '--model', '-m'],
-  vllm: ['--host', '--port', '--api-key'],
-  sglang: ['--host', '--port', '--api-key', '--model-path'],
-  trtllm: ['--host', '--port'],
-};
-
-export function checkModel(m: ParsedModel): { model: ModelSpec; issues: Issue[] } {
+export function checkModel(
+  m: ParsedModel,
+  engines: readonly CatalogEngine[],
+): { model: ModelSpec; issues: Issue[] } {
   const issues: Issue[] = [];
   const add = (path: Path, message: string) => issues.push({ path, message });
 
@@ -60,7 +58,10 @@ export function checkModel(m: ParsedModel): { model: ModelSpec; issues: Issue[] 
     if (seen.has(p.name))
       add(['profiles', i, 'name'], `profile "${p.name}" is named twice: give each profile its own name`);
     seen.add(p.name);
-    return checkProfile(p, (path, message) => add(['profiles', i, ...path], message));
+    return checkProfile(p, {
+      engines,
+      add: (path, message) => add(['profiles', i, ...path], message),
+    });
   });
   const model: ModelSpec = {
     name: m.name,
@@ -74,7 +75,14 @@ export function checkModel(m: ParsedModel): { model: ModelSpec; issues: Issue[] 
   return { model, issues };
 }
 
-function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => void): ProfileSpec {
+function checkProfile(
+  p: ParsedProfile,
+  { engines, add }: { engines: readonly CatalogEngine[]; add: (path: Path, message: string) => void },
+): ProfileSpec {
+  const engine = engines.find((e) => e.name === p.engine);
+  // The schema took only these engines' names.
+  if (engine === undefined)
+    throw new LlmgwError('internal', `profile "${p.name}" names no engine given: ${p.engine}`);
   const nameProblem = dnsLabelProblem('profile name', p.name);
   if (nameProblem !== undefined) add(['name'], nameProblem);
 
@@ -98,7 +106,7 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
     add(['cpu'], 'cpu: false says nothing: remove it, and write gpu_class for a GPU profile');
 
   if (p.cpu === true) {
-    if (p.engine !== 'llamacpp') {
+    if (!engine.runsOnCpu) {
       add(
         ['engine'],
         `${p.engine} does not run on CPUs under llmgw: write engine: llamacpp for cpu: true, or give a gpu_class`,
@@ -130,18 +138,8 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
         }
       }
     }
-    if (p.engine === 'llamacpp') {
-      if (nodes > 1)
-        add(
-          ['nodes'],
-          `llamacpp does not span nodes: use engine: vllm or sglang for a ${nodes}-node replica`,
-        );
-      if (tp > 1 || pp > 1) {
-        add(
-          [tp > 1 ? 'tp' : 'pp'],
-          `llamacpp splits a model across a node's GPUs by layer, not by tp or pp: write gpus_per_node: ${tp * pp} instead`,
-        );
-      }
+    if (engine.split === 'layer') {
+      for (const { key, message } of engine.splitProblems?.({ tp, pp, nodes }) ?? []) add([key], message);
     } else {
       if (p.gpus_per_node === undefined) {
         // Tensor times pipeline parallel is the cards of a replica, spread over its nodes.
@@ -157,12 +155,7 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
     }
   }
 
-  if (p.engine === 'trtllm' && p.adapters.length > 0) {
-    add(
-      ['adapters'],
-      'llmgw does not serve LoRA adapters on trtllm yet: serve them with engine: vllm, sglang or llamacpp',
-    );
-  }
+  if (engine.noAdapters !== undefined && p.adapters.length > 0) add(['adapters'], engine.noAdapters);
   const adapterNames = new Set<string>();
   p.adapters.forEach((a, i) => {
     const problem = dnsLabelProblem('adapter name', a.name);
@@ -174,15 +167,16 @@ function checkProfile(p: ParsedProfile, add: (path: Path, message: string) => vo
     adapterNames.add(a.name);
   });
 
+  const owned = ownedEnv(engines);
   for (const key of Object.keys(p.env)) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key))
       add(['env', key], `"${key}" is not an environment variable name: use letters, digits and _`);
-    const owner = ownedEnv[key];
+    const owner = owned[key];
     if (owner !== undefined) add(['env', key], `llmgw sets ${key} itself (${owner}): remove it from env`);
   }
   p.args.forEach((arg, i) => {
     const flag = arg.split('=')[0] ?? arg;
-    if (ownedFlags[p.engine].includes(flag)) {
+    if (engine.ownedFlags.includes(flag)) {
       add(
         ['args', i],
         `llmgw sets ${flag} itself (from placement, the model's source and the gateway's key): remove it from args`,

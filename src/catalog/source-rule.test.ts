@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
 
 import { adapterPathProblem, sourceProblem } from './source-rule.js';
-import { validateModel } from './validate.js';
+import { engines } from '../../test/support/engines.js';
+import { validateModel as validateWith } from './validate.js';
+
+// The catalog is given the engines it checks against: the registry's, as the control plane gives them.
+const validateModel = (input: unknown) => validateWith(input, engines);
 
 const model = (adapterPath: string) => ({
   name: 'chat',

@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest';
 
 import { formatIssues } from '../core/errors.js';
 
-import { validateModel, validateModels } from './validate.js';
+import { engines } from '../../test/support/engines.js';
+import { validateModel as validateWith, validateModels as validateAllWith } from './validate.js';
+
+// The catalog is given the engines it checks against: the registry's, as the control plane gives them.
+const validateModel = (input: unknown) => validateWith(input, engines);
+const validateModels = (input: readonly unknown[]) => validateAllWith(input, engines);
 
 const base = { name: 'llama-8b', source: '/models/llama-8b.gguf' };
 const gpu = (profile: Record<string, unknown>) => ({ ...base, profiles: [{ name: 'main', ...profile }] });

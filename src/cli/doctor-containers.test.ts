@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { daemonAddresses, gpuRequestFor } from '../agent/container-daemon.js';
 import { containersLine, diagnose, type DoctorInput } from '../agent/doctor.js';
 import { validateModels } from '../catalog/validate.js';
+import { engines } from '../engines/registry.js';
 import { settingsSchema } from '../config/schema.js';
 
 import { containersWantedBy, probeContainers } from './run-doctor.js';
@@ -62,7 +63,7 @@ async function daemon(f: Fake): Promise<string> {
 }
 
 function settings(containers: Record<string, unknown>, models: unknown[] = []) {
-  const { models: valid, issues } = validateModels(models);
+  const { models: valid, issues } = validateModels(models, engines);
   if (issues.length > 0) throw new Error(JSON.stringify(issues));
   return { ...settingsSchema.parse({ agent: { containers } }), models: valid };
 }

@@ -5,6 +5,7 @@ import { validateModels } from '../catalog/validate.js';
 import type { ModelSpec } from '../catalog/model-spec.js';
 import { formatPath, LlmgwError, type Issue } from '../core/errors.js';
 import { issuesFromZod } from '../core/zod-issues.js';
+import { engines } from '../engines/registry.js';
 
 import { envKeys, parseEnvValue, unknownVariables } from './env.js';
 import { pathIssues } from './path-checks.js';
@@ -173,7 +174,7 @@ export function parseSettings(
 
   const parsed = settingsSchema.safeParse(merged, { reportInput: true });
   if (!parsed.success) throw new SettingsError(file, issuesFromZod(settingsSchema, parsed.error).map(locate));
-  const { models, issues } = validateModels(parsed.data.models);
+  const { models, issues } = validateModels(parsed.data.models, engines);
   if (issues.length > 0) {
     throw new SettingsError(
       file,

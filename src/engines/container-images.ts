@@ -1,52 +1,43 @@
 import { parseImage } from '../catalog/image-ref.js';
 import type { EngineName } from '../catalog/model-spec.js';
 
+import { llamacppEngine } from './llamacpp/llamacpp-engine.js';
+import { engineFor } from './registry.js';
+import { sglangEngine } from './sglang/sglang-engine.js';
+import { trtllmEngine } from './trtllm/trtllm-engine.js';
+import type { EngineSettings } from './types.js';
+import { vllmEngine } from './vllm/vllm-engine.js';
+
 /**
  * The engines' official images, for profiles with `runtime: container`: which image and
  * tag runs when neither the profile (`image:`) nor the node's settings
- * (`agent.containers.images`) name one, the executable inside each (the agent's command
- * line replaces the image's entrypoint), and the registry mirror an offline site puts in
- * front of them. Pure: table-tested in container-images.test.ts.
+ * (`agent.containers.images`) name one (each engine's `defaultImage`, where the tag it pins
+ * says where it was read), and the registry mirror an offline site puts in front of them.
+ * Pure: table-tested in container-images.test.ts.
  */
 
 /**
- * Default repositories and tags, pinned so that every node of a cluster runs the same
- * engine (`latest` would differ by when each node pulled). Where each tag was read:
- * - llama.cpp: ggml-org's own images, tagged `server-cuda-<build>` / `server-<build>` for
- *   every release; the build is the one the process path installs (`agent.engines.llamacpp.build`).
- * - vLLM v0.21.0: Docker Hub vllm/vllm-openai, the release InferenceX moved its H200/B200
- *   configurations to in May 2026 (SemiAnalysisAI/InferenceX perf-changelog.yaml).
- * - SGLang v0.5.19-cu129: SGLang's installation guide (docs/get-started/install.mdx) names it
- *   the last CUDA 12 image; the CUDA 13 ones after it need a 580+ driver, which many nodes lack.
- * - TensorRT-LLM 1.3.0rc5: the tag of NVIDIA's quick start guide
- *   (nvidia.github.io/TensorRT-LLM/quick-start-guide.html); TensorRT-LLM's images are all release candidates lately.
+ * The engine's default image (its own `defaultImage`: llama.cpp's CUDA build for a GPU profile,
+ * its CPU build otherwise), and the executable inside it.
  */
-export const engineImages = {
-  llamacpp: { repository: 'ghcr.io/ggml-org/llama.cpp' },
-  vllm: { repository: 'vllm/vllm-openai', tag: 'v0.21.0' },
-  sglang: { repository: 'lmsysorg/sglang', tag: 'v0.5.19-cu129' },
-  trtllm: { repository: 'nvcr.io/nvidia/tensorrt-llm/release', tag: '1.3.0rc5' },
-} as const;
-
-/**
- * The engine's executable inside its image: what the engine module's command runs (its
- * `bin`). llama.cpp's images keep llama-server at /app, off PATH; SGLang runs as
- * `python3 -m sglang.launch_server` as on the host.
- */
-export const imageExecutables: Record<EngineName, string> = {
-  llamacpp: '/app/llama-server',
-  vllm: 'vllm',
-  sglang: 'python3',
-  trtllm: 'trtllm-serve',
-};
-
-/** The engine's default image: llama.cpp's CUDA build for a GPU profile, its CPU build otherwise. */
 export function defaultImage(engine: EngineName, o: { gpu: boolean; llamaBuild: string }): string {
-  if (engine === 'llamacpp')
-    return `${engineImages.llamacpp.repository}:server-${o.gpu ? 'cuda-' : ''}${o.llamaBuild}`;
-  const { repository, tag } = engineImages[engine];
-  return `${repository}:${tag}`;
+  return engineFor(engine).defaultImage(o);
 }
+
+export function imageExecutable(engine: EngineName): string {
+  return engineFor(engine).imageExecutable;
+}
+
+/**
+ * The same by the keys of the agent's EngineSettings, which still has one key per engine
+ * (settings of each engine's own): the agent fills every engine's bin with these in a container.
+ */
+export const imageExecutables: Readonly<Record<Exclude<keyof EngineSettings, 'cpuCount'>, string>> = {
+  llamacpp: llamacppEngine.imageExecutable,
+  vllm: vllmEngine.imageExecutable,
+  sglang: sglangEngine.imageExecutable,
+  trtllm: trtllmEngine.imageExecutable,
+};
 
 /**
  * The image a container profile runs: the profile's own, else the node's setting for the

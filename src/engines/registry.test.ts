@@ -1,13 +1,26 @@
 import { describe, expect, it } from 'vitest';
 
-import { engineNames } from '../catalog/model-spec.js';
+import { isLlmgwError } from '../core/errors.js';
 
-import { engineFor, engines } from './registry.js';
+import { engineFor, engineNames, engines } from './registry.js';
 
 describe('engine registry', () => {
-  it('has one engine per catalog engine name, in that order', () => {
-    expect(engines.map((e) => e.name)).toEqual([...engineNames]);
+  it('names each engine once, in the order plans list them', () => {
+    expect(engineNames).toEqual(['llamacpp', 'vllm', 'sglang', 'trtllm']);
+    expect(engines.map((e) => e.name)).toEqual(engineNames);
     for (const name of engineNames) expect(engineFor(name).name).toBe(name);
+  });
+
+  it('refuses a name it does not know, saying the ones it does', () => {
+    let thrown: unknown;
+    try {
+      engineFor('tgi');
+    } catch (e) {
+      thrown = e;
+    }
+    expect(isLlmgwError(thrown) && thrown.message).toBe(
+      'no engine "tgi": llmgw knows llamacpp, vllm, sglang, trtllm',
+    );
   });
 
   it('describes each engine completely', () => {
@@ -17,6 +30,9 @@ describe('engine registry', () => {
       expect(e.loadMetrics.running).not.toBe('');
       expect(e.loadMetrics.waiting).not.toBe('');
       expect(['answers-503', 'refuses-connections']).toContain(e.loading);
+      expect(e.label).not.toBe('');
+      expect(e.formats.length).toBeGreaterThan(0);
+      expect(e.imageExecutable).not.toBe('');
     }
   });
 });

@@ -1,3 +1,4 @@
+import type { CatalogEngine } from '../catalog/catalog-engine.js';
 import type { EngineName, ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
 import type { Device } from '../gpu/types.js';
 import type { PlanEngine } from '../planner/plan-engine.js';
@@ -154,8 +155,16 @@ export interface FetchedFiles {
 // The planner, the catalog, the fleet and the cli ask these through the registry, so that no
 // engine's name is compared outside src/engines/. What the planner asks is its own interface
 // (planner/plan-engine.ts: label, CPUs, weight formats, split, context and card flags, budget),
-// which engines implement, since the planner may not import them.
-export interface EngineTraits extends PlanEngine {
+// and so is the catalog's (catalog/catalog-engine.ts: split problems, adapters, owned flags and
+// environment), which engines implement, since neither folder may import them.
+export interface EngineTraits extends PlanEngine, CatalogEngine {
   /** Requests one replica computes at once, from its args, else its default (`slots`: the node's llama.cpp --parallel setting). */
   capacity(args: readonly string[], defaultSlots: number): number;
+  /**
+   * Its official image for `runtime: container` when neither the profile nor the node names
+   * one, pinned so that every node of a cluster runs the same engine (container-images.ts).
+   */
+  defaultImage(o: { gpu: boolean; llamaBuild: string }): string;
+  /** Its executable inside that image (the agent's command line replaces the entrypoint). */
+  readonly imageExecutable: string;
 }

@@ -1,6 +1,6 @@
 import type { EngineName } from '../catalog/model-spec.js';
 import { defaultLlamaBuild } from '../config/schema.js';
-import { chooseImage, imageExecutables } from '../engines/container-images.js';
+import { chooseImage, imageExecutable } from '../engines/container-images.js';
 
 /**
  * The image a profile's pods run, and the engine's executable in it: the same table as the
@@ -12,5 +12,5 @@ export function podImage(engine: EngineName, gpu: boolean, profileImage?: string
 }
 
 export function podExecutable(engine: EngineName): string {
-  return imageExecutables[engine];
+  return imageExecutable(engine);
 }

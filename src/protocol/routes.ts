@@ -1,3 +1,5 @@
+import type { EngineName } from '../catalog/model-spec.js';
+
 /**
  * What a gateway needs to route: the ready replicas of each model, and every model of
  * the catalog (to tell "unknown model" from "no replica ready"). Served by the control
@@ -8,7 +10,7 @@ export interface RouteReplica {
   id: string;
   /** The catalog name clients ask for. */
   model: string;
-  engine: 'llamacpp' | 'vllm' | 'sglang' | 'trtllm';
+  engine: EngineName;
   /**
    * `http://host:port`: the engine itself; or `https://node:port/r/<replica>`: the engine
    * proxy of its node, which forwards to the engine on the node's loopback.

@@ -5,6 +5,7 @@ import { validateModel } from '../catalog/validate.js';
 import { didYouMean } from '../core/did-you-mean.js';
 import { formatIssues, LlmgwError, type Issue } from '../core/errors.js';
 import { clientText } from '../core/redact.js';
+import { engines } from '../engines/registry.js';
 import type { Origin } from '../models/origin.js';
 import type { ModelStatus, ModelView } from '../protocol/model-views.js';
 import type { ModelOriginRecord, Store, StoredModel } from '../store/store.js';
@@ -267,7 +268,7 @@ export class Catalog {
 }
 
 function validated(input: unknown): ModelSpec {
-  const r = validateModel(input);
+  const r = validateModel(input, engines);
   if (r.ok) return r.model;
   throw invalidModel(r.issues);
 }

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import { validateModel } from '../../catalog/validate.js';
+import { engines } from '../../engines/registry.js';
 import { parseSettings } from '../../config/load.js';
 
 import { readDefinition } from './models.js';
@@ -33,7 +34,7 @@ describe('the example models under examples/', () => {
   });
 
   it.each(examples)('%s passes the validation of llmgw ctl model add -f', (file) => {
-    const r = validateModel(readDefinition(join(root, 'examples', file)));
+    const r = validateModel(readDefinition(join(root, 'examples', file)), engines);
     expect(r.ok ? [] : r.issues).toEqual([]);
   });
 

@@ -43,20 +43,7 @@ export const llamacppEngine: Engine = {
   fetchedWeights: ggufWeights,
 
   validate(profile, devices) {
-    const problems: string[] = [];
-    // It has no tensor parallelism and no group spanning machines: accepting either would
-    // run a replica on fewer cards, or one machine, while the catalog believes otherwise.
-    if (profile.nodes > 1) {
-      problems.push(
-        `llamacpp does not span nodes: use engine: vllm or sglang for a ${profile.nodes}-node replica`,
-      );
-    }
-    if (profile.tp > 1 || profile.pp > 1) {
-      problems.push(
-        `llamacpp splits a model across a node's GPUs by layer, not by tp or pp: write gpus_per_node: ${profile.tp * profile.pp} instead`,
-      );
-    }
-    return [...problems, ...checkDevices(profile, devices)];
+    return [...splitProblems(profile).map((p) => p.message), ...checkDevices(profile, devices)];
   },
 
   commands(launch) {
@@ -81,8 +68,41 @@ export const llamacppEngine: Engine = {
     );
   },
   budget: llamacppBudget,
+  // ggml-org's own images, tagged `server-cuda-<build>` / `server-<build>` for every release; the
+  // build is the one the process path installs (`agent.engines.llamacpp.build`).
+  defaultImage: ({ gpu, llamaBuild }) =>
+    `ghcr.io/ggml-org/llama.cpp:server-${gpu ? 'cuda-' : ''}${llamaBuild}`,
+  // Its images keep llama-server at /app, off PATH.
+  imageExecutable: '/app/llama-server',
+  splitProblems,
+  ownedFlags: ['--host', '--port', '--api-key', '--api-key-file', '--model', '-m'],
+  ownedEnv: {
+    GGML_VK_VISIBLE_DEVICES: 'placement sets it to the devices it chose',
+    LLAMA_API_KEY: 'the gateway holds the engine key',
+  },
   capacity: (args, defaultSlots) => wholeFlag(args, SLOT_FLAGS) ?? defaultSlots,
 };
+
+/**
+ * It has no tensor parallelism and no group spanning machines: accepting either would run a
+ * replica on fewer cards, or one machine, while the catalog believes otherwise.
+ */
+function splitProblems(p: { tp: number; pp: number; nodes: number }) {
+  const problems: { key: 'tp' | 'pp' | 'nodes'; message: string }[] = [];
+  if (p.nodes > 1) {
+    problems.push({
+      key: 'nodes',
+      message: `llamacpp does not span nodes: use engine: vllm or sglang for a ${p.nodes}-node replica`,
+    });
+  }
+  if (p.tp > 1 || p.pp > 1) {
+    problems.push({
+      key: p.tp > 1 ? 'tp' : 'pp',
+      message: `llamacpp splits a model across a node's GPUs by layer, not by tp or pp: write gpus_per_node: ${p.tp * p.pp} instead`,
+    });
+  }
+  return problems;
+}
 
 function llamaServer(launch: ShardLaunch): ProcessSpec {
   const { profile, model, devices, settings } = launch;

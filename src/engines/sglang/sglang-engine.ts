@@ -55,6 +55,13 @@ export const sglangEngine: Engine = {
   pastTrained: (context, trained) =>
     `User-specified context_length (${context}) is greater than the derived context_length (${trained})`,
   budget: sglangBudget,
+  // v0.5.19-cu129: SGLang's installation guide (docs/get-started/install.mdx) names it the last
+  // CUDA 12 image; the CUDA 13 ones after it need a 580+ driver, which many nodes lack.
+  defaultImage: () => 'lmsysorg/sglang:v0.5.19-cu129',
+  // `python3 -m sglang.launch_server`, as on the host.
+  imageExecutable: 'python3',
+  ownedFlags: ['--host', '--port', '--api-key', '--model-path'],
+  ownedEnv: {},
   capacity: (args) => wholeFlag(args, ['--max-running-requests']) ?? 256,
 };
 

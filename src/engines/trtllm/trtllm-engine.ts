@@ -77,6 +77,14 @@ export const trtllmEngine: Engine = {
   },
   // It warns past the trained context, and starts.
   budget: trtllmBudget,
+  // 1.3.0rc5: the tag of NVIDIA's quick start guide (nvidia.github.io/TensorRT-LLM/quick-start-guide.html);
+  // TensorRT-LLM's images are all release candidates lately.
+  defaultImage: () => 'nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc5',
+  imageExecutable: 'trtllm-serve',
+  noAdapters:
+    'llmgw does not serve LoRA adapters on trtllm yet: serve them with engine: vllm, sglang or llamacpp',
+  ownedFlags: ['--host', '--port'],
+  ownedEnv: {},
   capacity: (args) => wholeFlag(args, ['--max_batch_size']) ?? 256,
 };
 

@@ -49,6 +49,12 @@ export const vllmEngine: Engine = {
   pastTrained: (context) =>
     `User-specified max_model_len (${context}) is greater than the derived max_model_len`,
   budget: vllmBudget,
+  // v0.21.0: Docker Hub vllm/vllm-openai, the release InferenceX moved its H200/B200
+  // configurations to in May 2026 (SemiAnalysisAI/InferenceX perf-changelog.yaml).
+  defaultImage: () => 'vllm/vllm-openai:v0.21.0',
+  imageExecutable: 'vllm',
+  ownedFlags: ['--host', '--port', '--api-key'],
+  ownedEnv: { VLLM_API_KEY: 'the gateway holds the engine key' },
   capacity: (args) => wholeFlag(args, ['--max-num-seqs']) ?? 256,
 };
 

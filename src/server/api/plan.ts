@@ -107,7 +107,7 @@ async function modelToPlan(deps: ApiDeps, body: PlanBody): Promise<ToPlan> {
   }
   let spec: ModelSpec | undefined;
   if (body.spec !== undefined) {
-    const r = validateModel(body.spec);
+    const r = validateModel(body.spec, engines);
     if (!r.ok) throw invalidModel(r.issues);
     spec = r.model;
   }
