@@ -15,6 +15,7 @@ import { ShardExecutor } from '../agent/shard-executor.js';
 import { Supervisor } from '../agent/shards/process/process-supervisor.js';
 import type { GpuProcessReader, ShardRunner, ShardStatus } from '../agent/shards/types.js';
 import type { Settings } from '../config/load.js';
+import { engines as registry } from '../engines/registry.js';
 import type { NodeInventory } from '../gpu/types.js';
 
 import { isLlmgwError } from '../core/errors.js';
@@ -68,8 +69,6 @@ export interface NodeAgent {
   /** Stops the agent and leaves its engines running, for the next agent to adopt. */
   detach: () => Promise<void>;
 }
-
-const defaultBins = { vllm: 'vllm', sglang: 'python3', trtllm: 'trtllm-serve' } as const;
 
 /**
  * A node's agent, composed: discovery, the channel to the control plane, the executor of
@@ -181,12 +180,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     dataDir,
     logger: o.logger,
     supervisor: engineRunners,
-    localBins: {
-      llamacpp: engines.llamacpp.bin,
-      ...(engines.vllm.bin === defaultBins.vllm ? {} : { vllm: engines.vllm.bin }),
-      ...(engines.sglang.bin === defaultBins.sglang ? {} : { sglang: engines.sglang.bin }),
-      ...(engines.trtllm.bin === defaultBins.trtllm ? {} : { trtllm: engines.trtllm.bin }),
-    },
+    localBins: { ...changedBins(engines), llamacpp: engines.llamacpp.bin },
     inventory: () => latest,
     send: (m) => late.agent?.send(m) ?? false,
     // Engines answer the gateway only; on one machine, or behind the engine proxy, that is loopback.
@@ -298,4 +292,19 @@ export function gpuHolders(inventory: NodeInventory): Map<string, number[]> {
       );
   }
   return out;
+}
+
+/**
+ * The engines' executables this node's settings changed from the engine's usual one: they win
+ * over the control plane's (a node knows where its own engines are).
+ */
+function changedBins(
+  settings: Readonly<Record<string, { bin?: string | undefined }>>,
+): Record<string, string> {
+  const changed: Record<string, string> = {};
+  for (const engine of registry) {
+    const bin = settings[engine.name]?.bin;
+    if (bin !== undefined && bin !== engine.defaultBin) changed[engine.name] = bin;
+  }
+  return changed;
 }

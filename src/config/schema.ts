@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
 import { imageProblem, registryProblem } from '../catalog/image-ref.js';
+import { engineFor } from '../engines/registry.js';
 
 /**
  * The settings file, key by key. Later parts add their own sections here; every key is
@@ -164,10 +165,10 @@ export const settingsSchema = z.strictObject({
       engines: z
         .strictObject({
           llamacpp: llamacppSettingsSchema.prefault({}),
-          vllm: binSchema('vllm').prefault({}),
-          // SGLang runs as `python3 -m sglang.launch_server`: its bin is the Python it is installed for.
-          sglang: binSchema('python3').prefault({}),
-          trtllm: binSchema('trtllm-serve').prefault({}),
+          // Each engine's usual executable (SGLang's: the Python it is installed for).
+          vllm: binSchema(engineFor('vllm').defaultBin).prefault({}),
+          sglang: binSchema(engineFor('sglang').defaultBin).prefault({}),
+          trtllm: binSchema(engineFor('trtllm').defaultBin).prefault({}),
         })
         .prefault({}),
       containers: containersSettingsSchema.prefault({}),

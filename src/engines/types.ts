@@ -167,4 +167,6 @@ export interface EngineTraits extends PlanEngine, CatalogEngine {
   defaultImage(o: { gpu: boolean; llamaBuild: string }): string;
   /** Its executable inside that image (the agent's command line replaces the entrypoint). */
   readonly imageExecutable: string;
+  /** Its executable on a node when the settings name none: its usual name on PATH. */
+  readonly defaultBin: string;
 }

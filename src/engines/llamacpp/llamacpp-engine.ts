@@ -74,6 +74,8 @@ export const llamacppEngine: Engine = {
     `ghcr.io/ggml-org/llama.cpp:server-${gpu ? 'cuda-' : ''}${llamaBuild}`,
   // Its images keep llama-server at /app, off PATH.
   imageExecutable: '/app/llama-server',
+  // The agent installs its own build, else takes the configured one; this is the last resort.
+  defaultBin: 'llama-server',
   splitProblems,
   ownedFlags: ['--host', '--port', '--api-key', '--api-key-file', '--model', '-m'],
   ownedEnv: {

@@ -60,6 +60,8 @@ export const sglangEngine: Engine = {
   defaultImage: () => 'lmsysorg/sglang:v0.5.19-cu129',
   // `python3 -m sglang.launch_server`, as on the host.
   imageExecutable: 'python3',
+  // The Python it is installed for (a venv's, or the system's).
+  defaultBin: 'python3',
   ownedFlags: ['--host', '--port', '--api-key', '--model-path'],
   ownedEnv: {},
   capacity: (args) => wholeFlag(args, ['--max-running-requests']) ?? 256,

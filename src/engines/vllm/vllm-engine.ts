@@ -53,6 +53,7 @@ export const vllmEngine: Engine = {
   // configurations to in May 2026 (SemiAnalysisAI/InferenceX perf-changelog.yaml).
   defaultImage: () => 'vllm/vllm-openai:v0.21.0',
   imageExecutable: 'vllm',
+  defaultBin: 'vllm',
   ownedFlags: ['--host', '--port', '--api-key'],
   ownedEnv: { VLLM_API_KEY: 'the gateway holds the engine key' },
   capacity: (args) => wholeFlag(args, ['--max-num-seqs']) ?? 256,
