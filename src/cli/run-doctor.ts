@@ -19,6 +19,7 @@ import { which, isExecutable } from '../agent/which.js';
 import { ApiClient } from '../client/api-client.js';
 import type { Settings } from '../config/load.js';
 import { messageOf } from '../core/errors.js';
+import { engines as registry } from '../engines/registry.js';
 import { defaultDiscoveries } from '../gpu/discover.js';
 import { DiscoveryError, type GpuDiscovery, type HostInfo } from '../gpu/types.js';
 
@@ -150,16 +151,17 @@ async function probeEngines(
       build: llama.build,
     }),
   ];
-  for (const [name, bin] of [
-    ['vllm', 'vllm'],
-    ['trtllm-serve', 'trtllm-serve'],
-  ] as const) {
-    const path = which(bin);
+  // Executables on PATH first, then Python modules, each engine as it says it is found.
+  for (const { onNode } of registry) {
+    if (!('bin' in onNode)) continue;
+    const path = which(onNode.bin);
     out.push(
-      path === undefined ? { name, found: false, detail: 'not on PATH' } : { name, found: true, path },
+      path === undefined
+        ? { name: onNode.bin, found: false, detail: 'not on PATH' }
+        : { name: onNode.bin, found: true, path },
     );
   }
-  out.push(await probeSglang());
+  for (const { onNode } of registry) if ('pythonModule' in onNode) out.push(await probePython(onNode));
   return out;
 }
 
@@ -177,18 +179,23 @@ function installedLlama(dataDir: string, build: string): string | undefined {
   return undefined;
 }
 
-async function probeSglang(): Promise<EngineProbe> {
+/** An engine run as a Python module (SGLang): whether python3 on PATH can import it. */
+async function probePython(o: { pythonModule: string; launch: string }): Promise<EngineProbe> {
+  const name = o.pythonModule;
   const python = which('python3');
-  if (python === undefined) return { name: 'sglang', found: false, detail: 'no python3 on PATH' };
+  if (python === undefined) return { name, found: false, detail: 'no python3 on PATH' };
   try {
     await run(
       python,
-      ['-c', 'import importlib.util, sys; sys.exit(0 if importlib.util.find_spec("sglang") else 1)'],
+      [
+        '-c',
+        `import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(${JSON.stringify(name)}) else 1)`,
+      ],
       { timeout: 10_000 },
     );
-    return { name: 'sglang', found: true, path: python, detail: 'python3 -m sglang.launch_server' };
+    return { name, found: true, path: python, detail: o.launch };
   } catch {
-    return { name: 'sglang', found: false, detail: `not installed for ${python}` };
+    return { name, found: false, detail: `not installed for ${python}` };
   }
 }
 

@@ -169,4 +169,9 @@ export interface EngineTraits extends PlanEngine, CatalogEngine {
   readonly imageExecutable: string;
   /** Its executable on a node when the settings name none: its usual name on PATH. */
   readonly defaultBin: string;
+  /**
+   * How `llmgw doctor` finds it on a node: installed by the agent itself (llama.cpp), an
+   * executable on PATH, or a Python module (and the command that launches it).
+   */
+  readonly onNode: { installedByAgent: true } | { bin: string } | { pythonModule: string; launch: string };
 }

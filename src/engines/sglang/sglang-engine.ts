@@ -62,6 +62,7 @@ export const sglangEngine: Engine = {
   imageExecutable: 'python3',
   // The Python it is installed for (a venv's, or the system's).
   defaultBin: 'python3',
+  onNode: { pythonModule: 'sglang', launch: 'python3 -m sglang.launch_server' },
   ownedFlags: ['--host', '--port', '--api-key', '--model-path'],
   ownedEnv: {},
   capacity: (args) => wholeFlag(args, ['--max-running-requests']) ?? 256,

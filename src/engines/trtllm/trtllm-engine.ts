@@ -82,6 +82,7 @@ export const trtllmEngine: Engine = {
   defaultImage: () => 'nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc5',
   imageExecutable: 'trtllm-serve',
   defaultBin: 'trtllm-serve',
+  onNode: { bin: 'trtllm-serve' },
   noAdapters:
     'llmgw does not serve LoRA adapters on trtllm yet: serve them with engine: vllm, sglang or llamacpp',
   ownedFlags: ['--host', '--port'],

@@ -54,6 +54,7 @@ export const vllmEngine: Engine = {
   defaultImage: () => 'vllm/vllm-openai:v0.21.0',
   imageExecutable: 'vllm',
   defaultBin: 'vllm',
+  onNode: { bin: 'vllm' },
   ownedFlags: ['--host', '--port', '--api-key'],
   ownedEnv: { VLLM_API_KEY: 'the gateway holds the engine key' },
   capacity: (args) => wholeFlag(args, ['--max-num-seqs']) ?? 256,
