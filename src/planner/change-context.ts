@@ -83,8 +83,11 @@ export interface ContextInput {
   slots?: number | undefined;
   /** The cluster's classes with the memory their nodes report (`cpu`: the largest node's RAM). */
   classes: readonly ClassMemory[];
-  /** The slots llama.cpp replicas get where a profile sets no --parallel (settings llamacpp.parallel). */
-  defaultSlots: number;
+  /**
+   * The slots llama.cpp replicas get where a profile sets no --parallel (settings
+   * llamacpp.parallel); undefined, the engine's own default.
+   */
+  defaultSlots?: number | undefined;
   engineVersion?: string | undefined;
 }
 
@@ -215,12 +218,12 @@ function refuseEngine(p: ProfileSpec, engine: PlanEngine): void {
 /** A llama.cpp profile's slots: asked for, else its --parallel, else the cluster's default. -1 (automatic) stays. */
 function slotsOf(
   p: ProfileSpec,
-  slotFlags: readonly string[],
+  slots: NonNullable<PlanEngine['slots']>,
   input: Pick<ContextInput, 'slots' | 'defaultSlots'>,
 ): number {
   if (input.slots !== undefined) return input.slots;
-  const set = Number(flagValue(p.args, ...slotFlags));
-  return Number.isInteger(set) && (set > 0 || set === -1) ? set : input.defaultSlots;
+  const set = Number(flagValue(p.args, ...slots.flags));
+  return Number.isInteger(set) && (set > 0 || set === -1) ? set : (input.defaultSlots ?? slots.default);
 }
 
 /**
@@ -239,7 +242,7 @@ export function contextArgs(
   const flags = engine.context.flags;
   if (engine.slots === undefined) return setFlag(p.args, flags, String(tokens));
   const slotFlags = engine.slots.flags;
-  const slots = slotsOf(p, slotFlags, input);
+  const slots = slotsOf(p, engine.slots, input);
   const pool = slots === -1 ? tokens : tokens * slots;
   return setFlag(setFlag(p.args, flags, String(pool)), slotFlags, String(slots));
 }

@@ -30,7 +30,7 @@ export interface PlanEngine {
    * Requests at once as slots that each hold a whole context (llama.cpp's `--parallel`), and
    * the flags that set them; undefined where the requests batched share one KV pool.
    */
-  readonly slots?: { readonly flags: readonly [string, ...string[]] } | undefined;
+  readonly slots?: { readonly flags: readonly [string, ...string[]]; readonly default: number } | undefined;
   /**
    * How a context is written in its args: every spelling of the flag, the first written when
    * none is; or why it cannot be changed by args, in words that follow `profile "p" runs X, `.

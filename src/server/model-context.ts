@@ -1,6 +1,5 @@
 import { z } from 'zod';
 
-import { LLAMACPP_DEFAULT_SLOTS } from '../engines/llamacpp/llamacpp-budget.js';
 import { engines } from '../engines/registry.js';
 import { changeContext, type ContextChange } from '../planner/change-context.js';
 import type { RolloutView } from '../protocol/rollout-views.js';
@@ -50,7 +49,7 @@ export async function setModelContext(
     tokens: body.tokens,
     slots: body.slots,
     classes: clusterClasses(deps.registry.views()),
-    defaultSlots: parallel > 0 ? parallel : LLAMACPP_DEFAULT_SLOTS,
+    defaultSlots: parallel > 0 ? parallel : undefined,
   });
   const slots = body.slots === undefined ? '' : ` × ${body.slots} slots`;
   const rollout = await deps.fleet.rollModel(

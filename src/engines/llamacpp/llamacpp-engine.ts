@@ -7,7 +7,7 @@ import { onMig, shardEnv } from '../device-env.js';
 import { ggufWeights } from './gguf-weights.js';
 import type { Engine, ProcessSpec, ShardLaunch, Weights } from '../types.js';
 
-import { llamacppBudget } from './llamacpp-budget.js';
+import { LLAMACPP_DEFAULT_SLOTS, llamacppBudget } from './llamacpp-budget.js';
 
 /** Requests at once, each slot with the whole context. */
 const SLOT_FLAGS = ['--parallel', '-np'] as const;
@@ -56,7 +56,7 @@ export const llamacppEngine: Engine = {
   split: 'layer',
   // Proportions per card: written for a count of cards, wrong for another.
   cardFlags: { cards: ['--tensor-split', '-ts'], pp: [] },
-  slots: { flags: SLOT_FLAGS },
+  slots: { flags: SLOT_FLAGS, default: LLAMACPP_DEFAULT_SLOTS },
   context: { flags: ['--ctx-size', '-c'] },
   // It warns past the trained context, and starts.
   cardsProblem(args, cards) {
