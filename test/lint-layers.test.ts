@@ -61,6 +61,24 @@ describe('the layer rule', () => {
       "import type { Engine } from '../engines/types.js';",
       'src/protocol',
     ],
+    [
+      'the planner imports engines (they implement its PlanEngine; it is given them)',
+      'src/planner/new-file.ts',
+      "import { engines } from '../engines/registry.js';",
+      'src/planner',
+    ],
+    [
+      'engines import config (config imports engines: one way)',
+      'src/engines/new-file.ts',
+      "import type { Settings } from '../config/load.js';",
+      'src/engines',
+    ],
+    [
+      'the catalog imports engines (below them: it is given them)',
+      'src/catalog/new-file.ts',
+      "import { engines } from '../engines/registry.js';",
+      'src/catalog',
+    ],
   ])('refuses: %s', async (_name, filePath, code, folder) => {
     const messages = await lint(filePath, `${code}\nexport const used = [] as unknown[];\n`);
     expect(messages).toEqual([
@@ -88,6 +106,11 @@ describe('the layer rule', () => {
       'a listed sideways import (the store keeps placement shards)',
       'src/store/new-file.ts',
       "import type { Shard } from '../placement/types.js';",
+    ],
+    [
+      'the settings file checks its models against the engines (config -> engines, sideways)',
+      'src/config/new-file.ts',
+      "import { engines } from '../engines/registry.js';",
     ],
     ['a file imports its own folder', 'src/core/new-file.ts', "import { LlmgwError } from './errors.js';"],
     [
