@@ -6,7 +6,7 @@
 export { changeGpus, type GpusChange, type GpusChangeInput, type GpusSide, MAX_GPUS } from './change-gpus.js';
 export { classMemoryBytes, knownCardClasses } from './class-memory.js';
 export { type HeadsCheck, splitsHeads, tensorParallelSizes } from './heads.js';
-export { kvLayers, type KvLayers, LLAMACPP_CACHE_TYPES } from './kv-cache.js';
+export { kvLayers, type KvLayers } from './kv-cache.js';
 export { fewestCards, planProfile } from './plan.js';
 export { formatOf, type PlanEngine, planEngine, type WeightFormat } from './plan-engine.js';
 export {

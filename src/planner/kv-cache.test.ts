@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import { configs } from '../../test/fakes/gguf/models.js';
 import { shapeFromConfig } from '../models/config-shape.js';
-import { kvBytes, kvCacheDtypeBytes, kvLayers, kvPerToken, LLAMACPP_CACHE_TYPES } from './kv-cache.js';
+import { kvBytes, kvCacheDtypeBytes, kvLayers, kvPerToken } from './kv-cache.js';
 
 const shape = (config: object) => shapeFromConfig({ config });
 const llama8b = shape(configs.llama31_8b.json);
@@ -83,8 +83,7 @@ describe('KV bytes per token on one card', () => {
     ]);
   });
 
-  it("reads the engines' cache types", () => {
-    expect(LLAMACPP_CACHE_TYPES['q4_0']).toBe(18 / 32);
+  it("reads vLLM's and SGLang's cache dtypes", () => {
     expect(kvCacheDtypeBytes(undefined, 2)).toBe(2);
     expect(kvCacheDtypeBytes('fp8_e4m3', 2)).toBe(1);
     expect(kvCacheDtypeBytes('bfloat16', 4)).toBe(2);

@@ -90,19 +90,6 @@ export function kvPerToken(kv: KvLayers, from = 0, to = kv.perLayer.length): num
   return sum;
 }
 
-/** llama.cpp's cache types (`--cache-type-k/-v`): bytes a value, ggml's block sizes (ggml.c type_traits). */
-export const LLAMACPP_CACHE_TYPES: Readonly<Record<string, number>> = {
-  f32: 4,
-  f16: 2,
-  bf16: 2,
-  q8_0: 34 / 32,
-  q4_0: 18 / 32,
-  q4_1: 20 / 32,
-  iq4_nl: 18 / 32,
-  q5_0: 22 / 32,
-  q5_1: 24 / 32,
-};
-
 /**
  * vLLM's and SGLang's `--kv-cache-dtype`: `auto` is the model's compute dtype, which both run at
  * 16 bits unless told `--dtype float32`, and the fp8 kinds one byte.

@@ -1,6 +1,6 @@
 import { flagValue, hasFlag, numberFlag } from '../../planner/args.js';
 import { type BudgetOrProblem, card, gibBytes, type Setup } from '../../planner/budget.js';
-import { kvBytes, type KvLayers, LLAMACPP_CACHE_TYPES } from '../../planner/kv-cache.js';
+import { kvBytes, type KvLayers } from '../../planner/kv-cache.js';
 import type { CardMemory } from '../../planner/types.js';
 import { padTo } from '../../planner/units.js';
 
@@ -15,6 +15,19 @@ import { padTo } from '../../planner/units.js';
 /** The slots llmgw's llama.cpp engine gives a replica when neither the profile nor the settings say. */
 export const LLAMACPP_DEFAULT_SLOTS = 4;
 const MARGIN = gibBytes(1);
+/** llama.cpp's cache types (`--cache-type-k/-v`): bytes a value, ggml's block sizes (ggml.c type_traits). */
+export const LLAMACPP_CACHE_TYPES: Readonly<Record<string, number>> = {
+  f32: 4,
+  f16: 2,
+  bf16: 2,
+  q8_0: 34 / 32,
+  q4_0: 18 / 32,
+  q4_1: 20 / 32,
+  iq4_nl: 18 / 32,
+  q5_0: 22 / 32,
+  q5_1: 24 / 32,
+};
+
 /** llama.cpp pads the context to 256 cells (llama-context.cpp, `GGML_PAD(n_ctx, 256)`). */
 const CELLS = 256;
 const TRUE_VALUES = new Set(['on', 'true', '1', 'enabled']);
