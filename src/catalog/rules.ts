@@ -109,7 +109,10 @@ function checkProfile(
     if (!engine.runsOnCpu) {
       add(
         ['engine'],
-        `${p.engine} does not run on CPUs under llmgw: write engine: llamacpp for cpu: true, or give a gpu_class`,
+        `${p.engine} does not run on CPUs under llmgw: write engine: ${engines
+          .filter((e) => e.runsOnCpu)
+          .map((e) => e.name)
+          .join(' or ')} for cpu: true, or give a gpu_class`,
       );
     }
     for (const key of ['tp', 'pp', 'gpus_per_node', 'nodes'] as const) {

@@ -46,7 +46,10 @@ export function planProfile(input: PlanInput): MemoryPlan {
   const refuse = (reason: string): MemoryPlan => ({ ...plan, reason });
 
   if (cpu && !engine.runsOnCpu) {
-    return refuse(`${label} does not run on CPUs: a CPU profile needs engine llamacpp and a GGUF file`);
+    const cpuEngines = input.engines.filter((e) => e.runsOnCpu).map((e) => e.name);
+    return refuse(
+      `${label} does not run on CPUs: a CPU profile needs engine ${cpuEngines.join(' or ')} and a GGUF file`,
+    );
   }
   if (!cpu && cards < 1) return refuse(`a ${label} profile on ${cls} needs at least one card`);
   if (!cpu && isMigClass(cls) && cards > 1) {
@@ -58,7 +61,7 @@ export function planProfile(input: PlanInput): MemoryPlan {
   }
   if (shape.from === 'gguf' && !engine.formats.includes('gguf')) {
     return refuse(
-      `${label} does not run GGUF files here: use engine llamacpp for them, or ${label} on the model's original weights`,
+      `${label} does not run GGUF files here: use engine ${ggufEngines(input.engines)} for them, or ${label} on the model's original weights`,
     );
   }
   if (engine.split === 'tensor') {
@@ -187,6 +190,14 @@ export function fewestCards(input: PlanInput): MemoryPlan {
     if (p.fits) return p;
   }
   return planProfile({ ...input, cards: 1, maxCards: 0 });
+}
+
+/** The engines that run GGUF files, as a message names them: `llamacpp`. */
+function ggufEngines(engines: readonly PlanEngine[]): string {
+  return engines
+    .filter((e) => e.formats.includes('gguf'))
+    .map((e) => e.name)
+    .join(' or ');
 }
 
 /** args without a flag and its value, in either spelling. */
