@@ -158,7 +158,7 @@ export interface FetchedFiles {
 // and so is the catalog's (catalog/catalog-engine.ts: split problems, adapters, owned flags and
 // environment), which engines implement, since neither folder may import them.
 export interface EngineTraits extends PlanEngine, CatalogEngine {
-  /** Requests one replica computes at once, from its args, else its default (`slots`: the node's llama.cpp --parallel setting). */
+  /** Requests one replica computes at once: its args, else its default (`defaultSlots`: the node's llama.cpp --parallel). */
   capacity(args: readonly string[], defaultSlots: number): number;
   /**
    * Its official image for `runtime: container` when neither the profile nor the node names
@@ -175,3 +175,4 @@ export interface EngineTraits extends PlanEngine, CatalogEngine {
    */
   readonly onNode: { installedByAgent: true } | { bin: string } | { pythonModule: string; launch: string };
 }
+// ── end of the engine traits (issue 26, point 3) ──────────────────────────────────────────
