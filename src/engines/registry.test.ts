@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import { isLlmgwError } from '../core/errors.js';
 
-import { engineFor, engineNames, engines } from './registry.js';
+import { engineFor, engineNames, engines, knownEngine } from './registry.js';
 
 describe('engine registry', () => {
   it('names each engine once, in the order plans list them', () => {
@@ -21,6 +21,11 @@ describe('engine registry', () => {
     expect(isLlmgwError(thrown) && thrown.message).toBe(
       'no engine "tgi": llmgw knows llamacpp, vllm, sglang, trtllm',
     );
+  });
+
+  it('tells ctl of an engine it does not know, rather than throwing', () => {
+    expect(knownEngine('vllm')?.label).toBe('vLLM');
+    expect(knownEngine('tgi')).toBeUndefined();
   });
 
   it('describes each engine completely', () => {

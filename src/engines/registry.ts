@@ -30,3 +30,8 @@ export function engineFor(name: EngineName): Engine {
   }
   return engine;
 }
+
+/** The engine of this name, if this build knows it: for ctl, whose server may be newer than itself. */
+export function knownEngine(name: EngineName): Engine | undefined {
+  return engines.find((e) => e.name === name);
+}

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 
-import { engineFor } from '../../engines/registry.js';
+import { knownEngine } from '../../engines/registry.js';
 import type { ContextProfileChange, ProfileMemory } from '../../planner/change-context.js';
 import type { ContextBody, ContextChangeView } from '../../server/model-context.js';
 import { stringOpt, type Runner } from '../command.js';
@@ -62,7 +62,7 @@ function profileLines(p: ContextProfileChange): string[] {
   const where = p.class === 'cpu' ? 'CPUs' : p.class;
   const mem = (m: ProfileMemory | null) => m?.words ?? 'not counted';
   const lines = [
-    `profile ${p.profile} (${engineFor(p.engine).label} on ${where}): ${mem(p.before)} → ${mem(p.after)}`,
+    `profile ${p.profile} (${knownEngine(p.engine)?.label ?? p.engine} on ${where}): ${mem(p.before)} → ${mem(p.after)}`,
     `  args: ${p.args.join(' ')}`,
   ];
   if (p.min_memory_gb !== undefined) lines.push(`  min_memory_gb: ${p.min_memory_gb}`);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 
-import { engineFor } from '../../engines/registry.js';
+import { knownEngine } from '../../engines/registry.js';
 import { MAX_GPUS } from '../../planner/index.js';
 import type { GpusSideView, ModelGpusView } from '../../protocol/model-gpus-views.js';
 import { stringOpt, type Runner } from '../command.js';
@@ -55,7 +55,7 @@ export function gpusCount(text: string): number {
 function split(p: ModelGpusView['profiles'][number]): string {
   const { before: b, after: a } = p;
   const cards = `${b.cards} → ${a.cards} card${a.cards === 1 ? '' : 's'} of a node a replica`;
-  if (engineFor(p.engine).split === 'layer') return `${cards}, its layers split over them`;
+  if (knownEngine(p.engine)?.split === 'layer') return `${cards}, its layers split over them`;
   const pipeline = b.pp > 1 || a.pp > 1 ? `, pipeline ${b.pp} → ${a.pp}` : '';
   return `${cards}, tensor parallel ${b.tp} → ${a.tp}${pipeline}`;
 }
