@@ -153,7 +153,7 @@ async function probeEngines(
   ];
   // Executables on PATH first, then Python modules, each engine as it says it is found.
   for (const { onNode } of registry) {
-    if (!('bin' in onNode)) continue;
+    if (onNode === undefined || !('bin' in onNode)) continue;
     const path = which(onNode.bin);
     out.push(
       path === undefined
@@ -161,7 +161,8 @@ async function probeEngines(
         : { name: onNode.bin, found: true, path },
     );
   }
-  for (const { onNode } of registry) if ('pythonModule' in onNode) out.push(await probePython(onNode));
+  for (const { onNode } of registry)
+    if (onNode !== undefined && 'pythonModule' in onNode) out.push(await probePython(onNode));
   return out;
 }
 

@@ -170,9 +170,9 @@ export interface EngineTraits extends PlanEngine, CatalogEngine {
   /** Its executable on a node when the settings name none: its usual name on PATH. */
   readonly defaultBin: string;
   /**
-   * How `llmgw doctor` finds it on a node: installed by the agent itself (llama.cpp), an
-   * executable on PATH, or a Python module (and the command that launches it).
+   * How `llmgw doctor` finds it on a node where the agent does not install it
+   * (installedByAgent): an executable on PATH, or a Python module and the command that launches it.
    */
-  readonly onNode: { installedByAgent: true } | { bin: string } | { pythonModule: string; launch: string };
+  readonly onNode?: { bin: string } | { pythonModule: string; launch: string } | undefined;
 }
 // ── end of the engine traits (issue 26, point 3) ──────────────────────────────────────────

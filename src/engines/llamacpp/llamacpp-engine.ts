@@ -76,7 +76,6 @@ export const llamacppEngine: Engine = {
   imageExecutable: '/app/llama-server',
   // The agent installs its own build, else takes the configured one; this is the last resort.
   defaultBin: 'llama-server',
-  onNode: { installedByAgent: true },
   splitProblems,
   ownedFlags: ['--host', '--port', '--api-key', '--api-key-file', '--model', '-m'],
   ownedEnv: {
