@@ -13,7 +13,7 @@ import { Fleet } from './kysely-fleet.js';
 import { ModelOrigins } from './kysely-origins.js';
 import { Rollouts } from './kysely-rollouts.js';
 import { Scale } from './kysely-scale.js';
-import { SharedValues, type SharedValueRepository } from './kysely-shared-values.js';
+import { SharedValues } from './kysely-shared-values.js';
 import { Usage } from './kysely-usage.js';
 import { JoinTokens, Nodes } from './kysely-nodes.js';
 import { isUniqueViolation, someToSet, writeAudit, type Context } from './kysely-shared.js';
@@ -34,6 +34,7 @@ import type {
   NodeRepository,
   RolloutRepository,
   ScaleRepository,
+  SharedValueRepository,
   UsageRepository,
   ModelRepository,
   NewApiKey,

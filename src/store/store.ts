@@ -6,8 +6,6 @@ import type { Shard } from '../placement/types.js';
 import type { JoinTokenView } from '../protocol/node-views.js';
 import { LlmgwError } from '../core/errors.js';
 
-import type { SharedValueRepository } from './kysely-shared-values.js';
-
 /**
  * The data-access layer of the control plane. One interface, one implementation over
  * Kysely, run on embedded SQLite (one control plane) or PostgreSQL (several sharing
@@ -38,6 +36,16 @@ export interface Store {
   /** A cheap round trip, for health checks. */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * Values every control plane on one database shares, made once by whichever starts first
+ * (the cluster's TLS CA). Kept in the `meta` table under a `shared/` prefix.
+ */
+export interface SharedValueRepository {
+  get(key: string): Promise<string | undefined>;
+  /** Stores `value` unless the key has one already; returns the value that is stored (the first writer's). */
+  putIfAbsent(key: string, value: string): Promise<string>;
 }
 
 /** Who made a change, for the audit log: the key's name. */
