@@ -22,7 +22,7 @@ import { LocalWakeups, type Wakeups } from './wakeups.js';
 import type {
   Actor,
   ApiKeyRecord,
-  AuditEntry,
+  AuditView,
   AuditFilter,
   AuditRepository,
   ClusterRepository,
@@ -377,7 +377,7 @@ class Keys implements KeyRepository {
     name: string,
     change: {
       set: (at: string) => Updateable<Database['api_keys']>;
-      audit: (row: Selectable<Database['api_keys']>) => Pick<AuditEntry, 'actor' | 'action' | 'detail'>;
+      audit: (row: Selectable<Database['api_keys']>) => Pick<AuditView, 'actor' | 'action' | 'detail'>;
     },
   ): Promise<ApiKeyRecord> {
     return this.#c.tx(async (db) => {
@@ -403,11 +403,11 @@ class Audit implements AuditRepository {
     this.#c = c;
   }
 
-  async record(entry: Omit<AuditEntry, 'id' | 'at'> & { at?: string }): Promise<void> {
+  async record(entry: Omit<AuditView, 'id' | 'at'> & { at?: string }): Promise<void> {
     await writeAudit(this.#c.db, { ...entry, at: entry.at ?? this.#c.now() });
   }
 
-  async list(filter: AuditFilter = {}): Promise<AuditEntry[]> {
+  async list(filter: AuditFilter = {}): Promise<AuditView[]> {
     let q = this.#c.db
       .selectFrom('audit_log')
       .selectAll()

@@ -111,9 +111,9 @@ export interface UpdateOptions {
   action?: string;
 }
 
-import type { KeyView, Role, UsageRow } from '../core/api-types.js';
+import type { AuditView, KeyView, Role, UsageRow } from '../core/api-types.js';
 
-export type { Role };
+export type { AuditView, Role };
 
 /** A key as stored: what the API shows of it, and its id. */
 export interface ApiKeyRecord extends KeyView {
@@ -148,15 +148,6 @@ export interface KeyRepository {
   setLimits(name: string, limits: KeyLimits, actor: Actor): Promise<ApiKeyRecord>;
 }
 
-export interface AuditEntry {
-  id: number;
-  at: string;
-  actor: string;
-  action: string;
-  target: string;
-  detail: Record<string, unknown>;
-}
-
 export interface AuditFilter {
   actor?: string | undefined;
   target?: string | undefined;
@@ -169,9 +160,9 @@ export interface AuditFilter {
 }
 
 export interface AuditRepository {
-  record(entry: Omit<AuditEntry, 'id' | 'at'> & { at?: string }): Promise<void>;
+  record(entry: Omit<AuditView, 'id' | 'at'> & { at?: string }): Promise<void>;
   /** Newest first. */
-  list(filter?: AuditFilter): Promise<AuditEntry[]>;
+  list(filter?: AuditFilter): Promise<AuditView[]>;
 }
 
 /** A join token as stored: what the API shows of it, its id, and who revoked it. */
