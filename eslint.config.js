@@ -51,6 +51,42 @@ layers.forEach((layer, i) => {
   }
 });
 
+/**
+ * Inside src/server the same rule, one level down, lowest first: what everything stands on (the
+ * nodes and their channel, the control planes of a cluster, the event hub, and the state the
+ * fleets read: catalog, origins, settings, keys), then the fleets, then the services (model
+ * changes, the autoscaler, the mirror, traffic), then the API's routes. The files at the root of
+ * src/server are the composition root, above all of it: no folder of src/server imports them.
+ * Exported for test/lint-layers.test.ts, which checks that every folder of src/server is placed here.
+ */
+export const serverLayers = [
+  ['nodes', 'cluster', 'events', 'state'],
+  // The fleets, one folder each under fleets/ (fleet/ and kube/ until they move there).
+  ['fleets', 'fleet', 'kube'],
+  ['services', 'autoscale', 'mirror', 'traffic'],
+  ['api'],
+];
+
+/** Imports allowed sideways inside one layer of src/server. */
+const serverSideways = {
+  // One layer in two folders until both move into fleets/: each uses the other's parts.
+  fleet: ['kube'],
+  kube: ['fleet'],
+};
+
+serverLayers.forEach((layer, i) => {
+  const higher = serverLayers.slice(i + 1).flat();
+  for (const folder of layer) {
+    const peers = layer.filter((p) => p !== folder && !(serverSideways[folder] ?? []).includes(p));
+    zones.push({
+      target: `./src/server/${folder}`,
+      // Globs throughout (a zone may not mix them with paths): `*.ts` is the composition root.
+      from: ['./src/server/*.ts', ...[...higher, ...peers].map((f) => `./src/server/${f}/**`)],
+      message: `src/server/${folder} sits below these parts of src/server (see serverLayers in eslint.config.js): take what it needs as a dependency, passed in from above.`,
+    });
+  }
+});
+
 export default tseslint.config(
   { ignores: ['dist/', 'coverage/', 'node_modules/', 'console/dist/', '.llmgw/'] },
   js.configs.recommended,
