@@ -17,18 +17,18 @@ export interface MirrorFiles {
 }
 
 /** Each model's pinned origin. */
-interface Origins {
+interface PinnedOrigins {
   /** A model's pinned origin, as resolved when it was added; undefined when it never was. */
   originOf?: ((model: string) => Promise<Origin | undefined>) | undefined;
 }
 
-export interface ModelFileRouteDeps extends Origins {
+export interface ModelFileRouteDeps extends PinnedOrigins {
   catalog: Pick<Catalog, 'get' | 'list' | 'remove'>;
   fleet: Pick<Fleet, 'pull' | 'downloads' | 'purge'>;
   mirror?: Pick<MirrorFiles, 'purge'> | undefined;
 }
 
-export interface CacheRouteDeps extends Origins {
+export interface CacheRouteDeps extends PinnedOrigins {
   catalog: Pick<Catalog, 'list'>;
   fleet: Pick<Fleet, 'caches'>;
   mirror?: MirrorFiles | undefined;
@@ -40,12 +40,12 @@ const pullSchema = z.strictObject({
 });
 
 /** The model's pinned origin; undefined for one whose source was never resolved. */
-async function originOf(deps: Origins, name: string): Promise<Origin | undefined> {
+async function originOf(deps: PinnedOrigins, name: string): Promise<Origin | undefined> {
   return deps.originOf === undefined ? undefined : await deps.originOf(name);
 }
 
 async function pinnedOrigin(
-  deps: Origins & { catalog: Pick<Catalog, 'get'> },
+  deps: PinnedOrigins & { catalog: Pick<Catalog, 'get'> },
   name: string,
 ): Promise<{ view: ModelView; origin: Origin }> {
   const view = await deps.catalog.get(name);
