@@ -121,12 +121,6 @@ describe('the layer rule inside src/server', () => {
       'src/server/fleets',
     ],
     [
-      'a file of fleet/ imports the API (upward)',
-      'src/server/fleet/new-file.ts',
-      "import type { ApiOptions } from '../api/app.js';",
-      'src/server/fleet',
-    ],
-    [
       'a service imports the composition root (upward)',
       'src/server/services/new-file.ts',
       "import { ControlPlane } from '../control-plane.js';",
