@@ -133,9 +133,9 @@ describe('the layer rule inside src/server', () => {
       'src/server/api',
     ],
     [
-      'the state the fleets read imports a fleet (upward, type-only)',
+      'the state the fleets read imports a service (upward, type-only)',
       'src/server/state/new-file.ts',
-      "import type { Fleet } from '../fleet/fleet.js';",
+      "import type { ContextDeps } from '../services/model-context.js';",
       'src/server/state',
     ],
     [
@@ -175,9 +175,9 @@ describe('the layer rule inside src/server', () => {
       "import { createApi } from './api/app.js';\nimport { Mirror } from './mirror/mirror.js';\nimport { Catalog } from './state/catalog.js';",
     ],
     [
-      'a route imports services, the fleet and the state (downward)',
+      'a route imports services, the nodes and the state (downward)',
       'src/server/api/new-file.ts',
-      "import { changeModelGpus } from '../services/model-gpus.js';\nimport type { Fleet } from '../fleet/fleet.js';\nimport type { Catalog } from '../state/catalog.js';",
+      "import { changeModelGpus } from '../services/model-gpus.js';\nimport type { NodeRegistry } from '../nodes/node-registry.js';\nimport type { Catalog } from '../state/catalog.js';",
     ],
     [
       'a fleet imports the nodes, the events and the state (downward)',
