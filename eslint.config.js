@@ -61,23 +61,17 @@ layers.forEach((layer, i) => {
  */
 export const serverLayers = [
   ['nodes', 'cluster', 'events', 'state'],
-  // The fleets, one folder each under fleets/ (fleet/ and kube/ until they move there).
-  ['fleets', 'fleet', 'kube'],
+  // The Fleet interface, and the agent fleet and the Kubernetes fleet in a folder each under it.
+  ['fleets'],
   ['services', 'autoscale', 'mirror', 'traffic'],
   ['api'],
 ];
 
-/** Imports allowed sideways inside one layer of src/server. */
-const serverSideways = {
-  // One layer in two folders until both move into fleets/: each uses the other's parts.
-  fleet: ['kube'],
-  kube: ['fleet'],
-};
-
 serverLayers.forEach((layer, i) => {
   const higher = serverLayers.slice(i + 1).flat();
   for (const folder of layer) {
-    const peers = layer.filter((p) => p !== folder && !(serverSideways[folder] ?? []).includes(p));
+    // No sideways imports inside a layer of src/server: none is needed so far.
+    const peers = layer.filter((p) => p !== folder);
     zones.push({
       target: `./src/server/${folder}`,
       // Globs throughout (a zone may not mix them with paths): `*.ts` is the composition root.
