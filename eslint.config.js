@@ -54,6 +54,36 @@ layers.forEach((layer, i) => {
   }
 });
 
+/**
+ * Inside src/server the same rule, one level down, lowest first: what everything stands on (the
+ * nodes and their channel, the control planes of a cluster, the event hub, and the state the
+ * fleets read: catalog, origins, settings, keys), then the fleets, then the services (model
+ * changes, the autoscaler, the mirror, traffic), then the API's routes. The files at the root of
+ * src/server are the composition root, above all of it: no folder of src/server imports them.
+ * Exported for test/lint-layers.test.ts, which checks that every folder of src/server is placed here.
+ */
+export const serverLayers = [
+  ['nodes', 'cluster', 'events', 'state'],
+  // The Fleet interface, and the agent fleet and the Kubernetes fleet in a folder each under it.
+  ['fleets'],
+  ['services', 'autoscale', 'mirror', 'traffic'],
+  ['api'],
+];
+
+serverLayers.forEach((layer, i) => {
+  const higher = serverLayers.slice(i + 1).flat();
+  for (const folder of layer) {
+    // No sideways imports inside a layer of src/server: none is needed so far.
+    const peers = layer.filter((p) => p !== folder);
+    zones.push({
+      target: `./src/server/${folder}`,
+      // Globs throughout (a zone may not mix them with paths): `*.ts` is the composition root.
+      from: ['./src/server/*.ts', ...[...higher, ...peers].map((f) => `./src/server/${f}/**`)],
+      message: `src/server/${folder} sits below these parts of src/server (see serverLayers in eslint.config.js): take what it needs as a dependency, passed in from above.`,
+    });
+  }
+});
+
 export default tseslint.config(
   { ignores: ['dist/', 'coverage/', 'node_modules/', 'console/dist/', '.llmgw/'] },
   js.configs.recommended,

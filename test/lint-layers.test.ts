@@ -46,13 +46,13 @@ describe('the layer rule', () => {
     [
       'placement imports the server (upward)',
       'src/placement/new-file.ts',
-      "import { Catalog } from '../server/catalog.js';",
+      "import { Catalog } from '../server/state/catalog.js';",
       'src/placement',
     ],
     [
       'a file deeper in a folder imports upward',
       'src/placement/sub/new-file.ts',
-      "import { Catalog } from '../../server/catalog.js';",
+      "import { Catalog } from '../../server/state/catalog.js';",
       'src/placement',
     ],
     [
@@ -135,6 +135,88 @@ describe('the layer rule', () => {
   });
 });
 
+describe('the layer rule inside src/server', () => {
+  it.each([
+    [
+      'a fleet imports the API (upward)',
+      'src/server/fleets/agent/new-file.ts',
+      "import { createApi } from '../../api/app.js';",
+      'src/server/fleets',
+    ],
+    [
+      'a service imports the composition root (upward)',
+      'src/server/services/new-file.ts',
+      "import { ControlPlane } from '../control-plane.js';",
+      'src/server/services',
+    ],
+    [
+      'a route imports the composition root (upward)',
+      'src/server/api/new-file.ts',
+      "import type { ControlPlaneOptions } from '../control-plane.js';",
+      'src/server/api',
+    ],
+    [
+      'the state the fleets read imports a service (upward, type-only)',
+      'src/server/state/new-file.ts',
+      "import type { ContextDeps } from '../services/model-context.js';",
+      'src/server/state',
+    ],
+    [
+      'the event hub imports a service (upward)',
+      'src/server/events/new-file.ts',
+      "import { changeModelGpus } from '../services/model-gpus.js';",
+      'src/server/events',
+    ],
+    [
+      'the mirror imports the autoscaler (sideways between services)',
+      'src/server/mirror/new-file.ts',
+      "import type { Autoscaler } from '../autoscale/autoscaler.js';",
+      'src/server/mirror',
+    ],
+    [
+      'the nodes import the catalog (sideways at the bottom)',
+      'src/server/nodes/new-file.ts',
+      "import type { Catalog } from '../state/catalog.js';",
+      'src/server/nodes',
+    ],
+  ])('refuses: %s', async (_name, filePath, code, folder) => {
+    const messages = await lint(filePath, `${code}\nexport const used = [] as unknown[];\n`);
+    expect(messages).toEqual([
+      {
+        ruleId: 'import-x/no-restricted-paths',
+        message: expect.stringContaining(
+          `${folder} sits below these parts of src/server (see serverLayers in eslint.config.js)`,
+        ),
+      },
+    ]);
+  });
+
+  it.each([
+    [
+      'the composition root imports every part',
+      'src/server/new-file.ts',
+      "import { createApi } from './api/app.js';\nimport { Mirror } from './mirror/mirror.js';\nimport { Catalog } from './state/catalog.js';",
+    ],
+    [
+      'a route imports services, the nodes and the state (downward)',
+      'src/server/api/new-file.ts',
+      "import { changeModelGpus } from '../services/model-gpus.js';\nimport type { NodeRegistry } from '../nodes/node-registry.js';\nimport type { Catalog } from '../state/catalog.js';",
+    ],
+    [
+      'a fleet imports the nodes, the events and the state (downward)',
+      'src/server/fleets/agent/new-file.ts',
+      "import type { AgentHub } from '../../nodes/agent-hub.js';\nimport type { EventHub } from '../../events/event-hub.js';\nimport type { Catalog } from '../../state/catalog.js';",
+    ],
+    [
+      'a service imports its own folder',
+      'src/server/services/new-file.ts',
+      "import { clusterClasses } from './model-fit.js';",
+    ],
+  ])('allows: %s', async (_name, filePath, code) => {
+    expect(await lint(filePath, `${code}\nexport const used = [] as unknown[];\n`)).toEqual([]);
+  });
+});
+
 describe('the layers table', () => {
   // A folder missing from the table gets no zone, and so no rule at all.
   it('places every folder of src', async () => {
@@ -143,6 +225,18 @@ describe('the layers table', () => {
     };
     const folders = readdirSync(join(root, 'src'), { withFileTypes: true }).filter((e) => e.isDirectory());
     const unplaced = folders.map((e) => e.name).filter((name) => !layers.flat().includes(name));
+    expect(unplaced).toEqual([]);
+  });
+
+  // The same inside src/server: a folder of it missing from serverLayers may import anything there.
+  it('places every folder of src/server', async () => {
+    const { serverLayers } = (await import(pathToFileURL(join(root, 'eslint.config.js')).href)) as {
+      serverLayers: string[][];
+    };
+    const folders = readdirSync(join(root, 'src', 'server'), { withFileTypes: true }).filter((e) =>
+      e.isDirectory(),
+    );
+    const unplaced = folders.map((e) => e.name).filter((name) => !serverLayers.flat().includes(name));
     expect(unplaced).toEqual([]);
   });
 });
@@ -159,7 +253,7 @@ describe("the console's rule: the server's types, never its code", () => {
   };
 
   it.each([
-    ['a value from the server', "import { Catalog } from '../../../src/server/catalog.js';"],
+    ['a value from the server', "import { Catalog } from '../../../src/server/state/catalog.js';"],
     [
       'a value from a protocol module that is not an API view',
       "import { x } from '../../../src/protocol/agent-protocol.js';",
@@ -174,7 +268,7 @@ describe("the console's rule: the server's types, never its code", () => {
   });
 
   it.each([
-    ['a type from anywhere in src', "import type { Catalog } from '../../../src/server/catalog.js';"],
+    ['a type from anywhere in src', "import type { Catalog } from '../../../src/server/state/catalog.js';"],
     ["an API view's function", "import { progressText } from '../../../src/protocol/cache-views.js';"],
   ])('allows %s', async (_what, code) => {
     expect(await messages(code)).toEqual([]);

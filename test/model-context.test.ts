@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { setModelContext } from '../src/server/model-context.js';
+import { setModelContext } from '../src/server/services/model-context.js';
 
 import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { ModelGpusView } from '../src/protocol/model-gpus-views.js';
 import type { Fleet } from '../src/server/fleets/fleet.js';
-import { changeModelGpus } from '../src/server/model-gpus.js';
+import { changeModelGpus } from '../src/server/services/model-gpus.js';
 
 import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';

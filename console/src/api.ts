@@ -11,7 +11,7 @@ import type { ModelChange, ModelRead, ModelUseView, ModelView } from '../../src/
 import type { GpusSideView, ModelGpusCheck, ModelGpusView } from '../../src/protocol/model-gpus-views.js';
 import type { RolloutView } from '../../src/protocol/rollout-views.js';
 import type { PlanAnswer, PlanOption } from '../../src/planner/options.js';
-import type { ContextChangeView } from '../../src/server/model-context.js';
+import type { ContextChangeView } from '../../src/server/services/model-context.js';
 
 export type { ClusterStatus, ListOf, NodeView, ReplicaView, Role, TrafficView, WhoAmI };
 export type {

@@ -32,6 +32,7 @@ export interface CreatedKey {
   secret: string;
 }
 
+/** One entry of the audit log, as the store keeps it and GET /audit answers it. */
 export interface AuditView {
   id: number;
   at: string;

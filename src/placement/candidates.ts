@@ -1,13 +1,5 @@
-import type { DeviceList, NodeState } from './node-state.js';
-import { RankHeap, type HeapItem } from './rank-heap.js';
-
-/** How one pool reads a node: what orders it, and whether it can take anything at all. */
-export interface PoolRule {
-  /** Free amount of what the pool hands out (devices of a class, CPU threads): best fit takes the least. */
-  measure(slot: Slot): number;
-  /** Whether the node can take any shard of this pool; once false it stays false (nothing is freed). */
-  open(slot: Slot): boolean;
-}
+import type { DeviceList, NodeState, Pool, PoolRule, Slot } from './node-state.js';
+import { RankHeap } from './rank-heap.js';
 
 /** How a pool is made: its rule, and which nodes belong (with their devices of its class). */
 export type PoolMaker = (key: string) => {
@@ -15,27 +7,6 @@ export type PoolMaker = (key: string) => {
   /** Undefined: not a member. Else the node's devices of the pool's class (none for CPUs). */
   member: (state: NodeState) => { list: DeviceList | undefined } | undefined;
 };
-
-/** A node's place in one pool; `rank` is the node's (name order). */
-export interface Slot extends HeapItem {
-  readonly node: NodeState;
-  readonly pool: Pool;
-  /** The node's devices of the pool's class, held here so the hot path does no lookups. */
-  readonly list: DeviceList | undefined;
-  /** The bucket it sits in: level (replicas of the model being placed) and free amount. */
-  level: number;
-  bucket: number;
-}
-
-export interface Pool {
-  readonly rule: PoolRule;
-  readonly slots: Map<number, Slot>;
-  /** levels[k][b]: open nodes with k replicas of the model being placed and b free. */
-  readonly levels: (RankHeap<Slot> | undefined)[][];
-  readonly sizes: number[];
-  /** Whether its nodes are levelled by the current model's replica counts (else all sit at level 0). */
-  levelled: boolean;
-}
 
 /**
  * Candidate nodes for new shards, per pool (a device class and kind, or CPUs), kept in

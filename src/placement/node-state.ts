@@ -1,6 +1,6 @@
 import type { Device } from '../gpu/types.js';
 
-import type { Slot } from './candidates.js';
+import type { HeapItem, RankHeap } from './rank-heap.js';
 import type { PlacementNode, PortRange, Shard } from './types.js';
 
 export type { PortRange } from './types.js';
@@ -30,6 +30,35 @@ export interface NodeState {
   memoryFree: number;
   /** Its slots in the pools made so far. */
   readonly slots: Slot[];
+}
+
+/** How one pool reads a node: what orders it, and whether it can take anything at all. */
+export interface PoolRule {
+  /** Free amount of what the pool hands out (devices of a class, CPU threads): best fit takes the least. */
+  measure(slot: Slot): number;
+  /** Whether the node can take any shard of this pool; once false it stays false (nothing is freed). */
+  open(slot: Slot): boolean;
+}
+
+/** A node's place in one pool; `rank` is the node's (name order). */
+export interface Slot extends HeapItem {
+  readonly node: NodeState;
+  readonly pool: Pool;
+  /** The node's devices of the pool's class, held here so the hot path does no lookups. */
+  readonly list: DeviceList | undefined;
+  /** The bucket it sits in: level (replicas of the model being placed) and free amount. */
+  level: number;
+  bucket: number;
+}
+
+export interface Pool {
+  readonly rule: PoolRule;
+  readonly slots: Map<number, Slot>;
+  /** levels[k][b]: open nodes with k replicas of the model being placed and b free. */
+  readonly levels: (RankHeap<Slot> | undefined)[][];
+  readonly sizes: number[];
+  /** Whether its nodes are levelled by the current model's replica counts (else all sit at level 0). */
+  levelled: boolean;
 }
 
 /**

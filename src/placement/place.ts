@@ -1,10 +1,17 @@
 import type { ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
 
-import { Candidates, type PoolRule } from './candidates.js';
+import { Candidates } from './candidates.js';
 import { memoryMibOf, ProfileFit } from './fit.js';
 import { keepShards, type KeptReplica } from './keep.js';
 import { needOf, poolKey, type Need } from './need.js';
-import { buildNodes, cpuThreadsOn, takePort, type DeviceList, type NodeState } from './node-state.js';
+import {
+  buildNodes,
+  cpuThreadsOn,
+  takePort,
+  type DeviceList,
+  type NodeState,
+  type PoolRule,
+} from './node-state.js';
 import { explainer } from './reasons.js';
 import type { ModelMemory, PendingReplica, PlacementInput, PlacementResult, Shard } from './types.js';
 

@@ -1,17 +1,9 @@
 import type { Context } from './kysely-shared.js';
-
-/**
- * Values every control plane on one database shares, made once by whichever starts first
- * (the cluster's TLS CA). Kept in the `meta` table under a `shared/` prefix.
- */
-export interface SharedValueRepository {
-  get(key: string): Promise<string | undefined>;
-  /** Stores `value` unless the key has one already; returns the value that is stored (the first writer's). */
-  putIfAbsent(key: string, value: string): Promise<string>;
-}
+import type { SharedValueRepository } from './store.js';
 
 const prefix = 'shared/';
 
+/** The shared values, in the `meta` table under a `shared/` prefix. */
 export class SharedValues implements SharedValueRepository {
   readonly #c: Context;
   constructor(c: Context) {

@@ -4,7 +4,7 @@ import { LlmgwError } from '../core/errors.js';
 
 import type { Dialect } from './migrations.js';
 import type { Database } from './schema.js';
-import type { AuditEntry, Store } from './store.js';
+import type { AuditView, Store } from './store.js';
 
 /** What every repository of the Kysely store is given. */
 export interface Context {
@@ -23,7 +23,7 @@ export function isUniqueViolation(e: unknown): boolean {
 }
 
 /** Audit entries are written in the transaction of the change they record. */
-export async function writeAudit(db: Kysely<Database>, entry: Omit<AuditEntry, 'id'>): Promise<void> {
+export async function writeAudit(db: Kysely<Database>, entry: Omit<AuditView, 'id'>): Promise<void> {
   await db
     .insertInto('audit_log')
     .values({

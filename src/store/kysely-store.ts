@@ -13,7 +13,7 @@ import { Fleet } from './kysely-fleet.js';
 import { ModelOrigins } from './kysely-origins.js';
 import { Rollouts } from './kysely-rollouts.js';
 import { Scale } from './kysely-scale.js';
-import { SharedValues, type SharedValueRepository } from './kysely-shared-values.js';
+import { SharedValues } from './kysely-shared-values.js';
 import { Usage } from './kysely-usage.js';
 import { JoinTokens, Nodes } from './kysely-nodes.js';
 import { isUniqueViolation, someToSet, writeAudit, type Context } from './kysely-shared.js';
@@ -22,7 +22,7 @@ import { LocalWakeups, type Wakeups } from './wakeups.js';
 import type {
   Actor,
   ApiKeyRecord,
-  AuditEntry,
+  AuditView,
   AuditFilter,
   AuditRepository,
   ClusterRepository,
@@ -34,6 +34,7 @@ import type {
   NodeRepository,
   RolloutRepository,
   ScaleRepository,
+  SharedValueRepository,
   UsageRepository,
   ModelRepository,
   NewApiKey,
@@ -376,7 +377,7 @@ class Keys implements KeyRepository {
     name: string,
     change: {
       set: (at: string) => Updateable<Database['api_keys']>;
-      audit: (row: Selectable<Database['api_keys']>) => Pick<AuditEntry, 'actor' | 'action' | 'detail'>;
+      audit: (row: Selectable<Database['api_keys']>) => Pick<AuditView, 'actor' | 'action' | 'detail'>;
     },
   ): Promise<ApiKeyRecord> {
     return this.#c.tx(async (db) => {
@@ -402,11 +403,11 @@ class Audit implements AuditRepository {
     this.#c = c;
   }
 
-  async record(entry: Omit<AuditEntry, 'id' | 'at'> & { at?: string }): Promise<void> {
+  async record(entry: Omit<AuditView, 'id' | 'at'> & { at?: string }): Promise<void> {
     await writeAudit(this.#c.db, { ...entry, at: entry.at ?? this.#c.now() });
   }
 
-  async list(filter: AuditFilter = {}): Promise<AuditEntry[]> {
+  async list(filter: AuditFilter = {}): Promise<AuditView[]> {
     let q = this.#c.db
       .selectFrom('audit_log')
       .selectAll()

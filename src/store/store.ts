@@ -6,8 +6,6 @@ import type { Shard } from '../placement/types.js';
 import type { JoinTokenView } from '../protocol/node-views.js';
 import { LlmgwError } from '../core/errors.js';
 
-import type { SharedValueRepository } from './kysely-shared-values.js';
-
 /**
  * The data-access layer of the control plane. One interface, one implementation over
  * Kysely, run on embedded SQLite (one control plane) or PostgreSQL (several sharing
@@ -38,6 +36,16 @@ export interface Store {
   /** A cheap round trip, for health checks. */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * Values every control plane on one database shares, made once by whichever starts first
+ * (the cluster's TLS CA). Kept in the `meta` table under a `shared/` prefix.
+ */
+export interface SharedValueRepository {
+  get(key: string): Promise<string | undefined>;
+  /** Stores `value` unless the key has one already; returns the value that is stored (the first writer's). */
+  putIfAbsent(key: string, value: string): Promise<string>;
 }
 
 /** Who made a change, for the audit log: the key's name. */
@@ -103,9 +111,9 @@ export interface UpdateOptions {
   action?: string;
 }
 
-import type { KeyView, Role, UsageRow } from '../core/api-types.js';
+import type { AuditView, KeyView, Role, UsageRow } from '../core/api-types.js';
 
-export type { Role };
+export type { AuditView, Role };
 
 /** A key as stored: what the API shows of it, and its id. */
 export interface ApiKeyRecord extends KeyView {
@@ -140,15 +148,6 @@ export interface KeyRepository {
   setLimits(name: string, limits: KeyLimits, actor: Actor): Promise<ApiKeyRecord>;
 }
 
-export interface AuditEntry {
-  id: number;
-  at: string;
-  actor: string;
-  action: string;
-  target: string;
-  detail: Record<string, unknown>;
-}
-
 export interface AuditFilter {
   actor?: string | undefined;
   target?: string | undefined;
@@ -161,9 +160,9 @@ export interface AuditFilter {
 }
 
 export interface AuditRepository {
-  record(entry: Omit<AuditEntry, 'id' | 'at'> & { at?: string }): Promise<void>;
+  record(entry: Omit<AuditView, 'id' | 'at'> & { at?: string }): Promise<void>;
   /** Newest first. */
-  list(filter?: AuditFilter): Promise<AuditEntry[]>;
+  list(filter?: AuditFilter): Promise<AuditView[]>;
 }
 
 /** A join token as stored: what the API shows of it, its id, and who revoked it. */

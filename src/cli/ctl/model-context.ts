@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 
 import { knownEngine } from '../../engines/registry.js';
 import type { ContextProfileChange, ProfileMemory } from '../../planner/change-context.js';
-import type { ContextBody, ContextChangeView } from '../../server/model-context.js';
+import type { ContextBody, ContextChangeView } from '../../server/services/model-context.js';
 import { stringOpt, type Runner } from '../command.js';
 import { emit } from '../output.js';
 import { UsageError } from '../usage-error.js';

@@ -14,9 +14,18 @@ import type { RolloutView } from '../../protocol/rollout-views.js';
 import { age, table } from '../output.js';
 
 import { scaleLines } from './model-autoscale.js';
-import { profilesSummary } from './models.js';
 
 const label = (name: string) => `${name}:`.padEnd(20);
+
+/** `l4:vllm@l4-24g,cpu:llamacpp@cpu`: each profile's name, engine and device class (and container image). */
+export function profilesSummary(m: ModelView): string {
+  return m.profiles
+    .map(
+      (p) =>
+        `${p.name}:${p.engine}@${p.cpu === true ? 'cpu' : (p.gpu_class ?? '?')}${p.runtime === 'container' ? `[container${p.image === undefined ? '' : ` ${p.image}`}]` : ''}`,
+    )
+    .join(',');
+}
 
 function show<T>(k: Known<T>, text: (v: T) => string): string {
   return k.known ? text(k.value) : `unknown (${k.reason})`;

@@ -19,7 +19,7 @@ import { purgeText } from './cache.js';
 import { connect } from './connection.js';
 import { registerModelAutoscale } from './model-autoscale.js';
 import { registerModelContext } from './model-context.js';
-import { modelDetail } from './model-detail.js';
+import { modelDetail, profilesSummary } from './model-detail.js';
 import { useDetail, useTable } from './model-use-text.js';
 import { registerModelGpus } from './model-gpus.js';
 
@@ -212,15 +212,6 @@ function resolvedText(m: ModelView): string {
 function replicasText(m: ModelView): string {
   if (m.autoscale === undefined) return String(m.replicas);
   return `${m.status.scale?.replicas ?? m.replicas} (${m.autoscale.min}-${m.autoscale.max})`;
-}
-
-export function profilesSummary(m: ModelView): string {
-  return m.profiles
-    .map(
-      (p) =>
-        `${p.name}:${p.engine}@${p.cpu === true ? 'cpu' : (p.gpu_class ?? '?')}${p.runtime === 'container' ? `[container${p.image === undefined ? '' : ` ${p.image}`}]` : ''}`,
-    )
-    .join(',');
 }
 
 /** A model definition from a file or standard input, YAML or JSON (JSON is YAML). */

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import type { ModelView } from '../../protocol/model-views.js';
 
-import { profilesSummary } from './models.js';
+import { profilesSummary } from './model-detail.js';
 
 describe('the profiles of a model as ctl shows them', () => {
   it('marks container profiles, with their image when one is set', () => {

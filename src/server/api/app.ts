@@ -1,32 +1,77 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import type { Logger } from 'pino';
 
-import type { Principal } from '../../auth/authenticator.js';
+import type { Authenticator, Principal } from '../../auth/authenticator.js';
 import type { HealthView, WhoAmI } from '../../core/api-types.js';
 import { bearerToken } from '../../core/bearer.js';
 import { LlmgwError, messageOf } from '../../core/errors.js';
 import { clientText } from '../../core/redact.js';
 import { requestIdFrom } from '../../core/request-id.js';
-import { auditRoutes } from './audit.js';
-import { cacheRoutes, modelFileRoutes } from './cache.js';
-import { configRoutes } from './config.js';
-import { principalOf, type ApiDeps, type ApiEnv } from './context.js';
-import { errorResponse } from './errors.js';
-import { keyRoutes } from './keys.js';
-import { modelRoutes } from './models.js';
-import { nodeRoutes, statusRoute, tokenRoutes } from './nodes.js';
-import { planRoutes } from './plan.js';
-import { replicaRoutes, scaleRoute } from './replicas.js';
-import { autoscaleRoutes } from './autoscale.js';
-import { gatewayRoutes, usageRoutes } from './gateway-routes.js';
+import { apiPrefix } from '../../protocol/api-paths.js';
+import type { Store } from '../../store/store.js';
+import type { EventHub } from '../events/event-hub.js';
 import { checkJoinToken } from '../nodes/join-token.js';
-import { eventsRoute } from '../events/events-route.js';
+import type { TrafficSampler } from '../traffic/traffic-sampler.js';
+import { auditRoutes, type AuditRouteDeps } from './audit.js';
+import { autoscaleRoutes, type AutoscaleRouteDeps } from './autoscale.js';
+import { cacheRoutes, modelFileRoutes, type CacheRouteDeps, type ModelFileRouteDeps } from './cache.js';
+import { configRoutes, type ConfigRouteDeps } from './config.js';
+import { principalOf, type ApiEnv } from './context.js';
+import { errorResponse } from './errors.js';
+import { eventsRoute } from './events.js';
+import { gatewayRoutes, usageRoutes, type GatewayRouteDeps, type UsageRouteDeps } from './gateway-routes.js';
+import { keyRoutes, type KeyRouteDeps } from './keys.js';
+import { modelRoutes, type ModelRouteDeps } from './models.js';
+import {
+  nodeRoutes,
+  statusRoute,
+  tokenRoutes,
+  type NodeRouteDeps,
+  type StatusRouteDeps,
+  type TokenRouteDeps,
+} from './nodes.js';
+import { planRoutes, type PlanRouteDeps } from './plan.js';
+import { replicaRoutes, scaleRoute, type ReplicaRouteDeps, type ScaleRouteDeps } from './replicas.js';
 import { trafficRoute } from './traffic.js';
 
-export const apiPrefix = '/api/v1';
+/** What the API itself reads, around its routes: logging, health, keys. */
+interface ApiFrame {
+  logger: Logger;
+  version: string;
+  store: Pick<Store, 'ping' | 'dialect' | 'joinTokens'>;
+  auth: Pick<Authenticator, 'authenticate'>;
+  /** Changes told to the clients of GET /events (absent: the route is not served). */
+  events?: EventHub | undefined;
+  /** GET /events' heartbeat (tests shorten it). */
+  eventsOptions?: { heartbeatMs?: number } | undefined;
+  /** The gateway's rates over time (GET /traffic; absent: not served). */
+  traffic?: TrafficSampler | undefined;
+}
+
+/**
+ * What the control plane gives the API: no more than the sum of what its routes declare.
+ * Each route is handed the whole object but typed to read only its own part.
+ */
+export type ApiOptions = ApiFrame &
+  AuditRouteDeps &
+  AutoscaleRouteDeps &
+  CacheRouteDeps &
+  ConfigRouteDeps &
+  GatewayRouteDeps &
+  KeyRouteDeps &
+  ModelFileRouteDeps &
+  ModelRouteDeps &
+  NodeRouteDeps &
+  PlanRouteDeps &
+  ReplicaRouteDeps &
+  ScaleRouteDeps &
+  StatusRouteDeps &
+  TokenRouteDeps &
+  UsageRouteDeps;
 
 /** The control plane's API under /api/v1: JSON, every route but health behind a key. */
-export function createApi(deps: ApiDeps) {
+export function createApi(deps: ApiOptions) {
   const app = new Hono<ApiEnv>().basePath(apiPrefix);
 
   app.use('*', async (c, next) => {

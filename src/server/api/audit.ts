@@ -4,7 +4,12 @@ import { z } from 'zod';
 import type { AuditView, ListOf } from '../../core/api-types.js';
 import { formatIssues, LlmgwError } from '../../core/errors.js';
 import { issuesFromZod } from '../../core/zod-issues.js';
-import { adminOnly, type ApiDeps, type ApiEnv } from './context.js';
+import type { Store } from '../../store/store.js';
+import { adminOnly, type ApiEnv } from './context.js';
+
+export interface AuditRouteDeps {
+  store: Pick<Store, 'audit'>;
+}
 
 const querySchema = z.strictObject({
   limit: z.coerce.number().int().min(1).max(1000).optional(),
@@ -17,7 +22,7 @@ const querySchema = z.strictObject({
     .optional(),
 });
 
-export function auditRoutes(deps: ApiDeps): Hono<ApiEnv> {
+export function auditRoutes(deps: AuditRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.use('*', adminOnly);
   app.get('/', async (c) => {

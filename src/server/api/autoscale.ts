@@ -4,14 +4,28 @@ import { z } from 'zod';
 import { autoscaleSchema } from '../../catalog/model-spec.js';
 import { LlmgwError } from '../../core/errors.js';
 import type { ModelView } from '../../protocol/model-views.js';
-import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+import type { Autoscaler } from '../autoscale/autoscaler.js';
+import type { Fleet } from '../fleets/fleet.js';
+import type { Catalog } from '../state/catalog.js';
+import { adminOnly, jsonBody, principalOf, type ApiEnv } from './context.js';
+
+/** What withScale reads: the autoscaler's view of a model (absent: autoscaling is off here). */
+export interface ScaleViews {
+  autoscaler?: Pick<Autoscaler, 'view'> | undefined;
+}
+
+export interface AutoscaleRouteDeps {
+  catalog: Pick<Catalog, 'get' | 'change'>;
+  fleet: Pick<Fleet, 'poke'>;
+  autoscaler?: Pick<Autoscaler, 'view' | 'countOf'> | undefined;
+}
 
 /**
  * PUT /models/:name/autoscale: the model follows load between min and max (`ctl model
  * autoscale`); DELETE: back to a fixed count, the one it runs now. Audited as `model.autoscale`.
  * Declared models are refused by the catalog (they change in the settings file).
  */
-export function autoscaleRoutes(deps: ApiDeps): Hono<ApiEnv> {
+export function autoscaleRoutes(deps: AutoscaleRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.put('/:name/autoscale', adminOnly, async (c) => {
     const autoscale = await jsonBody(c, autoscaleSchema);
@@ -48,7 +62,7 @@ export function autoscaleRoutes(deps: ApiDeps): Hono<ApiEnv> {
 }
 
 /** The model with its Scale section, for autoscaled models. */
-export function withScale(deps: ApiDeps, model: ModelView): ModelView {
+export function withScale(deps: ScaleViews, model: ModelView): ModelView {
   const { metadata: _m, status: _s, ...spec } = model;
   const scale = deps.autoscaler?.view(spec);
   return scale === undefined ? model : { ...model, status: { ...model.status, scale } };

@@ -3,9 +3,36 @@ import { z } from 'zod';
 
 import { LlmgwError, messageOf } from '../../core/errors.js';
 import type { Origin } from '../../models/origin.js';
+import type { CacheEntry } from '../../protocol/agent-protocol.js';
 import type { CacheView, ModelDownloads, PullStarted, PurgeResult } from '../../protocol/cache-views.js';
 import type { ModelView } from '../../protocol/model-views.js';
-import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+import type { Fleet } from '../fleets/fleet.js';
+import type { Catalog } from '../state/catalog.js';
+import { adminOnly, jsonBody, principalOf, type ApiEnv } from './context.js';
+
+/** The control plane's mirror of model files (where mirror.enabled): what it holds, and removing an origin's files. */
+export interface MirrorFiles {
+  list(known?: readonly { model: string; origin: Origin }[]): Promise<CacheEntry[]>;
+  purge(origin: Origin): Promise<{ files: number; bytes: number }>;
+}
+
+/** Each model's pinned origin. */
+interface PinnedOrigins {
+  /** A model's pinned origin, as resolved when it was added; undefined when it never was. */
+  originOf?: ((model: string) => Promise<Origin | undefined>) | undefined;
+}
+
+export interface ModelFileRouteDeps extends PinnedOrigins {
+  catalog: Pick<Catalog, 'get' | 'list' | 'remove'>;
+  fleet: Pick<Fleet, 'pull' | 'downloads' | 'purge'>;
+  mirror?: Pick<MirrorFiles, 'purge'> | undefined;
+}
+
+export interface CacheRouteDeps extends PinnedOrigins {
+  catalog: Pick<Catalog, 'list'>;
+  fleet: Pick<Fleet, 'caches'>;
+  mirror?: MirrorFiles | undefined;
+}
 
 const pullSchema = z.strictObject({
   /** Node names; none: every ready node. */
@@ -13,11 +40,14 @@ const pullSchema = z.strictObject({
 });
 
 /** The model's pinned origin; undefined for one whose source was never resolved. */
-async function originOf(deps: ApiDeps, name: string): Promise<Origin | undefined> {
+async function originOf(deps: PinnedOrigins, name: string): Promise<Origin | undefined> {
   return deps.originOf === undefined ? undefined : await deps.originOf(name);
 }
 
-async function pinnedOrigin(deps: ApiDeps, name: string): Promise<{ view: ModelView; origin: Origin }> {
+async function pinnedOrigin(
+  deps: PinnedOrigins & { catalog: Pick<Catalog, 'get'> },
+  name: string,
+): Promise<{ view: ModelView; origin: Origin }> {
   const view = await deps.catalog.get(name);
   const origin = await originOf(deps, view.name);
   if (origin === undefined)
@@ -33,7 +63,7 @@ async function pinnedOrigin(deps: ApiDeps, name: string): Promise<{ view: ModelV
  * (downloads), and removing the model with its files everywhere (DELETE ?purge=true).
  * Mounted on /models before the catalog's own routes.
  */
-export function modelFileRoutes(deps: ApiDeps): Hono<ApiEnv> {
+export function modelFileRoutes(deps: ModelFileRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
   app.post('/:name/pull', adminOnly, async (c) => {
@@ -71,7 +101,7 @@ export function modelFileRoutes(deps: ApiDeps): Hono<ApiEnv> {
 }
 
 async function purgeFiles(
-  deps: ApiDeps,
+  deps: ModelFileRouteDeps,
   removed: ModelView,
   origin: Origin | undefined,
 ): Promise<PurgeResult> {
@@ -124,7 +154,7 @@ async function purgeFiles(
 }
 
 /** GET /cache?node=NAME: what each node's cache (and the mirror) holds, asked of the agents now. */
-export function cacheRoutes(deps: ApiDeps): Hono<ApiEnv> {
+export function cacheRoutes(deps: CacheRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.get('/', adminOnly, async (c) => {
     const node = c.req.query('node');

@@ -4,13 +4,18 @@ import { bodyLimit } from 'hono/body-limit';
 import { settingsMaxBytes, settingsSizeMessage } from '../../config/settings-size.js';
 
 import { LlmgwError } from '../../core/errors.js';
-import { adminOnly, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+import type { SettingsHolder } from '../state/settings-holder.js';
+import { adminOnly, principalOf, type ApiEnv } from './context.js';
+
+export interface ConfigRouteDeps {
+  settings: Pick<SettingsHolder, 'current' | 'etag' | 'shownText' | 'replace'>;
+}
 
 /**
  * The settings file as text: read it (hub.token hidden), or replace it whole (validated first,
  * written atomically).
  */
-export function configRoutes(deps: ApiDeps): Hono<ApiEnv> {
+export function configRoutes(deps: ConfigRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.use('*', adminOnly);
 

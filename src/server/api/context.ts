@@ -1,59 +1,15 @@
 import type { Context, MiddlewareHandler } from 'hono';
-import type { Logger } from 'pino';
 import type { z } from 'zod';
 
-import type { Authenticator, Principal } from '../../auth/authenticator.js';
+import type { Principal } from '../../auth/authenticator.js';
 import { requireRole } from '../../auth/authenticator.js';
 import { formatIssues, LlmgwError } from '../../core/errors.js';
 import { issuesFromZod } from '../../core/zod-issues.js';
-import type { Origin } from '../../models/origin.js';
-import type { CacheEntry } from '../../protocol/agent-protocol.js';
-import type { ControlPlaneView } from '../../protocol/node-views.js';
-import type { Store } from '../../store/store.js';
-import type { Catalog } from '../catalog.js';
-import type { EventHub } from '../events/event-hub.js';
-import type { TrafficSampler } from '../traffic/traffic-sampler.js';
-import type { Resolution } from '../model-origins.js';
-import type { Fleet } from '../fleets/fleet.js';
-import type { Autoscaler } from '../autoscale/autoscaler.js';
-import type { AgentHub } from '../nodes/agent-hub.js';
-import type { NodeRegistry } from '../nodes/node-registry.js';
-import type { SettingsHolder } from '../settings-holder.js';
 
-/** The control plane's mirror of model files (where mirror.enabled): what it holds, and removing an origin's files. */
-export interface MirrorFiles {
-  list(known?: readonly { model: string; origin: Origin }[]): Promise<CacheEntry[]>;
-  purge(origin: Origin): Promise<{ files: number; bytes: number }>;
-}
-
-/** What every API route can reach. */
-export interface ApiDeps {
-  store: Store;
-  catalog: Catalog;
-  settings: SettingsHolder;
-  auth: Authenticator;
-  logger: Logger;
-  version: string;
-  registry: NodeRegistry;
-  hub: AgentHub;
-  fleet: Fleet;
-  /** Autoscaled models (absent: the routes that need it answer that autoscaling is off here). */
-  autoscaler?: Autoscaler | undefined;
-  mirror?: MirrorFiles | undefined;
-  /** A model's pinned origin, as resolved when it was added; undefined when it never was. */
-  originOf?: ((model: string) => Promise<Origin | undefined>) | undefined;
-  /** Changes told to the clients of GET /events (absent: the route is not served). */
-  events?: EventHub | undefined;
-  /** The gateway's rates over time (GET /traffic; absent: not served). */
-  traffic?: TrafficSampler | undefined;
-  /** GET /events' heartbeat (tests shorten it). */
-  eventsOptions?: { heartbeatMs?: number } | undefined;
-  /** Resolves a source as adding a model would, storing nothing (GET and POST /plan). */
-  resolveSource?: ((source: string) => Promise<Resolution>) | undefined;
-  /** The control planes on this store, for GET /status (absent: not shown). */
-  controlPlanes?: (() => Promise<ControlPlaneView[]>) | undefined;
-}
-
+/**
+ * What every route of the API shares: the request's principal and id, and the checks of a
+ * body. What each route reads of the control plane it declares itself (its `...RouteDeps`).
+ */
 export interface ApiEnv {
   Variables: { principal: Principal; requestId: string };
 }

@@ -6,9 +6,26 @@ import { formatIssues } from '../../core/errors.js';
 import { issuesFromZod } from '../../core/zod-issues.js';
 import type { KeyInfo, RouteTable } from '../../protocol/routes.js';
 import type { GatewayLoadReport, WakeAnswer } from '../../protocol/load-report.js';
-import type { UsageDelta } from '../../store/store.js';
+import type { Authenticator } from '../../auth/authenticator.js';
+import type { Store, UsageDelta } from '../../store/store.js';
+import type { Autoscaler } from '../autoscale/autoscaler.js';
+import type { EventHub } from '../events/event-hub.js';
+import type { Fleet } from '../fleets/fleet.js';
 import { wakeBody } from './autoscale.js';
-import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+import { adminOnly, jsonBody, principalOf, type ApiEnv } from './context.js';
+
+export interface GatewayRouteDeps {
+  fleet: Pick<Fleet, 'routeTable'>;
+  auth: Pick<Authenticator, 'byHash'>;
+  store: Pick<Store, 'usage'>;
+  /** Absent: load reports and wake-ups are refused (this control plane runs no autoscaler). */
+  autoscaler?: Pick<Autoscaler, 'report' | 'wake'> | undefined;
+  events?: Pick<EventHub, 'publish'> | undefined;
+}
+
+export interface UsageRouteDeps {
+  store: Pick<Store, 'usage'>;
+}
 
 /** Gateways of their own call these with a key of role `gateway` (or admin). */
 const gatewayOnly: MiddlewareHandler<ApiEnv> = async (c, next) => {
@@ -78,7 +95,7 @@ const loadSchema = z.strictObject({
     .max(10_000),
 }) satisfies z.ZodType<GatewayLoadReport>;
 
-export function gatewayRoutes(deps: ApiDeps): Hono<ApiEnv> {
+export function gatewayRoutes(deps: GatewayRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.use('*', gatewayOnly);
   app.get('/routes', async (c) => c.json<RouteTable>(await deps.fleet.routeTable()));
@@ -113,7 +130,7 @@ export function gatewayRoutes(deps: ApiDeps): Hono<ApiEnv> {
   return app;
 }
 
-function autoscalerOf(deps: ApiDeps): NonNullable<ApiDeps['autoscaler']> {
+function autoscalerOf(deps: GatewayRouteDeps): NonNullable<GatewayRouteDeps['autoscaler']> {
   if (deps.autoscaler === undefined)
     throw new LlmgwError(
       'unavailable',
@@ -122,7 +139,7 @@ function autoscalerOf(deps: ApiDeps): NonNullable<ApiDeps['autoscaler']> {
   return deps.autoscaler;
 }
 
-export function usageRoutes(deps: ApiDeps): Hono<ApiEnv> {
+export function usageRoutes(deps: UsageRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.use('*', adminOnly);
   app.get('/', async (c) => {

@@ -4,9 +4,18 @@ import { z } from 'zod';
 import { roles, type CreatedKey, type KeyView, type ListOf } from '../../core/api-types.js';
 import { LlmgwError } from '../../core/errors.js';
 import { generateSecret, hashSecret, secretPrefix } from '../../core/secrets.js';
-import type { ApiKeyRecord } from '../../store/store.js';
-import { systemActor } from '../admin-key.js';
-import { adminOnly, changeBody, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+import type { Authenticator } from '../../auth/authenticator.js';
+import type { ApiKeyRecord, Store } from '../../store/store.js';
+import type { EventHub } from '../events/event-hub.js';
+import { systemActor } from '../state/admin-key.js';
+import { adminOnly, changeBody, jsonBody, principalOf, type ApiEnv } from './context.js';
+
+export interface KeyRouteDeps {
+  store: Pick<Store, 'keys'>;
+  /** Forgets the keys it read, so a changed or revoked key takes effect at once. */
+  auth: Pick<Authenticator, 'forget'>;
+  events?: Pick<EventHub, 'publish'> | undefined;
+}
 
 const keyName = z
   .string()
@@ -34,7 +43,7 @@ const createKeySchema = z.strictObject({
 
 const updateKeySchema = z.strictObject(limits);
 
-export function keyRoutes(deps: ApiDeps): Hono<ApiEnv> {
+export function keyRoutes(deps: KeyRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.use('*', adminOnly);
 

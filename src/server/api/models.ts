@@ -8,11 +8,14 @@ import { clientText } from '../../core/redact.js';
 import type { ListOf } from '../../core/api-types.js';
 import type { ModelGpusCheck, ModelGpusView } from '../../protocol/model-gpus-views.js';
 import type { ModelChange, ModelUseView, ModelView } from '../../protocol/model-views.js';
-import { contextBody, setModelContext } from '../model-context.js';
-import { fitWarnings } from '../model-fit.js';
-import { changeModelGpus, gpusBody } from '../model-gpus.js';
-import { mayRead, modelUseView } from '../model-use.js';
-import { withScale } from './autoscale.js';
+import { contextBody, setModelContext, type ContextDeps } from '../services/model-context.js';
+import { fitWarnings } from '../services/model-fit.js';
+import { changeModelGpus, gpusBody, type ModelGpusDeps } from '../services/model-gpus.js';
+import { mayRead, modelUseView } from '../services/model-use.js';
+import type { Fleet } from '../fleets/fleet.js';
+import type { NodeRegistry } from '../nodes/node-registry.js';
+import type { Catalog } from '../state/catalog.js';
+import { withScale, type ScaleViews } from './autoscale.js';
 import {
   adminOnly,
   ifMatchVersion,
@@ -20,14 +23,20 @@ import {
   principalOf,
   rawJson,
   refuseEmptyChange,
-  type ApiDeps,
   type ApiEnv,
 } from './context.js';
+
+/** The catalog's routes, and the changes that roll over replicas (context, GPUs). */
+export interface ModelRouteDeps extends ScaleViews, ContextDeps, ModelGpusDeps {
+  catalog: Pick<Catalog, 'list' | 'get' | 'add' | 'replace' | 'patch' | 'resolve' | 'remove' | 'change'>;
+  fleet: Pick<Fleet, 'routeTable' | 'rollout' | 'rollModel'>;
+  registry: Pick<NodeRegistry, 'views'>;
+}
 
 /** What a patch of a model may change: its spec but its name (a model is not renamed). */
 const changeable = Object.keys(modelSchema.shape).filter((k) => k !== 'name');
 
-export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
+export function modelRoutes(deps: ModelRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
   // Each with its latest rolling change: the console's catalog shows one in progress. A key
@@ -116,7 +125,7 @@ export function modelRoutes(deps: ApiDeps): Hono<ApiEnv> {
  * The model by name, for a key that may read it. To a key limited to some models, one it may
  * not use reads as one that is not there, and no other model's name is suggested.
  */
-async function readable(deps: ApiDeps, who: Principal, name: string): Promise<ModelView> {
+async function readable(deps: ModelRouteDeps, who: Principal, name: string): Promise<ModelView> {
   if (who.allowedModels === null) return deps.catalog.get(name);
   const hidden = new LlmgwError(
     'not_found',
@@ -130,14 +139,14 @@ async function readable(deps: ApiDeps, who: Principal, name: string): Promise<Mo
   }
 }
 
-async function withRollout(deps: ApiDeps, model: ModelView): Promise<ModelView> {
+async function withRollout(deps: ModelRouteDeps, model: ModelView): Promise<ModelView> {
   const rollout = await deps.fleet.rollout(model.name);
   const scaled = withScale(deps, model);
   return rollout === undefined ? scaled : { ...scaled, status: { ...scaled.status, rollout } };
 }
 
 /** The model, with why it would fit no class of the cluster: accepted, but not silently. */
-function withWarnings(deps: ApiDeps, model: ModelView): ModelChange {
+function withWarnings(deps: ModelRouteDeps, model: ModelView): ModelChange {
   const warnings = fitWarnings(model, deps.registry.views());
   return warnings.length === 0 ? model : { ...model, warnings };
 }

@@ -7,10 +7,33 @@ import { didYouMean } from '../../core/did-you-mean.js';
 import { clientText } from '../../core/redact.js';
 import { generateSecret, hashSecret, secretPrefix } from '../../core/secrets.js';
 import type { ClusterStatus, CreatedJoinToken, JoinTokenView, NodeView } from '../../protocol/node-views.js';
-import type { JoinTokenRecord } from '../../store/store.js';
-import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+import type { ControlPlaneView } from '../../protocol/node-views.js';
+import type { JoinTokenRecord, Store } from '../../store/store.js';
+import type { EventHub } from '../events/event-hub.js';
+import type { Fleet } from '../fleets/fleet.js';
+import type { AgentHub } from '../nodes/agent-hub.js';
+import type { NodeRegistry } from '../nodes/node-registry.js';
+import { adminOnly, jsonBody, principalOf, type ApiEnv } from './context.js';
 
-export type NodeDeps = ApiDeps;
+export interface NodeRouteDeps {
+  registry: Pick<NodeRegistry, 'views' | 'view' | 'isExternal' | 'forget'>;
+  store: Pick<Store, 'nodes'>;
+  hub: Pick<AgentHub, 'disconnect'>;
+  events?: Pick<EventHub, 'publish'> | undefined;
+}
+
+export interface TokenRouteDeps {
+  store: Pick<Store, 'joinTokens'>;
+  /** Whether agents may join here at all (Kubernetes mode takes none). */
+  hub: Pick<AgentHub, 'refusesAgents'>;
+}
+
+export interface StatusRouteDeps {
+  registry: Pick<NodeRegistry, 'status'>;
+  fleet: Pick<Fleet, 'activeDownloads'>;
+  /** The control planes on this store, for GET /status (absent: not shown). */
+  controlPlanes?: (() => Promise<ControlPlaneView[]>) | undefined;
+}
 
 const tokenSchema = z.strictObject({
   name: z
@@ -28,7 +51,7 @@ const tokenSchema = z.strictObject({
     .optional(),
 });
 
-export function nodeRoutes(deps: NodeDeps): Hono<ApiEnv> {
+export function nodeRoutes(deps: NodeRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
   app.get('/', (c) => c.json<ListOf<NodeView>>({ items: deps.registry.views() }));
@@ -66,7 +89,7 @@ export function nodeRoutes(deps: NodeDeps): Hono<ApiEnv> {
   return app;
 }
 
-export function tokenRoutes(deps: NodeDeps): Hono<ApiEnv> {
+export function tokenRoutes(deps: TokenRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.use('*', adminOnly);
 
@@ -96,7 +119,7 @@ export function tokenRoutes(deps: NodeDeps): Hono<ApiEnv> {
   return app;
 }
 
-export function statusRoute(deps: NodeDeps): Hono<ApiEnv> {
+export function statusRoute(deps: StatusRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.get('/', async (c) => {
     const downloads = deps.fleet.activeDownloads();

@@ -13,9 +13,18 @@ import type { Origin } from '../../models/origin.js';
 import type { ModelShape } from '../../models/shape.js';
 import { type ClassMemory, knownCardClasses, type PlanAnswer, planOptions } from '../../planner/index.js';
 import type { NodeView } from '../../protocol/node-views.js';
-import { invalidModel } from '../catalog.js';
-import { clusterClasses } from '../model-fit.js';
-import { jsonBody, principalOf, type ApiContext, type ApiDeps, type ApiEnv } from './context.js';
+import { invalidModel, type Catalog } from '../state/catalog.js';
+import { clusterClasses } from '../services/model-fit.js';
+import type { NodeRegistry } from '../nodes/node-registry.js';
+import type { Resolution } from '../state/model-origins.js';
+import { jsonBody, principalOf, type ApiContext, type ApiEnv } from './context.js';
+
+export interface PlanRouteDeps {
+  registry: Pick<NodeRegistry, 'views'>;
+  catalog: Pick<Catalog, 'get'>;
+  /** Resolves a source as adding a model would, storing nothing (absent: only the catalog's models are planned). */
+  resolveSource?: ((source: string) => Promise<Resolution>) | undefined;
+}
 
 const planBody = z.strictObject({
   model: z.string().min(1).optional(),
@@ -32,7 +41,7 @@ type PlanBody = z.output<typeof planBody>;
  * source: whether the model fits each class of the cluster (or the classes named), on each
  * engine that runs its weights, before anything is downloaded. Nothing is stored.
  */
-export function planRoutes(deps: ApiDeps): Hono<ApiEnv> {
+export function planRoutes(deps: PlanRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
   app.get('/', async (c) => {
@@ -59,7 +68,7 @@ export function planRoutes(deps: ApiDeps): Hono<ApiEnv> {
   return app;
 }
 
-async function plan(c: ApiContext, deps: ApiDeps, body: PlanBody): Promise<PlanAnswer> {
+async function plan(c: ApiContext, deps: PlanRouteDeps, body: PlanBody): Promise<PlanAnswer> {
   const given = [body.model, body.spec, body.source].filter((x) => x !== undefined).length;
   if (given !== 1) {
     throw new LlmgwError(
@@ -98,7 +107,7 @@ interface ToPlan {
   spec: ModelSpec | undefined;
 }
 
-async function modelToPlan(deps: ApiDeps, body: PlanBody): Promise<ToPlan> {
+async function modelToPlan(deps: PlanRouteDeps, body: PlanBody): Promise<ToPlan> {
   if (body.model !== undefined) {
     const view = await deps.catalog.get(body.model);
     const { shape, origin, problem } = view.status;

@@ -4,7 +4,17 @@ import { z } from 'zod';
 import type { ListOf } from '../../core/api-types.js';
 import { LlmgwError } from '../../core/errors.js';
 import type { ReplicaView, RestartResult } from '../../protocol/replica-views.js';
-import { adminOnly, jsonBody, principalOf, type ApiDeps, type ApiEnv } from './context.js';
+import type { Fleet } from '../fleets/fleet.js';
+import type { Catalog } from '../state/catalog.js';
+import { adminOnly, jsonBody, principalOf, type ApiEnv } from './context.js';
+
+export interface ReplicaRouteDeps {
+  fleet: Pick<Fleet, 'replicas' | 'replica' | 'restart' | 'logs'>;
+}
+
+export interface ScaleRouteDeps {
+  catalog: Pick<Catalog, 'get' | 'patch'>;
+}
 
 const restartSchema = z.strictObject({ in_place: z.boolean().default(false) });
 const logsQuery = z.strictObject({
@@ -13,7 +23,7 @@ const logsQuery = z.strictObject({
   follow: z.enum(['true', 'false', '1', '0']).optional(),
 });
 
-export function replicaRoutes(deps: ApiDeps): Hono<ApiEnv> {
+export function replicaRoutes(deps: ReplicaRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
   app.get('/', (c) => c.json<ListOf<ReplicaView>>({ items: deps.fleet.replicas(c.req.query('model')) }));
@@ -101,7 +111,7 @@ export function replicaRoutes(deps: ApiDeps): Hono<ApiEnv> {
 const scaleSchema = z.strictObject({ replicas: z.int().min(0).max(10_000) });
 
 /** POST /models/:name/scale: how many replicas a model runs. */
-export function scaleRoute(deps: ApiDeps): Hono<ApiEnv> {
+export function scaleRoute(deps: ScaleRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   app.post('/:name/scale', adminOnly, async (c) => {
     const { replicas } = await jsonBody(c, scaleSchema);

@@ -9,7 +9,7 @@ import type { ScaleView } from '../../protocol/model-views.js';
 import type { ReplicaView } from '../../protocol/replica-views.js';
 import type { RolloutView } from '../../protocol/rollout-views.js';
 import type { ModelScaleRecord, ScaleDecision, Store } from '../../store/store.js';
-import { systemActor } from '../admin-key.js';
+import { systemActor } from '../state/admin-key.js';
 
 import { LoadBoard, mergeReports } from './board.js';
 import { decide, modelLoad, type Decision, type Direction, type Recommendation } from './decide.js';

@@ -6,8 +6,8 @@ import type { Logger } from 'pino';
 import type { ErrorBody } from '../../core/api-types.js';
 import { isLlmgwError, LlmgwError, messageOf } from '../../core/errors.js';
 import { clientText, redact } from '../../core/redact.js';
-import { apiPrefix } from '../api/app.js';
 import type { RequestHandler } from '../../http1/http-server.js';
+import { apiPrefix } from '../../protocol/api-paths.js';
 
 import type { MirrorAuthorizer } from './mirror-auth.js';
 import type { Mirror } from './mirror.js';

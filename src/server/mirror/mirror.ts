@@ -5,18 +5,7 @@
  * offline site fills it by hand: a file present there and matching its digest is never fetched.
  */
 import { createReadStream, type Stats } from 'node:fs';
-import {
-  lstat,
-  mkdir,
-  readdir,
-  readFile,
-  readlink,
-  rm,
-  rmdir,
-  stat,
-  symlink,
-  writeFile,
-} from 'node:fs/promises';
+import { lstat, mkdir, readFile, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 
@@ -39,6 +28,7 @@ import type { Origin, OriginFile } from '../../models/origin.js';
 import type { CacheEntry } from '../../protocol/agent-protocol.js';
 
 import { fileDigest } from './file-digest.js';
+import { linkedBlobs, listMirror, pruneEmpty } from './mirror-dir.js';
 import { Fill, TailReader } from './fill.js';
 import type { ByteRange } from './range.js';
 
@@ -142,74 +132,12 @@ export class Mirror {
    * origin (and a URL source's address, which its folder name does not keep).
    */
   async list(known: readonly { model: string; origin: Origin }[] = []): Promise<CacheEntry[]> {
-    const bySnapshot = new Map<string, { source: string; models: string[] }>();
-    const snapshotOfBlob = new Map<string, string>();
-    const note = (origin: Origin, model?: string) => {
-      const layout = originLayout(this.#dir, origin);
-      if (layout === undefined) return;
-      const entry = bySnapshot.get(layout.snapshotDir) ?? { source: origin.source, models: [] };
-      if (model !== undefined && !entry.models.includes(model)) entry.models.push(model);
-      bySnapshot.set(layout.snapshotDir, entry);
-      for (const f of origin.files)
-        snapshotOfBlob.set(join(layout.repoDir, 'blobs', blobKey(origin, f)), layout.snapshotDir);
-    };
-    for (const k of known) note(k.origin, k.model);
-    for (const key of this.#fills.keys()) {
+    // Files being fetched belong to a snapshot too, named by their origin though no model is given.
+    const fetching = [...this.#fills.keys()].flatMap((key) => {
       const found = this.#o.lookup(key);
-      if (found !== undefined) note(found.origin);
-    }
-
-    const entries = new Map<string, CacheEntry>();
-    const entryOf = (repo: string, snapshotDir: string): CacheEntry => {
-      let entry = entries.get(snapshotDir);
-      if (entry === undefined) {
-        const named = bySnapshot.get(snapshotDir);
-        entry = {
-          source: named?.source ?? sourceOfFolder(repo),
-          snapshot: snapshotDir.split(/[\\/]/).pop() ?? '',
-          models: named?.models ?? [],
-          files: 0,
-          bytes: 0,
-        };
-        entries.set(snapshotDir, entry);
-      }
-      return entry;
-    };
-    const used = (entry: CacheEntry, at: number) => {
-      if (entry.last_used === undefined || Date.parse(entry.last_used) < at)
-        entry.last_used = new Date(at).toISOString();
-    };
-
-    for (const repo of await names(this.#dir)) {
-      if (!repo.startsWith('models--') && !repo.startsWith('urls--')) continue;
-      const repoDir = join(this.#dir, repo);
-      for (const snap of await names(join(repoDir, 'snapshots'))) {
-        const snapshotDir = join(repoDir, 'snapshots', snap);
-        const entry = entryOf(repo, snapshotDir);
-        for (const file of await filesUnder(snapshotDir)) {
-          const st = await stat(file).catch(() => undefined);
-          if (!st?.isFile()) continue;
-          entry.files++;
-          entry.bytes += st.size;
-          used(entry, st.mtimeMs);
-        }
-        const served = this.#lastServed.get(snapshotDir);
-        if (served !== undefined) used(entry, served);
-      }
-      for (const name of await names(join(repoDir, 'blobs'))) {
-        if (!name.endsWith('.incomplete')) continue;
-        const part = join(repoDir, 'blobs', name);
-        const snapshotDir = snapshotOfBlob.get(part.slice(0, -'.incomplete'.length));
-        const st = await stat(part).catch(() => undefined);
-        if (snapshotDir === undefined || st === undefined) continue;
-        const entry = entryOf(repo, snapshotDir);
-        entry.incomplete_bytes = (entry.incomplete_bytes ?? 0) + st.size;
-        used(entry, st.mtimeMs);
-      }
-    }
-    return [...entries.values()].sort(
-      (a, b) => a.source.localeCompare(b.source) || a.snapshot.localeCompare(b.snapshot),
-    );
+      return found === undefined ? [] : [{ origin: found.origin }];
+    });
+    return listMirror({ dir: this.#dir, origins: [...known, ...fetching], lastServed: this.#lastServed });
   }
 
   /**
@@ -476,50 +404,4 @@ export class Mirror {
 function scrub(message: string, token: string | undefined): string {
   const plain = token === undefined || token === '' ? message : message.split(token).join('[token]');
   return redact(plain);
-}
-
-/** hf://ORG/REPO from models--ORG--REPO; a URL's folder (whose address it does not keep) as it is. */
-function sourceOfFolder(folder: string): string {
-  if (folder.startsWith('models--')) return `hf://${folder.slice('models--'.length).split('--').join('/')}`;
-  return folder;
-}
-
-async function names(dir: string): Promise<string[]> {
-  return readdir(dir).catch(() => []);
-}
-
-/** Every file and link under a directory. */
-async function filesUnder(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
-  for (const e of entries) {
-    const path = join(dir, e.name);
-    if (e.isDirectory()) out.push(...(await filesUnder(path)));
-    else out.push(path);
-  }
-  return out;
-}
-
-/** Blob keys the snapshots other than `except` link to (a blob shared by two commits stays). */
-async function linkedBlobs(snapshotsDir: string, except: string): Promise<Set<string>> {
-  const keys = new Set<string>();
-  for (const snap of await names(snapshotsDir)) {
-    const dir = join(snapshotsDir, snap);
-    if (dir === except) continue;
-    for (const path of await filesUnder(dir)) {
-      const target = await readlink(path).catch(() => undefined);
-      if (target !== undefined) keys.add(target.split('/').pop() ?? '');
-    }
-  }
-  return keys;
-}
-
-/** Removes `dir` and its parents while they are empty, stopping below `stop`. */
-async function pruneEmpty(dir: string, stop: string): Promise<void> {
-  let current = dir;
-  while (current !== stop && relative(stop, current) !== '' && !relative(stop, current).startsWith('..')) {
-    if ((await names(current)).length > 0) return;
-    await rmdir(current).catch(() => undefined);
-    current = dirname(current);
-  }
 }

@@ -4,7 +4,11 @@ import type { JoinTokenRecord, Store } from '../../store/store.js';
 import { splitJoinToken } from '../../tls/trust.js';
 
 /** A join token, checked: live, not expired; else a refusal that says what to do. */
-export async function checkJoinToken(store: Store, given: string, now: number): Promise<JoinTokenRecord> {
+export async function checkJoinToken(
+  store: Pick<Store, 'joinTokens'>,
+  given: string,
+  now: number,
+): Promise<JoinTokenRecord> {
   // A token as printed may carry the CA's hash after a dot: that part is the agent's to check.
   const token = await store.joinTokens.findByHash(hashSecret(splitJoinToken(given).secret));
   if (token === undefined)

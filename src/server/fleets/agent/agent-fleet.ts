@@ -10,12 +10,12 @@ import type { ReplicaView, RestartResult } from '../../../protocol/replica-views
 import type { RollOptions, RolloutView } from '../../../protocol/rollout-views.js';
 import type { RouteTable } from '../../../protocol/routes.js';
 import type { Store } from '../../../store/store.js';
-import type { Catalog } from '../../catalog.js';
+import type { Catalog } from '../../state/catalog.js';
 import type { LeaderView } from '../../cluster/leadership.js';
 import type { EventPublisher } from '../../events/event-hub.js';
 import type { AgentHub, HubListener } from '../../nodes/agent-hub.js';
 import type { NodeRegistry } from '../../nodes/node-registry.js';
-import type { SettingsHolder } from '../../settings-holder.js';
+import type { SettingsHolder } from '../../state/settings-holder.js';
 import type { EngineKeys } from '../engine-keys.js';
 import type { Fleet, LogOptions } from '../fleet.js';
 import { Passes } from '../passes.js';

@@ -9,7 +9,7 @@ import type {
 } from '../../../protocol/agent-protocol.js';
 import type { AgentHub } from '../../nodes/agent-hub.js';
 import type { NodeRegistry } from '../../nodes/node-registry.js';
-import type { SettingsHolder } from '../../settings-holder.js';
+import type { SettingsHolder } from '../../state/settings-holder.js';
 
 import { hostOf } from './node-host.js';
 import type { Placed } from './placed.js';

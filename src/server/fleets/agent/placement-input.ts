@@ -5,9 +5,9 @@ import type { ModelMemory, PendingReplica, PlacementNode, PortRange } from '../.
 import { agentReconnectMaxMs } from '../../../protocol/agent-protocol.js';
 import type { NodeView } from '../../../protocol/node-views.js';
 import type { Store } from '../../../store/store.js';
-import type { Catalog } from '../../catalog.js';
+import type { Catalog } from '../../state/catalog.js';
 import type { NodeRegistry } from '../../nodes/node-registry.js';
-import type { SettingsHolder } from '../../settings-holder.js';
+import type { SettingsHolder } from '../../state/settings-holder.js';
 
 import type { FleetPlanInput, PlanRollout } from './fleet-plan.js';
 import { hostOf } from './node-host.js';

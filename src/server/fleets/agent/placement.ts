@@ -9,7 +9,7 @@ import {
   type RolloutRecord,
   type Store,
 } from '../../../store/store.js';
-import { systemActor } from '../../admin-key.js';
+import { systemActor } from '../../state/admin-key.js';
 import type { LeaderView } from '../../cluster/leadership.js';
 import type { EventPublisher } from '../../events/event-hub.js';
 import { publishPlacement } from '../../events/fleet-changes.js';

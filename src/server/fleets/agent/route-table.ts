@@ -1,8 +1,8 @@
 import type { ModelSpec } from '../../../catalog/model-spec.js';
 import type { RouteReplica, RouteTable } from '../../../protocol/routes.js';
-import type { Catalog } from '../../catalog.js';
+import type { Catalog } from '../../state/catalog.js';
 import type { NodeRegistry } from '../../nodes/node-registry.js';
-import type { SettingsHolder } from '../../settings-holder.js';
+import type { SettingsHolder } from '../../state/settings-holder.js';
 import type { ReplicaOfModel } from '../availability.js';
 import { catalogEntry, replicaOfModel, routeReplica } from '../route-entries.js';
 

@@ -8,7 +8,7 @@ import type { KNode, KPod } from '../../../kube/kube-types.js';
 import { modelLabel, profileLabel } from '../../../kube/names.js';
 import type { Origin } from '../../../models/origin.js';
 import type { Store } from '../../../store/store.js';
-import type { Catalog } from '../../catalog.js';
+import type { Catalog } from '../../state/catalog.js';
 import { EngineKeys } from '../engine-keys.js';
 
 import { KubeFleet } from './kube-fleet.js';

@@ -14,7 +14,7 @@ import type { ReplicaView, RestartResult } from '../../../protocol/replica-views
 import type { RollOptions, RolloutView } from '../../../protocol/rollout-views.js';
 import type { RouteReplica, RouteTable } from '../../../protocol/routes.js';
 import type { Store } from '../../../store/store.js';
-import type { Catalog } from '../../catalog.js';
+import type { Catalog } from '../../state/catalog.js';
 import type { LeaderView } from '../../cluster/leadership.js';
 import type { EventPublisher } from '../../events/event-hub.js';
 import type { EngineKeys } from '../engine-keys.js';

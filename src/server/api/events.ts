@@ -1,10 +1,10 @@
 import { Hono } from 'hono';
 
-import { principalOf, type ApiEnv } from '../api/context.js';
-import { topicsFor, type EventData, type EventHub, type EventTopic } from './event-hub.js';
+import { topicsFor, type EventData, type EventHub, type EventTopic } from '../events/event-hub.js';
+import { principalOf, type ApiEnv } from './context.js';
 
 export interface EventsRouteOptions {
-  events: EventHub;
+  events: Pick<EventHub, 'subscribe'>;
   /** A comment line this often, so proxies and the client see the stream is alive. */
   heartbeatMs?: number;
   /** The reconnection delay suggested to EventSource (`retry:`). */

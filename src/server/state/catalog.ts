@@ -1,16 +1,16 @@
 import { isDeepStrictEqual } from 'node:util';
 
-import type { ModelSpec } from '../catalog/model-spec.js';
-import { validateModel } from '../catalog/validate.js';
-import { didYouMean } from '../core/did-you-mean.js';
-import { formatIssues, LlmgwError, type Issue } from '../core/errors.js';
-import { clientText } from '../core/redact.js';
-import { engines } from '../engines/registry.js';
-import type { Origin } from '../models/origin.js';
-import type { ModelStatus, ModelView } from '../protocol/model-views.js';
-import type { ModelOriginRecord, Store, StoredModel } from '../store/store.js';
+import type { ModelSpec } from '../../catalog/model-spec.js';
+import { validateModel } from '../../catalog/validate.js';
+import { didYouMean } from '../../core/did-you-mean.js';
+import { formatIssues, LlmgwError, type Issue } from '../../core/errors.js';
+import { clientText } from '../../core/redact.js';
+import { engines } from '../../engines/registry.js';
+import type { Origin } from '../../models/origin.js';
+import type { ModelStatus, ModelView } from '../../protocol/model-views.js';
+import type { ModelOriginRecord, Store, StoredModel } from '../../store/store.js';
 
-import { refuseUnsplitHeads } from './model-fit.js';
+import { refuseUnsplitHeads } from './unsplit-heads.js';
 import type { ModelOrigins, Resolution } from './model-origins.js';
 
 export interface CatalogOptions {

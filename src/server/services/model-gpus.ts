@@ -1,11 +1,22 @@
 import { z } from 'zod';
 
-import { LlmgwError } from '../core/errors.js';
-import { engines } from '../engines/registry.js';
-import { changeGpus, type GpusSide, MAX_GPUS, type MemoryPlan, toGib } from '../planner/index.js';
-import type { GpusSideView, ModelGpusCheck, ModelGpusView } from '../protocol/model-gpus-views.js';
-import type { ApiDeps } from './api/context.js';
+import { LlmgwError } from '../../core/errors.js';
+import { engines } from '../../engines/registry.js';
+import { changeGpus, type GpusSide, MAX_GPUS, type MemoryPlan, toGib } from '../../planner/index.js';
+import type { GpusSideView, ModelGpusCheck, ModelGpusView } from '../../protocol/model-gpus-views.js';
+import type { Fleet } from '../fleets/fleet.js';
+import type { NodeRegistry } from '../nodes/node-registry.js';
+import type { Catalog } from '../state/catalog.js';
+import type { SettingsHolder } from '../state/settings-holder.js';
 import { clusterClasses } from './model-fit.js';
+
+/** What a change of GPUs reads and calls: the catalog, the nodes' cards, the settings file's path and the fleet's rollout. */
+export interface ModelGpusDeps {
+  catalog: Pick<Catalog, 'get' | 'change'>;
+  registry: Pick<NodeRegistry, 'views'>;
+  settings: Pick<SettingsHolder, 'current'>;
+  fleet: Pick<Fleet, 'rollModel'>;
+}
 
 /** POST /api/v1/models/{name}/gpus. */
 export const gpusBody = z.strictObject({
@@ -23,7 +34,7 @@ export type GpusBody = z.output<typeof gpusBody>;
  * the new spec over the replicas, storing it with its audit entry when the roll may start.
  */
 export async function changeModelGpus(
-  deps: Pick<ApiDeps, 'catalog' | 'registry' | 'fleet' | 'settings'>,
+  deps: ModelGpusDeps,
   name: string,
   body: GpusBody,
   actor: string,

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 
-import { routeReplica } from '../../test/support/route-replica.js';
-import type { ModelView } from '../protocol/model-views.js';
-import type { RouteReplica, RouteTable } from '../protocol/routes.js';
+import { routeReplica } from '../../../test/support/route-replica.js';
+import type { ModelView } from '../../protocol/model-views.js';
+import type { RouteReplica, RouteTable } from '../../protocol/routes.js';
 import { mayRead, modelUseView } from './model-use.js';
 
 const model = (extra: Partial<ModelView> = {}): ModelView => ({

@@ -2,8 +2,8 @@
  * What a key that is not admin reads of the catalog: each model it may use, as a client needs
  * it (ModelUseView), from the same route table the gateway routes by. Pure.
  */
-import type { ModelUseView, ModelView } from '../protocol/model-views.js';
-import type { RouteTable } from '../protocol/routes.js';
+import type { ModelUseView, ModelView } from '../../protocol/model-views.js';
+import type { RouteTable } from '../../protocol/routes.js';
 
 /** Whether a key limited to `allowed` models (null: all) may read this one. */
 export function mayRead(allowed: readonly string[] | null, model: string): boolean {

@@ -10,20 +10,20 @@ import { basename, join } from 'node:path';
 
 import type { Logger } from 'pino';
 
-import type { ModelSpec } from '../catalog/model-spec.js';
-import { lineOfKey, SettingsError, type LoadedSettings } from '../config/load.js';
-import type { HubSettings } from '../config/schema.js';
-import { isLlmgwError, LlmgwError, messageOf, type Issue } from '../core/errors.js';
-import { hubFileUrl } from '../models/cache-layout.js';
-import { safetensorsBytes, shapeFromConfig } from '../models/config-shape.js';
-import { hubAccess, type HubAccess } from '../models/hub.js';
-import type { Origin, OriginFile } from '../models/origin.js';
-import { readGgufShape, readLocalGgufShape } from '../models/read-gguf.js';
-import { resolveOrigin } from '../models/resolve.js';
-import { known, unknown, type ModelShape } from '../models/shape.js';
-import type { OwnPath } from '../models/local-source.js';
-import { parseSource } from '../models/source.js';
-import type { ModelOriginRecord, Store } from '../store/store.js';
+import type { ModelSpec } from '../../catalog/model-spec.js';
+import { lineOfKey, SettingsError, type LoadedSettings } from '../../config/load.js';
+import type { HubSettings } from '../../config/schema.js';
+import { isLlmgwError, LlmgwError, messageOf, type Issue } from '../../core/errors.js';
+import { hubFileUrl } from '../../models/cache-layout.js';
+import { safetensorsBytes, shapeFromConfig } from '../../models/config-shape.js';
+import { hubAccess, type HubAccess } from '../../models/hub.js';
+import type { Origin, OriginFile } from '../../models/origin.js';
+import { readGgufShape, readLocalGgufShape } from '../../models/read-gguf.js';
+import { resolveOrigin } from '../../models/resolve.js';
+import { known, unknown, type ModelShape } from '../../models/shape.js';
+import type { OwnPath } from '../../models/local-source.js';
+import { parseSource } from '../../models/source.js';
+import type { ModelOriginRecord, Store } from '../../store/store.js';
 import { ownData } from './own-data.js';
 
 /** What a source resolved to; `problem` says what of it is not known, and why. */

@@ -8,11 +8,11 @@ import {
   writeFileAtomic,
   type LoadedSettings,
   type LoadOptions,
-} from '../config/index.js';
-import { diffJson } from '../core/diff.js';
-import { LlmgwError } from '../core/errors.js';
-import type { ConfigChangeView } from '../core/api-types.js';
-import type { Store } from '../store/store.js';
+} from '../../config/index.js';
+import { diffJson } from '../../core/diff.js';
+import { LlmgwError } from '../../core/errors.js';
+import type { ConfigChangeView } from '../../core/api-types.js';
+import type { Store } from '../../store/store.js';
 import { createHash } from 'node:crypto';
 
 export type SettingsListener = (next: LoadedSettings, previous: LoadedSettings) => void;

@@ -1,11 +1,8 @@
-import type { ModelSpec } from '../catalog/model-spec.js';
-import { LlmgwError } from '../core/errors.js';
-import { engineFor, engines } from '../engines/registry.js';
-import { cpuClass } from '../gpu/classes.js';
-import type { ModelShape } from '../models/shape.js';
-import { type ClassMemory, MIB, type PlanDevice, planProfile, splitsHeads } from '../planner/index.js';
-import type { ModelView } from '../protocol/model-views.js';
-import type { NodeView } from '../protocol/node-views.js';
+import { engines } from '../../engines/registry.js';
+import { cpuClass } from '../../gpu/classes.js';
+import { type ClassMemory, MIB, type PlanDevice, planProfile } from '../../planner/index.js';
+import type { ModelView } from '../../protocol/model-views.js';
+import type { NodeView } from '../../protocol/node-views.js';
 
 /**
  * Whether a model fits the cluster, as the catalog tells it when a model is added or changed:
@@ -82,22 +79,4 @@ function alsoOn(reason: string, classes: readonly string[]): string {
   const shown = classes.slice(0, namedClasses).join(' or ');
   const more = classes.length > namedClasses ? ` (and ${classes.length - namedClasses} more classes)` : '';
   return `${reason.endsWith('a class with more memory') ? ' such as' : ', or'} ${shown}${more}`;
-}
-
-/**
- * Refuses a profile whose tensor parallel the model's heads cannot split, in vLLM's words
- * (the planner's splitsHeads, the rule `llmgw ctl model gpus` holds to too): vLLM and SGLang
- * would not start it. Only once the shape is known; llama.cpp splits by layer, not heads.
- */
-export function refuseUnsplitHeads(spec: ModelSpec, shape: ModelShape | null | undefined): void {
-  if (shape === null || shape === undefined) return;
-  for (const p of spec.profiles) {
-    if (engineFor(p.engine).split === 'layer' || p.cpu === true) continue;
-    const check = splitsHeads(shape, p.tp);
-    if (check.ok) continue;
-    throw new LlmgwError(
-      'invalid_argument',
-      `profile "${p.name}" of model "${spec.name}" cannot run with tp ${p.tp}, nothing was changed: ${check.reason}`,
-    );
-  }
 }

@@ -1,12 +1,14 @@
 import { z } from 'zod';
 
-import { engines } from '../engines/registry.js';
-import { changeContext, type ContextChange } from '../planner/change-context.js';
-import type { RolloutView } from '../protocol/rollout-views.js';
+import { engines } from '../../engines/registry.js';
+import { changeContext, type ContextChange } from '../../planner/change-context.js';
+import type { RolloutView } from '../../protocol/rollout-views.js';
 
+import type { Fleet } from '../fleets/fleet.js';
+import type { NodeRegistry } from '../nodes/node-registry.js';
+import type { Catalog } from '../state/catalog.js';
+import type { SettingsHolder } from '../state/settings-holder.js';
 import { clusterClasses } from './model-fit.js';
-import type { ApiDeps } from './api/context.js';
-import type { Fleet } from './fleets/fleet.js';
 
 /**
  * POST /api/v1/models/{name}/context: a served model's context changed (`llmgw ctl model
@@ -26,9 +28,12 @@ export type ContextBody = z.output<typeof contextBody>;
 export type ContextChangeView = ContextChange & { rollout: RolloutView };
 
 /** What the change reads and calls: the catalog, the nodes' memory, the settings and the fleet's rollout. */
-export type ContextDeps = Pick<ApiDeps, 'catalog' | 'registry' | 'settings'> & {
+export interface ContextDeps {
+  catalog: Pick<Catalog, 'get' | 'change'>;
+  registry: Pick<NodeRegistry, 'views'>;
+  settings: Pick<SettingsHolder, 'current'>;
   fleet: Pick<Fleet, 'rollModel'>;
-};
+}
 
 export async function setModelContext(
   deps: ContextDeps,

@@ -4,9 +4,9 @@ import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { hashSecret } from '../core/secrets.js';
-import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
-import type { Store } from '../store/store.js';
+import { hashSecret } from '../../core/secrets.js';
+import { openSqliteStore } from '../../store/sqlite/sqlite-store.js';
+import type { Store } from '../../store/store.js';
 
 import { ensureAdminKey } from './admin-key.js';
 

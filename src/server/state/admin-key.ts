@@ -1,6 +1,6 @@
-import { LlmgwError } from '../core/errors.js';
-import { generateSecret, hashSecret, secretPrefix } from '../core/secrets.js';
-import type { Store } from '../store/store.js';
+import { LlmgwError } from '../../core/errors.js';
+import { generateSecret, hashSecret, secretPrefix } from '../../core/secrets.js';
+import type { Store } from '../../store/store.js';
 
 export const adminKeyName = 'admin';
 /** The actor of changes the control plane makes itself. */

@@ -4,8 +4,8 @@
  * are, its TLS key, its kubeconfig. A source naming one would let an admin's typo (or a stolen
  * admin key) show their names and sizes, and hand them to engines as weights.
  */
-import type { LoadedSettings } from '../config/load.js';
-import type { OwnPath } from '../models/local-source.js';
+import type { LoadedSettings } from '../../config/load.js';
+import type { OwnPath } from '../../models/local-source.js';
 
 export function ownData(loaded: LoadedSettings): OwnPath[] {
   const s = loaded.settings;
