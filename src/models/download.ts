@@ -30,7 +30,7 @@ import { fileWording } from './download/wording.js';
 
 export type { FetchedFile, FetchFileOptions, FileDigest } from './download/options.js';
 export { defaultConnections } from './download/parts.js';
-export { fileWording, shownUrl, type Failure, type Wording } from './download/wording.js';
+export type { Failure, Wording } from './download/wording.js';
 
 /** The bytes fetched are not those the origin names: the file is deleted and must be fetched again. */
 export class DigestMismatchError extends LlmgwError {

@@ -38,7 +38,7 @@ export function shownUrl(url: URL | string): string {
 }
 
 /** The status in words: "404 Not Found". */
-export function statusWords(status: number): string {
+function statusWords(status: number): string {
   return `${status} ${STATUS_CODES[status] ?? ''}`.trim();
 }
 
