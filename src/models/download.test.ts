@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -324,6 +326,40 @@ describe.each(clients)('fetchFile over %s', (_name, client) => {
     expect(defaultConnections(64 * MB)).toBe(2);
     expect(defaultConnections(100 * MB)).toBe(3);
     expect(defaultConnections(10_000 * MB)).toBe(8);
+  });
+});
+
+describe('fetchFile of a file whose size nobody says', () => {
+  it('takes the end of a chunked answer as the end of the file, and hashes what came', async () => {
+    const bytes = randomBytes(200_000);
+    const server = createServer((_req, res) => {
+      // No Content-Length: node:http sends the body chunked.
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      res.write(bytes.subarray(0, 50_000));
+      setTimeout(() => res.end(bytes.subarray(50_000)), 20);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-download-'));
+    dirs.push(dir);
+    try {
+      const { port } = server.address() as AddressInfo;
+      const dest = join(dir, 'archive');
+      for (const client of clients) {
+        rmSync(dest, { force: true });
+        const got = await fetchFile({
+          url: `http://127.0.0.1:${port}/a.tar.gz`,
+          dest,
+          digest: { algorithm: 'sha256' },
+          retries: 0,
+          ...(client[1] === undefined ? {} : { fetch: client[1] }),
+        });
+        expect(got).toEqual({ bytes: bytes.length, hex: sha256(bytes) });
+        expect(readFileSync(dest).equals(bytes)).toBe(true);
+      }
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 
