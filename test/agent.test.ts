@@ -11,23 +11,10 @@ import type { NodeInventory } from '../src/gpu/types.js';
 import { dialAgentChannel } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { a100, inventoryWith, migA100 } from './support/inventory.js';
+import { until } from './support/timing.js';
 
 const quiet = pino({ level: 'silent' });
 const heartbeatMs = 150;
-
-async function until<T>(
-  what: string,
-  probe: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 describe('agents joining a control plane', () => {
   let t: TestControlPlane;

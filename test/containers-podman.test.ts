@@ -6,6 +6,7 @@ import { DaemonClient } from '../src/agent/shards/container/daemon.js';
 import type { ShardRun, ShardStatus } from '../src/agent/shards/types.js';
 import { startFakePodman } from './fakes/podman-api.js';
 import { freePort } from './fakes/engines/fake-engines.js';
+import { until } from './support/timing.js';
 
 /** The container supervisor speaking Podman's own API (libpod paths and a SpecGenerator), against a fake of it. */
 
@@ -125,13 +126,11 @@ describe('the container supervisor on Podman (libpod API)', () => {
           stopGraceMs: 5000,
         },
       ]);
-      const until = async (state: string): Promise<ShardStatus | undefined> => {
-        const deadline = Date.now() + 5000;
-        while (seen.at(-1)?.state !== state && Date.now() < deadline)
-          await new Promise((r) => setTimeout(r, 20));
-        return seen.at(-1);
-      };
-      expect(await until('degraded')).toMatchObject({
+      const reached = (state: string): Promise<ShardStatus> =>
+        until(`the shard ${state}`, () => (seen.at(-1)?.state === state ? seen.at(-1) : undefined), 5000, {
+          detail: () => ` (last seen: ${seen.at(-1)?.state ?? 'nothing'})`,
+        });
+      expect(await reached('degraded')).toMatchObject({
         state: 'degraded',
         reason:
           `the engine holds no memory on its GPU (${mig}): it is running on the CPU, about ten times slower — ` +
@@ -140,7 +139,7 @@ describe('the container supervisor on Podman (libpod API)', () => {
       });
       expect(seen.some((s) => s.state === 'ready')).toBe(true);
       holders = [process.pid];
-      expect(await until('ready')).toMatchObject({ state: 'ready', pid: process.pid, restarts: 0 });
+      expect(await reached('ready')).toMatchObject({ state: 'ready', pid: process.pid, restarts: 0 });
     } finally {
       sup.apply([]);
       await sup.stopped();

@@ -20,6 +20,7 @@ import { testEngines } from './support/assignments.js';
 import { buildDerivedImage, buildEngineImage, testDaemon } from './support/engine-image.js';
 import { inventoryWith } from './support/inventory.js';
 import { freePort } from './fakes/engines/fake-engines.js';
+import { until } from './support/timing.js';
 
 /**
  * The agent's wiring end to end on this machine's real Docker daemon: a catalog profile
@@ -43,16 +44,6 @@ function llamaLikeImage(base: string): Promise<string> {
   return buildDerivedImage(client, base, base.replace(':', '-llamacpp:'), [
     { path: 'app/llama-server', content: "#!/usr/bin/node\nimport('/app/llama-server.mjs');\n", mode: 0o755 },
   ]);
-}
-
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describe.skipIf('skip' in daemon)('a container profile, from the assignment to a ready container', () => {

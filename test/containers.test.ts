@@ -36,6 +36,7 @@ import {
 import { startPodmanService } from './support/podman-service.js';
 import { startRegistry } from './support/registry.js';
 import { freePort } from './fakes/engines/fake-engines.js';
+import { until } from './support/timing.js';
 
 /**
  * The container supervisor against this machine's real daemons: Docker (Debian's docker.io)
@@ -64,20 +65,6 @@ writeFileSync(model, 'GGUF');
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
-
-async function until<T>(
-  what: string,
-  probe: () => T | undefined | false | Promise<T | undefined | false>,
-  timeoutMs = 15_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const daemons: { name: string; daemon: { client: DaemonClient } | { skip: string } }[] = [
   { name: 'Docker', daemon: docker },

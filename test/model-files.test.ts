@@ -11,7 +11,7 @@ import type { AgentMessage, ServerMessage } from '../src/protocol/agent-protocol
 
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { inventoryWith } from './support/inventory.js';
-import { sleep } from './support/timing.js';
+import { until } from './support/timing.js';
 
 // The control plane's side of model files: pulls sent to agents and their progress kept per
 // node, caches asked of agents, purges after the model is gone, and replicas waiting for their
@@ -42,14 +42,6 @@ const origins: Record<string, Origin> = {
 };
 
 /** Polls until the condition holds (it may ask the API), naming it when it never does. */
-async function until(what: string, condition: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
-
 type Incoming = Exclude<ServerMessage, { type: 'welcome' }>;
 
 interface Scripted {

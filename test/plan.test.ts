@@ -152,7 +152,7 @@ describe('GET and POST /api/v1/plan', () => {
     ]);
   });
 
-  const refusals: [string, () => Promise<{ status: number; body: any }>, number, string][] = [
+  const refusals: [string, () => ReturnType<typeof api>, number, string][] = [
     [
       'an unknown model, with the nearest name',
       () => get('model=qwen-7c&class=l4-24g'),

@@ -10,6 +10,7 @@ import type { ContainerRun } from './shards/container/types.js';
 import { EngineRunners, type EngineRunnersOptions } from './engine-runners.js';
 import { Supervisor } from './shards/process/process-supervisor.js';
 import type { ShardRun, ShardRunner, ShardStatus } from './shards/types.js';
+import { until } from '../../test/support/timing.js';
 
 // The composite over a real process supervisor (a real child process) and a container
 // runner double that keeps what it is told, to check which runs, statuses, logs and stops
@@ -95,26 +96,17 @@ function runners(o: Partial<EngineRunnersOptions> = {}): { engines: EngineRunner
   return { engines, changes };
 }
 
-async function until<T>(f: () => T | undefined, what: string): Promise<T> {
-  for (let i = 0; i < 200; i++) {
-    const v = f();
-    if (v !== undefined) return v;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 describe('engine runners: processes and containers behind one surface', () => {
   it('hands container runs to the container runner, the rest to the process supervisor, and merges statuses', async () => {
     const runner = new RecordingRunner();
     const { engines } = runners({ containers: () => Promise.resolve(runner) });
     engines.apply([run('p-1/0'), run('c-1/0', {})]);
-    await until(() => runner.applied.at(-1), 'the container runner');
+    await until('the container runner', () => runner.applied.at(-1));
     expect(runner.applied.at(-1)?.map((r) => r.key)).toEqual(['c-1/0']);
-    const statuses = await until(() => {
+    const statuses = await until('the process to start', () => {
       const s = engines.statuses();
       return s.find((x) => x.key === 'p-1/0')?.pid === undefined ? undefined : s;
-    }, 'the process to start');
+    });
     expect(statuses.map((s) => s.key)).toEqual(['p-1/0', 'c-1/0']);
     expect(statuses[1]?.state).toBe('downloading');
     expect(statuses[1]?.download).toEqual({ done: 10, total: 100, rate_bps: 5 });
@@ -133,7 +125,7 @@ describe('engine runners: processes and containers behind one surface', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(made).toBe(0);
     engines.connectContainers();
-    await until(() => engines.containers, 'the container runner');
+    await until('the container runner', () => engines.containers);
     expect(runner.applied).toEqual([[]]);
     engines.connectContainers();
     expect(made).toBe(1);
@@ -143,7 +135,7 @@ describe('engine runners: processes and containers behind one surface', () => {
     const runner = new RecordingRunner();
     const { engines } = runners({ containers: () => Promise.resolve(runner) });
     engines.apply([run('p-1/0'), run('c-1/0', {})]);
-    await until(() => runner.applied.at(-1), 'the container runner');
+    await until('the container runner', () => runner.applied.at(-1));
     expect(engines.logs('c-1/0')).toEqual(['container log of c-1/0']);
     expect(engines.logs('p-1/0')).not.toContain('container log of p-1/0');
     const lines: string[] = [];
@@ -165,7 +157,7 @@ describe('engine runners: processes and containers behind one surface', () => {
     });
     const engines = (late.engines = made.engines);
     engines.apply([run('c-1/0', {})]);
-    await until(() => runner.applied.at(-1), 'the container runner');
+    await until('the container runner', () => runner.applied.at(-1));
     expect(runner.applied.map((a) => a.map((r) => r.container?.gpuRequest))).toEqual([['cdi']]);
   });
 
@@ -185,12 +177,12 @@ describe('engine runners: processes and containers behind one surface', () => {
     expect(engines.statuses()).toMatchObject([
       { key: 'c-1/0', state: 'starting', reason: 'connecting to the container daemon' },
     ]);
-    const failed = await until(() => engines.statuses().find((s) => s.state === 'failed'), 'the failure');
+    const failed = await until('the failure', () => engines.statuses().find((s) => s.state === 'failed'));
     expect(failed.reason).toBe(
       'no usable container daemon at unix:///nonexistent/d.sock (agent.containers.host: connect ENOENT /nonexistent/d.sock): start Docker or Podman (its API socket: systemctl start docker, or systemctl start podman.socket), or set agent.containers.host (or DOCKER_HOST) to where it listens',
     );
     expect(engines.logs('c-1/0')).toEqual([]);
-    await until(() => runner.applied.at(-1), 'the second try');
+    await until('the second try', () => runner.applied.at(-1));
     expect(engines.statuses()[0]?.state).toBe('downloading');
   });
 
@@ -254,7 +246,7 @@ describe('engine runners: processes and containers behind one surface', () => {
     const runner = new RecordingRunner();
     const { engines } = runners({ containers: () => Promise.resolve(runner) });
     engines.apply([run('c-1/0', {})]);
-    await until(() => runner.applied.at(-1), 'the container runner');
+    await until('the container runner', () => runner.applied.at(-1));
     await engines.stopped();
     await engines.detach();
     await engines.stopAll();

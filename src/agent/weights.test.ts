@@ -36,6 +36,7 @@ import type {
 
 import { ShardExecutor, type ShardExecutorOptions } from './shard-executor.js';
 import { Supervisor } from './shards/process/process-supervisor.js';
+import { until } from '../../test/support/timing.js';
 
 // The agent fetching a model's files for its shards and for pulls, with the real executor,
 // supervisor, fetcher and a fake llama-server, from hub-shaped HTTP servers on this machine.
@@ -43,16 +44,6 @@ import { Supervisor } from './shards/process/process-supervisor.js';
 const commit = 'c0ffee'.padEnd(40, '0');
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, probe: () => T | undefined | false, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 /** A GGUF the fake llama-server is given: a real header, a few small tensors. */
 const weights = writeGguf({ metadata: llama31_8b, tensors: tinyTensors(256 * 1024) });

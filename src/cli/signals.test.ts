@@ -25,7 +25,16 @@ describe('stopping when the process that started llmgw has gone', () => {
   });
 
   it('resolves at once when the parent went away before the watch began', async () => {
-    await whenParentGone({ startedBy: 4242, ppid: () => 1, intervalMs: 60_000 }).gone;
+    let calls = 0;
+    const w = whenParentGone({ startedBy: 4242, ppid: () => (calls++, 1), intervalMs: 60_000 });
+    // Settled before the event loop turns once: one look, no wait for the first interval.
+    const first = await Promise.race([
+      w.gone.then(() => 'gone'),
+      new Promise((resolve) => setImmediate(() => resolve('still waiting'))),
+    ]);
+    w.cancel();
+    expect(first).toBe('gone');
+    expect(calls).toBe(1);
   });
 
   it('stops polling when cancelled', async () => {

@@ -26,6 +26,7 @@ export const databaseSchema = z
 
 /** The build llmgw was tested against (the captures in shared/reference/llama-server are of it). */
 export const defaultLlamaBuild = 'b10587';
+/** Where the agent downloads llama.cpp's release builds from, unless release_url names a mirror. */
 export const defaultReleaseUrl = 'https://github.com/ggml-org/llama.cpp/releases/download';
 
 export const llamacppSettingsSchema = z.strictObject({
@@ -44,7 +45,7 @@ export const llamacppSettingsSchema = z.strictObject({
   release_url: z
     .url({
       protocol: /^https?$/,
-      error: 'an http(s) address, e.g. https://github.com/ggml-org/llama.cpp/releases/download',
+      error: `an http(s) address, e.g. ${defaultReleaseUrl}`,
     })
     .default(defaultReleaseUrl),
   /** A CUDA build's .tar.gz for NVIDIA nodes (llama.cpp publishes none for Linux); without it they get the Vulkan build. */

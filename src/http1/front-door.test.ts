@@ -17,7 +17,7 @@ import {
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
-import { gate, sleep, untilTrue as until } from '../../test/support/timing.js';
+import { gate, sleep, until } from '../../test/support/timing.js';
 
 import type { FastHandler } from './fast-lane.js';
 import { BodyTooLargeError, RequestAbortedError, type FastRequest } from './fast-request.js';

@@ -13,7 +13,7 @@ import {
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { gate, sleep, untilTrue as until } from '../../test/support/timing.js';
+import { gate, sleep, until } from '../../test/support/timing.js';
 
 import {
   UpstreamPool,

@@ -1,17 +1,13 @@
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { serveRanges, type Plan, type RangeServer } from '../../test/fakes/files/range-server.js';
-import {
-  DigestMismatchError,
-  defaultConnections,
-  fetchFile,
-  unwritten,
-  type FetchFileOptions,
-} from './download.js';
+import { DigestMismatchError, defaultConnections, fetchFile, type FetchFileOptions } from './download.js';
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const gitSha1 = (b: Buffer) => createHash('sha1').update(`blob ${b.length}\0`).update(b).digest('hex');
@@ -73,6 +69,22 @@ describe.each(clients)('fetchFile over %s', (_name, client) => {
     expect(existsSync(`${dest}.incomplete`)).toBe(false);
     expect(seen.at(-1)).toBe(bytes.length);
     expect(ranges()).toEqual([undefined]);
+  });
+
+  it('fetches a file of unknown size (an engine archive), taking the size its answer gives and returning its sha256', async () => {
+    const bytes = randomBytes(300_000);
+    const { dest, base } = await setup(bytes);
+    const seen: [number, number | undefined][] = [];
+    const got = await fetchFile({
+      ...base,
+      size: undefined,
+      digest: { algorithm: 'sha256' },
+      onProgress: (n, size) => seen.push([n, size]),
+    });
+    expect(got).toEqual({ bytes: bytes.length, hex: sha256(bytes) });
+    expect(readFileSync(dest).equals(bytes)).toBe(true);
+    expect(seen[0]).toEqual([0, bytes.length]);
+    expect(seen.at(-1)).toEqual([bytes.length, bytes.length]);
   });
 
   it('verifies a git blob id (git-sha1) for a small hub file', async () => {
@@ -317,6 +329,40 @@ describe.each(clients)('fetchFile over %s', (_name, client) => {
   });
 });
 
+describe('fetchFile of a file whose size nobody says', () => {
+  it('takes the end of a chunked answer as the end of the file, and hashes what came', async () => {
+    const bytes = randomBytes(200_000);
+    const server = createServer((_req, res) => {
+      // No Content-Length: node:http sends the body chunked.
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      res.write(bytes.subarray(0, 50_000));
+      setTimeout(() => res.end(bytes.subarray(50_000)), 20);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-download-'));
+    dirs.push(dir);
+    try {
+      const { port } = server.address() as AddressInfo;
+      const dest = join(dir, 'archive');
+      for (const client of clients) {
+        rmSync(dest, { force: true });
+        const got = await fetchFile({
+          url: `http://127.0.0.1:${port}/a.tar.gz`,
+          dest,
+          digest: { algorithm: 'sha256' },
+          retries: 0,
+          ...(client[1] === undefined ? {} : { fetch: client[1] }),
+        });
+        expect(got).toEqual({ bytes: bytes.length, hex: sha256(bytes) });
+        expect(readFileSync(dest).equals(bytes)).toBe(true);
+      }
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
 describe('fetchFile with an injected fetch', () => {
   it('sends every request through it, redirects included', async () => {
     const bytes = randomBytes(1000);
@@ -378,20 +424,6 @@ describe('fetchFile of a large file (its digest followed by a hashing thread)', 
     const { dest, base } = await setup(big);
     await fetchFile({ ...base, connections: 4 });
     expect(readFileSync(dest).equals(big)).toBe(true);
-  });
-});
-
-describe('unwritten', () => {
-  const b = (t: string) => Buffer.from(t);
-  const text = (xs: Uint8Array[]) => xs.map((x) => Buffer.from(x).toString());
-  it.each([
-    [0, ['abc', 'de', 'f']],
-    [1, ['bc', 'de', 'f']],
-    [3, ['de', 'f']],
-    [4, ['e', 'f']],
-    [5, ['f']],
-  ])('after %i bytes written, leaves %j', (done, left) => {
-    expect(text(unwritten([b('abc'), b('de'), b('f')], done))).toEqual(left);
   });
 });
 

@@ -18,6 +18,7 @@ import { startFakeHub, type FakeHub } from '../../test/fakes/hub/hub.js';
 import { filePaths, hubFileUrl, incompletePath, originLayout } from './cache-layout.js';
 import { ModelFetcher } from './model-fetcher.js';
 import type { Origin } from './origin.js';
+import { until } from '../../test/support/timing.js';
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const gitSha1 = (b: Buffer) => createHash('sha1').update(`blob ${b.length}\0`).update(b).digest('hex');
@@ -156,7 +157,7 @@ describe('ModelFetcher', () => {
     const where = (f: { path: string }) => ({ url: server.url(f.path === 'config.json' ? '/c' : '/w') });
     const a = fetcher.ensure(v1, where);
     const b = fetcher.ensure(v2, where);
-    await until(() => b.progress().done >= 100_000 + config.length);
+    await until('the second file under way', () => b.progress().done >= 100_000 + config.length);
     a.cancel();
     await expect(a.done).rejects.toThrow(/fetching hf:\/\/org\/tiny was cancelled/);
     expect(a.state).toBe('failed');
@@ -264,7 +265,7 @@ describe('ModelFetcher', () => {
       now: () => now,
       fetchDefaults: { stallMs: 60_000 },
     }).ensure(origin, () => ({ url: server.url('/w') }));
-    await until(() => job.progress().done === 100_000);
+    await until('100 kB done', () => job.progress().done === 100_000);
     expect(job.state).toBe('downloading');
     now += 2000;
     expect(job.progress()).toEqual({ done: 100_000, total: 200_000, rate_bps: 50_000, eta_s: 2 });
@@ -295,14 +296,6 @@ describe('ModelFetcher', () => {
     expect(existsSync(join(dir, 'unused'))).toBe(false);
   });
 });
-
-async function until(check: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('connections per source', () => {
   it('takes the connections a file source names over the fetcher’s (one from a mirror, several elsewhere)', async () => {

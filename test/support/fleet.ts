@@ -10,6 +10,7 @@ import { c } from 'tar';
 import { fakeLlamaServer, freePort } from '../fakes/engines/fake-engines.js';
 
 import { llmgw } from './cli.js';
+import { until as poll } from './timing.js';
 
 /**
  * A llama-server that records how it was started (arguments and environment) in a
@@ -129,29 +130,14 @@ function seenSince(): string {
   return replicasSeen === undefined ? '' : `\nthe replicas last seen:\n${replicasSeen}`;
 }
 
-/** Polls until `probe` gives something, or fails naming what it waited for and what it last saw. */
-export async function until<T>(
+/** until, as the fleet's tests wait: a probe every 200 ms (each asks the API), naming the replicas last seen. */
+export function until<T>(
   what: string,
   probe: () => Promise<T | undefined> | T | undefined,
   timeoutMs = 30_000,
 ): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
   replicasSeen = undefined;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > end) {
-      throw new Error(
-        `timed out waiting for ${what}${last === undefined ? '' : `: ${last instanceof Error ? last.message : JSON.stringify(last)}`}${seenSince()}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  return poll(what, probe, timeoutMs, { everyMs: 200, detail: seenSince });
 }
 
 /**

@@ -2,12 +2,36 @@
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Polls `condition` every 5 ms until it holds; throws, naming `what`, after `ms`. */
-export async function untilTrue(what: string, condition: () => boolean, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
+/**
+ * Polls `probe` until it gives a value (anything but undefined or false) and returns that value.
+ * A probe that throws counts as "not yet". After `timeoutMs` it throws, naming `what`, the last
+ * error the probe threw and `detail` (what the caller last saw). Unless `everyMs` is given, the
+ * pause between probes grows from 5 ms to 50 ms: quick for what is nearly there, light on a shared
+ * machine for what takes seconds.
+ */
+export async function until<T>(
+  what: string,
+  probe: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 20_000,
+  o: { everyMs?: number; detail?: () => string } = {},
+): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  let pause = o.everyMs ?? 5;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined && v !== false) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) {
+      const why =
+        last === undefined ? '' : `: ${last instanceof Error ? last.message : JSON.stringify(last)}`;
+      throw new Error(`timed out waiting for ${what}${why}${o.detail?.() ?? ''}`);
+    }
+    await sleep(pause);
+    if (o.everyMs === undefined) pause = Math.min(50, pause * 2);
   }
 }
 

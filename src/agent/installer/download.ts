@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
-import { open } from 'node:fs/promises';
-import type { ReadableStreamDefaultReader } from 'node:stream/web';
+import { rm } from 'node:fs/promises';
 
 import { LlmgwError, messageOf } from '../../core/errors.js';
 import { redact, redactUrl } from '../../core/redact.js';
+import { incompletePath } from '../../models/cache-layout.js';
+import { fetchFile, type Failure, type Wording } from '../../models/download.js';
 
 /** Where a file comes from, and what the operator changes when that address fails. */
 export interface Source {
@@ -30,80 +30,49 @@ const PROGRESS_MS = 250;
 const PROGRESS_SHARE = 0.05;
 
 /**
- * Streams `source` into `file` (created, never overwritten) and hashes it on the way,
- * so a multi-hundred-megabyte CUDA build never sits in memory. The caller removes the
- * file when this throws.
+ * Fetches `source` into `file` through models/download.ts's fetchFile, hashing it on the way, so
+ * a multi-hundred-megabyte CUDA build never sits in memory. One try, no resume: an install that
+ * fails says why, and whoever asked for it tries again. The caller removes `file` when this
+ * throws; what had arrived (file.incomplete) is removed here.
  */
 export async function download(
   source: Source,
   file: string,
   options: DownloadOptions,
 ): Promise<{ sha256: string; bytes: number }> {
-  const stall = new Stall(options.stallMs);
+  let last: { at: number; received: number; total: number | undefined } | undefined;
+  const report = (received: number, total: number | undefined) => {
+    last = { at: Date.now(), received, total };
+    options.onProgress?.(received, total);
+  };
+  const { url, headers } = withoutCredentials(source.url);
   try {
-    const res = await request(source, 'GET', { ...options, signal: stall.signal(options.signal) });
-    if (!res.ok) {
-      // Unread, the error page would hold its connection until garbage collection.
-      await res.body?.cancel();
-      throw statusError(source, res.status);
-    }
-    const header = res.headers.get('content-length');
-    const total = header === null || !/^\d+$/.test(header) ? undefined : Number(header);
-    const body = res.body;
-    if (body === null) {
-      throw new LlmgwError(
-        'unavailable',
-        `${redactUrl(source.url)} answered ${res.status} with no body: ${source.unreachable}`,
-      );
-    }
-
-    const hash = createHash('sha256');
-    const out = await open(file, 'wx');
-    let received = 0;
-    let lastAt = Date.now();
-    let lastReceived = 0;
-    options.onProgress?.(0, total);
-    // Typed by hand: fetch's body is a ReadableStream<any> in @types/node.
-    const reader = body.getReader() as ReadableStreamDefaultReader<Uint8Array>;
-    let finished = false;
-    try {
-      for (;;) {
-        const { done, value } = await reader.read().catch((e: unknown) => {
-          throw readError(source, e, stall, options.signal);
-        });
-        if (done) {
-          finished = true;
-          break;
-        }
-        stall.touch();
-        hash.update(value);
-        await out.write(value);
-        received += value.byteLength;
-        const now = Date.now();
+    const got = await fetchFile({
+      url,
+      ...(headers === undefined ? {} : { headers }),
+      dest: file,
+      name: redactUrl(source.url),
+      digest: { algorithm: 'sha256' },
+      connections: 1,
+      retries: 0,
+      stallMs: options.stallMs,
+      fetch: options.fetch,
+      wording: archiveWording(source),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      onProgress: (received, total) => {
         if (
-          now - lastAt >= PROGRESS_MS ||
-          (total !== undefined && received - lastReceived >= total * PROGRESS_SHARE)
-        ) {
-          lastAt = now;
-          lastReceived = received;
-          options.onProgress?.(received, total);
-        }
-      }
-    } finally {
-      // A failed write leaves the response open; cancelling frees its connection.
-      if (!finished) await reader.cancel().catch(() => undefined);
-      await out.close();
-    }
-    if (total !== undefined && received !== total) {
-      throw new LlmgwError(
-        'unavailable',
-        `the download of ${redactUrl(source.url)} ended after ${received} of ${total} bytes: try again, or ${source.unreachable}`,
-      );
-    }
-    if (lastReceived !== received) options.onProgress?.(received, total);
-    return { sha256: hash.digest('hex'), bytes: received };
-  } finally {
-    stall.stop();
+          last === undefined ||
+          Date.now() - last.at >= PROGRESS_MS ||
+          (total !== undefined && received - last.received >= total * PROGRESS_SHARE)
+        )
+          report(received, total);
+      },
+    });
+    if (last?.received !== got.bytes) report(got.bytes, last?.total);
+    return { sha256: got.hex ?? '', bytes: got.bytes };
+  } catch (e) {
+    await rm(incompletePath(file), { force: true });
+    throw e;
   }
 }
 
@@ -114,71 +83,111 @@ export async function download(
  */
 export async function publishedSha256(source: Source, options: FetchOptions): Promise<string | undefined> {
   const sums: Source = { ...source, url: `${source.url}.sha256` };
-  const stall = new Stall(options.stallMs);
-  try {
-    const res = await request(sums, 'GET', { ...options, signal: stall.signal(options.signal) });
-    if (res.status >= 400 && res.status < 500) {
-      await res.body?.cancel();
-      return undefined;
-    }
-    if (!res.ok) {
-      await res.body?.cancel();
-      throw statusError(sums, res.status);
-    }
-    const text = await res.text().catch((e: unknown) => {
-      throw readError(sums, e, stall, options.signal);
-    });
-    const digest = /^\s*([0-9a-fA-F]{64})(\s|$)/.exec(text)?.[1];
-    if (digest === undefined) {
-      throw new LlmgwError(
-        'unavailable',
-        `${redactUrl(sums.url)} does not hold a SHA-256 digest (it starts "${text.slice(0, 40).trim()}"): fix the file on the mirror, or pin the digest with the sha256 option`,
-      );
-    }
-    return digest.toLowerCase();
-  } finally {
-    stall.stop();
+  const signal = within(options);
+  const res = await request(sums, 'GET', options.fetch, signal);
+  if (res.status >= 400 && res.status < 500) {
+    await res.body?.cancel();
+    return undefined;
   }
+  if (!res.ok) {
+    await res.body?.cancel();
+    throw statusError(sums, res.status);
+  }
+  const text = await res.text().catch((e: unknown) => {
+    // The caller's own cancellation is not a broken download.
+    if (options.signal?.aborted === true) throw e;
+    throw new LlmgwError(
+      'unavailable',
+      `the download of ${redactUrl(sums.url)} broke off: ${causeOf(e)}: try again, or ${sums.unreachable}`,
+      { cause: e },
+    );
+  });
+  const digest = /^\s*([0-9a-fA-F]{64})(\s|$)/.exec(text)?.[1];
+  if (digest === undefined) {
+    throw new LlmgwError(
+      'unavailable',
+      `${redactUrl(sums.url)} does not hold a SHA-256 digest (it starts "${text.slice(0, 40).trim()}"): fix the file on the mirror, or pin the digest with the sha256 option`,
+    );
+  }
+  return digest.toLowerCase();
 }
 
 /** Whether the address answers 2xx to a HEAD: for telling a missing asset from an old build's. */
 export async function exists(url: string, options: FetchOptions): Promise<boolean> {
-  const stall = new Stall(options.stallMs);
   try {
-    const res = await request({ url, notFound: '', unreachable: '' }, 'HEAD', {
-      ...options,
-      signal: stall.signal(options.signal),
-    });
+    const res = await request({ url, notFound: '', unreachable: '' }, 'HEAD', options.fetch, within(options));
     return res.ok;
   } catch {
     return false;
-  } finally {
-    stall.stop();
   }
 }
 
-async function request(source: Source, method: string, options: FetchOptions): Promise<Response> {
-  // identity: a mirror that marks .tar.gz as Content-Encoding gzip would otherwise have
-  // fetch unzip it, and the bytes would no longer match their published digest.
-  const headers: Record<string, string> = { 'Accept-Encoding': 'identity' };
-  const url = new URL(source.url);
-  // fetch refuses a URL with credentials; a mirror behind basic auth gets them as a header.
-  if (url.username !== '' || url.password !== '') {
-    const user = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
-    headers['Authorization'] = `Basic ${Buffer.from(user).toString('base64')}`;
-    url.username = '';
-    url.password = '';
-  }
+/** A small request's signal: the caller's, and a time limit of stallMs (a few bytes arrive at once or not at all). */
+function within(options: FetchOptions): AbortSignal {
+  const limit = AbortSignal.timeout(options.stallMs);
+  return options.signal === undefined ? limit : AbortSignal.any([options.signal, limit]);
+}
+
+/** fetch refuses a URL with credentials; a mirror behind basic auth gets them as a header. */
+function withoutCredentials(address: string): { url: string; headers: Record<string, string> | undefined } {
+  const url = new URL(address);
+  if (url.username === '' && url.password === '') return { url: url.toString(), headers: undefined };
+  const user = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+  url.username = '';
+  url.password = '';
+  return { url: url.toString(), headers: { authorization: `Basic ${Buffer.from(user).toString('base64')}` } };
+}
+
+async function request(
+  source: Source,
+  method: string,
+  fetchImpl: typeof fetch,
+  signal: AbortSignal,
+): Promise<Response> {
+  const { url, headers } = withoutCredentials(source.url);
   try {
-    return await options.fetch(url, { method, redirect: 'follow', headers, signal: options.signal });
+    // identity: a mirror that marks .tar.gz as Content-Encoding gzip would otherwise have
+    // fetch unzip it, and the bytes would no longer match their published digest.
+    return await fetchImpl(url, {
+      method,
+      redirect: 'follow',
+      headers: { 'accept-encoding': 'identity', ...headers },
+      signal,
+    });
   } catch (e) {
-    if (options.signal?.aborted === true && !(options.signal.reason instanceof StallError)) throw e;
+    if (signal.aborted && !(signal.reason instanceof DOMException && signal.reason.name === 'TimeoutError'))
+      throw e;
     throw new LlmgwError(
       'unavailable',
       `could not download ${redactUrl(source.url)}: ${causeOf(e)}: ${source.unreachable}`,
       { cause: e },
     );
   }
+}
+
+/** An archive's download, said with the setting the operator changes. */
+function archiveWording(source: Source): Wording {
+  const url = redactUrl(source.url);
+  const retry = `try again, or ${source.unreachable}`;
+  const said = (f: Failure): string => {
+    switch (f.kind) {
+      case 'unreachable':
+        return `could not download ${url}: ${causeOf(f.cause)}: ${source.unreachable}`;
+      case 'status':
+        return statusError(source, f.status).message;
+      case 'stalled':
+        return `the download of ${url} broke off: nothing arrived for ${f.ms / 1000} s: ${retry}`;
+      case 'broke':
+        return `the download of ${url} broke off: ${causeOf(f.cause)}: ${retry}`;
+      case 'short':
+        return `the download of ${url} ended after ${f.received} of ${f.want} bytes: ${retry}`;
+    }
+  };
+  return {
+    failure: said,
+    gaveUp: (words, _tries, cause) => new LlmgwError('unavailable', words, { cause }),
+    refused: (res) => statusError(source, res.status),
+  };
 }
 
 function statusError(source: Source, status: number): LlmgwError {
@@ -197,62 +206,17 @@ function statusError(source: Source, status: number): LlmgwError {
   );
 }
 
-function readError(source: Source, e: unknown, stall: Stall, outer: AbortSignal | undefined): unknown {
-  // The caller's own cancellation is not a broken download.
-  if (outer?.aborted === true) return e;
-  const why = stall.fired ? `nothing arrived for ${stall.ms / 1000} s` : causeOf(e);
-  return new LlmgwError(
-    'unavailable',
-    `the download of ${redactUrl(source.url)} broke off: ${why}: try again, or ${source.unreachable}`,
-    { cause: e },
-  );
-}
-
 /** fetch says only "fetch failed"; the reason (ECONNREFUSED, ENOTFOUND, a timeout) is its cause. */
 function causeOf(e: unknown): string {
-  if ((e instanceof Error && e.name === 'AbortError') || e instanceof StallError) return 'no answer in time';
+  if (e instanceof Error && (e.name === 'AbortError' || e.name === 'TimeoutError'))
+    return 'no answer in time';
   if (e instanceof Error && e.cause !== undefined) {
     const cause = e.cause;
-    if (cause instanceof StallError) return 'no answer in time';
     const code =
       typeof cause === 'object' && cause !== null && 'code' in cause ? String(cause.code) : undefined;
     return redact(code === undefined ? messageOf(cause) : `${code} (${messageOf(cause)})`);
   }
-  return redact(messageOf(e));
-}
-
-class StallError extends Error {
-  constructor(ms: number) {
-    super(`nothing arrived for ${ms} ms`);
-    this.name = 'StallError';
-  }
-}
-
-/** Aborts when no progress was made for `ms`: a slow link is fine, a dead one is not. */
-class Stall {
-  readonly ms: number;
-  fired = false;
-  #controller = new AbortController();
-  #timer: NodeJS.Timeout | undefined;
-
-  constructor(ms: number) {
-    this.ms = ms;
-    this.touch();
-  }
-
-  signal(outer: AbortSignal | undefined): AbortSignal {
-    return outer === undefined ? this.#controller.signal : AbortSignal.any([outer, this.#controller.signal]);
-  }
-
-  touch(): void {
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
-      this.fired = true;
-      this.#controller.abort(new StallError(this.ms));
-    }, this.ms);
-  }
-
-  stop(): void {
-    clearTimeout(this.#timer);
-  }
+  // llmgw's own HTTP client gives the socket's error itself.
+  const code = e instanceof Error && 'code' in e && typeof e.code === 'string' ? e.code : undefined;
+  return redact(code === undefined ? messageOf(e) : `${code} (${messageOf(e)})`);
 }

@@ -1,5 +1,5 @@
 /** Installs llama.cpp on a node: the release build for its devices, checked before use. */
-export { assetName, chooseFlavour, defaultReleaseUrl, type LlamaFlavour } from './llama-asset.js';
+export { assetName, chooseFlavour, type LlamaFlavour } from './llama-asset.js';
 export {
   installLlamaCpp,
   type InstalledLlama,

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 
+import { defaultReleaseUrl } from '../../config/schema.js';
 import { LlmgwError, isLlmgwError, messageOf } from '../../core/errors.js';
 import { redactUrl } from '../../core/redact.js';
 import { isExecutable } from '../which.js';
@@ -11,7 +12,6 @@ import { acquireLock } from './install-lock.js';
 import {
   assetName,
   checkBuild,
-  defaultReleaseUrl,
   llamaFlavours,
   setting,
   zipAssetName,

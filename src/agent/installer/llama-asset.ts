@@ -5,8 +5,6 @@ export type LlamaFlavour = 'cpu' | 'vulkan' | 'cuda';
 
 export const llamaFlavours: readonly LlamaFlavour[] = ['cpu', 'vulkan', 'cuda'];
 
-export const defaultReleaseUrl = 'https://github.com/ggml-org/llama.cpp/releases/download';
-
 /** The settings an operator changes when an install goes wrong, named once for every message. */
 export const setting = {
   bin: 'agent.engines.llamacpp.bin',

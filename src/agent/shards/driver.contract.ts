@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
+import { until } from '../../../test/support/timing.js';
+
 import type { Instance } from './driver.js';
 import type { ShardSupervisor, ShardSupervisorOptions } from './supervisor.js';
 import type { ShardRun, ShardStatus } from './types.js';
@@ -34,20 +36,6 @@ export interface DriverHarness {
   /** Removes what no shard claims: the agent's release after its first assignment, the container sweep. */
   sweep(sup: ShardSupervisor<Instance>): Promise<void>;
   freePort(): Promise<number>;
-}
-
-export async function until<T>(
-  what: string,
-  probe: () => T | undefined | false | Promise<T | undefined | false>,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** `skip`: why this machine cannot run the harness's driver (no daemon), said in the skipped suite's name. */

@@ -7,6 +7,7 @@ import type { LoadMetrics } from '../../engines/types.js';
 
 import { Scraper, type ScrapeTarget } from './scraper.js';
 import type { LoadReading, ScrapeFailureKind } from './types.js';
+import { until } from '../../../test/support/timing.js';
 
 const names: LoadMetrics = { running: 'llamacpp:requests_processing', waiting: 'llamacpp:requests_deferred' };
 const key = 'engine-key-0123456789';
@@ -106,20 +107,12 @@ function target(id: string, metricsUrl: string, apiKey = key): ScrapeTarget {
   return { id, metricsUrl, apiKey, loadMetrics: names };
 }
 
-async function until(condition: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 describe('Scraper', () => {
   it('sends the key and delivers readings stamped with the router clock', async () => {
     const server = await metricsServer();
     const { scraper: s, events } = scraper();
     s.setReplicas([target('r1', server.url)]);
-    await until(() => events.readings.length >= 5);
+    await until('five readings', () => events.readings.length >= 5);
     expect(events.readings[0]).toEqual({ id: 'r1', reading: { running: 3, waiting: 1, at: 4242 } });
     expect(events.failures).toEqual([]);
     // Kept alive: five scrapes, one connection.
@@ -130,7 +123,7 @@ describe('Scraper', () => {
     const server = await metricsServer();
     const { scraper: s, events } = scraper();
     s.setReplicas([target('r1', server.url, 'wrong-key-0123456789')]);
-    await until(() => events.failures.length >= 1);
+    await until('a failure', () => events.failures.length >= 1);
     expect(events.failures[0]?.kind).toBe('status');
     expect(events.failures[0]?.error).toContain('answered 401');
     expect(events.failures[0]?.error).not.toContain('wrong-key');
@@ -141,7 +134,7 @@ describe('Scraper', () => {
     const port = await closedPort();
     const { scraper: s, events } = scraper();
     s.setReplicas([target('gone', `http://127.0.0.1:${port}/metrics`)]);
-    await until(() => events.failures.length >= 2);
+    await until('two failures', () => events.failures.length >= 2);
     expect(events.failures[0]).toMatchObject({ id: 'gone', kind: 'unreachable' });
     expect(events.failures[0]?.error).toContain('ECONNREFUSED');
   });
@@ -159,6 +152,7 @@ describe('Scraper', () => {
     const { scraper: s, events } = scraper();
     s.setReplicas([target('off', off.url), target('other', other.url)]);
     await until(
+      'failures of both',
       () => events.failures.some((f) => f.id === 'off') && events.failures.some((f) => f.id === 'other'),
     );
     expect(events.failures.find((f) => f.id === 'off')?.kind).toBe('no-metrics');
@@ -173,7 +167,7 @@ describe('Scraper', () => {
     });
     const { scraper: s, events } = scraper({ intervalMs: 30, timeoutMs: 60 });
     s.setReplicas([target('slow', server.url)]);
-    await until(() => events.failures.length >= 3);
+    await until('three failures', () => events.failures.length >= 3);
     expect(events.failures[0]?.kind).toBe('timeout');
     expect(server.maxOpen()).toBe(1);
   });
@@ -184,7 +178,7 @@ describe('Scraper', () => {
     });
     const { scraper: s, events } = scraper({ intervalMs: 1 });
     s.setReplicas([target('r1', server.url)]);
-    await until(() => events.readings.length >= 3);
+    await until('three readings', () => events.readings.length >= 3);
     expect(server.maxOpen()).toBe(1);
   });
 
@@ -193,9 +187,9 @@ describe('Scraper', () => {
     const b = await metricsServer();
     const { scraper: s, events } = scraper({ intervalMs: 10 });
     s.setReplicas([target('a', a.url)]);
-    await until(() => events.readings.some((r) => r.id === 'a'));
+    await until('a reading of a', () => events.readings.some((r) => r.id === 'a'));
     s.setReplicas([target('b', b.url)]);
-    await until(() => events.readings.some((r) => r.id === 'b'));
+    await until('a reading of b', () => events.readings.some((r) => r.id === 'b'));
     const aHits = a.hits();
     await new Promise((resolve) => setTimeout(resolve, 80));
     expect(a.hits()).toBeLessThanOrEqual(aHits + 1);
@@ -206,7 +200,7 @@ describe('Scraper', () => {
     const server = await metricsServer();
     const { scraper: s, events } = scraper({ intervalMs: 10 });
     s.setReplicas([target('r1', server.url)]);
-    await until(() => events.readings.length >= 1);
+    await until('a reading', () => events.readings.length >= 1);
     s.stop();
     const hits = server.hits();
     const readings = events.readings.length;
@@ -232,7 +226,7 @@ describe('Scraper', () => {
     });
     scrapers.push(s);
     s.setReplicas([target('r1', 'http://engine:1/metrics')]);
-    await until(() => events.readings.length >= 1);
+    await until('a reading', () => events.readings.length >= 1);
     expect(urls[0]).toBe(`http://engine:1/metrics ${key}`);
     expect(events.readings[0]).toEqual({ id: 'r1', reading: { running: 2, waiting: 0, at: 7 } });
   });

@@ -21,6 +21,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { patternBytes, startFakeHub, type FakeHub } from '../../../test/fakes/hub/hub.js';
 import { gate } from '../../../test/support/timing.js';
+import type { ErrorBody } from '../../core/api-types.js';
 import { LlmgwError } from '../../core/errors.js';
 import { blobKey, filePaths, originLayout } from '../../models/cache-layout.js';
 import type { Origin, OriginFile } from '../../models/origin.js';
@@ -370,7 +371,7 @@ describe('Mirror', () => {
       headers: { authorization: 'Bearer agent' },
     });
     expect(other.status).toBe(404);
-    expect(((await other.json()) as any).error.message).toBe(
+    expect(((await other.json()) as ErrorBody).error.message).toBe(
       `no API route GET ${mirrorBlobsPath}: the mirror answers GET and HEAD ${mirrorBlobsPath}KEY`,
     );
     const post = await fetch(blobUrl(served, blobKey(ggufOrigin, ggufFile())), {
@@ -385,7 +386,7 @@ describe('Mirror', () => {
     const key = blobKey(ggufOrigin, ggufFile());
     const anon = await fetch(blobUrl(served, key));
     expect(anon.status).toBe(401);
-    expect(((await anon.json()) as any).error.message).toBe('not the agent');
+    expect(((await anon.json()) as ErrorBody).error.message).toBe('not the agent');
     const off = await get(served, key);
     expect(off.status).toBe(503);
     expect(off.json().error.message).toBe(

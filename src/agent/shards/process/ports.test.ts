@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { fakeGguf, fakeLlamaServer, freePort } from '../../../../test/fakes/engines/fake-engines.js';
 import { Supervisor, type SupervisorOptions } from './process-supervisor.js';
 import type { ShardRun, ShardStatus } from '../types.js';
+import { until } from '../../../../test/support/timing.js';
 
 // A shard's port held by another program: real processes throughout. The "other program"
 // is a plain Node HTTP server in a child process that answers 200 on every path, as the
@@ -67,16 +68,6 @@ function llama(key: string, port: number, delayMs = 0): ShardRun {
     health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' },
     stopGraceMs: 2000,
   };
-}
-
-async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 8000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 15));
-  }
 }
 
 const statusOf = (sup: Supervisor, key: string): ShardStatus | undefined =>

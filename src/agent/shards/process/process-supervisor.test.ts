@@ -15,6 +15,7 @@ import type { ProcessSpec } from '../../../engines/types.js';
 import { isRunning, readStat } from './process-tree.js';
 import { Supervisor, type SupervisorOptions } from './process-supervisor.js';
 import type { ShardRun, ShardStatus } from '../types.js';
+import { until } from '../../../../test/support/timing.js';
 
 // Real child processes throughout, with short timings. `isRunning` rather than
 // `process.kill(pid, 0)`: an orphaned worker that died stays a zombie where PID 1 does
@@ -76,16 +77,6 @@ function llamaShard(key: string, port: number, loadMs: number, args: string[] = 
     ],
     { health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' } },
   );
-}
-
-async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 15));
-  }
 }
 
 function statusOf(sup: Supervisor, key: string): ShardStatus | undefined {

@@ -9,6 +9,7 @@ import type { ProcessSpec } from '../../../engines/types.js';
 import { backoffMs } from '../restart-backoff.js';
 import { Supervisor, type SupervisorOptions } from './process-supervisor.js';
 import type { ShardRun, ShardStatus } from '../types.js';
+import { until } from '../../../../test/support/timing.js';
 
 // A failed shard says, structurally, when its supervisor starts it again (`restart_at`): the
 // control plane tells from it a replica coming back from one that is down. Real child processes.
@@ -44,16 +45,6 @@ function node(script: string): ProcessSpec {
 
 function shard(key: string, processes: ProcessSpec[], extra: Partial<ShardRun> = {}): ShardRun {
   return { key, replica: key.split('/')[0] ?? key, rank: 0, processes, stopGraceMs: 2000, ...extra };
-}
-
-async function until<T>(what: string, probe: () => T | undefined, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 15));
-  }
 }
 
 describe('the restart backoff', () => {
