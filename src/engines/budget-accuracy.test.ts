@@ -12,7 +12,8 @@ import { shapeFromConfig } from '../models/config-shape.js';
 import { shapeFromGguf } from '../models/gguf-shape.js';
 import type { ModelShape } from '../models/shape.js';
 import { planProfile } from '../planner/plan.js';
-import type { ModelDims, PlanInput, PlanProfile, WeightLayout } from '../planner/types.js';
+import type { PlanInput } from '../planner/plan-input.js';
+import type { ModelDims, PlanProfile, WeightLayout } from '../planner/types.js';
 import { GIB, MIB } from '../planner/units.js';
 
 import { engines } from './registry.js';

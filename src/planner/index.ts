@@ -16,14 +16,7 @@ export {
   type PlanOption,
   planOptions,
 } from './options.js';
-export type {
-  CardMemory,
-  MemoryPlan,
-  ModelDims,
-  PlanDevice,
-  PlanInput,
-  PlanProfile,
-  WeightLayout,
-} from './types.js';
+export type { CardMemory, MemoryPlan, ModelDims, PlanDevice, PlanProfile, WeightLayout } from './types.js';
+export type { PlanInput } from './plan-input.js';
 export { GIB, gib, MIB, toGib } from './units.js';
 export { layoutFromTensors, weightBytes } from './weights.js';

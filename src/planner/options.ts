@@ -4,7 +4,8 @@ import type { ModelShape } from '../models/shape.js';
 import { classMemoryBytes } from './class-memory.js';
 import { fewestCards, planProfile } from './plan.js';
 import { formatOf, type PlanEngine } from './plan-engine.js';
-import type { CardMemory, MemoryPlan, PlanDevice, PlanInput, PlanProfile } from './types.js';
+import type { PlanInput } from './plan-input.js';
+import type { CardMemory, MemoryPlan, PlanDevice, PlanProfile } from './types.js';
 import { toGib } from './units.js';
 
 /**

@@ -8,7 +8,8 @@ import { shapeFromGguf } from '../models/gguf-shape.js';
 import { known, type ModelShape } from '../models/shape.js';
 import { classMemoryBytes } from './class-memory.js';
 import { fewestCards, planProfile } from './plan.js';
-import type { PlanInput, PlanProfile } from './types.js';
+import type { PlanInput } from './plan-input.js';
+import type { PlanProfile } from './types.js';
 import { GIB, MIB } from './units.js';
 import { layoutFromTensors, weightBytes } from './weights.js';
 

@@ -5,7 +5,8 @@ import { type Budget, type Evaluation, parseVersion, type Setup } from './budget
 import { splitsHeads } from './heads.js';
 import { type KvLayers, kvLayers } from './kv-cache.js';
 import { type PlanEngine, planEngine } from './plan-engine.js';
-import type { CardMemory, MemoryPlan, ModelDims, PlanInput } from './types.js';
+import type { PlanInput } from './plan-input.js';
+import type { CardMemory, MemoryPlan, ModelDims } from './types.js';
 import { gib } from './units.js';
 import { weightBytes } from './weights.js';
 

@@ -1,6 +1,7 @@
 import { safetensorsBytes } from '../models/config-shape.js';
 import { type Known, known, unknown } from '../models/shape.js';
-import type { PlanInput, WeightLayout } from './types.js';
+import type { PlanInput } from './plan-input.js';
+import type { WeightLayout } from './types.js';
 
 /**
  * The weights' bytes: the layout's sum, the shape's figure (a GGUF's tensor infos), the
