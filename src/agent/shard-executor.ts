@@ -6,7 +6,6 @@ import { messageOf } from '../core/errors.js';
 import { engineFor } from '../engines/registry.js';
 import { isContainerProfile, type EngineName } from '../catalog/model-spec.js';
 import type { ContainersSettings } from '../config/schema.js';
-import { imageExecutables } from '../engines/container-images.js';
 import type { EngineSettings, ShardLaunch, Weights } from '../engines/types.js';
 import { devicesOf } from '../gpu/devices.js';
 import type { Device, NodeInventory } from '../gpu/types.js';
@@ -22,6 +21,7 @@ import type {
 
 import { AdoptionGrace } from './adoption-grace.js';
 import { containerRun } from './container-run.js';
+import { engineBin } from './engine-bin.js';
 import type { EngineRunner } from './engine-runners.js';
 import type { InstalledLlama, LlamaInstallOptions } from './installer/index.js';
 import { LlamaInstalls, type LlamaChoice } from './llama-install.js';
@@ -39,13 +39,8 @@ export interface ShardExecutorOptions {
   logger: Logger;
   /** The process supervisor, or the composite that also runs container profiles (engine-runners.ts). */
   supervisor: EngineRunner;
-  /** Engine binaries this node's own settings name; they win over the control plane's. */
-  localBins: {
-    llamacpp?: string | undefined;
-    vllm?: string | undefined;
-    sglang?: string | undefined;
-    trtllm?: string | undefined;
-  };
+  /** Engine binaries this node's own settings name, by engine; they win over the control plane's. */
+  localBins: Readonly<Record<string, string | undefined>>;
   /** The node's inventory as last read. */
   inventory: () => NodeInventory | undefined;
   /** Sends to the control plane; false while disconnected (the state is sent again on reconnect). */
@@ -130,7 +125,7 @@ export class ShardExecutor {
     this.#llama = new LlamaInstalls({
       dataDir: options.dataDir,
       logger: options.logger,
-      localBin: options.localBins.llamacpp,
+      localBin: options.localBins['llamacpp'],
       inventory: options.inventory,
       install: options.install,
       onProgress: () => this.report(),
@@ -346,14 +341,8 @@ export class ShardExecutor {
     if (installed.error !== undefined) throw new Error(installed.error);
     if (installed.waiting !== undefined) return { waiting: installed.waiting };
     const settings: EngineSettings = {
-      llamacpp: {
-        bin: container ? imageExecutables.llamacpp : (llama.bin ?? 'llama-server'),
-        parallel: engines.llamacpp.parallel,
-        threads: engines.llamacpp.threads,
-      },
-      vllm: { bin: container ? imageExecutables.vllm : (this.#o.localBins.vllm ?? engines.vllm.bin) },
-      sglang: { bin: container ? imageExecutables.sglang : (this.#o.localBins.sglang ?? engines.sglang.bin) },
-      trtllm: { bin: container ? imageExecutables.trtllm : (this.#o.localBins.trtllm ?? engines.trtllm.bin) },
+      bin: engineBin({ engine, container, installed: llama.bin, local: this.#o.localBins, sent: engines }),
+      llamacpp: { parallel: engines.llamacpp.parallel, threads: engines.llamacpp.threads },
       cpuCount: this.#o.inventory()?.host.cpus.count ?? 1,
     };
     const bindHost = typeof this.#o.bindHost === 'string' ? this.#o.bindHost : this.#o.bindHost();

@@ -3,13 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parseImage, registryProblem } from '../catalog/image-ref.js';
 import type { EngineName } from '../catalog/model-spec.js';
 
-import {
-  chooseImage,
-  defaultImage,
-  imageExecutable,
-  imageExecutables,
-  onRegistry,
-} from './container-images.js';
+import { chooseImage, defaultImage, imageExecutable, onRegistry } from './container-images.js';
 import { engineNames } from './registry.js';
 
 // The agent passes agent.engines.llamacpp.build, whose default is this (config/schema.ts defaultLlamaBuild).
@@ -31,12 +25,6 @@ describe('container images', () => {
 
   it('runs each engine by its executable inside the image', () => {
     expect(Object.fromEntries(engineNames.map((e) => [e, imageExecutable(e)]))).toEqual({
-      llamacpp: '/app/llama-server',
-      vllm: 'vllm',
-      sglang: 'python3',
-      trtllm: 'trtllm-serve',
-    });
-    expect(imageExecutables).toEqual({
       llamacpp: '/app/llama-server',
       vllm: 'vllm',
       sglang: 'python3',

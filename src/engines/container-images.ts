@@ -1,12 +1,7 @@
 import { parseImage } from '../catalog/image-ref.js';
 import type { EngineName } from '../catalog/model-spec.js';
 
-import { llamacppEngine } from './llamacpp/llamacpp-engine.js';
 import { engineFor } from './registry.js';
-import { sglangEngine } from './sglang/sglang-engine.js';
-import { trtllmEngine } from './trtllm/trtllm-engine.js';
-import type { EngineSettings } from './types.js';
-import { vllmEngine } from './vllm/vllm-engine.js';
 
 /**
  * The engines' official images, for profiles with `runtime: container`: which image and
@@ -27,17 +22,6 @@ export function defaultImage(engine: EngineName, o: { gpu: boolean; llamaBuild: 
 export function imageExecutable(engine: EngineName): string {
   return engineFor(engine).imageExecutable;
 }
-
-/**
- * The same by the keys of the agent's EngineSettings, which still has one key per engine
- * (settings of each engine's own): the agent fills every engine's bin with these in a container.
- */
-export const imageExecutables: Readonly<Record<Exclude<keyof EngineSettings, 'cpuCount'>, string>> = {
-  llamacpp: llamacppEngine.imageExecutable,
-  vllm: vllmEngine.imageExecutable,
-  sglang: sglangEngine.imageExecutable,
-  trtllm: trtllmEngine.imageExecutable,
-};
 
 /**
  * The image a container profile runs: the profile's own, else the node's setting for the

@@ -10,10 +10,8 @@ import type { Engine, EngineSettings, ShardDevice, ShardLaunch } from './types.j
  */
 
 export const settings: EngineSettings = {
-  llamacpp: { bin: '/opt/llama/llama-server', parallel: 4, threads: 0 },
-  vllm: { bin: '/opt/vllm/bin/vllm' },
-  sglang: { bin: '/opt/sglang/bin/python3' },
-  trtllm: { bin: '/opt/trtllm/bin/trtllm-serve' },
+  bin: '/opt/engine/bin/serve',
+  llamacpp: { parallel: 4, threads: 0 },
   cpuCount: 16,
 };
 
@@ -211,10 +209,9 @@ export function engineContract(c: ContractCase): void {
 
     it('starts the configured executable', () => {
       const [p] = c.engine.commands(at());
-      // The settings still have one key per engine (each with settings of its own).
-      const { cpuCount: _, ...byEngine } = settings;
-      const bins: Readonly<Record<string, { bin: string }>> = byEngine;
-      expect(p?.bin).toBe(bins[name]?.bin);
+      expect(p?.bin).toBe(settings.bin);
+      const other = '/srv/other/serve';
+      expect(c.engine.commands(at({ settings: { ...settings, bin: other } }))[0]?.bin).toBe(other);
     });
   });
 }

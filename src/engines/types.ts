@@ -16,18 +16,19 @@ export type ShardDevice = Pick<Device, 'id' | 'label' | 'card' | 'uuid' | 'mig' 
 
 /** The agent's engine settings that reach the command line. */
 export interface EngineSettings {
+  /**
+   * The executable this shard runs, as its runner chose it: the one inside its image for a
+   * container, else the one the agent installed, else the node's configured one, else the
+   * engine's defaultBin.
+   */
+  bin: string;
+  /** llama.cpp's own settings (agent.engines.llamacpp). */
   llamacpp: {
-    /** llama-server to run: the installed build, the configured one, else found on PATH. */
-    bin: string;
     /** Requests one server handles at once, when the profile does not say. */
     parallel: number;
     /** CPU threads when placement reserved none; 0 takes half the CPUs. */
     threads: number;
   };
-  /** Executables of the Python engines; defaults are their usual names on PATH. */
-  vllm: { bin: string };
-  sglang: { bin: string };
-  trtllm: { bin: string };
   /** CPUs of this node, for llama.cpp's default of half of them. */
   cpuCount: number;
 }

@@ -207,10 +207,8 @@ function podTemplate(input: WorkloadInput, rank: number): KPodTemplate {
   const weights = podWeights(input.origin, settings.models.mount_path, model.source);
   const bin = podExecutable(profile.engine);
   const engineSettings: EngineSettings = {
-    llamacpp: { bin, parallel: input.llamaParallel, threads: 0 },
-    vllm: { bin },
-    sglang: { bin },
-    trtllm: { bin },
+    bin,
+    llamacpp: { parallel: input.llamaParallel, threads: 0 },
     cpuCount: 0,
   };
   const processes = engine.commands({

@@ -268,6 +268,14 @@ export const engineSettingsSchema = z.object({
 });
 export type EngineSettingsWire = z.output<typeof engineSettingsSchema>;
 
+/** The executable the settings name for an engine (agent.engines.NAME.bin), if they name one. */
+export function configuredBin(sent: EngineSettingsWire, engine: string): string | undefined {
+  const byEngine: Readonly<Record<string, unknown>> = sent;
+  const entry = byEngine[engine];
+  if (typeof entry !== 'object' || entry === null || !('bin' in entry)) return undefined;
+  return typeof entry.bin === 'string' ? entry.bin : undefined;
+}
+
 /** Where agents fetch model files from, and what of their cache the catalog still names. */
 export const weightsSettingsSchema = z.object({
   /** Fetch through the control plane's mirror (mirror.enabled), else straight from the hub. */

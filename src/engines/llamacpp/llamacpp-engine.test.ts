@@ -480,7 +480,7 @@ describe('llama.cpp commands', () => {
     expect(procs).toHaveLength(1);
     const [p] = procs;
     expect(p?.name).toBe('llama-server');
-    expect(p?.bin).toBe(over.settings?.llamacpp.bin ?? settings.llamacpp.bin);
+    expect(p?.bin).toBe(over.settings?.bin ?? settings.bin);
     expect(p?.args).toEqual(args);
     expect(p?.env).toEqual(env);
   });
@@ -489,7 +489,10 @@ describe('llama.cpp commands', () => {
     const [p] = llamacppEngine.commands(launch());
     expect(p?.args.join(' ')).not.toContain(apiKey);
     expect(p?.args).not.toContain('--api-key');
-    expect(p?.bin).toMatch(/llama-server$/);
+    // The executable is the runner's choice (settings.bin); what it falls back to is the server.
+    expect(p?.bin).toBe(settings.bin);
+    expect(llamacppEngine.defaultBin).toBe('llama-server');
+    expect(llamacppEngine.imageExecutable).toMatch(/\/llama-server$/);
   });
 
   const refused: [string, ShardLaunch['weights'] | ShardLaunch['profile'], RegExp][] = [

@@ -186,7 +186,7 @@ function llamaServer(launch: ShardLaunch): ProcessSpec {
   // Empty on a CPU shard, which hides every Vulkan device, as CUDA_VISIBLE_DEVICES does.
   if (!onMig(devices)) env['GGML_VK_VISIBLE_DEVICES'] = devices.map((d) => d.card).join(',');
 
-  return { name: 'llama-server', bin: settings.llamacpp.bin, args, env };
+  return { name: 'llama-server', bin: settings.bin, args, env };
 }
 
 /**

@@ -207,7 +207,7 @@ describe('SGLang commands', () => {
   it.each(cases)('%s', (_what, over, args, env) => {
     const procs = sglangEngine.commands(launch(over));
     expect(procs).toHaveLength(1);
-    expect(procs[0]).toEqual({ name: 'sglang', bin: settings.sglang.bin, args, env });
+    expect(procs[0]).toEqual({ name: 'sglang', bin: settings.bin, args, env });
   });
 
   it('needs the head address to span nodes', () => {

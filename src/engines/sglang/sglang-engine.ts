@@ -98,7 +98,7 @@ function launchServer(launch: ShardLaunch): ProcessSpec {
   }
   args.push(...own);
 
-  return { name: 'sglang', bin: settings.sglang.bin, args, env: shardEnv(launch) };
+  return { name: 'sglang', bin: settings.bin, args, env: shardEnv(launch) };
 }
 
 /** Every rank names the head's rendezvous address (torch.distributed) and its own rank. */

@@ -57,7 +57,7 @@ describe('TensorRT-LLM commands', () => {
   it.each(cases)('%s', (_what, over, args, env) => {
     const procs = trtllmEngine.commands(launch(over));
     expect(procs).toHaveLength(1);
-    expect(procs[0]).toEqual({ name: 'trtllm-serve', bin: settings.trtllm.bin, args, env });
+    expect(procs[0]).toEqual({ name: 'trtllm-serve', bin: settings.bin, args, env });
   });
 
   it('passes no key anywhere: trtllm-serve has no option for one', () => {

@@ -99,5 +99,5 @@ function trtllmServe(launch: ShardLaunch): ProcessSpec {
   if (model.context_length !== undefined)
     args.push(...unlessSet(own, ['--max_seq_len'], model.context_length));
   args.push(...own);
-  return { name: 'trtllm-serve', bin: settings.trtllm.bin, args, env: shardEnv(launch) };
+  return { name: 'trtllm-serve', bin: settings.bin, args, env: shardEnv(launch) };
 }

@@ -243,7 +243,7 @@ describe('vLLM commands', () => {
   it.each(cases)('%s', (_what, over, args, env) => {
     const procs = vllmEngine.commands(launch(over));
     expect(procs).toHaveLength(1);
-    expect(procs[0]).toEqual({ name: 'vllm', bin: settings.vllm.bin, args, env });
+    expect(procs[0]).toEqual({ name: 'vllm', bin: settings.bin, args, env });
   });
 
   it('needs the head address to span nodes', () => {

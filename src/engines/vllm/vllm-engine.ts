@@ -88,7 +88,7 @@ function vllmServe(launch: ShardLaunch): ProcessSpec {
   // The key by environment: on the command line `ps` would show it to every user of the
   // node. vLLM checks it on /v1/* only; /health and /metrics stay open.
   const env = shardEnv(launch, http && launch.apiKey !== '' ? { VLLM_API_KEY: launch.apiKey } : {});
-  return { name: 'vllm', bin: settings.vllm.bin, args, env };
+  return { name: 'vllm', bin: settings.bin, args, env };
 }
 
 /**

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * The fake engines, and a way to run one from a test. Each fake is an executable Node
- * script: point settings.llamacpp.bin / vllm.bin / sglang.bin at it, or start it here.
+ * script: point agent.engines.NAME.bin at it (a shard's settings.bin), or start it here.
  */
 export const fakeLlamaServer = fileURLToPath(new URL('./llama-server.mjs', import.meta.url));
 export const fakeVllm = fileURLToPath(new URL('./vllm.mjs', import.meta.url));

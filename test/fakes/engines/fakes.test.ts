@@ -713,14 +713,18 @@ describe('fake sglang', () => {
 });
 
 describe('the fakes run what llmgw launches', () => {
-  const settings: EngineSettings = {
-    llamacpp: { bin: fakeLlamaServer, parallel: 2, threads: 0 },
-    vllm: { bin: fakeVllm },
-    sglang: { bin: fakeSglang },
-    trtllm: { bin: 'trtllm-serve' },
-    cpuCount: 4,
+  // Each engine's runner chooses its executable: here the fake of it.
+  const fakeBins: Readonly<Record<string, string>> = {
+    llamacpp: fakeLlamaServer,
+    vllm: fakeVllm,
+    sglang: fakeSglang,
   };
-  const base = (port: number): Omit<ShardLaunch, 'profile' | 'weights' | 'devices'> => ({
+  const settingsFor = (engine: string): EngineSettings => ({
+    bin: fakeBins[engine] ?? engine,
+    llamacpp: { parallel: 2, threads: 0 },
+    cpuCount: 4,
+  });
+  const base = (port: number, engine: string): Omit<ShardLaunch, 'profile' | 'weights' | 'devices'> => ({
     replica: 'qwen-main-1',
     model: {
       name: 'qwen',
@@ -734,7 +738,7 @@ describe('the fakes run what llmgw launches', () => {
     host: '127.0.0.1',
     port,
     apiKey: KEY,
-    settings,
+    settings: settingsFor(engine),
   });
   const card = {
     id: 0,
@@ -761,7 +765,7 @@ describe('the fakes run what llmgw launches', () => {
     const lora = fakeGguf('sql.gguf');
     const port = await freePort();
     const launch: ShardLaunch = {
-      ...base(port),
+      ...base(port, 'llamacpp'),
       profile: {
         name: 'cpu',
         engine: 'llamacpp',
@@ -816,7 +820,7 @@ describe('the fakes run what llmgw launches', () => {
     it(`${engine}: the served name and its adapter answer`, async () => {
       const port = await freePort();
       const [spec] = engineFor(engine).commands({
-        ...base(port),
+        ...base(port, engine),
         profile: gpuProfile(engine),
         devices: [card],
         weights: { path: '/models/qwen' },
