@@ -284,6 +284,18 @@ describe('llmgw gateway with two worker processes', () => {
     for (const agent of [...byWorker.values()].flat().concat(spare)) agent.destroy();
   });
 
+  it('leaves a signal to the whole group (Ctrl-C, systemd stop) to the primary: a worker signalled serves on', async () => {
+    const [signalled] = workersNow();
+    if (signalled === undefined) throw new Error('no worker');
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.kill(signalled, signal);
+    // A worker that died of it would be restarted at once, and say so.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(alive(signalled)).toBe(true);
+    expect(gw.output()).not.toMatch(new RegExp(`"pid":${String(signalled)},[^\n]*a gateway worker exited`));
+    for (let i = 0; i < 4; i++)
+      expect((await call(url, { key: 'sk-user-0123456789abcdef', path: '/v1/models' })).status).toBe(200);
+  });
+
   it('replaces a killed worker and serves on', async () => {
     const [victim] = workersNow();
     process.kill(victim ?? 0, 'SIGKILL');

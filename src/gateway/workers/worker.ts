@@ -20,6 +20,7 @@ export async function runWorker(logger: Logger): Promise<void> {
   const channel = new Channel();
   const life: Life = { stopping: false, relayDir: undefined };
   leaveWithPrimary(life);
+  leaveSignalsToPrimary();
   const { init, handle } = await firstInit();
   life.relayDir = dirname(init.relayPath);
   const table = { routes: init.routes };
@@ -78,6 +79,16 @@ function leaveWithPrimary(life: Life): void {
     if (life.relayDir !== undefined) rmSync(life.relayDir, { recursive: true, force: true });
     process.exit(0);
   });
+}
+
+/**
+ * Ctrl-C in a terminal and systemd's stop signal the whole process group, workers included:
+ * the primary stops its workers itself, letting what is in flight finish, so a worker leaves
+ * those signals to it (a worker dying of one was restarted, and logged as a crash). Without a
+ * primary a worker leaves anyway (leaveWithPrimary).
+ */
+function leaveSignalsToPrimary(): void {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => undefined);
 }
 
 /** The primary's first message, with the listening socket. */
