@@ -54,7 +54,8 @@ describe('two control planes on one PostgreSQL database', () => {
           `leads=${t.cp.fleet.leads}; ${all.map((r) => `${r.id ?? 'pending'} ${r.state} ${r.reason ?? ''}`).join('; ')}`,
         );
       },
-      60_000,
+      // Under the test's own 60 s, so that a wait too long says what each replica was doing.
+      40_000,
     );
 
   beforeAll(async () => {
