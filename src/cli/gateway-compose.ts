@@ -14,7 +14,7 @@ import { WorkerPool } from '../gateway/workers/pool.js';
 import { primaryServices } from '../gateway/workers/primary-services.js';
 import type { ScaleSignals } from '../protocol/load-report.js';
 import type { ControlPlane } from '../server/control-plane.js';
-import { StoreUsage } from '../server/gateway-usage.js';
+import { StoreUsage } from '../server/services/store-usage.js';
 
 /**
  * The gateway's composition: its settings as options, and what it is given (keys, routes,

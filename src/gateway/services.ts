@@ -9,7 +9,7 @@ export type { UsageRow };
 /**
  * What a gateway is given by whoever composes it (src/cli): where its routes, usage and
  * key limits live. Each has an implementation where that state lives: the control plane in
- * its own process (its fleet, src/server/gateway-usage.ts, RateLimits), the control plane's
+ * its own process (its fleet, src/server/services/store-usage.ts, RateLimits), the control plane's
  * API for a gateway of its own (./control-plane-api.ts), a worker's primary over IPC
  * (./workers/worker.ts).
  */

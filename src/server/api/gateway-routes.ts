@@ -11,6 +11,7 @@ import type { Store, UsageDelta } from '../../store/store.js';
 import type { Autoscaler } from '../autoscale/autoscaler.js';
 import type { EventHub } from '../events/event-hub.js';
 import type { Fleet } from '../fleets/fleet.js';
+import { StoreUsage } from '../services/store-usage.js';
 import { wakeBody } from './autoscale.js';
 import { adminOnly, jsonBody, principalOf, type ApiEnv } from './context.js';
 
@@ -97,6 +98,7 @@ const loadSchema = z.strictObject({
 
 export function gatewayRoutes(deps: GatewayRouteDeps): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
+  const usage = new StoreUsage(deps.store.usage, deps.events);
   app.use('*', gatewayOnly);
   app.get('/routes', async (c) => c.json<RouteTable>(await deps.fleet.routeTable()));
   app.post('/keys', async (c) => {
@@ -123,8 +125,7 @@ export function gatewayRoutes(deps: GatewayRouteDeps): Hono<ApiEnv> {
   });
   app.post('/usage', async (c) => {
     const { rows } = await jsonBody(c, usageSchema);
-    await deps.store.usage.add(rows.map((r) => ({ ...r, hour: new Date(r.hour).toISOString() })));
-    if (rows.length > 0) deps.events?.publish('usage');
+    await usage.write(rows.map((r) => ({ ...r, hour: new Date(r.hour).toISOString() })));
     return c.json({ written: rows.length });
   });
   return app;
