@@ -15,7 +15,7 @@ import {
 } from '../src/agent/shards/container/operations.js';
 import { containerLabels } from '../src/agent/shards/container/types.js';
 import { driverContract, type DriverHarness } from '../src/agent/shards/driver.contract.js';
-import { buildEngineImage, imageLlamaServer, imageNode, testDaemon } from './support/engine-image.js';
+import { buildEngineImage, fakeEngineRun, testDaemon } from './support/engine-image.js';
 import { freePort } from './fakes/engines/fake-engines.js';
 
 /**
@@ -40,35 +40,8 @@ afterAll(async () => {
 function harness(c: DaemonClient): DriverHarness {
   return {
     logLine: 'listening on http://0.0.0.0:',
-    run: (key, port, variant = 'v1') => {
-      const [replica = key, rank = '0'] = key.split('/');
-      return {
-        key,
-        replica,
-        rank: Number(rank),
-        processes: [
-          {
-            name: 'llama-server',
-            bin: imageNode,
-            args: [imageLlamaServer, '-m', model, '--host', '0.0.0.0', '--port', String(port)],
-            env: { FAKE_LLAMA_LOAD_MS: '100', VARIANT: variant },
-          },
-        ],
-        container: {
-          image,
-          pull: 'never',
-          gpus: [],
-          gpuRequest: 'nvidia',
-          mounts: [{ source: dir, target: dir, readOnly: true }],
-          network: 'bridge',
-          publish: { hostIp: '127.0.0.1', port },
-          ipc: { shmBytes: 64 * 2 ** 20 },
-          labels: {},
-        },
-        health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' },
-        stopGraceMs: 3000,
-      };
-    },
+    run: (key, port, variant = 'v1') =>
+      fakeEngineRun({ key, port, image, dir, model, env: { FAKE_LLAMA_LOAD_MS: '100', VARIANT: variant } }),
     supervisor: (o) =>
       new ContainerSupervisor({
         ...o,

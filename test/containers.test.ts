@@ -26,6 +26,7 @@ import type { ShardRun, ShardStatus } from '../src/agent/shards/types.js';
 import {
   buildDerivedImage,
   buildEngineImage,
+  fakeEngineRun,
   imageLlamaServer,
   imageNode,
   pushImage,
@@ -77,34 +78,7 @@ for (const { name, daemon } of daemons)
     const node = `test-${randomBytes(4).toString('hex')}`;
     let image = '';
     function engineRun(key: string, port: number, container: Partial<ContainerRun> = {}): ShardRun {
-      const [replica = key, rank = '0'] = key.split('/');
-      return {
-        key,
-        replica,
-        rank: Number(rank),
-        processes: [
-          {
-            name: 'llama-server',
-            bin: imageNode,
-            args: [imageLlamaServer, '-m', model, '--host', '0.0.0.0', '--port', String(port)],
-            env: { FAKE_LLAMA_LOAD_MS: '300' },
-          },
-        ],
-        container: {
-          image,
-          pull: 'never',
-          gpus: [],
-          gpuRequest: 'nvidia',
-          mounts: [{ source: dir, target: dir, readOnly: true }],
-          network: 'bridge',
-          publish: { hostIp: '127.0.0.1', port },
-          ipc: { shmBytes: 64 * 2 ** 20 },
-          labels: {},
-          ...container,
-        },
-        health: { url: `http://127.0.0.1:${port}/health`, loading: 'answers-503' },
-        stopGraceMs: 3000,
-      };
+      return fakeEngineRun({ key, port, image, dir, model, env: { FAKE_LLAMA_LOAD_MS: '300' }, container });
     }
 
     /** A supervisor whose statuses are kept by key, with this file's node id and quick timings. */

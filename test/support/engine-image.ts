@@ -19,6 +19,8 @@ import * as tar from 'tar';
 
 import { DaemonClient, readJsonLines } from '../../src/agent/shards/container/daemon.js';
 import { imagePresent } from '../../src/agent/shards/container/pull.js';
+import type { ContainerRun } from '../../src/agent/shards/container/types.js';
+import type { ShardRun } from '../../src/agent/shards/types.js';
 
 /**
  * A container image of the fake llama-server, built locally (this machine has no
@@ -199,4 +201,47 @@ function streamedCall(
     if (o.body === undefined) req.end();
     else o.body.pipe(req);
   });
+}
+
+/**
+ * A shard run of the fake llama-server in `image`, serving `model` (under `dir`, mounted
+ * read-only) on `port` of the loopback: what the container tests give a supervisor.
+ */
+export function fakeEngineRun(o: {
+  key: string;
+  port: number;
+  image: string;
+  dir: string;
+  model: string;
+  env: Record<string, string>;
+  container?: Partial<ContainerRun>;
+}): ShardRun {
+  const [replica = o.key, rank = '0'] = o.key.split('/');
+  return {
+    key: o.key,
+    replica,
+    rank: Number(rank),
+    processes: [
+      {
+        name: 'llama-server',
+        bin: imageNode,
+        args: [imageLlamaServer, '-m', o.model, '--host', '0.0.0.0', '--port', String(o.port)],
+        env: o.env,
+      },
+    ],
+    container: {
+      image: o.image,
+      pull: 'never',
+      gpus: [],
+      gpuRequest: 'nvidia',
+      mounts: [{ source: o.dir, target: o.dir, readOnly: true }],
+      network: 'bridge',
+      publish: { hostIp: '127.0.0.1', port: o.port },
+      ipc: { shmBytes: 64 * 2 ** 20 },
+      labels: {},
+      ...o.container,
+    },
+    health: { url: `http://127.0.0.1:${String(o.port)}/health`, loading: 'answers-503' },
+    stopGraceMs: 3000,
+  };
 }
