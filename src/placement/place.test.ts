@@ -124,6 +124,7 @@ function input(o: Partial<Omit<PlacementInput, 'newReplicaId'>>): PlacementInput
     ports: o.ports ?? { first: 20000, last: 20009 },
     cpuThreads: o.cpuThreads ?? 0,
     newReplicaId: counter(),
+    ...(o.pinned === undefined ? {} : { pinned: o.pinned }),
   };
 }
 
@@ -812,6 +813,94 @@ const cases: [string, PlacementInput, Expected][] = [
           1,
           'profile h100: no node has h100-80g cards (classes here: a100-80g); profile cpu: no ready node has 4 free CPU threads and 1024 MiB of RAM (node-a: only 2 CPUs)',
         ),
+      ],
+    },
+  ],
+  // Successors pinned to their predecessor's profile (a change of one profile rolls on it).
+  [
+    'a pinned successor takes its profile, not the first that fits',
+    input({
+      nodes: [node('node-a', { devices: cards(8) })],
+      models: [model('m', 2, gpu(A100, 4, 1, 'a100'), cpu())],
+      shards: [
+        shard({
+          replica: 'old',
+          model: 'm',
+          profile: 'a100',
+          node: 'node-a',
+          devices: [0, 1, 2, 3],
+          port: 20000,
+        }),
+      ],
+      pinned: new Map([['m', ['a100']]]),
+    }),
+    { added: ['m-1@a100 node-a 0/1 [4,5,6,7] :20001'] },
+  ],
+  [
+    'a pinned successor with no room on its profile waits, naming it, and never takes the fallback',
+    input({
+      nodes: [node('node-a', { devices: cards(8) })],
+      models: [model('m', 2, gpu(A100, 5, 1, 'a100'), cpu())],
+      shards: [
+        shard({
+          replica: 'old',
+          model: 'm',
+          profile: 'a100',
+          node: 'node-a',
+          devices: [0, 1, 2, 3],
+          port: 20000,
+        }),
+      ],
+      pinned: new Map([['m', ['a100']]]),
+    }),
+    {
+      pending: [
+        {
+          model: 'm',
+          count: 1,
+          profile: 'a100',
+          reason:
+            'profile a100, which the replicas it replaces ran: no ready node has 5 free a100-80g cards (node-a: 4 free)',
+        },
+      ],
+    },
+  ],
+  [
+    'pins beyond what is missing are not placed; the rest of the missing take the first that fits',
+    input({
+      nodes: [node('node-a', { devices: cards(2) })],
+      models: [model('m', 3, gpu(A100, 4, 1, 'a100'), cpu())],
+      shards: [
+        shard({
+          replica: 'old',
+          model: 'm',
+          profile: 'cpu',
+          node: 'node-a',
+          port: 20000,
+          threads: 1,
+          memory_mib: 1024,
+        }),
+      ],
+      pinned: new Map([['m', ['cpu']]]),
+      cpuThreads: 1,
+    }),
+    { added: ['m-1@cpu node-a 0/1 [] :20001 t1 m1024', 'm-2@cpu node-a 0/1 [] :20002 t1 m1024'] },
+  ],
+  [
+    'a pin to a profile the model no longer has waits, saying so',
+    input({
+      nodes: [node('node-a', { devices: cards(8) })],
+      models: [model('m', 1, gpu(A100, 1, 1, 'a100'), cpu())],
+      pinned: new Map([['m', ['gone']]]),
+    }),
+    {
+      pending: [
+        {
+          model: 'm',
+          count: 1,
+          profile: 'gone',
+          reason: 'profile gone, which the replicas it replaces ran: not in the model',
+        },
       ],
     },
   ],

@@ -20,7 +20,8 @@ import type { ModelMemory, PendingReplica, PlacementInput, PlacementResult, Shar
  * replicas missing, or says why they cannot be added.
  *
  * - Models are placed in the order given (their order is their priority when room is short),
- *   each replica on the first of the model's profiles that fits.
+ *   each replica on the first of the model's profiles that fits; a successor the caller pins
+ *   (input.pinned) only on its predecessor's profile, before the model's other missing ones.
  * - A new replica goes to the nodes with the fewest replicas of its model (spread), then the
  *   node with the least free of what it needs that still fits (best fit keeps big holes for
  *   big replicas), then the first by name.
@@ -56,19 +57,26 @@ export function place(input: PlacementInput): PlacementResult {
   for (const model of models.values()) {
     const missing = model.replicas - (kept.counts.get(model.name) ?? 0);
     if (missing <= 0) continue;
-    const placed = placer.placeModel(model, missing, added);
-    if (placed < missing)
-      failed.push({ model, pending: { model: model.name, count: missing - placed, reason: '' } });
+    const pinned = (input.pinned?.get(model.name) ?? []).slice(0, missing);
+    const short = placer.placeModel(model, missing, pinned, added);
+    for (const [profile, count] of short.pinned)
+      failed.push({ model, pending: { model: model.name, count, profile, reason: '' } });
+    if (short.free > 0) failed.push({ model, pending: { model: model.name, count: short.free, reason: '' } });
   }
 
   // Reasons last, from the final state, and only for what is pending.
   const why = explainer({ states, ports: input.ports, cpuThreads: input.cpuThreads });
   for (const { model, pending } of failed) {
-    const reasons = placer.plansOf(model.name).map((p) => ({ name: p.profile, text: why(p.need, p.fit) }));
+    const plans = placer.plansOf(model.name);
+    const reasons = plans
+      .filter((p) => pending.profile === undefined || p.profile === pending.profile)
+      .map((p) => ({ name: p.profile, text: why(p.need, p.fit) }));
     pending.reason =
-      reasons.length === 1
-        ? (reasons[0]?.text ?? '')
-        : reasons.map((r) => `profile ${r.name}: ${r.text}`).join('; ');
+      pending.profile !== undefined && plans.length > 1
+        ? `profile ${pending.profile}, which the replicas it replaces ran: ${reasons[0]?.text ?? 'not in the model'}`
+        : reasons.length === 1
+          ? (reasons[0]?.text ?? '')
+          : reasons.map((r) => `profile ${r.name}: ${r.text}`).join('; ');
   }
 
   return {
@@ -165,8 +173,16 @@ class Placer {
     return this.#plans.get(model) ?? [];
   }
 
-  /** Adds up to `missing` replicas of a model to `out`; returns how many it placed. */
-  placeModel(model: ModelSpec, missing: number, out: Shard[]): number {
+  /**
+   * Adds up to `missing` replicas of a model to `out`, those `pinned` first, each on its own
+   * profile only; says how many it could not place: pinned ones by profile, and the rest.
+   */
+  placeModel(
+    model: ModelSpec,
+    missing: number,
+    pinned: readonly string[],
+    out: Shard[],
+  ): { pinned: Map<string, number>; free: number } {
     let hosts = this.#hosts.get(model.name);
     if (hosts === undefined) {
       hosts = new Map();
@@ -174,24 +190,39 @@ class Placer {
     }
     this.#current = hosts;
     const plans = this.plansOf(model.name);
+    const short = { pinned: new Map<string, number>(), free: 0 };
     this.#candidates.begin(hosts);
-    let placed = 0;
     try {
-      for (; placed < missing; placed++) {
+      for (const profile of pinned) {
+        const plan = plans.find((p) => p.profile === profile);
+        const shards = plan === undefined ? undefined : this.#tryPlan(model.name, plan);
+        if (shards === undefined) short.pinned.set(profile, (short.pinned.get(profile) ?? 0) + 1);
+        else for (const s of shards) out.push(s);
+      }
+      for (let i = pinned.length; i < missing; i++) {
         let shards: Shard[] | undefined;
         for (const plan of plans) {
-          if (plan.failed) continue;
-          shards = this.#placeReplica(model.name, plan);
+          shards = this.#tryPlan(model.name, plan);
           if (shards !== undefined) break;
-          plan.failed = true;
         }
-        if (shards === undefined) break;
+        if (shards === undefined) {
+          short.free = missing - i;
+          break;
+        }
         for (const s of shards) out.push(s);
       }
     } finally {
       this.#candidates.end();
     }
-    return placed;
+    return short;
+  }
+
+  /** One replica on this profile, unless it failed already this pass (nothing is freed while placing). */
+  #tryPlan(model: string, plan: Plan): Shard[] | undefined {
+    if (plan.failed) return undefined;
+    const shards = this.#placeReplica(model, plan);
+    if (shards === undefined) plan.failed = true;
+    return shards;
   }
 
   #placeReplica(model: string, plan: Plan): Shard[] | undefined {

@@ -54,6 +54,8 @@ export interface PendingReplica {
   model: string;
   /** How many replicas of the model wait for room. */
   count: number;
+  /** Set when they must run this profile (input.pinned): successors of replicas of it. */
+  profile?: string;
   /** In words a user acts on: `no ready node has 2 free a100-80g cards (node-a: 1 free, node-b: MIG mode, no whole cards)`. */
   reason: string;
 }
@@ -80,6 +82,13 @@ export interface PlacementInput {
    * memory. A model missing here is placed by its cards alone, claiming no memory.
    */
   memory?: ReadonlyMap<string, ModelMemory>;
+  /**
+   * Profiles some of a model's missing replicas must run, one entry per replica, by model
+   * name: a successor of a replica being replaced runs its predecessor's profile, never the
+   * next one that fits, so that a change of one profile does not move its replicas onto
+   * another (a CPU fallback). One that does not fit is pending with its profile named.
+   */
+  pinned?: ReadonlyMap<string, readonly string[]>;
 }
 
 /** A model's shape and files (its source resolved), as the planner reads them. */

@@ -251,5 +251,12 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // Each profile's replicas when a rollout started, so that a roll in place starts each
+    // successor on its predecessor's profile after that one stopped (JSON; null before).
+    '0011_rollout_profiles': {
+      async up(db) {
+        await db.schema.alterTable('rollouts').addColumn('profiles', 'text').execute();
+      },
+    },
   };
 }

@@ -107,6 +107,8 @@ export interface Database {
     spec: string;
     replica: string | null;
     replaces: number;
+    /** JSON: each profile's replicas when it started; null for rollouts older than this column. */
+    profiles: string | null;
     started_at: string;
     state: string;
     finished_at: string | null;

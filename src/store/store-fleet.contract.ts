@@ -164,6 +164,7 @@ export function fleetCases(c: Contract): void {
       spec: spec('roll-model', { replicas: 2 }),
       replica: null,
       replaces: 2,
+      profiles: { a100: 1, cpu: 1 },
       started_at: '2026-01-01T00:00:00.000Z',
     };
     expect(await store.rollouts.get('roll-model')).toBeUndefined();

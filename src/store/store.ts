@@ -301,6 +301,12 @@ export interface RolloutRecord {
   replica: string | null;
   /** Replicas it restarts: those that did not run `spec` when it started (1 for a restart). */
   replaces: number;
+  /**
+   * How many of the model's replicas ran each profile when it started (those not being
+   * replaced already): each successor runs its predecessor's profile, also in place, where
+   * the predecessor is gone before its successor is placed. Empty for older rollouts.
+   */
+  profiles: Record<string, number>;
   started_at: string;
   state: 'rolling' | 'done' | 'failed';
   finished_at: string | null;

@@ -29,7 +29,7 @@ import {
 /** The catalog's routes, and the changes that roll over replicas (context, GPUs). */
 export interface ModelRouteDeps extends ScaleViews, ContextDeps, ModelGpusDeps {
   catalog: Pick<Catalog, 'list' | 'get' | 'add' | 'replace' | 'patch' | 'resolve' | 'remove' | 'change'>;
-  fleet: Pick<Fleet, 'routeTable' | 'rollout' | 'rollModel'>;
+  fleet: Pick<Fleet, 'routeTable' | 'rollout' | 'rollModel' | 'checkRoll'>;
   registry: Pick<NodeRegistry, 'views'>;
 }
 

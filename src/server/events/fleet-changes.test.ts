@@ -43,6 +43,7 @@ const rollout = (model: string, state: RolloutRecord['state']): RolloutRecord =>
   by: 'admin',
   spec: cpuModel(model, 'hf://org/repo'),
   replica: null,
+  profiles: {},
   replaces: 1,
   started_at: '2026-12-03T10:00:00Z',
   state,

@@ -38,6 +38,11 @@ export interface Fleet {
   replica(id: string): ReplicaView;
   /** Restarts a replica: a new one beside it first, or (in place) it stops first. */
   restart(id: string, inPlace: boolean, actor: string): Promise<RestartResult>;
+  /**
+   * Refuses (conflict) a change whose replicas would find no room on their profile once
+   * changed, saying what is missing; what rollModel checks first, for a dry run.
+   */
+  checkRoll(model: string, next: ModelSpec, o: Pick<RollOptions, 'inPlace'>): Promise<void>;
   /** Rolls a change of a model's spec over its replicas; `write` stores the new spec. */
   rollModel(model: string, next: ModelSpec, o: RollOptions, write: () => Promise<void>): Promise<RolloutView>;
   /** A model's latest rollout; undefined when it never had one (or the fleet keeps none). */

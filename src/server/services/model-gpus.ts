@@ -15,7 +15,7 @@ export interface ModelGpusDeps {
   catalog: Pick<Catalog, 'get' | 'change'>;
   registry: Pick<NodeRegistry, 'views'>;
   settings: Pick<SettingsHolder, 'current'>;
-  fleet: Pick<Fleet, 'rollModel'>;
+  fleet: Pick<Fleet, 'rollModel' | 'checkRoll'>;
 }
 
 /** POST /api/v1/models/{name}/gpus. */
@@ -70,7 +70,11 @@ export async function changeModelGpus(
     },
   ];
   const note = change.unchecked.length === 0 ? null : `not checked: ${change.unchecked.join('; ')}`;
-  if (body.dry_run) return { model: name, profiles, note, dry_run: true };
+  if (body.dry_run) {
+    // Answered as the change would be: refused where its replicas would find no room.
+    await deps.fleet.checkRoll(name, change.spec, { inPlace: body.in_place });
+    return { model: name, profiles, note, dry_run: true };
+  }
   const rollout = await deps.fleet.rollModel(
     name,
     change.spec,

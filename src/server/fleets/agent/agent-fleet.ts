@@ -244,6 +244,10 @@ export class AgentFleet implements Fleet, HubListener {
     return this.#rollouts.restart(id, inPlace, actor);
   }
 
+  checkRoll(model: string, next: ModelSpec, o: Pick<RollOptions, 'inPlace'>): Promise<void> {
+    return this.#rollouts.checkRoll(model, next, o);
+  }
+
   rollModel(
     model: string,
     next: ModelSpec,

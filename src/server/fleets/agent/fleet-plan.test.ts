@@ -7,6 +7,7 @@ import type { Shard } from '../../../placement/types.js';
 import {
   planFleet,
   runsAsSpecified,
+  successorProfiles,
   type FleetPlan,
   type FleetPlanInput,
   type PlanNode,
@@ -676,6 +677,160 @@ const rolls: [string, FleetPlanInput, Expected][] = [
     { retire: ['m-1: the model changed'], add: ['m@main node-a [2] :20002'] },
   ],
 ];
+
+/** A GPU profile of `cards` a100-80g cards (llama.cpp splits by layer) and a CPU fallback. */
+function withFallback(cards: number, replicas = 1): ModelSpec {
+  return model('m', replicas, {
+    profiles: [
+      gpu({ name: 'a100', engine: 'llamacpp', gpus_per_node: cards }),
+      gpu({ name: 'cpu', engine: 'llamacpp', gpu_class: undefined, cpu: true, gpus_per_node: 0 }),
+    ],
+  });
+}
+const on4 = withFallback(4);
+/** m-1 on cards 0–3 of node-a's 8, running the 4-card profile. */
+const fourCards = (spec = on4): Running => {
+  const r = running('m-1', spec, { card: 0, port: 20000, profile: 'a100', minutesAgo: 20 });
+  return { ...r, shard: { ...r.shard, devices: [0, 1, 2, 3] } };
+};
+const eight = [node('node-a', { cards: 8 })];
+const rollingTo = (mode: PlanRollout['mode'], spec: ModelSpec, profiles?: Record<string, number>) =>
+  new Map<string, PlanRollout>([
+    ['m', { mode, state: 'rolling', spec, ...(profiles === undefined ? {} : { profiles }) }],
+  ]);
+
+/** A change of one profile rolls on that profile: never onto the fallback because of it. */
+const onItsProfile: [string, FleetPlanInput, Expected][] = [
+  [
+    'surge: the successor runs the changed profile beside its predecessor',
+    {
+      ...input({ specs: [withFallback(3)], running: [fourCards()], nodes: eight }),
+      rollouts: rollingTo('surge', withFallback(3)),
+    },
+    { retire: ['m-1: the model changed'], add: ['m@a100 node-a [4,5,6] :20001'] },
+  ],
+  [
+    'surge with no room beside it: the successor waits on its profile, naming it, not on the CPU fallback',
+    {
+      ...input({ specs: [withFallback(5)], running: [fourCards()], nodes: eight }),
+      rollouts: rollingTo('surge', withFallback(5)),
+    },
+    {
+      retire: ['m-1: the model changed'],
+      pending: [
+        'm ×1: profile a100, which the replicas it replaces ran: no ready node has 5 free a100-80g cards (node-a: 4 free)',
+      ],
+    },
+  ],
+  [
+    'surge, a pass later: still waiting on its profile while its predecessor serves',
+    {
+      ...input({
+        specs: [withFallback(5)],
+        running: [
+          {
+            ...fourCards(),
+            replica: {
+              ...fourCards().replica,
+              retiring: true,
+              retire_reason: 'the model changed',
+              retiring_since: new Date(now - minute).toISOString(),
+            },
+          },
+        ],
+        nodes: eight,
+      }),
+      rollouts: rollingTo('surge', withFallback(5)),
+    },
+    {
+      pending: [
+        'm ×1: profile a100, which the replicas it replaces ran: no ready node has 5 free a100-80g cards (node-a: 4 free)',
+      ],
+    },
+  ],
+  [
+    'in place: the replica stops first; its successor waits for its cards on its profile',
+    {
+      ...input({ specs: [withFallback(5)], running: [fourCards()], nodes: eight }),
+      rollouts: rollingTo('in-place', withFallback(5), { a100: 1 }),
+    },
+    {
+      remove: ['m-1: the model changed (in place)'],
+      pending: [
+        'm ×1: profile a100, which the replicas it replaces ran: no ready node has 5 free a100-80g cards (node-a: 4 free)',
+      ],
+    },
+  ],
+  [
+    'in place, once it stopped: the successor takes the changed profile on the freed cards',
+    {
+      ...input({ specs: [withFallback(5)], running: [], nodes: eight }),
+      rollouts: rollingTo('in-place', withFallback(5), { a100: 1 }),
+    },
+    { add: ['m@a100 node-a [0,1,2,3,4] :20000'] },
+  ],
+  [
+    'in place, when its profile cannot take it at all: it waits on that profile rather than run on the CPU',
+    {
+      ...input({ specs: [withFallback(5)], running: [], nodes: [node('node-a', { cards: 4 })] }),
+      rollouts: rollingTo('in-place', withFallback(5), { a100: 1 }),
+    },
+    {
+      pending: [
+        'm ×1: profile a100, which the replicas it replaces ran: no ready node has 5 free a100-80g cards (node-a: 4 free)',
+      ],
+    },
+  ],
+  [
+    'a replica on the fallback runs what it ran: a change of the GPU profile does not touch it',
+    (() => {
+      const onCpu = running('m-1', on4, { card: 0, port: 20000, profile: 'cpu' });
+      return {
+        ...input({
+          specs: [withFallback(5)],
+          running: [{ ...onCpu, shard: { ...onCpu.shard, devices: [] } }],
+          nodes: eight,
+        }),
+        rollouts: rollingTo('surge', withFallback(5)),
+      };
+    })(),
+    {},
+  ],
+];
+
+describe('planFleet: a change rolls on its profile', () => {
+  it.each(onItsProfile)('%s', (_what, inp, expected) => {
+    expect(brief(planFleet(inp))).toEqual(expected);
+  });
+});
+
+describe('successorProfiles', () => {
+  const spec = withFallback(4);
+  it.each<[string, { profile: string; retiring: boolean }[], Record<string, number> | undefined, string[]]>([
+    ['nothing replaced', [{ profile: 'a100', retiring: false }], undefined, []],
+    [
+      'one beside a retiring replica, on its profile',
+      [{ profile: 'a100', retiring: true }],
+      undefined,
+      ['a100'],
+    ],
+    [
+      'in place: each profile back to what it ran at the start',
+      [{ profile: 'cpu', retiring: false }],
+      { a100: 2, cpu: 1 },
+      ['a100', 'a100'],
+    ],
+    ['in place: none owed once back', [{ profile: 'a100', retiring: false }], { a100: 1 }, []],
+    [
+      'a profile the model no longer has pins nothing',
+      [{ profile: 'gone', retiring: true }],
+      { gone: 1 },
+      [],
+    ],
+  ])('%s', (_what, replicas, started, pins) => {
+    expect(successorProfiles(spec, replicas, started)).toEqual(pins);
+  });
+});
 
 describe('planFleet: rolling changes', () => {
   it.each(rolls)('%s', (_what, inp, expected) => {

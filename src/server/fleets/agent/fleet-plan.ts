@@ -15,7 +15,8 @@ export type PlanReplica = Pick<
 >;
 
 /** A model's latest rollout, as planning reads it. */
-export type PlanRollout = Pick<RolloutRecord, 'mode' | 'state' | 'spec'>;
+export type PlanRollout = Pick<RolloutRecord, 'mode' | 'state' | 'spec'> &
+  Partial<Pick<RolloutRecord, 'profiles'>>;
 
 export interface PlanNode {
   node: PlacementNode;
@@ -95,7 +96,9 @@ export interface FleetPlan {
  *   one of the model down. A failed rollout halts: nothing more is marked or removed for
  *   it, and the old replicas keep serving.
  * - New replicas are placed (placement/place.ts) next to those kept, each replica being
- *   replaced counting on top so that its successor finds room beside it.
+ *   replaced counting on top so that its successor finds room beside it. A successor runs
+ *   its predecessor's profile (pinned), never the next profile that fits: beside a replica
+ *   being replaced, and in place where the rollout's start says what each profile ran.
  */
 export function planFleet(input: FleetPlanInput): FleetPlan {
   const specs = new Map<string, ModelSpec>();
@@ -195,6 +198,19 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
     replacing.set(spec.name, 1);
   }
 
+  const retiring = new Set(retire.map((c) => c.id));
+  const pinned = new Map<string, string[]>();
+  for (const spec of specs.values()) {
+    const roll = input.rollouts?.get(spec.name);
+    const current = roll !== undefined && rollsTo(roll, spec) ? roll : undefined;
+    const pins = successorProfiles(
+      spec,
+      live(spec.name).map((r) => ({ profile: r.profile, retiring: r.retiring || retiring.has(r.id) })),
+      current?.state === 'rolling' && current.mode === 'in-place' ? current.profiles : undefined,
+    );
+    if (pins.length > 0) pinned.set(spec.name, pins);
+  }
+
   const keptIds = new Set(input.replicas.filter((r) => !removed.has(r.id)).map((r) => r.id));
   let next = 0;
   const placed = place({
@@ -207,6 +223,7 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
     // Only told apart among the shards added, never looked up among stored replicas.
     newReplicaId: () => String(next++),
     memory: input.memory,
+    pinned,
   });
 
   const add: NewReplica[] = [];
@@ -221,6 +238,27 @@ export function planFleet(input: FleetPlanInput): FleetPlan {
     });
   }
   return { retire, remove, add, pending: placed.pending };
+}
+
+/**
+ * The profiles a model's successors must run, one per successor owed: each replica being
+ * replaced beside its successor wants one on its own profile; an in-place roll (`started`:
+ * each profile's replicas when it began) wants back each profile's replicas it stopped. A
+ * profile the model no longer has pins nothing: its successors go where they fit.
+ */
+export function successorProfiles(
+  spec: Pick<ModelSpec, 'profiles'>,
+  replicas: readonly { profile: string; retiring: boolean }[],
+  started: Readonly<Record<string, number>> | undefined,
+): string[] {
+  const pins: string[] = [];
+  for (const { name } of spec.profiles) {
+    const on = replicas.filter((r) => r.profile === name);
+    const beside = on.filter((r) => r.retiring).length;
+    const inPlace = Math.max(0, (started?.[name] ?? 0) - on.length);
+    for (let i = 0; i < beside + inPlace; i++) pins.push(name);
+  }
+  return pins;
 }
 
 /**

@@ -5,7 +5,7 @@ import type { RollOptions, RolloutView } from '../../../protocol/rollout-views.j
 import type { Store } from '../../../store/store.js';
 import type { Passes } from '../passes.js';
 
-import { planFleet, runsAsSpecified } from './fleet-plan.js';
+import { type FleetPlan, type PlanReplica, planFleet, runsAsSpecified } from './fleet-plan.js';
 import { planInput, resolvedSpecs, type PlanSources } from './placement-input.js';
 import type { PlacementPasses } from './placement.js';
 import { unknownReplica } from './replica-views.js';
@@ -46,6 +46,7 @@ export class Rollouts {
       spec: sources.placed.specOf(r.model) ?? r.spec,
       replica: id,
       replaces: 1,
+      profiles: profileCounts(sources.placed.replicas, r.model),
       // Before the replica is marked or removed: its successor is made after this.
       started_at: new Date().toISOString(),
     };
@@ -81,11 +82,11 @@ export class Rollouts {
   }
 
   /**
-   * Rolls a change of a model's spec over its replicas (ctl model gpus and context): unless
-   * in place, refuses (conflict, naming --in-place) when a successor would find no room beside
-   * the replica it replaces, before anything is written; then `write` stores the new spec (and
-   * audits it), the roll is recorded (placement waits meanwhile, so that an in-place roll never
-   * starts as a surge), and placement runs.
+   * Rolls a change of a model's spec over its replicas (ctl model gpus and context): refuses
+   * (checkRoll) when a successor would find no room on its profile, before anything is
+   * written; then `write` stores the new spec (and audits it), the roll is recorded with each
+   * profile's replicas (placement waits meanwhile, so that an in-place roll never starts as a
+   * surge), and placement runs.
    */
   async rollModel(
     model: string,
@@ -93,7 +94,7 @@ export class Rollouts {
     o: RollOptions,
     write: () => Promise<void>,
   ): Promise<RolloutView> {
-    if (!o.inPlace) await this.#roomBeside(model, next);
+    await this.checkRoll(model, next, o);
     const started_at = new Date().toISOString();
     const { store, sources, passes } = this.#o;
     await passes.held(async () => {
@@ -111,6 +112,7 @@ export class Rollouts {
         replaces: sources.placed.replicas.filter(
           (r) => r.model === model && !r.retiring && !runsAsSpecified(r, stored),
         ).length,
+        profiles: profileCounts(sources.placed.replicas, model),
         started_at,
       });
     });
@@ -123,30 +125,79 @@ export class Rollouts {
   }
 
   /**
-   * Refuses a surge roll of `next` when the first replica it replaces would find no room beside
-   * it: a dry run of placement with `next` in place of the model's spec.
+   * Refuses (conflict) a roll of `next` whose first successor would find no room on its
+   * predecessor's profile: beside it (surge), or once it stopped (in place). A dry run of
+   * placement with `next` in place of the model's spec; a surge that would fit in place says
+   * --in-place, one that would not says what is missing either way.
    */
-  async #roomBeside(model: string, next: ModelSpec): Promise<void> {
+  async checkRoll(model: string, next: ModelSpec, o: Pick<RollOptions, 'inPlace'>): Promise<void> {
+    if (o.inPlace) {
+      const stopped = await this.#dryRoll(model, next, 'in-place');
+      if (stopped === undefined) return;
+      throw new LlmgwError(
+        'conflict',
+        `no room for a replica of the changed model ${model} even once replica ${stopped.id} stops (${stopped.reason}): free that room first (llmgw ctl nodes shows what runs where), or make a change that fits`,
+      );
+    }
+    const beside = await this.#dryRoll(model, next, 'surge');
+    if (beside === undefined) return;
+    if ((await this.#dryRoll(model, next, 'in-place')) === undefined)
+      throw new LlmgwError(
+        'conflict',
+        `no room beside replica ${beside.id} for a replica of the changed model ${model} (${beside.reason}): roll the change in place with --in-place, which stops each replica first, one at a time`,
+      );
+    throw new LlmgwError(
+      'conflict',
+      `no room for a replica of the changed model ${model}, beside replica ${beside.id} or in its place (${beside.reason}): free that room first (llmgw ctl nodes shows what runs where), or make a change that fits`,
+    );
+  }
+
+  /**
+   * Plans the first step of a roll of `next` without writing anything: the replica it would
+   * replace and why its successor would wait, or undefined when it would be placed (or
+   * nothing rolls). In place, that replica is taken as stopped and its devices as free.
+   */
+  async #dryRoll(
+    model: string,
+    next: ModelSpec,
+    mode: 'surge' | 'in-place',
+  ): Promise<{ id: string; reason: string } | undefined> {
     const sources = this.#o.sources;
     const { specs, memory } = await resolvedSpecs(sources);
-    if (!specs.some((s) => s.name === model)) return;
+    if (!specs.some((s) => s.name === model)) return undefined;
     const input = await planInput(
       sources,
       this.#o.store,
       { specs: specs.map((s) => (s.name === model ? next : s)), memory },
       Date.now(),
     );
+    const mine = input.replicas.filter((r) => r.model === model);
+    const profiles = profileCounts(mine, model);
     const rollouts = new Map(input.rollouts);
-    rollouts.set(model, { mode: 'surge', state: 'rolling', spec: next });
-    const plan = planFleet({ ...input, rollouts });
-    const mine = new Set(input.replicas.filter((r) => r.model === model).map((r) => r.id));
-    const replaced = plan.retire.find((c) => mine.has(c.id));
-    const pending = plan.pending.find((p) => p.model === model);
-    if (replaced === undefined || pending === undefined) return;
-    throw new LlmgwError(
-      'conflict',
-      `no room beside replica ${replaced.id} for a replica of the changed model ${model} (${pending.reason}): roll the change in place with --in-place, which stops each replica first, one at a time`,
-    );
+    rollouts.set(model, { mode, state: 'rolling', spec: next, profiles });
+    let first: PlanReplica | undefined;
+    let plan: FleetPlan;
+    if (mode === 'surge') {
+      plan = planFleet({ ...input, rollouts });
+      const ids = new Set(mine.map((r) => r.id));
+      const id = plan.retire.find((c) => ids.has(c.id))?.id;
+      first = mine.find((r) => r.id === id);
+    } else {
+      first = mine
+        .filter((r) => !r.retiring && !runsAsSpecified(r, next))
+        .sort((a, b) => a.created_at.localeCompare(b.created_at))[0];
+      if (first === undefined) return undefined;
+      const gone = first.id;
+      plan = planFleet({
+        ...input,
+        rollouts,
+        replicas: input.replicas.filter((r) => r.id !== gone),
+        shards: input.shards.filter((s) => s.replica !== gone),
+      });
+    }
+    const pending = plan.pending.find((p) => p.model === model && p.profile !== undefined);
+    if (first === undefined || pending === undefined) return undefined;
+    return { id: first.id, reason: pending.reason };
   }
 
   /** A model's latest rollout, with how many of its replicas run the change; undefined when it never had one. */
@@ -177,4 +228,15 @@ export class Rollouts {
       ...(r.error === null ? {} : { error: r.error }),
     };
   }
+}
+
+/** How many of a model's replicas run each profile, those being replaced aside. */
+function profileCounts(
+  replicas: readonly Pick<PlanReplica, 'model' | 'profile' | 'retiring'>[],
+  model: string,
+): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const r of replicas)
+    if (r.model === model && !r.retiring) counts[r.profile] = (counts[r.profile] ?? 0) + 1;
+  return counts;
 }

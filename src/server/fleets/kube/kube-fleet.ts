@@ -255,6 +255,14 @@ export class KubeFleet implements Fleet {
     };
   }
 
+  /**
+   * Nothing to check before: each profile is its own Deployment, so a changed profile's pods
+   * stay on it, and one the cluster has no room for waits as Pending with the scheduler's why.
+   */
+  checkRoll(): Promise<void> {
+    return Promise.resolve();
+  }
+
   /** Kubernetes rolls a changed pod template itself (the Deployment's rolling update): always a surge. */
   async rollModel(
     model: string,
