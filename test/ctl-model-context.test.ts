@@ -1,7 +1,14 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { startTestAgent, type TestAgent } from './support/agents.js';
 import { llmgw } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
+import { fakeLlamaSettings, recordingLlamaServer, until } from './support/fleet.js';
+import { localModel } from './support/local-model.js';
 
 /** `llmgw ctl model context` as a user runs it (the built CLI, `npm run build` first), on a cluster with no nodes. */
 describe('llmgw ctl model context', () => {
@@ -50,6 +57,7 @@ describe('llmgw ctl model context', () => {
       'max_output',
       'model',
       'profiles',
+      'restarted',
       'rollout',
       'trained',
     ]);
@@ -58,6 +66,7 @@ describe('llmgw ctl model context', () => {
       before: 16384,
       after: 8192,
       rollout: { mode: 'in-place' },
+      restarted: 0,
     });
     expect((await api(t.url, t.adminKey, 'GET', '/models/qwen')).body.context_length).toBe(8192);
   });
@@ -120,4 +129,61 @@ describe('llmgw ctl model context', () => {
     expect(context.code).toBe(1);
     expect((await api(t.url, t.adminKey, 'GET', '/models/huge')).status).toBe(404);
   });
+});
+
+/** The same with replicas running (the fake llama-server on a CPU test agent): how many start again. */
+describe('llmgw ctl model context with replicas running', () => {
+  let t: TestControlPlane;
+  let agent: TestAgent | undefined;
+  let dir = '';
+  let env: Record<string, string>;
+  const ctl = (...args: string[]) => llmgw(['ctl', 'model', 'context', ...args], env);
+  const rolled = () =>
+    until('the rollout of tiny-cpu to end', async () => {
+      const r = (await api(t.url, t.adminKey, 'GET', '/models/tiny-cpu')).body.status.rollout;
+      return r !== undefined && r.state !== 'rolling' ? r : undefined;
+    });
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'llmgw-ctl-context-'));
+    t = await startControlPlane({ config: await fakeLlamaSettings(recordingLlamaServer(dir).bin) });
+    env = { LLMGW_SERVER: t.url, LLMGW_KEY: t.adminKey };
+    // A CPU node of 16 threads: each replica takes half, so both fit it.
+    agent = await startTestAgent(t, 'cpu-node');
+    const model = {
+      name: 'tiny-cpu',
+      source: localModel(dir),
+      context_length: 2048,
+      replicas: 2,
+      profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+    };
+    expect((await api(t.url, t.adminKey, 'POST', '/models', model)).status).toBe(201);
+    await until('2 ready replicas of tiny-cpu', () => {
+      const list = t.cp.fleet.replicas('tiny-cpu');
+      return list.length === 2 && list.every((r) => r.state === 'ready') ? list : undefined;
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await agent?.stop();
+    await t.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('--json says how many replicas start again', async () => {
+    const r = await ctl('tiny-cpu', '4096', '--in-place', '--json');
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const answer = JSON.parse(r.stdout);
+    expect(answer).toMatchObject({ before: 2048, after: 4096, restarted: 2, rollout: { total: 2 } });
+    expect(await rolled()).toMatchObject({ state: 'done', replaced: 2 });
+  }, 60_000);
+
+  it('says it in words', async () => {
+    const r = await ctl('tiny-cpu', '8192', '--in-place');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(
+      'Its 2 replicas start again in place, one at a time: each stops before its successor starts.',
+    );
+    expect(await rolled()).toMatchObject({ state: 'done', change: 'context 4096 → 8192' });
+  }, 60_000);
 });

@@ -1,3 +1,7 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { setModelContext } from '../src/server/services/model-context.js';
@@ -5,7 +9,9 @@ import { setModelContext } from '../src/server/services/model-context.js';
 import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { llamaGgufFile, llamaGgufRepo } from './support/hub.js';
+import { fakeLlamaSettings, recordingLlamaServer, until } from './support/fleet.js';
 import { a100 } from './support/inventory.js';
+import { localModel } from './support/local-model.js';
 
 const declared = `models:
   - name: tiny
@@ -80,6 +86,8 @@ describe('POST /api/v1/models/{name}/context', () => {
       max_output: 16384,
       trained: 32768,
       rollout: { model: 'qwen', change: 'context 8192 → 16384', mode: 'surge', by: 'admin', total: 0 },
+      // No replica runs (replicas: 0), so none starts again.
+      restarted: 0,
     });
     expect(r.body.note).toBeUndefined();
     const [p] = r.body.profiles;
@@ -225,5 +233,69 @@ describe('POST /api/v1/models/{name}/context', () => {
     const r = await context('qwen', { tokens: 8192 }, userKey);
     expect(r.status).toBe(403);
     expect((await model('qwen')).body.context_length).toBe(16384);
+  });
+});
+
+/**
+ * With replicas running (the fake llama-server on a CPU test agent): `restarted` says how many
+ * start again on the change, as seed 003's ContextChange does, and they do.
+ */
+describe('POST /api/v1/models/{name}/context with replicas running', () => {
+  let t: TestControlPlane;
+  let agent: TestAgent | undefined;
+  let dir = '';
+  let engine: ReturnType<typeof recordingLlamaServer>;
+  const context = (body: unknown) => api(t.url, t.adminKey, 'POST', '/models/tiny-cpu/context', body);
+  const ready = (n: number) =>
+    until(`${n} ready replicas of tiny-cpu`, () => {
+      const list = t.cp.fleet.replicas('tiny-cpu');
+      return list.length === n && list.every((r) => r.state === 'ready') ? list : undefined;
+    });
+  const rolled = () =>
+    until('the rollout of tiny-cpu to end', async () => {
+      const r = (await api(t.url, t.adminKey, 'GET', '/models/tiny-cpu')).body.status.rollout;
+      return r !== undefined && r.state !== 'rolling' ? r : undefined;
+    });
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'llmgw-context-'));
+    engine = recordingLlamaServer(dir);
+    t = await startControlPlane({ config: await fakeLlamaSettings(engine.bin) });
+    // A CPU node of 16 threads: each replica takes half, so both fit it.
+    agent = await startTestAgent(t, 'cpu-node');
+    const model = {
+      name: 'tiny-cpu',
+      source: localModel(dir),
+      context_length: 2048,
+      replicas: 2,
+      profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
+    };
+    expect((await api(t.url, t.adminKey, 'POST', '/models', model)).status).toBe(201);
+    await ready(2);
+  }, 60_000);
+  afterAll(async () => {
+    await agent?.stop();
+    await t.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('says how many replicas start again, and they start on the new context', async () => {
+    const r = await context({ tokens: 4096, in_place: true });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.restarted).toBe(2);
+    expect(r.body.rollout).toMatchObject({ mode: 'in-place', total: 2 });
+    expect(await rolled()).toMatchObject({ state: 'done', replaced: 2 });
+    await ready(2);
+    // The agents' 4 slots (llamacpp.parallel) × 4096 tokens, on both new engines.
+    const relaunched = engine.launches().filter((l) => l.args.join(' ').includes('--ctx-size 16384'));
+    expect(relaunched).toHaveLength(2);
+  }, 60_000);
+
+  it('restarts none when what they run is unchanged', async () => {
+    const r = await context({ tokens: 4096 });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.restarted).toBe(0);
+    expect(r.body.rollout).toMatchObject({ total: 0 });
+    expect(t.cp.fleet.replicas('tiny-cpu')).toHaveLength(2);
   });
 });

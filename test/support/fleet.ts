@@ -172,3 +172,20 @@ export async function enginePorts(size = 100): Promise<{ first: number; last: nu
     if (first + size <= 65535) return { first, last: first + size };
   }
 }
+
+/**
+ * A cluster's settings for tests that run replicas on the fake llama-server `bin`: a placement
+ * range of its own, quick heartbeats and stops.
+ */
+export async function fakeLlamaSettings(bin: string): Promise<string> {
+  const ports = await enginePorts();
+  return [
+    `placement: {ports: ${ports.first}-${ports.last}}`,
+    'agent:',
+    '  heartbeat_ms: 200',
+    '  stop_grace_s: 2',
+    '  engines:',
+    '    llamacpp:',
+    `      bin: ${bin}`,
+  ].join('\n');
+}

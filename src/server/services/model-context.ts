@@ -24,8 +24,12 @@ export const contextBody = z.strictObject({
 });
 export type ContextBody = z.output<typeof contextBody>;
 
-/** The answer: the change, and the rollout of the replicas onto it. */
-export type ContextChangeView = ContextChange & { rollout: RolloutView };
+/**
+ * The answer: the change, the rollout of the replicas onto it, and `restarted`, how many of
+ * the model's replicas start again on it (the rollout's total: only those whose model or
+ * profile changed; 0 when none runs what changed).
+ */
+export type ContextChangeView = ContextChange & { rollout: RolloutView; restarted: number };
 
 /** What the change reads and calls: the catalog, the nodes' memory, the settings and the fleet's rollout. */
 export interface ContextDeps {
@@ -74,5 +78,5 @@ export async function setModelContext(
       });
     },
   );
-  return { ...change, rollout };
+  return { ...change, rollout, restarted: rollout.total };
 }
