@@ -43,10 +43,22 @@ export interface Budget {
   kv: Omit<KvOptions, 'tp'>;
   /** What the card gives, in words: `vLLM's 0.92 of 22.5`. Empty when it is the card's total. */
   gives: (card: CardMemory) => string;
+  /** Each card's budget is at most the Setup's memory: the planner holds every engine to it (withinDevice). */
   at: (context: number, kv: KvLayers) => Evaluation;
 }
 
 export type BudgetOrProblem = { budget: Budget } | { problem: string };
+
+/**
+ * An evaluation with no card's budget above the device's memory (`memory`, the Setup's): an
+ * engine cannot use more than the card has, whatever its fraction works out to (TensorRT-LLM's
+ * "0.9 of what is free after the weights" once counted weights larger than a MIG instance).
+ * The planner applies it to every engine's evaluation, so that the rule holds for all of them.
+ */
+export function withinDevice(ev: Evaluation, memory: number): Evaluation {
+  if (ev.perCard.every((c) => c.budget <= memory)) return ev;
+  return { ...ev, perCard: ev.perCard.map((c) => (c.budget > memory ? { ...c, budget: memory } : c)) };
+}
 
 /** A card's figures from its parts. */
 export function card(weights: number, kv: number, parts: Record<string, number>, budget: number): CardMemory {

@@ -1,7 +1,7 @@
 import { isMigClass, parseGpuClass } from '../catalog/gpu-class.js';
 import { cpuClass } from '../gpu/classes.js';
 import type { ModelShape } from '../models/shape.js';
-import { type Budget, type Evaluation, parseVersion, type Setup } from './budget.js';
+import { type Budget, type Evaluation, parseVersion, type Setup, withinDevice } from './budget.js';
 import { splitsHeads } from './heads.js';
 import { type KvLayers, kvLayers } from './kv-cache.js';
 import { type PlanEngine, planEngine } from './plan-engine.js';
@@ -114,7 +114,7 @@ export function planProfile(input: PlanInput): MemoryPlan {
   };
   const made = engine.budget(setup);
   if ('problem' in made) return { ...refuse(made.problem), notes };
-  const budget = made.budget;
+  const budget: Budget = { ...made.budget, at: (c, kv) => withinDevice(made.budget.at(c, kv), memory) };
 
   const kvk = kvLayers(shape, { tp, ...budget.kv });
   notes.push(...kvk.notes);

@@ -6,8 +6,9 @@ import { kvBytes, type KvLayers, kvPerToken } from '../../planner/kv-cache.js';
  * TensorRT-LLM loads the weights, sets its runtime buffers aside, and gives the KV cache a
  * fraction (`--kv_cache_free_gpu_memory_fraction`, 0.9) of what is then free
  * (tensorrt_llm/commands/serve.py, KvCacheConfig.free_gpu_memory_fraction). The card's
- * budget is thus weights + buffers + 0.9 × the rest, and the test the same as vLLM's: one
- * request of the full context in the cache.
+ * budget is thus weights + buffers + 0.9 × the rest (nothing when the rest is not positive,
+ * so never more than the card), and the test the same as vLLM's: one request of the full
+ * context in the cache.
  */
 
 /** The CUDA context and runtime before the weights, as for SGLang. */
@@ -54,20 +55,23 @@ export function trtllmBudget(s: Setup): BudgetOrProblem {
   };
   const weights = s.weights / (s.tp * s.pp);
   const overhead = parts.runtime + parts.activations;
-  const budget = weights + overhead + fraction * Math.max(s.memory - weights - overhead, 0);
+  // Where the weights and buffers leave nothing free, the cache gets nothing and the card's
+  // budget is all it has, never more: the weights then do not fit.
+  const free = Math.max(s.memory - weights - overhead, 0);
+  const pool = fraction * free;
+  const budget = Math.min(weights + overhead + pool, s.memory);
   s.notes.push("TensorRT-LLM's sliding-window layers are counted in full; its runtime buffers are estimated");
 
   const at = (context: number, kv: KvLayers) => {
     const stage = Math.ceil(kv.perLayer.length / s.pp);
     const kvNeed = kvBytes(kv, { from: 0, to: stage, tokens: context, swaTokens: context });
     const c = card(weights, kvNeed, parts, budget);
-    const poolBytes = budget - weights - overhead;
     const perToken = kvPerToken(kv, 0, stage);
     return {
       perCard: Array.from({ length: s.tp * s.pp }, () => ({ ...c, parts: { ...c.parts } })),
       pool: {
-        bytes: poolBytes,
-        tokens: perToken > 0 && poolBytes > 0 ? Math.floor(poolBytes / perToken) : 0,
+        bytes: pool,
+        tokens: perToken > 0 && pool > 0 ? Math.floor(pool / perToken) : 0,
       },
       kvTokens: context,
       slots: 1,
@@ -77,7 +81,10 @@ export function trtllmBudget(s: Setup): BudgetOrProblem {
     budget: {
       argsContext: seqLen.set && 'value' in seqLen ? seqLen.value : undefined,
       kv: { kBytes: 2, vBytes: 2, slidingAsFull: true },
-      gives: () => `TensorRT-LLM's KV cache takes ${fraction} of what is free after the weights`,
+      gives: () =>
+        free > 0
+          ? `TensorRT-LLM's KV cache takes ${fraction} of what is free after the weights`
+          : "all of it: the weights and TensorRT-LLM's buffers leave nothing free for its KV cache",
       at,
     },
   };
