@@ -78,7 +78,7 @@ describe('llmgw ctl plan', () => {
     expect(r.code).toBe(0);
     const [, , row, footer] = r.stdout.trimEnd().split('\n');
     expect(row).toMatch(
-      /^-\s+llamacpp\s+a100-80g-mig-1g\.10gb\s+1\s+no\s+[\d.]+\s+9\.8\s+[\d.]+\s+64\.0\s+(\d+)\s+needs [\d.]+ GiB a card on … .*the card gives 9\.8: a context up to \1 fits with 4 slots$/,
+      /^-\s+llamacpp\s+a100-80g-mig-1g\.10gb\s+1\s+no\s+[\d.]+\s+9\.8\s+[\d.]+\s+64\.0\s+\d+\s+needs [\d.]+ GiB a card on … .*MIG profile such as a100-80g-mig-7g\.80gb, or a whole a100-80g card$/,
     );
     expect(footer).toBe('(--json gives each reason in full)');
   });

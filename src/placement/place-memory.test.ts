@@ -32,6 +32,7 @@ const MIB_OF: Record<string, number> = {
   'a100-80g': 81920,
   'a100-80g-mig-1g.10gb': 9984,
   'a100-80g-mig-3g.40gb': 40448,
+  'h100-80g': 81559,
 };
 
 function device(id: number, cls: string, mib = MIB_OF[cls] ?? 0): Device {
@@ -187,7 +188,17 @@ describe('placement with the memory planner: a profile goes only where a replica
         { m: llama8b },
       ),
       [],
-      "needs 20.7 GiB a card on a100-80g-mig-1g.10gb (weights 15.0, KV 4.0 at 32768 tokens, overhead 1.7), the card gives 9.0 (vLLM's 0.92 of 9.8): no context fits beside the weights: more cards, or a class with more memory such as a100-80g-mig-3g.40gb",
+      "needs 20.7 GiB a card on a100-80g-mig-1g.10gb (weights 15.0, KV 4.0 at 32768 tokens, overhead 1.7), the card gives 9.0 (vLLM's 0.92 of 9.8): no context fits beside the weights: a larger MIG profile such as a100-80g-mig-3g.40gb or a100-80g-mig-4g.40gb, or a whole a100-80g card",
+    ],
+    [
+      'a MIG instance too small: the classes of the cluster the planner did not name come after',
+      input(
+        [model('m', { context: 32768, profiles: [gpu('a100-80g-mig-1g.10gb')] })],
+        [node('a', [device(0, 'a100-80g-mig-1g.10gb'), device(1, 'h100-80g')])],
+        { m: llama8b },
+      ),
+      [],
+      "needs 20.7 GiB a card on a100-80g-mig-1g.10gb (weights 15.0, KV 4.0 at 32768 tokens, overhead 1.7), the card gives 9.0 (vLLM's 0.92 of 9.8): no context fits beside the weights: a larger MIG profile such as a100-80g-mig-3g.40gb or a100-80g-mig-4g.40gb, or a whole a100-80g card, or h100-80g",
     ],
     [
       'a MIG instance that holds it',

@@ -1,5 +1,6 @@
 import { parseGpuClass, type GpuClass } from '../catalog/gpu-class.js';
 import type { ExcludedCard } from '../gpu/types.js';
+import { withClassesThatFit } from '../planner/index.js';
 
 import { memoryMibOf, type ProfileFit, shortNeed } from './fit.js';
 import type { Need } from './need.js';
@@ -242,13 +243,7 @@ function tooSmall(
     .filter(([c, mib]) => c !== fit.cls && fit.surelyFits(mib, c))
     .map(([c]) => c)
     .sort();
-  if (elsewhere.length === 0) return { nodes, all: reason };
-  const shown = elsewhere.slice(0, namedClasses).join(' or ');
-  const more =
-    elsewhere.length > namedClasses ? ` (and ${elsewhere.length - namedClasses} more classes)` : '';
-  // The planner's last remedy may be `a class with more memory`: name those the cluster has.
-  const joint = reason.endsWith('a class with more memory') ? ' such as' : ', or';
-  return { nodes, all: `${reason}${joint} ${shown}${more}` };
+  return { nodes, all: withClassesThatFit(reason, elsewhere) };
 }
 
 /** The largest memory (MiB) any node reports for each device class, cards and MIG instances. */

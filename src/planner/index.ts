@@ -4,7 +4,8 @@
  * does, and why not. No I/O: callers read shapes, files' sizes and nodes' memory.
  */
 export { changeGpus, type GpusChange, type GpusChangeInput, type GpusSide, MAX_GPUS } from './change-gpus.js';
-export { classMemoryBytes, knownCardClasses } from './class-memory.js';
+export { withClassesThatFit } from './classes-that-fit.js';
+export { classMemoryBytes, knownCardClasses, migClassesOf } from './class-memory.js';
 export { type HeadsCheck, splitsHeads, tensorParallelSizes } from './heads.js';
 export { kvLayers, type KvLayers } from './kv-cache.js';
 export { fewestCards, planProfile } from './plan.js';

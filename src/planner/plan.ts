@@ -4,6 +4,7 @@ import type { ModelShape } from '../models/shape.js';
 import { type Budget, type Evaluation, parseVersion, type Setup, withinDevice } from './budget.js';
 import { splitsHeads } from './heads.js';
 import { type KvLayers, kvLayers } from './kv-cache.js';
+import { migRemedies } from './mig-remedy.js';
 import { type PlanEngine, planEngine } from './plan-engine.js';
 import type { PlanInput } from './plan-input.js';
 import type { CardMemory, MemoryPlan, ModelDims } from './types.js';
@@ -174,8 +175,11 @@ export function planProfile(input: PlanInput): MemoryPlan {
     );
   }
   if (fits) return out;
-  out.cardsThatFit = cpu || isMigClass(cls) ? undefined : moreCards(input, cards);
-  return { ...out, reason: memoryReason(out, ev, { budget, engine }) };
+  const mig = !cpu && isMigClass(cls);
+  out.cardsThatFit = cpu || mig ? undefined : moreCards(input, cards);
+  // On a MIG instance, maxCards 0 (placement's quick plan) also leaves the other classes untried.
+  const instead = mig && input.maxCards !== 0 ? migRemedies(input, planProfile) : undefined;
+  return { ...out, reason: memoryReason(out, ev, { budget, engine, instead }) };
 }
 
 /**
@@ -258,11 +262,15 @@ function beyondTrained(engine: PlanEngine, context: number, trained: number): st
   return `a context of ${context} tokens is more than the ${trained} the model was trained for, which ${engine.label} refuses ("${says}"): ${trained} tokens or fewer`;
 }
 
-/** `needs 46.1 GiB a card on l4-24g (weights 15.0, KV 31.1 at 131072 tokens, overhead 1.3), the card gives 20.7 (…): a context up to 40960 fits, or 2 cards`. */
+/**
+ * `needs 46.1 GiB a card on l4-24g (weights 15.0, KV 31.1 at 131072 tokens, overhead 1.3), the
+ * card gives 20.7 (…): a context up to 40960 fits, or 2 cards`. On a MIG instance, which is one
+ * device whatever the count, `instead` (migRemedies) takes the place of more cards.
+ */
 function memoryReason(
   plan: MemoryPlan,
   ev: Evaluation,
-  { budget, engine }: { budget: Budget; engine: PlanEngine },
+  { budget, engine, instead }: { budget: Budget; engine: PlanEngine; instead: string[] | undefined },
 ): string {
   let worst = 0;
   ev.perCard.forEach((c, i) => {
@@ -291,9 +299,17 @@ function memoryReason(
       `a context up to ${plan.maxContext} fits${slotted && ev.slots > 1 ? ` with ${ev.slots} slots` : ''}`,
     );
   }
+  const mig = !cpu && isMigClass(plan.class);
   if (plan.cardsThatFit !== undefined) remedies.push(`${plan.cardsThatFit} cards`);
-  if (plan.cardsThatFit === undefined && plan.maxContext === undefined) {
-    remedies.push(cpu ? 'a node with more RAM' : 'more cards, or a class with more memory');
+  remedies.push(...(instead ?? []));
+  if (remedies.length === 0) {
+    remedies.push(
+      cpu
+        ? 'a node with more RAM'
+        : mig
+          ? 'a class with more memory'
+          : 'more cards, or a class with more memory',
+    );
   }
   const lead = plan.maxContext === undefined ? 'no context fits beside the weights: ' : '';
   return (

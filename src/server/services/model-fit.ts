@@ -1,6 +1,12 @@
 import { engines } from '../../engines/registry.js';
 import { cpuClass } from '../../gpu/classes.js';
-import { type ClassMemory, MIB, type PlanDevice, planProfile } from '../../planner/index.js';
+import {
+  type ClassMemory,
+  MIB,
+  type PlanDevice,
+  planProfile,
+  withClassesThatFit,
+} from '../../planner/index.js';
 import type { ModelView } from '../../protocol/model-views.js';
 import type { NodeView } from '../../protocol/node-views.js';
 
@@ -26,9 +32,6 @@ export function clusterClasses(nodes: readonly NodeView[]): ClassMemory[] {
   const ram = Math.max(...nodes.map((n) => n.host.memory.total_mib)) * MIB;
   return [...gpus, { class: cpuClass, memoryBytes: ram > 0 ? ram : undefined }];
 }
-
-/** Device classes named in one warning. */
-const namedClasses = 6;
 
 /**
  * Why none of a model's profiles fits any class of the cluster, one line per profile, in the
@@ -68,15 +71,7 @@ export function fitWarnings(model: ModelView, nodes: readonly NodeView[]): strin
       })
       .map((c) => c.class);
     const reason = plan.reason ?? `a replica does not fit ${cls}`;
-    lines.push(`profile "${p.name}": ${reason}${alsoOn(reason, elsewhere)}`);
+    lines.push(`profile "${p.name}": ${withClassesThatFit(reason, elsewhere)}`);
   }
   return lines;
-}
-
-/** `, or a100-80g`: the classes of the cluster where the profile would fit, as placement says them. */
-function alsoOn(reason: string, classes: readonly string[]): string {
-  if (classes.length === 0) return '';
-  const shown = classes.slice(0, namedClasses).join(' or ');
-  const more = classes.length > namedClasses ? ` (and ${classes.length - namedClasses} more classes)` : '';
-  return `${reason.endsWith('a class with more memory') ? ' such as' : ', or'} ${shown}${more}`;
 }
