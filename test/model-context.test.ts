@@ -215,6 +215,7 @@ describe('POST /api/v1/models/{name}/context', () => {
   it('does not overwrite a change made while it was planned', async () => {
     const cp = t.cp;
     const racing = {
+      checkRoll: (...args: Parameters<typeof cp.fleet.checkRoll>) => cp.fleet.checkRoll(...args),
       rollModel: async (...args: Parameters<typeof cp.fleet.rollModel>) => {
         // Another admin scales the model between the read and the write.
         await cp.catalog.patch('llama-cpu', { replicas: 2 }, 'other');

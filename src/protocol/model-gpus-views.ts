@@ -40,5 +40,9 @@ export interface ModelGpusView {
   note: string | null;
 }
 
-/** The answer to the same request with `dry_run: true`: what the change would be, checked; nothing stored or restarted. */
-export type ModelGpusCheck = Omit<ModelGpusView, 'rollout'> & { dry_run: true };
+/**
+ * The answer to the same request with `dry_run: true`: what the change would be, checked (room
+ * on the profile for its replicas included); nothing stored or restarted. `restarted`: how
+ * many of the model's replicas it would start again.
+ */
+export type ModelGpusCheck = Omit<ModelGpusView, 'rollout'> & { dry_run: true; restarted: number };

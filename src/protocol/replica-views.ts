@@ -28,7 +28,7 @@ export interface ReplicaView {
   /** null for a replica that waits for room (it has no id until it is placed). */
   id: string | null;
   model: string;
-  /** null while it waits for room: no profile is chosen yet. */
+  /** null while it waits for room with no profile chosen yet (a successor waits on its predecessor's). */
   profile: string | null;
   /** The profile's engine; for one waiting for room, the first profile's; null if the model is gone. */
   engine: string | null;

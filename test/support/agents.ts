@@ -53,6 +53,9 @@ export async function startTestAgent(
       ? undefined
       : ((await api(t.url, t.adminKey, 'POST', '/node-tokens', {})).body.secret as string);
   const late: { exec?: ShardExecutor; agent?: Agent } = {};
+  // One inventory for what the agent reports and what its shards start on: a shard placed on
+  // a card it reports finds that card.
+  const inventory = inventoryWith(cards, name);
   const supervisor = new Supervisor({
     logDir: join(dataDir, 'logs'),
     onStatus: () => late.exec?.report(),
@@ -63,7 +66,7 @@ export async function startTestAgent(
     logger: quiet,
     supervisor,
     localBins: {},
-    inventory: () => undefined,
+    inventory: () => inventory,
     send: (m) => late.agent?.send(m) ?? false,
     bindHost: '127.0.0.1',
     controlPlane: () => ({
@@ -81,7 +84,7 @@ export async function startTestAgent(
     name,
     dataDir,
     logger: quiet,
-    inventory: () => Promise.resolve(inventoryWith(cards, name)),
+    inventory: () => Promise.resolve(inventory),
     backoff: { initialMs: 20, maxMs: 200 },
     onMessage: (m) => exec.handle(m),
     onWelcome: () => exec.report(),

@@ -87,5 +87,6 @@ export function gpusCheck(
     ],
     note,
     dry_run: true,
+    restarted: 1,
   };
 }

@@ -2,15 +2,19 @@ import type { Command } from 'commander';
 
 import { knownEngine } from '../../engines/registry.js';
 import type { ContextProfileChange, ProfileMemory } from '../../planner/change-context.js';
-import type { ContextBody, ContextChangeView } from '../../server/services/model-context.js';
+import type {
+  ContextBody,
+  ContextChangeCheck,
+  ContextChangeView,
+} from '../../server/services/model-context.js';
 import { stringOpt, type Runner } from '../command.js';
 import { emit } from '../output.js';
 import { UsageError } from '../usage-error.js';
 
 import { connect } from './connection.js';
-import { rollingLines } from './rollout-text.js';
+import { dryRunLines, rollingLines } from './rollout-text.js';
 
-/** `llmgw ctl model context MODEL TOKENS [--slots N] [--in-place]`, under `ctl model`. */
+/** `llmgw ctl model context MODEL TOKENS [--slots N] [--in-place] [--dry-run]`, under `ctl model`. */
 export function registerModelContext(model: Command, run: Runner): void {
   model
     .command('context')
@@ -18,14 +22,20 @@ export function registerModelContext(model: Command, run: Runner): void {
     .argument('<tokens>', 'tokens one request may use, e.g. 32768')
     .option('--slots <n>', "llama.cpp's requests at once, each with the whole context (1 to 64)")
     .option('--in-place', 'stop each replica before its successor starts (when there is no room beside it)')
+    .option('--dry-run', 'check the change, room for its replicas included, and store or restart nothing')
     .description(
       "change a model's context: its context_length, each profile's engine arguments and the memory they need, checked against its cards; its replicas then start again on it, one by one",
     )
     .action(
       run.action(async ({ opts, o, conn }, name: string, tokens: string) => {
-        const body = contextRequest(tokens, stringOpt(opts, 'slots'), opts['inPlace'] === true);
+        const body = {
+          ...contextRequest(tokens, stringOpt(opts, 'slots'), opts['inPlace'] === true),
+          ...(opts['dryRun'] === true ? { dry_run: true } : {}),
+        };
         const path = `/models/${encodeURIComponent(name)}/context`;
-        const answer = await connect(conn).request<ContextChangeView>('POST', path, { json: body });
+        const answer = await connect(conn).request<ContextChangeView | ContextChangeCheck>('POST', path, {
+          json: body,
+        });
         emit(o, answer.body, contextText);
       }),
     );
@@ -46,14 +56,14 @@ export function contextRequest(tokens: string, slots: string | undefined, inPlac
   };
 }
 
-export function contextText(v: ContextChangeView): string {
+export function contextText(v: ContextChangeView | ContextChangeCheck): string {
   const trained = v.trained === null ? '' : ` (trained for ${v.trained})`;
   const lines = [
     `model "${v.model}": context ${v.before ?? 'default'} → ${v.after} tokens${trained}`,
     `max output: ${v.max_output ?? 'unset (the rest of the context)'}`,
   ];
   for (const p of v.profiles) lines.push(...profileLines(p));
-  lines.push(...rollingLines(v.rollout));
+  lines.push(...('rollout' in v ? rollingLines(v.rollout) : dryRunLines(v.restarted)));
   if (v.note !== undefined) lines.push(`note: ${v.note}`);
   return lines.join('\n');
 }

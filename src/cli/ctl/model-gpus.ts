@@ -2,15 +2,15 @@ import type { Command } from 'commander';
 
 import { knownEngine } from '../../engines/registry.js';
 import { MAX_GPUS } from '../../planner/index.js';
-import type { GpusSideView, ModelGpusView } from '../../protocol/model-gpus-views.js';
+import type { GpusSideView, ModelGpusCheck, ModelGpusView } from '../../protocol/model-gpus-views.js';
 import { stringOpt, type Runner } from '../command.js';
 import { emit } from '../output.js';
 import { UsageError } from '../usage-error.js';
 
 import { connect } from './connection.js';
-import { rollingLines } from './rollout-text.js';
+import { dryRunLines, rollingLines } from './rollout-text.js';
 
-/** `llmgw ctl model gpus MODEL N [--profile P] [--in-place]`: the cards of a node each replica uses. */
+/** `llmgw ctl model gpus MODEL N [--profile P] [--in-place] [--dry-run]`: the cards of a node each replica uses. */
 export function registerModelGpus(model: Command, run: Runner): void {
   model
     .command('gpus')
@@ -18,6 +18,7 @@ export function registerModelGpus(model: Command, run: Runner): void {
     .argument('<count>', 'cards of one node each replica uses')
     .option('--profile <profile>', 'the profile to change, when the model has several on GPUs')
     .option('--in-place', 'stop each replica before its successor starts (when there is no room beside it)')
+    .option('--dry-run', 'check the change, room for its replicas included, and store or restart nothing')
     .description(
       'how many cards of one node each replica uses: tensor parallel for vLLM, SGLang and TensorRT-LLM, the layers split for llama.cpp; checked against the nodes and what the cards hold, then the replicas start again on them',
     )
@@ -25,7 +26,7 @@ export function registerModelGpus(model: Command, run: Runner): void {
       run.action(async ({ opts, o, conn }, name: string, count: string) => {
         const gpus = gpusCount(count);
         const profile = stringOpt(opts, 'profile');
-        const answer = await connect(conn).request<ModelGpusView>(
+        const answer = await connect(conn).request<ModelGpusView | ModelGpusCheck>(
           'POST',
           `/models/${encodeURIComponent(name)}/gpus`,
           {
@@ -33,6 +34,7 @@ export function registerModelGpus(model: Command, run: Runner): void {
               gpus,
               ...(profile === undefined ? {} : { profile }),
               in_place: opts['inPlace'] === true,
+              ...(opts['dryRun'] === true ? { dry_run: true } : {}),
             },
           },
         );
@@ -66,7 +68,7 @@ function memory(s: GpusSideView): string {
   return `${s.need_gib.toFixed(1)} of ${s.budget_gib.toFixed(1)} GiB${fits}`;
 }
 
-export function gpusText(v: ModelGpusView): string {
+export function gpusText(v: ModelGpusView | ModelGpusCheck): string {
   const lines: string[] = [];
   for (const p of v.profiles) {
     lines.push(
@@ -75,7 +77,7 @@ export function gpusText(v: ModelGpusView): string {
     );
     if (p.dropped_args.length > 0) lines.push(`  left out of its args: ${p.dropped_args.join(' ')}`);
   }
-  lines.push(...rollingLines(v.rollout));
+  lines.push(...('rollout' in v ? rollingLines(v.rollout) : dryRunLines(v.restarted)));
   if (v.note !== null) lines.push(`Note: ${v.note}`);
   return lines.join('\n');
 }

@@ -4,6 +4,17 @@ import type { RolloutView } from '../../protocol/rollout-views.js';
  * What a change does to a model's replicas, in the words both `ctl model gpus` and
  * `ctl model context` end with: none to restart, how they restart, or why the roll failed.
  */
+/** What a dry run ends with: nothing done, and how many replicas the change would start again. */
+export function dryRunLines(restarts: number): string[] {
+  const would =
+    restarts === 0
+      ? 'no running replica runs what changes, so none would start again'
+      : restarts === 1
+        ? 'its replica would start again'
+        : `its ${restarts} replicas would start again`;
+  return [`Dry run: nothing stored or restarted; there is room for the change, and ${would}.`];
+}
+
 export function rollingLines(r: RolloutView): string[] {
   if (r.state === 'failed') return [`The change failed to roll: ${r.error ?? 'no reason given'}`];
   if (r.total === 0)

@@ -40,9 +40,10 @@ export interface Fleet {
   restart(id: string, inPlace: boolean, actor: string): Promise<RestartResult>;
   /**
    * Refuses (conflict) a change whose replicas would find no room on their profile once
-   * changed, saying what is missing; what rollModel checks first, for a dry run.
+   * changed, saying what is missing; what rollModel checks first, for a dry run. Resolves to
+   * how many of the model's replicas the change would start again.
    */
-  checkRoll(model: string, next: ModelSpec, o: Pick<RollOptions, 'inPlace'>): Promise<void>;
+  checkRoll(model: string, next: ModelSpec, o: Pick<RollOptions, 'inPlace'>): Promise<number>;
   /** Rolls a change of a model's spec over its replicas; `write` stores the new spec. */
   rollModel(model: string, next: ModelSpec, o: RollOptions, write: () => Promise<void>): Promise<RolloutView>;
   /** A model's latest rollout; undefined when it never had one (or the fleet keeps none). */

@@ -21,6 +21,8 @@ export const contextBody = z.strictObject({
   tokens: z.int(),
   slots: z.int().optional(),
   in_place: z.boolean().optional(),
+  /** Checked and answered as if applied (room on each profile included), nothing stored or restarted. */
+  dry_run: z.boolean().optional(),
 });
 export type ContextBody = z.output<typeof contextBody>;
 
@@ -31,12 +33,15 @@ export type ContextBody = z.output<typeof contextBody>;
  */
 export type ContextChangeView = ContextChange & { rollout: RolloutView; restarted: number };
 
+/** The answer with `dry_run`: the change as it would be, and how many replicas it would start again. */
+export type ContextChangeCheck = ContextChange & { restarted: number; dry_run: true };
+
 /** What the change reads and calls: the catalog, the nodes' memory, the settings and the fleet's rollout. */
 export interface ContextDeps {
   catalog: Pick<Catalog, 'get' | 'change'>;
   registry: Pick<NodeRegistry, 'views'>;
   settings: Pick<SettingsHolder, 'current'>;
-  fleet: Pick<Fleet, 'rollModel'>;
+  fleet: Pick<Fleet, 'rollModel' | 'checkRoll'>;
 }
 
 export async function setModelContext(
@@ -44,7 +49,7 @@ export async function setModelContext(
   name: string,
   body: ContextBody,
   actor: string,
-): Promise<ContextChangeView> {
+): Promise<ContextChangeView | ContextChangeCheck> {
   const view = await deps.catalog.get(name);
   const { metadata, status, ...spec } = view;
   const parallel = deps.settings.current.settings.agent.engines.llamacpp.parallel;
@@ -60,6 +65,10 @@ export async function setModelContext(
     classes: clusterClasses(deps.registry.views()),
     defaultSlots: parallel > 0 ? parallel : undefined,
   });
+  if (body.dry_run === true) {
+    const restarted = await deps.fleet.checkRoll(name, next, { inPlace: body.in_place === true });
+    return { ...change, restarted, dry_run: true };
+  }
   const slots = body.slots === undefined ? '' : ` × ${body.slots} slots`;
   const rollout = await deps.fleet.rollModel(
     name,

@@ -72,8 +72,8 @@ export async function changeModelGpus(
   const note = change.unchecked.length === 0 ? null : `not checked: ${change.unchecked.join('; ')}`;
   if (body.dry_run) {
     // Answered as the change would be: refused where its replicas would find no room.
-    await deps.fleet.checkRoll(name, change.spec, { inPlace: body.in_place });
-    return { model: name, profiles, note, dry_run: true };
+    const restarted = await deps.fleet.checkRoll(name, change.spec, { inPlace: body.in_place });
+    return { model: name, profiles, note, dry_run: true, restarted };
   }
   const rollout = await deps.fleet.rollModel(
     name,

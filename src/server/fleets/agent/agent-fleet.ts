@@ -244,7 +244,7 @@ export class AgentFleet implements Fleet, HubListener {
     return this.#rollouts.restart(id, inPlace, actor);
   }
 
-  checkRoll(model: string, next: ModelSpec, o: Pick<RollOptions, 'inPlace'>): Promise<void> {
+  checkRoll(model: string, next: ModelSpec, o: Pick<RollOptions, 'inPlace'>): Promise<number> {
     return this.#rollouts.checkRoll(model, next, o);
   }
 

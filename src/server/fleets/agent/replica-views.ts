@@ -44,11 +44,13 @@ export class ReplicaViews {
       if (model !== undefined && p.model !== model) continue;
       for (let i = 0; i < p.count; i++) {
         const spec = this.#placed.specOf(p.model);
+        // A successor waits for room on its predecessor's profile: that one is known.
+        const profile = spec?.profiles.find((x) => x.name === p.profile);
         out.push({
           id: null,
           model: p.model,
-          profile: null,
-          engine: spec?.profiles[0]?.engine ?? null,
+          profile: profile?.name ?? null,
+          engine: (profile ?? spec?.profiles[0])?.engine ?? null,
           state: 'pending',
           reason: p.reason,
           restarts: 0,

@@ -128,19 +128,23 @@ export class Rollouts {
    * Refuses (conflict) a roll of `next` whose first successor would find no room on its
    * predecessor's profile: beside it (surge), or once it stopped (in place). A dry run of
    * placement with `next` in place of the model's spec; a surge that would fit in place says
-   * --in-place, one that would not says what is missing either way.
+   * --in-place, one that would not says what is missing either way. Else how many replicas
+   * it would start again (those that do not run `next`).
    */
-  async checkRoll(model: string, next: ModelSpec, o: Pick<RollOptions, 'inPlace'>): Promise<void> {
+  async checkRoll(model: string, next: ModelSpec, o: Pick<RollOptions, 'inPlace'>): Promise<number> {
+    const restarts = this.#o.sources.placed.replicas.filter(
+      (r) => r.model === model && !r.retiring && !runsAsSpecified(r, next),
+    ).length;
     if (o.inPlace) {
       const stopped = await this.#dryRoll(model, next, 'in-place');
-      if (stopped === undefined) return;
+      if (stopped === undefined) return restarts;
       throw new LlmgwError(
         'conflict',
         `no room for a replica of the changed model ${model} even once replica ${stopped.id} stops (${stopped.reason}): free that room first (llmgw ctl nodes shows what runs where), or make a change that fits`,
       );
     }
     const beside = await this.#dryRoll(model, next, 'surge');
-    if (beside === undefined) return;
+    if (beside === undefined) return restarts;
     if ((await this.#dryRoll(model, next, 'in-place')) === undefined)
       throw new LlmgwError(
         'conflict',

@@ -259,8 +259,9 @@ export class KubeFleet implements Fleet {
    * Nothing to check before: each profile is its own Deployment, so a changed profile's pods
    * stay on it, and one the cluster has no room for waits as Pending with the scheduler's why.
    */
-  checkRoll(): Promise<void> {
-    return Promise.resolve();
+  checkRoll(model: string): Promise<number> {
+    // The Deployment's rolling update replaces every pod of the changed template.
+    return Promise.resolve(this.replicas(model).filter((r) => r.id !== null).length);
   }
 
   /** Kubernetes rolls a changed pod template itself (the Deployment's rolling update): always a surge. */
