@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { markDataDir } from '../src/config/data-dir.js';
 
 import { llmgwBin, type RunResult } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
@@ -18,9 +20,18 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
+/** An executable script at `path` (a llama-server the doctor only looks at, never runs). */
+function script(path: string): string {
+  mkdirSync(join(path, '..'), { recursive: true });
+  writeFileSync(path, '#!/bin/sh\nexit 0\n');
+  chmodSync(path, 0o755);
+  return path;
+}
+
 /**
  * `llmgw doctor --json` as an operator runs it on a node, in a working directory and home of
- * its own, on a machine without NVIDIA software (so the agent would run llama.cpp, which it installs).
+ * its own, on a machine without NVIDIA software (so the agent would run llama.cpp, which it
+ * installs), with a PATH of its own: `cwd/bin`, empty unless a test puts something there.
  */
 function doctor(
   cwd: string,
@@ -32,7 +43,8 @@ function doctor(
     const child = spawn(process.execPath, [llmgwBin, 'doctor', ...(json ? ['--json'] : []), ...args], {
       cwd,
       env: {
-        PATH: process.env['PATH'] ?? '',
+        PATH: join(cwd, 'bin'),
+        LLMGW_AGENT_ENGINES_LLAMACPP_BUILD: 'b10587',
         HOME: join(cwd, 'home'),
         LLMGW_NVML_LIBRARY: '/nonexistent/libnvidia-ml.so.1',
         LLMGW_NVIDIA_SMI: '/nonexistent/nvidia-smi',
@@ -137,6 +149,56 @@ describe('llmgw doctor', () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
+  it('says the agent installs llama.cpp first and falls back on the llama-server on PATH', async () => {
+    const dir = cwd();
+    const onPath = script(join(dir, 'bin', 'llama-server'));
+    const r = await doctor(dir, [], {}, false);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(
+      `llama-server  not installed yet: the agent installs llama.cpp b10587-cpu when a llama.cpp replica is placed here; should that fail, it runs ${onPath} from PATH`,
+    );
+  });
+
+  it('says the configured bin runs when nothing is installed', async () => {
+    const dir = cwd();
+    const bin = script(join(dir, 'opt', 'llama-server'));
+    const r = await doctor(dir, [], { LLMGW_AGENT_ENGINES_LLAMACPP_BIN: bin });
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).engines[0]).toEqual({
+      name: 'llama-server',
+      found: true,
+      path: bin,
+      source: 'configured',
+      detail: `configured: agent.engines.llamacpp.bin = ${bin} (this node's settings); the agent installs nothing`,
+    });
+  });
+
+  it('says the build the agent installed runs, over the configured bin', async () => {
+    const dir = cwd();
+    const build = join(dir, '.llmgw', 'engines', 'llamacpp', 'b10587-cpu');
+    const installed = script(join(build, 'llama-server'));
+    // As the agent left it: a data dir llmgw made.
+    markDataDir(join(dir, '.llmgw'));
+    writeFileSync(
+      join(build, '.llmgw-installed.json'),
+      JSON.stringify({
+        build: 'b10587',
+        flavour: 'cpu',
+        version: 'b10587-3f545becc',
+        checksum: 'verified',
+        sha256: '0'.repeat(64),
+        source: 'http://mirror/llama.tar.gz',
+        installed_at: '2026-12-01T00:00:00.000Z',
+      }),
+    );
+    const bin = script(join(dir, 'opt', 'llama-server'));
+    const r = await doctor(dir, [], { LLMGW_AGENT_ENGINES_LLAMACPP_BIN: bin }, false);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(
+      `llama-server  installed build b10587 (cpu) at ${installed}, which wins over the configured bin agent.engines.llamacpp.bin = ${bin} (this node's settings)`,
+    );
+  });
+
   it('refuses a join token without the control plane to check it against (exit 2)', async () => {
     const dir = cwd();
     const r = await doctor(dir, ['--token', token]);
@@ -155,8 +217,8 @@ describe('llmgw doctor', () => {
       false,
     );
     expect(human.code).toBe(1);
-    expect(human.stdout).toMatch(
-      /llama-server {2}to be installed \(not installed yet: the agent installs llama\.cpp b\d+ when a llama\.cpp replica is placed here/,
+    expect(human.stdout).toContain(
+      'llama-server  not installed yet: the agent installs llama.cpp b10587-cpu when a llama.cpp replica is placed here; PATH has no llama-server to fall back on',
     );
     expect(human.stdout).toContain('! token_refused: the control plane refuses the join token');
     expect(human.stdout).toContain('This node cannot serve until the warnings marked ! are fixed.');

@@ -5,6 +5,7 @@ import type { Card, HostInfo } from '../gpu/types.js';
 import {
   diagnose,
   doctorFindings,
+  engineLine,
   llamaServerProbe,
   type DoctorCode,
   type EngineProbe,
@@ -209,7 +210,25 @@ describe('llmgw doctor', () => {
     );
   });
 
+  it('says what to set when no llama-server can run and the node has no GPU', () => {
+    const none = llamaServerProbe({
+      bin: undefined,
+      binRuns: false,
+      installed: undefined,
+      onPath: undefined,
+      platform: 'darwin',
+      arch: 'arm64',
+      key: 'b10587-cpu',
+    });
+    const r = diagnose({ paths: noGpu, engines: [none], host });
+    expect(r.warnings.map((w) => w.code)).toEqual(['no_engine']);
+    expect(r.warnings[0]?.message).toBe(
+      'nothing can run on this node: no llama-server to run: the agent cannot install llama.cpp here (llama.cpp publishes builds the agent installs for Linux x64 and arm64 only, and this node is darwin arm64), none is configured and PATH has none: set agent.engines.llamacpp.bin to a llama-server, or put one on PATH',
+    );
+  });
+
   describe('llama-server as the agent will run it', () => {
+    const installed = { bin: '/d/engines/llamacpp/b10587-cpu/llama-server', build: 'b10587', flavour: 'cpu' };
     const base = {
       bin: undefined,
       binRuns: false,
@@ -217,65 +236,77 @@ describe('llmgw doctor', () => {
       onPath: undefined,
       platform: 'linux',
       arch: 'x64',
-      build: 'b10587',
+      key: 'b10587-cpu',
     };
     it.each([
       [
+        'installed by the agent',
+        { installed, onPath: '/usr/bin/llama-server' },
+        { found: true, path: installed.bin, source: 'installed' },
+        `  llama-server  installed build b10587 (cpu) at ${installed.bin}`,
+      ],
+      [
+        'installed by the agent, with a bin set: the installed build wins',
+        { installed, bin: '/opt/llama-server', binRuns: true },
+        { found: true, path: installed.bin, source: 'installed' },
+        `  llama-server  installed build b10587 (cpu) at ${installed.bin}, which wins over the configured bin agent.engines.llamacpp.bin = /opt/llama-server (this node's settings)`,
+      ],
+      [
         'the bin set, and it runs',
-        { bin: '/opt/llama-server', binRuns: true },
-        { found: true, path: '/opt/llama-server', detail: 'agent.engines.llamacpp.bin' },
+        { bin: '/opt/llama-server', binRuns: true, onPath: '/usr/bin/llama-server' },
+        { found: true, path: '/opt/llama-server', source: 'configured' },
+        "  llama-server  configured: agent.engines.llamacpp.bin = /opt/llama-server (this node's settings); the agent installs nothing",
       ],
       [
         'the bin set, and missing',
         { bin: '/opt/llama-server' },
-        {
-          found: false,
-          detail: 'agent.engines.llamacpp.bin is /opt/llama-server, which does not exist or cannot run',
-        },
+        { found: false, source: 'configured' },
+        '  llama-server  not found (agent.engines.llamacpp.bin is /opt/llama-server, which does not exist or cannot run)',
       ],
       [
-        'installed by the agent',
-        { installed: '/d/engines/llamacpp/b10587-cpu/llama-server' },
-        {
-          found: true,
-          path: '/d/engines/llamacpp/b10587-cpu/llama-server',
-          detail: 'installed by the agent',
-        },
-      ],
-      [
-        'not installed, on Linux x64',
+        'not installed, on Linux x64: the agent installs it',
         {},
-        {
-          found: false,
-          installs: true,
-          detail:
-            'not installed yet: the agent installs llama.cpp b10587 when a llama.cpp replica is placed here',
-        },
+        { found: false, installs: true, source: 'install' },
+        '  llama-server  not installed yet: the agent installs llama.cpp b10587-cpu when a llama.cpp replica is placed here; PATH has no llama-server to fall back on',
       ],
-      ['not installed, on Linux arm64', { arch: 'arm64' }, { found: false, installs: true }],
       [
-        'on PATH only: the agent installs its own',
+        'not installed, on Linux arm64',
+        { arch: 'arm64', key: 'b10587-cpu' },
+        { found: false, installs: true, source: 'install' },
+        '  llama-server  not installed yet: the agent installs llama.cpp b10587-cpu when a llama.cpp replica is placed here; PATH has no llama-server to fall back on',
+      ],
+      [
+        'on PATH too: the agent installs its own first, and falls back on it',
         { onPath: '/usr/bin/llama-server' },
-        {
-          found: false,
-          installs: true,
-          detail:
-            'not installed yet: the agent installs llama.cpp b10587 when a llama.cpp replica is placed here; the llama-server at /usr/bin/llama-server is used only if agent.engines.llamacpp.bin names it',
-        },
+        { found: false, installs: true, source: 'install' },
+        '  llama-server  not installed yet: the agent installs llama.cpp b10587-cpu when a llama.cpp replica is placed here; should that fail, it runs /usr/bin/llama-server from PATH',
       ],
       [
-        'not installed, on macOS',
-        { platform: 'darwin', arch: 'arm64' },
-        {
-          found: false,
-          detail:
-            'llama.cpp publishes builds the agent installs for Linux x64 and arm64 only, and this node is darwin arm64',
-        },
+        'on macOS, from PATH',
+        { platform: 'darwin', arch: 'arm64', onPath: '/opt/homebrew/bin/llama-server' },
+        { found: true, path: '/opt/homebrew/bin/llama-server', source: 'path' },
+        '  llama-server  from PATH: /opt/homebrew/bin/llama-server (nothing installed or configured; the agent cannot install llama.cpp here (llama.cpp publishes builds the agent installs for Linux x64 and arm64 only, and this node is darwin arm64))',
       ],
-    ] as const)('%s', (_, over, expected) => {
+      [
+        'on macOS, with none',
+        { platform: 'darwin', arch: 'arm64' },
+        { found: false, source: 'none' },
+        '  llama-server  no llama-server to run: the agent cannot install llama.cpp here (llama.cpp publishes builds the agent installs for Linux x64 and arm64 only, and this node is darwin arm64), none is configured and PATH has none: set agent.engines.llamacpp.bin to a llama-server, or put one on PATH',
+      ],
+    ] as const)('%s', (_, over, expected, line) => {
       const probe = llamaServerProbe({ ...base, ...over });
       expect(probe).toMatchObject({ name: 'llama-server', ...expected });
       if (!('installs' in expected)) expect(probe.installs).toBeUndefined();
+      expect(engineLine(probe)).toBe(line);
+    });
+
+    it('keeps the line of other engines', () => {
+      expect(engineLine({ name: 'vllm', found: true, path: '/usr/bin/vllm' })).toBe(
+        '  vllm          found: /usr/bin/vllm',
+      );
+      expect(engineLine({ name: 'vllm', found: false, detail: 'not on PATH' })).toBe(
+        '  vllm          not found (not on PATH)',
+      );
     });
   });
 });

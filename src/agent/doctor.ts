@@ -1,6 +1,7 @@
 import { devicesOf } from '../gpu/devices.js';
 import type { Card, DiscoveryMethod, GpuProcess, HostInfo } from '../gpu/types.js';
 
+import { installUnavailable, llamaBin, type InstalledRef, type LlamaBinSource } from './llama-bin.js';
 import type { DaemonKind, GpuRequestKind } from './shards/container/types.js';
 
 /**
@@ -25,6 +26,8 @@ export interface EngineProbe {
   found: boolean;
   /** Not here, but the agent installs it when a replica needs it (llama.cpp, with no bin set). */
   installs?: boolean;
+  /** llama-server: where the one the agent runs comes from (llama-bin.ts); install: it installs one. */
+  source?: Exclude<LlamaBinSource, 'waiting'> | 'install' | 'none';
   path?: string;
   detail?: string;
 }
@@ -269,54 +272,68 @@ function noEngine(engines: readonly EngineProbe[], hasGpu: boolean): string | un
   const llama = engines.find((e) => e.name === 'llama-server');
   if (llama?.found === true || llama?.installs === true) return undefined;
   if (hasGpu && engines.some((e) => e.name !== 'llama-server' && e.found)) return undefined;
+  // The refusal says already what to set.
+  if (llama?.source === 'none' && llama.detail !== undefined)
+    return `nothing can run on this node${hasGpu ? ' (no GPU engine, vllm, sglang or trtllm-serve, is installed either)' : ''}: ${llama.detail}`;
   const why = llama?.detail === undefined ? 'there is no llama-server' : `llama-server: ${llama.detail}`;
   return `nothing can run on this node: ${why}${hasGpu ? ', and no GPU engine (vllm, sglang, trtllm-serve) is installed' : ', and it has no GPU'}: set agent.engines.llamacpp.bin to a llama-server that runs here, or leave it unset on Linux x64 or arm64 for the agent to install llama.cpp`;
 }
 
-/** What the doctor says of llama-server: the agent runs `bin` when set, else the build it installs. */
+/**
+ * What the doctor says of llama-server: the one the agent would run and why, in
+ * llama-bin.ts's order. The doctor tries no install: with nothing installed or configured,
+ * it says the agent installs one (and what PATH offers should that fail).
+ */
 export function llamaServerProbe(o: {
+  /** agent.engines.llamacpp.bin in this node's settings. */
   bin: string | undefined;
   binRuns: boolean;
-  installed: string | undefined;
+  /** The agent's checked install of this build and flavour (installer/marker.ts). */
+  installed: InstalledRef | undefined;
   onPath: string | undefined;
   platform: string;
   arch: string;
-  build: string;
+  /** `b10587-cpu`: the build and flavour the agent would install here. */
+  key: string;
 }): EngineProbe {
-  if (o.bin !== undefined) {
-    return o.binRuns
-      ? { name: 'llama-server', found: true, path: o.bin, detail: 'agent.engines.llamacpp.bin' }
-      : {
-          name: 'llama-server',
-          found: false,
-          detail: `agent.engines.llamacpp.bin is ${o.bin}, which does not exist or cannot run`,
-        };
+  const unavailable = installUnavailable(o.platform, o.arch);
+  const c = llamaBin({
+    key: o.key,
+    installed: o.installed,
+    local: o.bin,
+    sent: undefined,
+    install:
+      unavailable === undefined ? { state: 'not_tried' } : { state: 'unavailable', reason: unavailable },
+    onPath: o.onPath,
+  });
+  const name = 'llama-server';
+  switch (c.source) {
+    case 'configured':
+      return o.binRuns
+        ? { name, found: true, path: c.bin, source: c.source, detail: c.why }
+        : {
+            name,
+            found: false,
+            source: c.source,
+            detail: `agent.engines.llamacpp.bin is ${c.bin}, which does not exist or cannot run`,
+          };
+    case 'installed':
+    case 'path':
+      return { name, found: true, path: c.bin, source: c.source, detail: c.why };
+    case 'waiting':
+      return { name, found: false, installs: true, source: 'install', detail: c.why };
+    case 'none':
+      return { name, found: false, source: c.source, detail: c.why };
   }
-  // The agent never runs a llama-server from PATH on its own: it installs its pinned build.
-  const unused =
-    o.onPath === undefined
-      ? ''
-      : `; the llama-server at ${o.onPath} is used only if agent.engines.llamacpp.bin names it`;
-  if (o.installed !== undefined)
-    return {
-      name: 'llama-server',
-      found: true,
-      path: o.installed,
-      detail: `installed by the agent${unused}`,
-    };
-  if (o.platform === 'linux' && (o.arch === 'x64' || o.arch === 'arm64')) {
-    return {
-      name: 'llama-server',
-      found: false,
-      installs: true,
-      detail: `not installed yet: the agent installs llama.cpp ${o.build} when a llama.cpp replica is placed here${unused}`,
-    };
-  }
-  return {
-    name: 'llama-server',
-    found: false,
-    detail: `llama.cpp publishes builds the agent installs for Linux x64 and arm64 only, and this node is ${o.platform} ${o.arch}${unused}`,
-  };
+}
+
+/** The doctor's line for an engine: for llama-server, which one runs and why. */
+export function engineLine(e: EngineProbe): string {
+  const name = e.name.padEnd(13);
+  if (e.source !== undefined && e.detail !== undefined && (e.found || e.source !== 'configured'))
+    return `  ${name} ${e.detail}`;
+  const state = e.found ? `found: ${e.path ?? ''}` : e.installs === true ? 'to be installed' : 'not found';
+  return `  ${name} ${state}${e.detail === undefined ? '' : ` (${e.detail})`}`;
 }
 
 function doctorCard(c: Card, devices: ReturnType<typeof devicesOf>['devices']): DoctorCard {

@@ -3,7 +3,7 @@ import { configuredBin, type EngineSettingsWire } from '../protocol/agent-protoc
 
 /**
  * The executable a shard runs: inside its image for a container; for an engine the agent
- * installs, the build it chose (llama-install.ts says in which order); else this node's own
+ * installs, the one it chose (llama-bin.ts says in which order); else this node's own
  * setting, else the control plane's (agent.engines.NAME.bin), else the engine's usual name.
  * Asked by engine, so a new engine needs no line here.
  */

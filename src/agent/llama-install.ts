@@ -6,11 +6,14 @@ import type { EngineReport, EngineSettingsWire } from '../protocol/agent-protoco
 
 import {
   chooseFlavour,
+  findInstalledLlama,
   installLlamaCpp,
   llamaEnv,
   type InstalledLlama,
   type LlamaInstallOptions,
 } from './installer/index.js';
+import { installUnavailable, llamaBin, type LlamaBin, type LlamaInstallState } from './llama-bin.js';
+import { which } from './which.js';
 
 export interface LlamaInstallsOptions {
   dataDir: string;
@@ -20,6 +23,13 @@ export interface LlamaInstallsOptions {
   /** The node's inventory as last read. */
   inventory: () => NodeInventory | undefined;
   install?: ((o: LlamaInstallOptions) => Promise<InstalledLlama>) | undefined;
+  /** Looks for an earlier install without downloading (where a bin is configured). */
+  findInstalled?: ((o: LlamaInstallOptions) => Promise<InstalledLlama | undefined>) | undefined;
+  /** Where `llama-server` is looked for on PATH (default process.env). */
+  env?: NodeJS.ProcessEnv | undefined;
+  /** process.platform and process.arch, for tests. */
+  platform?: string | undefined;
+  arch?: string | undefined;
   /** The install moved on: report it. */
   onProgress: () => void;
   /** The install ended (done or failed): build the runs again. */
@@ -31,7 +41,7 @@ export interface LlamaChoice {
   bin?: string;
   env?: Record<string, string>;
   waiting?: string;
-  /** Why its shards cannot start (an install that failed). */
+  /** Why its shards cannot start: no llama-server to run. */
   error?: string;
   /** Set when the build sees no GPU on a GPU node. */
   cpuOnly?: string;
@@ -39,60 +49,71 @@ export interface LlamaChoice {
 
 interface Install {
   key: string;
+  /** install: download unless installed; lookup: only find an earlier install (a bin is configured). */
+  mode: 'install' | 'lookup';
   state: 'installing' | 'done' | 'failed';
   progress?: string;
-  result?: InstalledLlama;
+  result?: InstalledLlama | undefined;
   error?: string;
   failedAt?: number;
 }
 
 /**
- * The llama-server of the engines the agent installs itself (`Engine.installedByAgent`):
- * the configured one, or llama.cpp's release archive for this node's GPUs, installed once
- * per build and flavour and tried again a minute after a failure.
+ * The llama-server of the engines the agent installs itself (`Engine.installedByAgent`), in
+ * llama-bin.ts's order: the build it installed and checked, else the configured one, else
+ * llama.cpp's release archive for this node's GPUs, installed once per build and flavour and
+ * tried again a minute after a failure, meanwhile `llama-server` from PATH if there is one.
  */
 export class LlamaInstalls {
   readonly #o: LlamaInstallsOptions;
   #install: Install | undefined;
+  #last: LlamaBin | undefined;
 
   constructor(options: LlamaInstallsOptions) {
     this.#o = options;
   }
 
   /**
-   * The llama-server to run: this node's, the control plane's, or the one installed here;
-   * `needed`: a process shard of such an engine is assigned (containers bring their own).
+   * The llama-server to run, and why; `needed`: a process shard of such an engine is
+   * assigned (containers bring their own).
    */
   choose(engines: EngineSettingsWire, inventory: NodeInventory | undefined, needed: boolean): LlamaChoice {
-    const local = this.#o.localBin ?? engines.llamacpp.bin;
-    if (local !== undefined) return { bin: local };
-    if (!needed) return {};
+    if (!needed) {
+      this.#last = undefined;
+      return {};
+    }
+    const arch = this.#o.arch ?? process.arch;
     const cards = inventory?.gpu.cards ?? [];
     const mig = cards.some((c) => c.mig?.current === true);
-    const { flavour, warning } = chooseFlavour(
-      cards.length > 0,
-      mig,
-      engines.llamacpp.cuda_archive,
-      process.arch,
-    );
+    const { flavour, warning } = chooseFlavour(cards.length > 0, mig, engines.llamacpp.cuda_archive, arch);
     const key = `${engines.llamacpp.build}-${flavour}`;
+    const local = this.#o.localBin;
+    const sent = engines.llamacpp.bin;
+    const mode = local === undefined && sent === undefined ? 'install' : 'lookup';
+    const unavailable = installUnavailable(this.#o.platform ?? process.platform, arch);
+    const current = this.#install;
     if (
-      this.#install?.key !== key ||
-      (this.#install.state === 'failed' && Date.now() - (this.#install.failedAt ?? 0) > 60_000)
+      unavailable === undefined &&
+      (current?.key !== key ||
+        current.mode !== mode ||
+        (mode === 'install' && current.state === 'failed' && Date.now() - (current.failedAt ?? 0) > 60_000))
     ) {
-      this.#startInstall(key, engines, flavour);
+      this.#startInstall({ key, mode, engines, flavour, arch });
     }
-    const install = this.#install;
-    if (install === undefined || install.state === 'installing')
-      return {
-        waiting: `installing llama.cpp ${key}${install?.progress === undefined ? '' : ` (${install.progress})`}`,
-      };
-    if (install.state === 'failed' || install.result === undefined) {
-      return {
-        error: `could not install llama.cpp ${key} (tried again in a minute): ${install.error ?? 'unknown error'}`,
-      };
-    }
-    const result = install.result;
+    const install = unavailable === undefined ? this.#install : undefined;
+    const result = install?.state === 'done' ? install.result : undefined;
+    const choice = llamaBin({
+      key,
+      installed: result,
+      local,
+      sent,
+      install: installState(install, unavailable),
+      onPath: which('llama-server', this.#o.env ?? process.env),
+    });
+    this.#last = choice;
+    if (choice.source === 'waiting') return { waiting: choice.why };
+    if (choice.source === 'none') return { error: choice.why };
+    if (choice.source !== 'installed' || result === undefined) return { bin: choice.bin };
     const cpuOnly =
       cards.length > 0 && result.devices.length === 0
         ? `this node has GPUs but its llama.cpp build (${result.build}, ${result.flavour}) lists none, so llama.cpp runs on the CPU at about a tenth of the speed${warning === undefined ? '' : `; ${warning}`}: set agent.engines.llamacpp.cuda_archive to a CUDA build, or check the Vulkan driver`
@@ -100,23 +121,24 @@ export class LlamaInstalls {
     return { bin: result.bin, env: llamaEnv(result.bin), ...(cpuOnly === undefined ? {} : { cpuOnly }) };
   }
 
-  #startInstall(
-    key: string,
-    engines: EngineSettingsWire,
-    flavour: ReturnType<typeof chooseFlavour>['flavour'],
-  ): void {
-    const install: Install = { key, state: 'installing' };
+  #startInstall(o: {
+    key: string;
+    mode: Install['mode'];
+    engines: EngineSettingsWire;
+    flavour: ReturnType<typeof chooseFlavour>['flavour'];
+    arch: string;
+  }): void {
+    const { key, mode, engines, flavour } = o;
+    const install: Install = { key, mode, state: 'installing' };
     this.#install = install;
     let lastLog = 0;
-    const run = this.#o.install ?? installLlamaCpp;
-    this.#o.logger.info({ build: engines.llamacpp.build, flavour }, 'installing llama.cpp');
-    run({
+    const options: LlamaInstallOptions = {
       build: engines.llamacpp.build,
       releaseUrl: engines.llamacpp.release_url,
       flavour,
       cudaArchive: engines.llamacpp.cuda_archive,
       sha256: engines.llamacpp.sha256,
-      arch: process.arch,
+      arch: o.arch,
       dataDir: this.#o.dataDir,
       onProgress: (p) => {
         const pct =
@@ -135,23 +157,21 @@ export class LlamaInstalls {
           this.#o.onProgress();
         }
       },
-    }).then(
+    };
+    let run: Promise<InstalledLlama | undefined>;
+    if (mode === 'lookup') {
+      // A bin is configured: it opts out of the install, but a build installed here wins.
+      run = (this.#o.findInstalled ?? findInstalledLlama)(options);
+    } else {
+      this.#o.logger.info({ build: engines.llamacpp.build, flavour }, 'installing llama.cpp');
+      run = (this.#o.install ?? installLlamaCpp)(options);
+    }
+    run.then(
       (result) => {
         if (this.#install !== install) return;
         install.state = 'done';
         install.result = result;
-        const cards = this.#o.inventory()?.gpu.cards ?? [];
-        if (cards.length > 0 && result.devices.length === 0) {
-          this.#o.logger.error(
-            { build: result.build, flavour: result.flavour },
-            'this node has GPUs but the llama.cpp build lists none: llama.cpp replicas here run on the CPU, about ten times slower',
-          );
-        } else {
-          this.#o.logger.info(
-            { bin: result.bin, version: result.version, devices: result.devices, reused: result.reused },
-            'llama.cpp ready',
-          );
-        }
+        if (result !== undefined) this.#ready(result, mode);
         this.#o.onSettled();
       },
       (e: unknown) => {
@@ -159,6 +179,12 @@ export class LlamaInstalls {
         install.state = 'failed';
         install.failedAt = Date.now();
         install.error = messageOf(e);
+        if (mode === 'lookup') {
+          // Nothing installed to prefer: the configured bin runs.
+          this.#o.logger.warn({ err: install.error }, 'could not look for an installed llama.cpp build');
+          this.#o.onSettled();
+          return;
+        }
         this.#o.logger.error({ err: install.error }, 'llama.cpp install failed');
         this.#o.onSettled();
         // Tried again later: the mirror may come back, or the network be fixed.
@@ -167,17 +193,42 @@ export class LlamaInstalls {
     );
   }
 
-  /** The install's state, for the agent's report of its engines. */
-  report(): EngineReport {
-    const i = this.#install;
-    if (i === undefined) return {};
+  #ready(result: InstalledLlama, mode: Install['mode']): void {
     const cards = this.#o.inventory()?.gpu.cards ?? [];
-    const r = i.result;
+    if (cards.length > 0 && result.devices.length === 0) {
+      this.#o.logger.error(
+        { build: result.build, flavour: result.flavour },
+        'this node has GPUs but the llama.cpp build lists none: llama.cpp replicas here run on the CPU, about ten times slower',
+      );
+    } else {
+      this.#o.logger.info(
+        { bin: result.bin, version: result.version, devices: result.devices, reused: result.reused },
+        mode === 'lookup'
+          ? 'llama.cpp installed here, which wins over the configured bin'
+          : 'llama.cpp ready',
+      );
+    }
+  }
+
+  /** Which llama-server runs and why, and the install's state, for the agent's report of its engines. */
+  report(): EngineReport {
+    const c = this.#last;
+    const i = this.#install;
+    if (c === undefined) return {};
+    const cards = this.#o.inventory()?.gpu.cards ?? [];
+    const r = i?.state === 'done' && c.source === 'installed' ? i.result : undefined;
     return {
       llamacpp: {
-        ...(r === undefined ? {} : { bin: r.bin, build: r.build, flavour: r.flavour, devices: r.devices }),
-        ...(i.state === 'installing' ? { installing: i.progress ?? 'starting' } : {}),
-        ...(i.state === 'failed' ? { warning: `install failed: ${i.error ?? ''}` } : {}),
+        source: c.source,
+        why: c.why,
+        ...('bin' in c ? { bin: c.bin } : {}),
+        ...(r === undefined ? {} : { build: r.build, flavour: r.flavour, devices: r.devices }),
+        ...(i?.state === 'installing' && i.mode === 'install'
+          ? { installing: i.progress ?? 'starting' }
+          : {}),
+        ...(i?.state === 'failed' && i.mode === 'install'
+          ? { warning: `install failed: ${i.error ?? ''}` }
+          : {}),
         ...(r !== undefined && cards.length > 0 && r.devices.length === 0
           ? {
               warning:
@@ -187,4 +238,16 @@ export class LlamaInstalls {
       },
     };
   }
+}
+
+/** What llama-bin.ts is told of the agent's own install. */
+function installState(i: Install | undefined, unavailable: string | undefined): LlamaInstallState {
+  if (unavailable !== undefined) return { state: 'unavailable', reason: unavailable };
+  if (i === undefined) return { state: 'not_tried' };
+  if (i.state === 'installing')
+    return i.mode === 'lookup' ? { state: 'looking' } : { state: 'installing', progress: i.progress };
+  if (i.state === 'failed' && i.mode === 'install')
+    return { state: 'failed', error: `${i.error ?? 'unknown error'}; it is tried again in a minute` };
+  // Done (its result, if any, is the installed build), or a look that failed: nothing installed.
+  return { state: 'not_tried' };
 }

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -7,6 +7,7 @@ import { containersUsedFile, gpuRequestFor, probeDaemon } from '../agent/contain
 import {
   containersLine,
   diagnose,
+  engineLine,
   llamaServerProbe,
   type ContainerDaemonProbe,
   type ControlPlaneProbe,
@@ -15,13 +16,14 @@ import {
   type PathResult,
 } from '../agent/doctor.js';
 import { hostInfo } from '../agent/host.js';
+import { chooseFlavour, installedBuild } from '../agent/installer/index.js';
 import { which, isExecutable } from '../agent/which.js';
 import { ApiClient } from '../client/api-client.js';
 import type { Settings } from '../config/load.js';
 import { messageOf } from '../core/errors.js';
 import { engines as registry } from '../engines/registry.js';
 import { defaultDiscoveries } from '../gpu/discover.js';
-import { DiscoveryError, type GpuDiscovery, type HostInfo } from '../gpu/types.js';
+import { DiscoveryError, type Card, type GpuDiscovery, type HostInfo } from '../gpu/types.js';
 
 import type { Output } from './output.js';
 import { commandSettings } from './settings.js';
@@ -40,7 +42,11 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   const settings = commandSettings({ path: options.config, env: process.env }).settings;
   const { nvml, nvidiaSmi } = defaultDiscoveries(process.env);
   const paths = [await probePath(nvml), await probePath(nvidiaSmi)];
-  const engines = await probeEngines(settings.agent.engines.llamacpp, settings.data_dir);
+  const engines = await probeEngines(
+    settings.agent.engines.llamacpp,
+    settings.data_dir,
+    paths.find((p) => p.ok)?.cards ?? [],
+  );
   const controlPlane =
     options.server === undefined ? undefined : await probeControlPlane(options.server, options.token);
   const containers = await probeContainers(settings);
@@ -139,16 +145,20 @@ export async function probeContainers(
 async function probeEngines(
   llama: Settings['agent']['engines']['llamacpp'],
   dataDir: string,
+  cards: readonly Card[],
 ): Promise<EngineProbe[]> {
+  // The build the agent would install here: its flavour as the agent chooses it.
+  const mig = cards.some((c) => c.mig?.current === true);
+  const { flavour } = chooseFlavour(cards.length > 0, mig, llama.cuda_archive, process.arch);
   const out: EngineProbe[] = [
     llamaServerProbe({
       bin: llama.bin,
       binRuns: llama.bin !== undefined && isExecutable(llama.bin),
-      installed: installedLlama(dataDir, llama.build),
+      installed: installedBuild(dataDir, llama.build, flavour),
       onPath: which('llama-server'),
       platform: process.platform,
       arch: process.arch,
-      build: llama.build,
+      key: `${llama.build}-${flavour}`,
     }),
   ];
   // Executables on PATH first, then Python modules, each engine as it says it is found.
@@ -164,20 +174,6 @@ async function probeEngines(
   for (const { onNode } of registry)
     if (onNode !== undefined && 'pythonModule' in onNode) out.push(await probePython(onNode));
   return out;
-}
-
-/** The agent's own install of this build (engines/llamacpp/BUILD-FLAVOUR/llama-server), if there is one. */
-function installedLlama(dataDir: string, build: string): string | undefined {
-  const base = join(dataDir, 'engines', 'llamacpp');
-  if (!existsSync(base)) return undefined;
-  for (const dir of readdirSync(base)
-    .filter((d) => d.startsWith(`${build}-`))
-    .sort()
-    .reverse()) {
-    const bin = join(base, dir, 'llama-server');
-    if (isExecutable(bin)) return bin;
-  }
-  return undefined;
 }
 
 /** An engine run as a Python module (SGLang): whether python3 on PATH can import it. */
@@ -245,10 +241,7 @@ function human(r: DoctorReport): string {
     }
   }
   lines.push('Engines:');
-  for (const e of r.engines)
-    lines.push(
-      `  ${e.name.padEnd(13)} ${e.found ? `found: ${e.path ?? ''}` : e.installs === true ? 'to be installed' : 'not found'}${e.detail === undefined ? '' : ` (${e.detail})`}`,
-    );
+  for (const e of r.engines) lines.push(engineLine(e));
   if (r.containers !== undefined) lines.push(`Containers:     ${containersLine(r.containers)}`);
   if (r.control_plane !== undefined) {
     const cp = r.control_plane;

@@ -30,7 +30,10 @@ export const defaultLlamaBuild = 'b10587';
 export const defaultReleaseUrl = 'https://github.com/ggml-org/llama.cpp/releases/download';
 
 export const llamacppSettingsSchema = z.strictObject({
-  /** llama-server to run; unset, the agent installs llama.cpp itself (at `build`). Set on a node, it wins there. */
+  /**
+   * llama-server to run; setting it opts out of the agent's install (at `build`). Set on a node, it wins
+   * over the control plane's; a build the agent installed and checked wins over both (agent/llama-bin.ts).
+   */
   bin: z.string().min(1).optional(),
   /** Requests one server handles at once, when a profile does not say (llama.cpp's own default of one queues the rest). */
   parallel: z.int().min(1).max(512).default(4),

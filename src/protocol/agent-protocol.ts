@@ -143,10 +143,14 @@ export const shardStatusSchema = z.object({
 });
 export type ShardStatusWire = z.output<typeof shardStatusSchema>;
 
-/** What the agent's engines are: the llama.cpp build it installed, and whether that build sees the GPUs. */
+/** What the agent's engines are: which llama-server runs and why, and whether its build sees the GPUs. */
 export const engineReportSchema = z.object({
   llamacpp: z
     .object({
+      /** installed, configured, path (agent/llama-bin.ts); waiting: shards wait; none: they are refused. */
+      source: z.enum(['installed', 'configured', 'path', 'waiting', 'none']).optional(),
+      /** In words: `installed build b6000 (cpu) at /…/llama-server`, or the refusal. */
+      why: z.string().optional(),
       bin: z.string().optional(),
       build: z.string().optional(),
       flavour: z.string().optional(),

@@ -10,7 +10,14 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 
 import { fakeLlamaServer } from '../../../test/fakes/engines/fake-engines.js';
 
-import { installLlamaCpp, llamaEnv, type LlamaInstallOptions, type LlamaInstallProgress } from './index.js';
+import {
+  findInstalledLlama,
+  installLlamaCpp,
+  installedBuild,
+  llamaEnv,
+  type LlamaInstallOptions,
+  type LlamaInstallProgress,
+} from './index.js';
 
 // --- archives: built here, as llama.cpp's release tarballs are laid out ---
 
@@ -211,6 +218,26 @@ describe('installLlamaCpp', () => {
       version: 'b10587-3f545becc',
       devices: ['Vulkan0: NVIDIA L4 (22994 MiB, 22713 MiB free)'],
     });
+    expect(gets(`/releases/${BUILD}/${ASSET}`)).toBe(1);
+  });
+
+  it('finds an installed build without downloading, and none before it is installed', async () => {
+    await serveRelease();
+    expect(await findInstalledLlama(options())).toBeUndefined();
+    expect(installedBuild(dataDir, BUILD, 'cpu')).toBeUndefined();
+    expect(hits).toEqual([]);
+    const first = await installLlamaCpp(options());
+    const found = await findInstalledLlama(options());
+    expect(found).toMatchObject({ bin: first.bin, build: BUILD, flavour: 'cpu', reused: true });
+    expect(installedBuild(dataDir, BUILD, 'cpu')).toEqual({
+      bin: first.bin,
+      build: BUILD,
+      flavour: 'cpu',
+      version: 'b10587-3f545becc',
+    });
+    // Another build or flavour is not this one.
+    expect(installedBuild(dataDir, 'b10588', 'cpu')).toBeUndefined();
+    expect(installedBuild(dataDir, BUILD, 'vulkan')).toBeUndefined();
     expect(gets(`/releases/${BUILD}/${ASSET}`)).toBe(1);
   });
 

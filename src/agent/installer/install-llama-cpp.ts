@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 
 import { defaultReleaseUrl } from '../../config/schema.js';
@@ -18,6 +18,7 @@ import {
   type LlamaFlavour,
 } from './llama-asset.js';
 import { checkLlama, listDevices } from './llama-check.js';
+import { MARKER, readMarker, type Marker } from './marker.js';
 import { archiveKind, findFile, unpackTarball } from './unpack.js';
 
 export interface LlamaInstallProgress {
@@ -62,19 +63,6 @@ export interface InstalledLlama {
   checksum: 'verified' | 'not published';
   /** Found installed and checked already, not downloaded now. */
   reused: boolean;
-}
-
-/** Written beside the binary last, before the directory is moved into place: its presence means checked. */
-const MARKER = '.llmgw-installed.json';
-
-interface Marker {
-  build: string;
-  flavour: LlamaFlavour;
-  version: string;
-  checksum: InstalledLlama['checksum'];
-  sha256: string;
-  source: string;
-  installed_at: string;
 }
 
 interface Plan {
@@ -127,6 +115,15 @@ export async function installLlamaCpp(options: LlamaInstallOptions): Promise<Ins
   const promise = install(plan).finally(() => inFlight.delete(plan.dir));
   inFlight.set(plan.dir, { promise, listeners });
   return promise;
+}
+
+/**
+ * A build installed and checked earlier, found as installLlamaCpp would reuse it (and run
+ * again to list its devices); undefined if there is none. Downloads nothing: it is how a
+ * node whose settings name a llama-server learns that an installed build wins over it.
+ */
+export async function findInstalledLlama(options: LlamaInstallOptions): Promise<InstalledLlama | undefined> {
+  return reuse(planOf(options));
 }
 
 function planOf(options: LlamaInstallOptions): Plan {
@@ -445,27 +442,6 @@ async function removeLeftovers(plan: Plan): Promise<void> {
   for (const entry of await readdir(plan.base)) {
     if (prefixes.some((p) => entry.startsWith(p)))
       await rm(join(plan.base, entry), { recursive: true, force: true });
-  }
-}
-
-async function readMarker(dir: string): Promise<Marker | undefined> {
-  let text: string;
-  try {
-    text = await readFile(join(dir, MARKER), 'utf8');
-  } catch {
-    return undefined;
-  }
-  try {
-    const v: unknown = JSON.parse(text);
-    if (typeof v !== 'object' || v === null) return undefined;
-    const m = v as Record<string, unknown>;
-    const strings = ['build', 'flavour', 'version', 'checksum', 'sha256', 'source', 'installed_at'] as const;
-    if (!strings.every((k) => typeof m[k] === 'string')) return undefined;
-    if (!llamaFlavours.includes(m['flavour'] as LlamaFlavour)) return undefined;
-    if (m['checksum'] !== 'verified' && m['checksum'] !== 'not published') return undefined;
-    return v as Marker;
-  } catch {
-    return undefined;
   }
 }
 
