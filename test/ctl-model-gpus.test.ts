@@ -54,6 +54,28 @@ describe('llmgw ctl model gpus', () => {
     expect(m.body.profiles[1]).toMatchObject({ name: 'l4-pair', tp: 4, gpus_per_node: 4 });
   });
 
+  it('--dry-run checks the change and stores nothing; so does ctl model context --dry-run', async () => {
+    const before = (await api(t.url, t.adminKey, 'GET', '/models/qwen-7b')).body;
+    const r = await ctl('qwen-7b', '4', '--dry-run');
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout.trimEnd().split('\n').slice(-2)).toEqual([
+      'Dry run: nothing stored or restarted; there is room for the change, and no running replica runs what changes, so none would start again.',
+      'Note: not checked: no node with l4-24g cards has joined: whether one has 4 is not checked',
+    ]);
+    const json = await ctl('qwen-7b', '4', '--dry-run', '--json');
+    expect(JSON.parse(json.stdout)).toMatchObject({ model: 'qwen-7b', dry_run: true, restarted: 0 });
+    const context = await llmgw(['ctl', 'model', 'context', 'qwen-7b', '4096', '--dry-run', '--json'], env);
+    expect(context.stderr).toBe('');
+    expect(JSON.parse(context.stdout)).toMatchObject({
+      model: 'qwen-7b',
+      after: 4096,
+      dry_run: true,
+      restarted: 0,
+    });
+    expect((await api(t.url, t.adminKey, 'GET', '/models/qwen-7b')).body).toEqual(before);
+  });
+
   it('refuses a count that is not one as a usage error (exit 2), and says why the server refused (exit 1)', async () => {
     const usage = await ctl('qwen-7b', 'two');
     expect(usage.code).toBe(2);

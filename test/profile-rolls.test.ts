@@ -21,6 +21,7 @@ describe('a change of a profile rolls on that profile, never onto the CPU fallba
   let t: TestControlPlane;
   let agent: TestAgent | undefined;
   let dir = '';
+  let bin = '';
   const post = (path: string, body: unknown) =>
     api(t.url, t.adminKey, 'POST', `/models/llama-ts${path}`, body);
   const stored = async () =>
@@ -77,6 +78,7 @@ describe('a change of a profile rolls on that profile, never onto the CPU fallba
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-profile-rolls-'));
     const engine = recordingLlamaServer(dir);
+    bin = engine.bin;
     t = await startControlPlane({ config: await fakeLlamaSettings(engine.bin) });
     agent = await startTestAgent(
       t,
@@ -105,6 +107,12 @@ describe('a change of a profile rolls on that profile, never onto the CPU fallba
     await agent?.stop();
     await t.stop();
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('says which llama-server its shard runs and why: the configured one, as nothing is installed', () => {
+    const [r] = views();
+    expect(r?.shards[0]?.engine_bin).toMatchObject({ source: 'configured', path: bin });
+    expect(r?.shards[0]?.engine_bin?.why).toContain(bin);
   });
 
   it('refuses 5 cards beside the running replica, naming what is missing and --in-place; the dry run too; nothing stored', async () => {

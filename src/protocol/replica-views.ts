@@ -5,6 +5,14 @@ import type { DownloadProgress } from './agent-protocol.js';
 export type ReplicaState =
   'pending' | 'downloading' | 'starting' | 'ready' | 'degraded' | 'failed' | 'unknown';
 
+/** The executable an engine the agent installs runs from on a node, and why that one (agent/llama-bin.ts). */
+export interface EngineBinView {
+  /** installed, configured, path; waiting: shards wait; none: they are refused. */
+  source: string;
+  path?: string;
+  why: string;
+}
+
 export interface ShardView {
   rank: number;
   node: string;
@@ -19,6 +27,8 @@ export interface ShardView {
   /** While downloading: bytes done and total, rate and time left. */
   download?: DownloadProgress;
   pid?: number;
+  /** A process shard of an engine the agent installs: which binary its node runs, and why. */
+  engine_bin?: EngineBinView;
   restarts: number;
   ready_since?: string;
   last_exit?: { code: number | null; signal: string | null; at: string; log_tail: string[] };

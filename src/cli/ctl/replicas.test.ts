@@ -32,6 +32,32 @@ describe('replica views in llmgw ctl', () => {
     expect(lines).toContain('State:      failed');
     expect(lines).toContain(`Reason:     ${reason}`);
   });
+
+  it('says under each shard which engine binary its node runs, and why', () => {
+    const why =
+      'from PATH: /usr/bin/llama-server (nothing installed or configured; the install failed: offline)';
+    const r: ReplicaView = {
+      id: 'tiny-1',
+      model: 'tiny',
+      profile: 'cpu',
+      engine: 'llamacpp',
+      state: 'ready',
+      restarts: 0,
+      shards: [
+        {
+          rank: 0,
+          node: 'node-a',
+          devices: [],
+          port: 20000,
+          state: 'ready',
+          restarts: 0,
+          engine_bin: { source: 'path', path: '/usr/bin/llama-server', why },
+        },
+      ],
+    };
+    const lines = replicaDetail(r).split('\n');
+    expect(lines).toContain(`    engine binary: ${why}`);
+  });
 });
 
 describe('a replica waiting for its files in llmgw ctl', () => {

@@ -163,6 +163,7 @@ export function replicaDetail(r: ReplicaView): string {
     lines.push(
       `  rank ${s.rank}: node ${s.node}, devices ${s.devices.length === 0 ? 'cpu' : s.devices.join(',')}, port ${s.port}, ${s.state}${s.reason === undefined ? '' : ` (${s.reason})`}${s.pid === undefined ? '' : `, pid ${s.pid}`}, ${s.restarts} restarts`,
     );
+    if (s.engine_bin !== undefined) lines.push(`    engine binary: ${s.engine_bin.why}`);
     if (s.last_exit !== undefined) {
       lines.push(
         `    last exit: ${s.last_exit.signal ?? `code ${s.last_exit.code ?? '?'}`} at ${s.last_exit.at}`,

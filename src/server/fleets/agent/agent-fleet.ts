@@ -89,7 +89,12 @@ export class AgentFleet implements Fleet, HubListener {
     this.#reports = new AgentReports({ placed, events, poke: () => this.poke() });
     const reports = this.#reports;
     this.#sharing = new ReportSharing({ store, registry, reports, logger, controlPlaneId: o.controlPlaneId });
-    this.#views = new ReplicaViews({ placed, registry, statusOf: (key) => reports.status(key) });
+    this.#views = new ReplicaViews({
+      placed,
+      registry,
+      statusOf: (key) => reports.status(key),
+      enginesOf: (nodeId) => reports.engines(nodeId),
+    });
     this.#keys = new ReplicaKeys({ keys: o.keys, logger });
     this.#sources = {
       catalog: o.catalog,

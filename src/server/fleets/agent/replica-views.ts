@@ -1,7 +1,9 @@
 import { LlmgwError } from '../../../core/errors.js';
 import { deviceLabel } from '../../../gpu/devices.js';
 import type { Shard } from '../../../placement/types.js';
-import type { ShardStatusWire } from '../../../protocol/agent-protocol.js';
+import { isContainerProfile } from '../../../catalog/model-spec.js';
+import { engineFor } from '../../../engines/registry.js';
+import type { EngineReport, ShardStatusWire } from '../../../protocol/agent-protocol.js';
 import type { NodeView } from '../../../protocol/node-views.js';
 import type { ReplicaView, ShardView } from '../../../protocol/replica-views.js';
 import type { ReplicaRecord } from '../../../store/store.js';
@@ -14,6 +16,9 @@ import type { Placed } from './placed.js';
 
 /** What an agent last said of a shard (by `replica/rank`). */
 export type StatusOf = (key: string) => ShardStatusWire | undefined;
+
+/** What a node's agent last said of the engines it installs (by node id). */
+export type EnginesOf = (nodeId: string) => EngineReport | undefined;
 
 /** The answer for a replica id placement does not know. */
 export function unknownReplica(id: string): LlmgwError {
@@ -28,11 +33,13 @@ export class ReplicaViews {
   readonly #placed: Placed;
   readonly #registry: NodeRegistry;
   readonly #statusOf: StatusOf;
+  readonly #enginesOf: EnginesOf;
 
-  constructor(o: { placed: Placed; registry: NodeRegistry; statusOf: StatusOf }) {
+  constructor(o: { placed: Placed; registry: NodeRegistry; statusOf: StatusOf; enginesOf?: EnginesOf }) {
     this.#placed = o.placed;
     this.#registry = o.registry;
     this.#statusOf = o.statusOf;
+    this.#enginesOf = o.enginesOf ?? (() => undefined);
   }
 
   replicas(model?: string): ReplicaView[] {
@@ -85,6 +92,20 @@ export class ReplicaViews {
     const head = placed.find((s) => s.replica === r.id && s.rank === 0);
     const headNode = views.find((v) => v.name === head?.node);
     const profile = r.spec.profiles.find((p) => p.name === r.profile);
+    // A process shard of an engine the agent installs runs its node's binary: say which, and why.
+    const engine = profile === undefined ? undefined : engineFor(profile.engine);
+    if (profile !== undefined && engine?.installedByAgent === true && !isContainerProfile(profile))
+      for (const s of shards) {
+        const node = views.find((v) => v.name === s.node);
+        const report =
+          node === undefined ? undefined : this.#enginesOf(node.id)?.[engine.name as keyof EngineReport];
+        if (report?.source !== undefined && report.why !== undefined)
+          s.engine_bin = {
+            source: report.source,
+            ...(report.bin === undefined ? {} : { path: report.bin }),
+            why: report.why,
+          };
+      }
     const readySince = shards
       .map((s) => s.ready_since)
       .filter((x): x is string => x !== undefined)

@@ -39,6 +39,8 @@ export class AgentReports {
   readonly #heard = new Set<string>();
   /** Why each replica's engine last failed, as its agent said (a failed shard soon starts again). */
   readonly #failures = new Map<string, string>();
+  /** The engines each node's agent installs, as it last said (which binary runs, and why), by node id. */
+  readonly #engines = new Map<string, EngineReport>();
 
   constructor(o: { placed: Placed; events?: EventPublisher | undefined; poke: () => void }) {
     this.#placed = o.placed;
@@ -48,6 +50,11 @@ export class AgentReports {
 
   status(key: string): ShardStatusWire | undefined {
     return this.#statuses.get(key)?.status;
+  }
+
+  /** What a node's agent last said of the engines it installs; undefined before it said. */
+  engines(nodeId: string): EngineReport | undefined {
+    return this.#engines.get(nodeId);
   }
 
   /** Whether the node's agent reported since it connected here. */
@@ -76,6 +83,7 @@ export class AgentReports {
     const before = this.#readyCount();
     const statusesBefore = new Map(this.#statuses);
     for (const [key, r] of this.#statuses) if (r.nodeId === nodeId) this.#statuses.delete(key);
+    if (m.engines !== undefined) this.#engines.set(nodeId, m.engines);
     const portsBefore = this.#portsTakenSeen();
     let failedRolling = false;
     for (const s of m.statuses) {
