@@ -8,6 +8,7 @@ import { startTestAgent, type TestAgent } from './support/agents.js';
 import { llmgw } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { fakeLlamaSettings, recordingLlamaServer, until } from './support/fleet.js';
+import { readyCpuReplicas } from './support/cpu-replicas.js';
 import { localModel } from './support/local-model.js';
 
 /** `llmgw ctl model context` as a user runs it (the built CLI, `npm run build` first), on a cluster with no nodes. */
@@ -150,18 +151,7 @@ describe('llmgw ctl model context with replicas running', () => {
     env = { LLMGW_SERVER: t.url, LLMGW_KEY: t.adminKey };
     // A CPU node of 16 threads: each replica takes half, so both fit it.
     agent = await startTestAgent(t, 'cpu-node');
-    const model = {
-      name: 'tiny-cpu',
-      source: localModel(dir),
-      context_length: 2048,
-      replicas: 2,
-      profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
-    };
-    expect((await api(t.url, t.adminKey, 'POST', '/models', model)).status).toBe(201);
-    await until('2 ready replicas of tiny-cpu', () => {
-      const list = t.cp.fleet.replicas('tiny-cpu');
-      return list.length === 2 && list.every((r) => r.state === 'ready') ? list : undefined;
-    });
+    await readyCpuReplicas(t, { name: 'tiny-cpu', source: localModel(dir), replicas: 2 });
   }, 60_000);
   afterAll(async () => {
     await agent?.stop();

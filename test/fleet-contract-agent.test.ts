@@ -9,7 +9,7 @@ import { fleetContract } from '../src/server/fleets/fleet.contract.js';
 import { fakeLlamaServer } from './fakes/engines/fake-engines.js';
 import { startTestAgent } from './support/agents.js';
 import { api, startControlPlane } from './support/control-plane.js';
-import { enginePorts } from './support/fleet.js';
+import { fakeLlamaSettings } from './support/fleet.js';
 import { localModel } from './support/local-model.js';
 
 // The agent fleet: a control plane and one test agent (a CPU node of 16 threads, room for two
@@ -21,18 +21,7 @@ fleetContract('agents', {
     const bin = join(dir, 'llama-server');
     writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" "${fakeLlamaServer}" "$@"\n`);
     chmodSync(bin, 0o755);
-    const ports = await enginePorts();
-    const t = await startControlPlane({
-      config: [
-        `placement: {ports: ${ports.first}-${ports.last}}`,
-        'agent:',
-        '  heartbeat_ms: 200',
-        '  stop_grace_s: 2',
-        '  engines:',
-        '    llamacpp:',
-        `      bin: ${bin}`,
-      ].join('\n'),
-    });
+    const t = await startControlPlane({ config: await fakeLlamaSettings(bin) });
     const agent = await startTestAgent(t, 'node-a');
     return {
       fleet: t.cp.fleet,

@@ -12,7 +12,7 @@ import type { Store } from '../src/store/store.js';
 import { fakeLlamaServer } from './fakes/engines/fake-engines.js';
 import { startTestAgent, type TestAgent } from './support/agents.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
-import { enginePorts, until } from './support/fleet.js';
+import { fakeLlamaSettings, until } from './support/fleet.js';
 import { createTempDatabase, type TempDatabase } from './support/postgres.js';
 import { localModel } from './support/local-model.js';
 
@@ -65,17 +65,7 @@ describe('two control planes on one PostgreSQL database', () => {
     const bin = join(dir, 'llama-server');
     writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" "${fakeLlamaServer}" "$@"\n`);
     chmodSync(bin, 0o755);
-    const ports = await enginePorts();
-    config = [
-      `placement: {ports: ${ports.first}-${ports.last}}`,
-      'ha: {lease_s: 3}',
-      'agent:',
-      '  heartbeat_ms: 200',
-      '  stop_grace_s: 2',
-      '  engines:',
-      '    llamacpp:',
-      `      bin: ${bin}`,
-    ].join('\n');
+    config = await fakeLlamaSettings(bin, ['ha: {lease_s: 3}']);
     cps.push(await start());
     cps.push(await start());
     probe = await openStore(db.url);

@@ -11,6 +11,7 @@ import { api, startControlPlane, type TestControlPlane } from './support/control
 import { llamaGgufFile, llamaGgufRepo } from './support/hub.js';
 import { fakeLlamaSettings, recordingLlamaServer, until } from './support/fleet.js';
 import { a100 } from './support/inventory.js';
+import { readyCpuReplicas } from './support/cpu-replicas.js';
 import { localModel } from './support/local-model.js';
 
 const declared = `models:
@@ -264,15 +265,7 @@ describe('POST /api/v1/models/{name}/context with replicas running', () => {
     t = await startControlPlane({ config: await fakeLlamaSettings(engine.bin) });
     // A CPU node of 16 threads: each replica takes half, so both fit it.
     agent = await startTestAgent(t, 'cpu-node');
-    const model = {
-      name: 'tiny-cpu',
-      source: localModel(dir),
-      context_length: 2048,
-      replicas: 2,
-      profiles: [{ name: 'cpu', engine: 'llamacpp', cpu: true }],
-    };
-    expect((await api(t.url, t.adminKey, 'POST', '/models', model)).status).toBe(201);
-    await ready(2);
+    await readyCpuReplicas(t, { name: 'tiny-cpu', source: localModel(dir), replicas: 2 });
   }, 60_000);
   afterAll(async () => {
     await agent?.stop();

@@ -12,27 +12,13 @@ import { startTestAgent, type TestAgent } from './support/agents.js';
 import { llmgw } from './support/cli.js';
 import { api, startControlPlane, type TestControlPlane } from './support/control-plane.js';
 import { fakeLlamaServer, freePort } from './fakes/engines/fake-engines.js';
-import { enginePorts, until } from './support/fleet.js';
+import { fakeLlamaSettings, until } from './support/fleet.js';
 import { subscribeEvents } from './support/sse.js';
 import { localModel } from './support/local-model.js';
 
 // Issue 12 item 6: a change rolls over a model's replicas, beside each (surge) or in place, one
 // at a time; a successor that fails halts it with the engine's error; restarts are rollouts too.
 // Each node here is a CPU machine of 16 threads: a CPU replica takes half, so two fit a node.
-
-/** A cluster's settings: a placement range of its own, quick heartbeats, the fake llama-server. */
-async function settingsText(bin: string): Promise<string> {
-  const ports = await enginePorts();
-  return [
-    `placement: {ports: ${ports.first}-${ports.last}}`,
-    'agent:',
-    '  heartbeat_ms: 200',
-    '  stop_grace_s: 2',
-    '  engines:',
-    '    llamacpp:',
-    `      bin: ${bin}`,
-  ].join('\n');
-}
 
 /** The model of these tests: CPU replicas of llama.cpp, over an empty GGUF file (the fake reads none). */
 function cpuModel(name: string, source: string, replicas: number) {
@@ -68,7 +54,7 @@ describe('rolling changes over replicas on test agents', () => {
       ].join('\n'),
     );
     chmodSync(bin, 0o755);
-    t = await startControlPlane({ config: await settingsText(bin) });
+    t = await startControlPlane({ config: await fakeLlamaSettings(bin) });
     agents.push(await startTestAgent(t, 'node-a'), await startTestAgent(t, 'node-b'));
   });
   afterAll(async () => {
@@ -353,7 +339,7 @@ describe('an in-place roll when the control plane restarts midway', () => {
     chmodSync(bin, 0o755);
     // Same port, database, admin key and engine-key secret: as a control plane restarted by systemd.
     const same = {
-      config: await settingsText(bin),
+      config: await fakeLlamaSettings(bin),
       listen: `127.0.0.1:${await freePort()}`,
       adminKey: 'restart-admin-key-0123456789abcdef',
       env: { LLMGW_ENGINE_KEY_SECRET: 'rollout-engine-key-secret-0123456789abcdef' },

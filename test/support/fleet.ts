@@ -175,12 +175,13 @@ export async function enginePorts(size = 100): Promise<{ first: number; last: nu
 
 /**
  * A cluster's settings for tests that run replicas on the fake llama-server `bin`: a placement
- * range of its own, quick heartbeats and stops.
+ * range of its own, quick heartbeats and stops; `extra`: top-level lines of the test's own.
  */
-export async function fakeLlamaSettings(bin: string): Promise<string> {
+export async function fakeLlamaSettings(bin: string, extra: readonly string[] = []): Promise<string> {
   const ports = await enginePorts();
   return [
     `placement: {ports: ${ports.first}-${ports.last}}`,
+    ...extra,
     'agent:',
     '  heartbeat_ms: 200',
     '  stop_grace_s: 2',
