@@ -74,6 +74,27 @@ describe('which llama-server runs', () => {
       { source: 'waiting', why: 'installing llama.cpp b6000-cpu (downloading 40%)' },
     ],
     [
+      'while the install is tried again after a failure, the one from PATH keeps running',
+      {
+        install: {
+          state: 'installing',
+          progress: 'downloading',
+          retryOf: 'fetch failed: ENOTFOUND github.com',
+        },
+        onPath: '/usr/bin/llama-server',
+      },
+      {
+        source: 'path',
+        bin: '/usr/bin/llama-server',
+        why: "from PATH: /usr/bin/llama-server (nothing installed or configured; the agent's install of llama.cpp b6000-cpu failed (fetch failed: ENOTFOUND github.com) and is being tried again)",
+      },
+    ],
+    [
+      'tried again after a failure with nothing on PATH: shards wait for it',
+      { install: { state: 'installing', retryOf: 'fetch failed: ENOTFOUND github.com' } },
+      { source: 'waiting', why: 'installing llama.cpp b6000-cpu' },
+    ],
+    [
       'from PATH once the install failed',
       { install: failed, onPath: '/usr/bin/llama-server' },
       {

@@ -25,7 +25,8 @@ export type LlamaInstallState =
   | { state: 'not_tried' }
   /** A bin is configured: only an earlier install is looked for, nothing is downloaded. */
   | { state: 'looking' }
-  | { state: 'installing'; progress?: string | undefined }
+  /** `retryOf`: the error of the try before this one (PATH's llama-server keeps running meanwhile). */
+  | { state: 'installing'; progress?: string | undefined; retryOf?: string | undefined }
   | { state: 'failed'; error: string }
   /** Nothing the agent installs runs on this platform. */
   | { state: 'unavailable'; reason: string };
@@ -87,6 +88,13 @@ export function llamaBin(i: LlamaBinInput): LlamaBin {
         why: `not installed yet: the agent installs llama.cpp ${i.key} when a llama.cpp replica is placed here${fallback}`,
       };
     case 'installing':
+      // Tried again after a failure: what PATH has keeps serving until the install succeeds.
+      if (i.install.retryOf !== undefined && i.onPath !== undefined)
+        return {
+          source: 'path',
+          bin: i.onPath,
+          why: `from PATH: ${i.onPath} (nothing installed or configured; the agent's install of llama.cpp ${i.key} failed (${i.install.retryOf}) and is being tried again)`,
+        };
       return {
         source: 'waiting',
         why: `installing llama.cpp ${i.key}${i.install.progress === undefined ? '' : ` (${i.install.progress})`}`,

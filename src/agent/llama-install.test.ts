@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 import { fakeLlamaServer } from '../../test/fakes/engines/fake-engines.js';
 import { testEngines } from '../../test/support/assignments.js';
@@ -142,6 +142,49 @@ describe('the llama-server the agent runs', () => {
       why: `from PATH: ${onPath} (nothing installed or configured; the agent's install of llama.cpp b10587-cpu failed (fetch failed: getaddrinfo ENOTFOUND github.com; it is tried again in a minute))`,
       warning: 'install failed: fetch failed: getaddrinfo ENOTFOUND github.com',
     });
+  });
+
+  it('keeps running the one from PATH while its install is tried again, and the build once it is done', async () => {
+    const onPath = await executable(join(pathDir, 'llama-server'));
+    const bin = await executable(join(root, 'llama-server'));
+    let finish: ((r: InstalledLlama) => void) | undefined;
+    let tries = 0;
+    const { l, settled } = llama({
+      install: (opts) => {
+        installs.push(opts);
+        tries++;
+        if (tries === 1) return Promise.reject(new Error('fetch failed: getaddrinfo ENOTFOUND github.com'));
+        return new Promise((resolve) => (finish = resolve));
+      },
+    });
+    const failedOnce = settled();
+    l.choose(sent(), undefined, true);
+    await failedOnce;
+    expect(l.choose(sent(), undefined, true)).toEqual({ bin: onPath });
+    // A minute later the install is tried again: PATH's llama-server goes on serving meanwhile.
+    const now = Date.now();
+    const clock = vi.spyOn(Date, 'now').mockReturnValue(now + 61_000);
+    try {
+      expect(l.choose(sent(), undefined, true)).toEqual({ bin: onPath });
+      expect(installs).toHaveLength(2);
+      expect(l.report().llamacpp?.why).toBe(
+        `from PATH: ${onPath} (nothing installed or configured; the agent's install of llama.cpp b10587-cpu failed (fetch failed: getaddrinfo ENOTFOUND github.com) and is being tried again)`,
+      );
+      const done = settled();
+      finish?.({
+        bin,
+        build: 'b10587',
+        flavour: 'cpu',
+        version: 'b10587-3f545becc',
+        devices: [],
+        checksum: 'verified',
+        reused: false,
+      });
+      await done;
+      expect(l.choose(sent(), undefined, true)).toMatchObject({ bin });
+    } finally {
+      clock.mockRestore();
+    }
   });
 
   it('refuses shards when the install failed and nothing is configured or on PATH', async () => {

@@ -56,6 +56,8 @@ interface Install {
   result?: InstalledLlama | undefined;
   error?: string;
   failedAt?: number;
+  /** A try again after this failure: what ran meanwhile (PATH's) keeps running while it is under way. */
+  retryOf?: string | undefined;
 }
 
 /**
@@ -129,7 +131,10 @@ export class LlamaInstalls {
     arch: string;
   }): void {
     const { key, mode, engines, flavour } = o;
-    const install: Install = { key, mode, state: 'installing' };
+    const before = this.#install;
+    const retryOf =
+      before?.key === key && before.mode === mode && before.state === 'failed' ? before.error : undefined;
+    const install: Install = { key, mode, state: 'installing', retryOf };
     this.#install = install;
     let lastLog = 0;
     const options: LlamaInstallOptions = {
@@ -245,7 +250,9 @@ function installState(i: Install | undefined, unavailable: string | undefined): 
   if (unavailable !== undefined) return { state: 'unavailable', reason: unavailable };
   if (i === undefined) return { state: 'not_tried' };
   if (i.state === 'installing')
-    return i.mode === 'lookup' ? { state: 'looking' } : { state: 'installing', progress: i.progress };
+    return i.mode === 'lookup'
+      ? { state: 'looking' }
+      : { state: 'installing', progress: i.progress, retryOf: i.retryOf };
   if (i.state === 'failed' && i.mode === 'install')
     return { state: 'failed', error: `${i.error ?? 'unknown error'}; it is tried again in a minute` };
   // Done (its result, if any, is the installed build), or a look that failed: nothing installed.
