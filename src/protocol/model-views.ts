@@ -87,3 +87,15 @@ export type ModelRead = ModelView | ModelUseView;
 export function isModelView(m: ModelRead): m is ModelView {
   return 'source' in m;
 }
+
+/**
+ * The Kubernetes objects llmgw would write for a model, written nowhere: `POST /models?dry_run=true`
+ * (a definition checked as an add would be; `objects` null where engines run on agents, `note`
+ * saying why) and `GET /models/NAME/manifests` (`llmgw ctl model add --dry-run -o yaml`).
+ */
+export interface ModelManifests {
+  model: ModelSpec;
+  dry_run?: true;
+  objects: Record<string, unknown>[] | null;
+  note?: string;
+}

@@ -8,6 +8,7 @@ import { messageOf } from '../../core/errors.js';
 import {
   isModelView,
   type ModelChange,
+  type ModelManifests,
   type ModelUseView,
   type ModelView,
 } from '../../protocol/model-views.js';
@@ -22,6 +23,7 @@ import { registerModelContext } from './model-context.js';
 import { modelDetail, profilesSummary } from './model-detail.js';
 import { useDetail, useTable } from './model-use-text.js';
 import { registerModelGpus } from './model-gpus.js';
+import { dryRunText, objectsFormat, printObjects } from './model-manifests.js';
 
 export function registerModels(ctl: Command, run: Runner): void {
   ctl
@@ -52,6 +54,25 @@ export function registerModels(ctl: Command, run: Runner): void {
     );
 
   const model = ctl.command('model').description('show, add or remove one model');
+
+  model
+    .command('manifests')
+    .argument('<name>', 'the model')
+    .option('-o, --output <format>', 'yaml (default) or json')
+    .description(
+      "the Kubernetes objects llmgw writes for a model now (its Deployment or LeaderWorkerSet), for review or for Git; its Secrets are llmgw's own and not printed",
+    )
+    .action(
+      run.action(async ({ opts, o, conn }, name: string) => {
+        const format = objectsFormat(opts) ?? 'yaml';
+        const answer = await connect(conn).request<ModelManifests>(
+          'GET',
+          `/models/${encodeURIComponent(name)}/manifests`,
+        );
+        if (o.json) emit(o, answer.body, () => '');
+        else printObjects(o, answer.body, format);
+      }),
+    );
 
   model
     .command('show')
@@ -113,9 +134,24 @@ export function registerModels(ctl: Command, run: Runner): void {
       'add a model from a YAML or JSON file: the same shape as one entry of models: in the settings',
     )
     .requiredOption('-f, --file <file>', 'the model definition; - reads standard input')
+    .option('--dry-run', 'check it as an add would, store nothing, and say what would be written')
+    .option(
+      '-o, --output <format>',
+      'with --dry-run: print the Kubernetes objects llmgw would write (yaml or json)',
+    )
     .action(
       run.action(async ({ opts, o, conn }) => {
         const spec = readDefinition(stringOpt(opts, 'file') ?? '-');
+        const format = objectsFormat(opts);
+        if (opts['dryRun'] === true) {
+          const answer = await connect(conn).request<ModelManifests>('POST', '/models?dry_run=true', {
+            json: spec,
+          });
+          if (format === undefined) emit(o, answer.body, dryRunText);
+          else printObjects(o, answer.body, format);
+          return;
+        }
+        if (format !== undefined) throw new UsageError('-o prints what --dry-run would write: add --dry-run');
         const m = await connect(conn).addModel(spec);
         warnings(o, m);
         emit(

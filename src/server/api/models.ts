@@ -1,13 +1,14 @@
 import { Hono } from 'hono';
 
 import type { Principal } from '../../auth/authenticator.js';
-import { modelSchema } from '../../catalog/model-spec.js';
+import { modelSchema, type ModelSpec } from '../../catalog/model-spec.js';
 import { isLlmgwError, LlmgwError } from '../../core/errors.js';
 import { clientText } from '../../core/redact.js';
 
 import type { ListOf } from '../../core/api-types.js';
+import type { Origin } from '../../models/origin.js';
 import type { ModelGpusCheck, ModelGpusView } from '../../protocol/model-gpus-views.js';
-import type { ModelChange, ModelUseView, ModelView } from '../../protocol/model-views.js';
+import type { ModelChange, ModelManifests, ModelUseView, ModelView } from '../../protocol/model-views.js';
 import { contextBody, setModelContext, type ContextDeps } from '../services/model-context.js';
 import { fitWarnings } from '../services/model-fit.js';
 import { changeModelGpus, gpusBody, type ModelGpusDeps } from '../services/model-gpus.js';
@@ -28,8 +29,11 @@ import {
 
 /** The catalog's routes, and the changes that roll over replicas (context, GPUs). */
 export interface ModelRouteDeps extends ScaleViews, ContextDeps, ModelGpusDeps {
-  catalog: Pick<Catalog, 'list' | 'get' | 'add' | 'replace' | 'patch' | 'resolve' | 'remove' | 'change'>;
-  fleet: Pick<Fleet, 'routeTable' | 'rollout' | 'rollModel' | 'checkRoll'>;
+  catalog: Pick<
+    Catalog,
+    'list' | 'get' | 'add' | 'preview' | 'replace' | 'patch' | 'resolve' | 'remove' | 'change' | 'origin'
+  >;
+  fleet: Pick<Fleet, 'routeTable' | 'rollout' | 'rollModel' | 'checkRoll' | 'manifests'>;
   registry: Pick<NodeRegistry, 'views'>;
 }
 
@@ -62,6 +66,18 @@ export function modelRoutes(deps: ModelRouteDeps): Hono<ApiEnv> {
       return c.json<ModelUseView>(modelUseView(withScale(deps, model), await deps.fleet.routeTable()));
     if (model.metadata.version !== undefined) c.header('ETag', `"${model.metadata.version}"`);
     return c.json<ModelView>(await withRollout(deps, model));
+  });
+
+  // Checked as an add, written nowhere: the model and the objects Kubernetes would be given.
+  app.post('/', adminOnly, async (c, next) => {
+    if (c.req.query('dry_run') !== 'true') return next();
+    const { spec, origin } = await deps.catalog.preview(stripMetadata(await rawJson(c)));
+    return c.json<ModelManifests>({ model: spec, dry_run: true, ...(await objectsOf(deps, spec, origin)) });
+  });
+
+  app.get('/:name/manifests', adminOnly, async (c) => {
+    const { metadata: _m, status, ...spec } = await deps.catalog.get(c.req.param('name'));
+    return c.json<ModelManifests>({ model: spec, objects: await deps.fleet.manifests(spec, status.origin) });
   });
 
   app.post('/', adminOnly, async (c) => {
@@ -167,4 +183,18 @@ function expectedVersion(c: Parameters<typeof ifMatchVersion>[0], body: unknown)
   if (fromHeader !== undefined) return fromHeader;
   const version = (body as { metadata?: { version?: unknown } } | null)?.metadata?.version;
   return typeof version === 'number' ? version : undefined;
+}
+
+/** The objects a dry run of an add shows; where engines run on agents, none, and why. */
+async function objectsOf(
+  deps: Pick<ModelRouteDeps, 'fleet'>,
+  spec: ModelSpec,
+  origin: Origin | undefined,
+): Promise<Pick<ModelManifests, 'objects' | 'note'>> {
+  try {
+    return { objects: await deps.fleet.manifests(spec, origin) };
+  } catch (e) {
+    if (!isLlmgwError(e) || e.code !== 'precondition_failed') throw e;
+    return { objects: null, note: e.message };
+  }
 }

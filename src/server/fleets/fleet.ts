@@ -46,6 +46,12 @@ export interface Fleet {
   checkRoll(model: string, next: ModelSpec, o: Pick<RollOptions, 'inPlace'>): Promise<number>;
   /** Rolls a change of a model's spec over its replicas; `write` stores the new spec. */
   rollModel(model: string, next: ModelSpec, o: RollOptions, write: () => Promise<void>): Promise<RolloutView>;
+  /**
+   * The Kubernetes objects this fleet would write for a model as `spec` says, written nowhere
+   * (`ctl model add --dry-run -o yaml`); refused (precondition_failed) where engines run on agents.
+   * Secrets (engine keys, hub.token) are llmgw's own and not among them.
+   */
+  manifests(spec: ModelSpec, origin: Origin | undefined): Promise<Record<string, unknown>[]>;
   /** A model's latest rollout; undefined when it never had one (or the fleet keeps none). */
   rollout(model: string): Promise<RolloutView | undefined>;
   /** What the gateway routes to: the replicas that answer, and every model of the catalog. */

@@ -90,6 +90,27 @@ export class Catalog {
   }
 
   async add(input: unknown, actor: string): Promise<ModelView> {
+    const { spec, resolved } = await this.#checkedNew(input);
+    const record = this.#o.origins.record(spec.name, resolved);
+    const stored = await this.#o.store.transaction(async (tx) => {
+      const created = await tx.models.create(spec, actor);
+      await tx.origins.put(record);
+      return created;
+    });
+    return this.#changed(storedView(stored, record));
+  }
+
+  /**
+   * A model as `add` would store it, refused as `add` refuses it, nothing written: its spec
+   * and what its source resolved to (`ctl model add --dry-run`).
+   */
+  async preview(input: unknown): Promise<{ spec: ModelSpec; origin: Origin | undefined }> {
+    const { spec, resolved } = await this.#checkedNew(input);
+    return { spec, origin: resolved.origin ?? undefined };
+  }
+
+  /** A new model checked as `add` checks it, its source resolved; refused as add refuses. */
+  async #checkedNew(input: unknown): Promise<{ spec: ModelSpec; resolved: Resolution }> {
     const spec = validated(input);
     if (this.#declared(spec.name) !== undefined) {
       throw new LlmgwError(
@@ -106,13 +127,7 @@ export class Catalog {
     }
     const resolved = await this.#o.origins.resolve(spec.source);
     refuseUnsplitHeads(spec, resolved.shape);
-    const record = this.#o.origins.record(spec.name, resolved);
-    const stored = await this.#o.store.transaction(async (tx) => {
-      const created = await tx.models.create(spec, actor);
-      await tx.origins.put(record);
-      return created;
-    });
-    return this.#changed(storedView(stored, record));
+    return { spec, resolved };
   }
 
   /** Replaces a stored model's spec; `expectVersion` refuses if it changed since read. */

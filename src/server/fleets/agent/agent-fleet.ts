@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 
 import type { ModelSpec } from '../../../catalog/model-spec.js';
-import { messageOf } from '../../../core/errors.js';
+import { LlmgwError, messageOf } from '../../../core/errors.js';
 import type { HubAccess } from '../../../models/hub.js';
 import type { Origin } from '../../../models/origin.js';
 import type { AgentMessage } from '../../../protocol/agent-protocol.js';
@@ -260,6 +260,16 @@ export class AgentFleet implements Fleet, HubListener {
     write: () => Promise<void>,
   ): Promise<RolloutView> {
     return this.#rollouts.rollModel(model, next, o, write);
+  }
+
+  /** Agents run the engines here: there is nothing Kubernetes would be given. */
+  manifests(): Promise<Record<string, unknown>[]> {
+    return Promise.reject(
+      new LlmgwError(
+        'precondition_failed',
+        'this control plane runs engines on its node agents and writes no Kubernetes objects: add a kubernetes section to its settings to run engines as Kubernetes pods (docs/kubernetes.md)',
+      ),
+    );
   }
 
   rollout(model: string): Promise<RolloutView | undefined> {

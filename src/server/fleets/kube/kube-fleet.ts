@@ -24,7 +24,7 @@ import { catalogEntry, replicaOfModel, routeReplica } from '../route-entries.js'
 
 import { ModelKeys } from './model-keys.js';
 import { podLogs } from './pod-logs.js';
-import { chooseProfile, WorkloadWriter, type HubSettings, type Wanted } from './workload-writer.js';
+import { chooseProfile, hubInput, WorkloadWriter, type HubSettings, type Wanted } from './workload-writer.js';
 
 /** Said to an agent that dials a control plane in Kubernetes mode, and to `ctl node token` there. */
 export const kubernetesTakesNoAgents =
@@ -285,6 +285,29 @@ export class KubeFleet implements Fleet {
       replaced: 0,
       total,
     };
+  }
+
+  /** The workload the next pass would write for `spec`, beside what the cluster runs now. */
+  manifests(spec: ModelSpec, origin: Origin | undefined): Promise<Record<string, unknown>[]> {
+    const { pods, llamaParallel, hub } = this.#o.settings();
+    const nodes = this.#o.cluster.nodes();
+    const existing = new Map(this.#o.cluster.workloads().map((w) => [w.metadata?.name ?? '', w]));
+    const offered = new Set(nodes.flatMap((n) => offersOf(n).map((o) => o.class)));
+    const profile = chooseProfile(spec, offered, existing);
+    const kind = profile.nodes > 1 ? 'LeaderWorkerSet' : 'Deployment';
+    const current = existing.get(workloadName(spec.name, profile.name));
+    const workload = this.#writer.compose(
+      { spec, profile, replicas: this.#o.scaledReplicas?.(spec) ?? spec.replicas },
+      current?.kind === kind ? current : undefined,
+      {
+        origin,
+        pods,
+        llamaParallel,
+        products: productsByClass(nodes.map((n) => ({ labels: n.metadata?.labels }))),
+        hub: hubInput(hub),
+      },
+    );
+    return Promise.resolve([JSON.parse(JSON.stringify(workload)) as Record<string, unknown>]);
   }
 
   /** None is kept: the Deployment's rollout status is Kubernetes'. */

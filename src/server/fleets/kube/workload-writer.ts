@@ -87,13 +87,48 @@ export class WorkloadWriter {
       else await this.#cluster.apply(hubTokenSecret(namespace, token));
       this.#hubToken = token;
     }
-    return {
-      endpoint: settings?.endpoint,
-      tokenSecret: token === undefined ? undefined : { name: hubTokenSecretName, key: hubTokenSecretKey },
-    };
+    return hubInput(settings);
   }
 
   async write(w: Wanted, current: Workload | undefined, c: WriteContext): Promise<void> {
+    const { spec } = w;
+    const { pods } = c;
+    const workload = this.compose(w, current, c);
+    const name = workload.metadata?.name ?? '';
+    const restartedAt = templateAnnotations(workload)?.[restartedAtAnnotation];
+    // The Secret is read once a minute per model (and after a failed pass): not on every pass.
+    if (!this.#secretsOk.has(spec.name)) {
+      const key = await this.#keys.keyOf(spec.name);
+      const secret = await this.#cluster.readSecret(secretName(spec.name));
+      const stored = secret?.data?.[engineKeySecretKey];
+      if (stored === undefined || Buffer.from(stored, 'base64').toString('utf8') !== key)
+        await this.#cluster.apply(engineKeySecret(spec.name, pods.namespace, key));
+      this.#secretsOk.add(spec.name);
+    }
+    const same =
+      current !== undefined &&
+      current.kind === workload.kind &&
+      current.metadata?.annotations?.[specHashAnnotation] ===
+        workload.metadata?.annotations?.[specHashAnnotation] &&
+      current.spec?.replicas === w.replicas &&
+      templateAnnotations(current)?.[restartedAtAnnotation] === restartedAt;
+    if (same) return;
+    this.#logger.info(
+      {
+        object: `${workload.kind}/${name}`,
+        replicas: w.replicas,
+        hash: workload.metadata?.annotations?.[specHashAnnotation],
+      },
+      current === undefined ? 'creating' : 'updating',
+    );
+    await this.#cluster.apply(workload);
+  }
+
+  /**
+   * The workload (Deployment or LeaderWorkerSet) a model is written as, beside `current`, its
+   * rolling restart kept: what `write` applies, and what `ctl model add --dry-run -o yaml` prints.
+   */
+  compose(w: Wanted, current: Workload | undefined, c: WriteContext): Workload {
     const { spec, profile } = w;
     const { origin, pods, llamaParallel, products } = c;
     if (profile.nodes > 1 && !this.#cluster.leaderWorkerSets) {
@@ -130,32 +165,7 @@ export class WorkloadWriter {
         };
       }
     }
-    // The Secret is read once a minute per model (and after a failed pass): not on every pass.
-    if (!this.#secretsOk.has(spec.name)) {
-      const key = await this.#keys.keyOf(spec.name);
-      const secret = await this.#cluster.readSecret(secretName(spec.name));
-      const stored = secret?.data?.[engineKeySecretKey];
-      if (stored === undefined || Buffer.from(stored, 'base64').toString('utf8') !== key)
-        await this.#cluster.apply(engineKeySecret(spec.name, pods.namespace, key));
-      this.#secretsOk.add(spec.name);
-    }
-    const same =
-      current !== undefined &&
-      current.kind === workload.kind &&
-      current.metadata?.annotations?.[specHashAnnotation] ===
-        workload.metadata?.annotations?.[specHashAnnotation] &&
-      current.spec?.replicas === w.replicas &&
-      templateAnnotations(current)?.[restartedAtAnnotation] === restartedAt;
-    if (same) return;
-    this.#logger.info(
-      {
-        object: `${workload.kind}/${name}`,
-        replicas: w.replicas,
-        hash: workload.metadata?.annotations?.[specHashAnnotation],
-      },
-      current === undefined ? 'creating' : 'updating',
-    );
-    await this.#cluster.apply(workload);
+    return workload;
   }
 
   /** Whether a pod of this model's profile waits for the scheduler to find it a node. */
@@ -190,6 +200,15 @@ export function chooseProfile(
     spec.profiles.find((p) => isCpuProfile(p) || (p.gpu_class !== undefined && offered.has(p.gpu_class))) ??
     first
   );
+}
+
+/** hub.endpoint, and the Secret of hub.token the download init containers read when one is set. */
+export function hubInput(settings: HubSettings | undefined): WorkloadInput['hub'] {
+  return {
+    endpoint: settings?.endpoint,
+    tokenSecret:
+      settings?.token === undefined ? undefined : { name: hubTokenSecretName, key: hubTokenSecretKey },
+  };
 }
 
 function templateAnnotations(w: Workload | undefined): Record<string, string> | undefined {
