@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { ContainersSettings } from '../config/schema.js';
 import { messageOf } from '../core/errors.js';
 
+import { chooseApiVersion } from './shards/container/api-version.js';
 import type { DaemonKind, GpuRequestKind } from './shards/container/types.js';
 
 /**
@@ -28,6 +29,7 @@ export interface DaemonInfo {
   address: DaemonAddress;
   kind: DaemonKind;
   version: string;
+  /** Docker: the API version the agent speaks to it (negotiated); Podman: its libpod API version. */
   apiVersion: string;
   /** Runtimes the daemon lists (/info Runtimes): `nvidia` is the NVIDIA Container Toolkit's. */
   runtimes: string[];
@@ -109,6 +111,7 @@ export async function probeDaemon(
       const version = JSON.parse((await daemonGet(address.url, '/version', timeoutMs)).body) as {
         Version?: string;
         ApiVersion?: string;
+        MinAPIVersion?: string;
         Components?: { Name?: string }[];
       };
       const info = JSON.parse((await daemonGet(address.url, '/info', timeoutMs)).body) as {
@@ -123,15 +126,21 @@ export async function probeDaemon(
         throw new Error(
           `it is ${kind === 'podman' ? 'Podman' : 'Docker'}, but agent.containers.runtime is ${settings.runtime}: set it to ${kind} or auto, or point agent.containers.host at the ${settings.runtime} socket`,
         );
+      // Podman's /version gives its Docker-compatible API version; the agent speaks libpod's.
+      const libpod = podman ? headerText(ping.headers['libpod-api-version']) : undefined;
+      // Refused, in words, where the daemon and the agent share no API version.
+      const spoken = chooseApiVersion({
+        kind,
+        version: version.Version ?? '',
+        apiVersion: podman ? libpod : version.ApiVersion,
+        minApiVersion: podman ? undefined : version.MinAPIVersion,
+      });
       return {
         address,
         kind,
         version: version.Version ?? 'unknown',
-        // Podman's /version gives its Docker-compatible API version; the agent speaks libpod's.
-        apiVersion:
-          (podman ? headerText(ping.headers['libpod-api-version']) : undefined) ??
-          version.ApiVersion ??
-          'unknown',
+        // Docker: the version the agent would speak; Podman: the daemon's libpod API.
+        apiVersion: libpod ?? spoken,
         runtimes: Object.keys(info.Runtimes ?? {}).sort(),
         cdi: podman || (Array.isArray(info.CDISpecDirs) && info.CDISpecDirs.length > 0),
       };

@@ -45,6 +45,8 @@ export interface FakePodmanOptions {
   images?: string[];
   /** The `State.Pid` a running container reports (a host pid; default 4242). */
   pid?: number;
+  /** The libpod API version its pings name (default 5.2.2). */
+  apiVersion?: string;
 }
 
 export async function startFakePodman(options: FakePodmanOptions = {}): Promise<FakePodman> {
@@ -77,12 +79,18 @@ export async function startFakePodman(options: FakePodmanOptions = {}): Promise<
       requests.push({ method: req.method ?? '', url: `${url.pathname}${url.search}`, body });
       const path = url.pathname;
       if (path === '/version') {
-        json(res, 200, { Version: '5.2.2', Components: [{ Name: 'Podman Engine', Version: '5.2.2' }] });
+        const version = options.apiVersion ?? '5.2.2';
+        json(res, 200, { Version: version, Components: [{ Name: 'Podman Engine', Version: version }] });
         return;
       }
       // Podman's Docker-compatible ping and info, which the agent's probe asks first.
-      if (path === '/_ping') {
-        res.writeHead(200, { 'content-type': 'text/plain', 'libpod-api-version': '5.2.2' }).end('OK');
+      if (path === '/_ping' || path === '/libpod/_ping') {
+        res
+          .writeHead(200, {
+            'content-type': 'text/plain',
+            'libpod-api-version': options.apiVersion ?? '5.2.2',
+          })
+          .end('OK');
         return;
       }
       if (path === '/info') {

@@ -1,5 +1,12 @@
 import http from 'node:http';
 
+import {
+  chooseApiVersion,
+  dockerApiRange,
+  isVersionRefused,
+  podmanApiVersion,
+  type DaemonApi,
+} from './api-version.js';
 import type { DaemonKind } from './types.js';
 
 /**
@@ -64,47 +71,68 @@ export interface DaemonRequest {
   signal?: AbortSignal;
 }
 
-/** Docker's API version this client speaks: Docker 20.10 (Debian 12) has it, newer daemons accept it. */
-export const dockerApiVersion = '1.41';
-/** Podman's libpod API version in paths: Podman 4.0 and later answer it. */
-export const podmanApiVersion = '4.0.0';
-
 export class DaemonClient {
   readonly endpoint: DaemonEndpoint;
   readonly kind: DaemonKind;
-  /** Daemon's version, from GET /version. */
-  readonly version: string;
+  #version: string;
+  #apiVersion: string;
+  #renegotiating: Promise<void> | undefined;
 
-  constructor(endpoint: DaemonEndpoint, kind: DaemonKind, version = '') {
+  constructor(endpoint: DaemonEndpoint, kind: DaemonKind, version = '', apiVersion?: string) {
     this.endpoint = endpoint;
     this.kind = kind;
-    this.version = version;
+    this.#version = version;
+    this.#apiVersion = apiVersion ?? (kind === 'podman' ? podmanApiVersion : dockerApiRange.min);
+  }
+
+  /** Daemon's version, from GET /version (as of the last negotiation). */
+  get version(): string {
+    return this.#version;
+  }
+
+  /** The API version in this client's paths, negotiated with the daemon (`1.52`, `4.0.0`). */
+  get apiVersion(): string {
+    return this.#apiVersion;
   }
 
   /**
-   * Asks `GET /version` and tells Docker from Podman (Podman lists a "Podman Engine"
-   * component). `kind`: what the settings say; `auto` takes what the daemon says.
+   * Asks the daemon what it is and which API versions it speaks (unversioned `GET
+   * /version`, and Podman's `GET /libpod/_ping`), tells Docker from Podman (Podman lists a
+   * "Podman Engine" component) and keeps the highest API version both sides speak.
+   * `kind`: what the settings say; `auto` takes what the daemon says. Refused
+   * (ApiVersionRefusal) when the daemon and llmgw share no API version.
    */
   static async connect(host: string, kind: DaemonKind | 'auto' = 'auto'): Promise<DaemonClient> {
     const endpoint = parseDaemonHost(host);
-    const res = await send(endpoint, { method: 'GET', path: '/version', timeoutMs: 5000 });
-    const body = await readAll(res);
-    if ((res.statusCode ?? 0) !== 200)
-      throw new DaemonError(
-        res.statusCode ?? 0,
-        `GET /version answered ${res.statusCode}: ${body.toString()}`,
-      );
-    const version = detectDaemon(JSON.parse(body.toString()) as unknown);
-    if (kind !== 'auto' && kind !== version.kind)
+    const api = await askDaemonApi(endpoint);
+    if (kind !== 'auto' && kind !== api.kind)
       throw new Error(
-        `${describeEndpoint(endpoint)} is ${version.kind === 'podman' ? 'Podman' : 'Docker'} ${version.version}, but agent.containers.runtime says ${kind}`,
+        `${describeEndpoint(endpoint)} is ${api.kind === 'podman' ? 'Podman' : 'Docker'} ${api.version}, but agent.containers.runtime says ${kind}`,
       );
-    return new DaemonClient(endpoint, version.kind, version.version);
+    return new DaemonClient(endpoint, api.kind, api.version, chooseApiVersion(api));
   }
 
-  /** The versioned path: `/v1.41/containers/create`, `/v4.0.0/libpod/containers/create`. */
+  /** Asks the daemon's versions again (it was upgraded or downgraded since) and chooses anew. */
+  renegotiate(): Promise<void> {
+    this.#renegotiating ??= (async () => {
+      try {
+        const api = await askDaemonApi(this.endpoint);
+        if (api.kind !== this.kind)
+          throw new Error(
+            `${describeEndpoint(this.endpoint)} is now ${api.kind === 'podman' ? 'Podman' : 'Docker'} ${api.version}; restart the agent to use it`,
+          );
+        this.#apiVersion = chooseApiVersion(api);
+        this.#version = api.version;
+      } finally {
+        this.#renegotiating = undefined;
+      }
+    })();
+    return this.#renegotiating;
+  }
+
+  /** The versioned path: `/v1.52/containers/create`, `/v4.0.0/libpod/containers/create`. */
   url(path: string, query?: DaemonRequest['query']): string {
-    const prefix = this.kind === 'podman' ? `/v${podmanApiVersion}/libpod` : `/v${dockerApiVersion}`;
+    const prefix = this.kind === 'podman' ? `/v${this.#apiVersion}/libpod` : `/v${this.#apiVersion}`;
     return `${prefix}${path}${queryString(query)}`;
   }
 
@@ -112,10 +140,7 @@ export class DaemonClient {
   async call(req: DaemonRequest): Promise<{ status: number; body: Buffer }> {
     const res = await this.open(req);
     const body = await readAll(res);
-    const status = res.statusCode ?? 0;
-    if (status >= 400)
-      throw new DaemonError(status, errorMessage(body) ?? `${req.method} ${req.path} answered ${status}`);
-    return { status, body };
+    return { status: res.statusCode ?? 0, body };
   }
 
   async json<T>(req: DaemonRequest): Promise<T> {
@@ -123,8 +148,24 @@ export class DaemonClient {
     return (body.length === 0 ? undefined : JSON.parse(body.toString())) as T;
   }
 
-  /** A request whose answer streams (logs, pulls, waits); an error status throws as for call(). */
+  /**
+   * A request whose answer streams (logs, pulls, waits); an error status throws as for
+   * call(). A daemon that refuses the negotiated version (upgraded under the agent) is
+   * asked its versions again, once, and the request made again at the new one.
+   */
   async open(req: DaemonRequest): Promise<http.IncomingMessage> {
+    const spoken = this.#apiVersion;
+    try {
+      return await this.#open(req);
+    } catch (e) {
+      if (!(e instanceof DaemonError) || !isVersionRefused(e.status, e.message)) throw e;
+      if (this.#apiVersion === spoken) await this.renegotiate();
+      if (this.#apiVersion === spoken) throw e;
+      return this.#open(req);
+    }
+  }
+
+  async #open(req: DaemonRequest): Promise<http.IncomingMessage> {
     const res = await send(this.endpoint, { ...req, path: this.url(req.path, req.query), query: undefined });
     const status = res.statusCode ?? 0;
     if (status >= 400) {
@@ -133,6 +174,40 @@ export class DaemonClient {
     }
     return res;
   }
+}
+
+/** What the daemon at `endpoint` is and which API versions it speaks, from its unversioned answers. */
+async function askDaemonApi(endpoint: DaemonEndpoint): Promise<DaemonApi> {
+  const res = await send(endpoint, { method: 'GET', path: '/version', timeoutMs: 5000 });
+  const body = await readAll(res);
+  if ((res.statusCode ?? 0) !== 200)
+    throw new DaemonError(res.statusCode ?? 0, `GET /version answered ${res.statusCode}: ${body.toString()}`);
+  const parsed = JSON.parse(body.toString()) as unknown;
+  const { kind } = detectDaemon(parsed);
+  // Podman's /version gives its Docker-compatible API; its ping names the libpod one the agent speaks.
+  const ping =
+    kind === 'podman'
+      ? await send(endpoint, { method: 'GET', path: '/libpod/_ping', timeoutMs: 5000 })
+      : undefined;
+  if (ping !== undefined) await readAll(ping);
+  const libpod = ping?.statusCode === 200 ? headerText(ping.headers['libpod-api-version']) : undefined;
+  return daemonApi(parsed, libpod);
+}
+
+/** The daemon's kind, version and API versions, from its `/version` (and Podman's ping header). */
+export function daemonApi(versionBody: unknown, libpodApiVersion?: string): DaemonApi {
+  const { kind, version } = detectDaemon(versionBody);
+  const v = (typeof versionBody === 'object' && versionBody !== null ? versionBody : {}) as {
+    ApiVersion?: unknown;
+    MinAPIVersion?: unknown;
+  };
+  const text = (x: unknown): string | undefined => (typeof x === 'string' && x !== '' ? x : undefined);
+  if (kind === 'podman') return { kind, version, apiVersion: libpodApiVersion, minApiVersion: undefined };
+  return { kind, version, apiVersion: text(v.ApiVersion), minApiVersion: text(v.MinAPIVersion) };
+}
+
+function headerText(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
 }
 
 /** Docker or Podman, and its version, from a GET /version answer. */

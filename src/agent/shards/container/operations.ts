@@ -7,7 +7,7 @@ import { containerLabels } from './types.js';
 
 /**
  * The container calls the supervisor makes, for Docker and Podman alike: the paths are
- * the same under each API's prefix (`/v1.41`, `/v4.0.0/libpod`); the bodies and a few
+ * the same under each API's prefix (`/v1.52` or the version negotiated, `/v4.0.0/libpod`); the bodies and a few
  * answers differ.
  */
 

@@ -23,6 +23,10 @@ describe('PullProgress', () => {
     expect(p.progress().done).toBe(7000);
     p.take({ errorDetail: { message: 'toomanyrequests' }, error: 'toomanyrequests: rate limit' });
     expect(p.error).toBe('toomanyrequests: rate limit');
+    // From API 1.48 a daemon may send only errorDetail.
+    const q = new PullProgress(() => 0);
+    q.take({ errorDetail: { message: 'manifest unknown' } });
+    expect(q.error).toBe('manifest unknown');
   });
 
   it("takes Podman's text lines as status, with no byte counts", () => {

@@ -37,11 +37,17 @@ export class PullProgress {
       id?: unknown;
       status?: unknown;
       error?: unknown;
+      errorDetail?: unknown;
       progressDetail?: unknown;
       stream?: unknown;
     };
-    if (typeof e.error === 'string') {
-      this.error = e.error;
+    // API 1.48 deprecates `error` for `errorDetail.message`, which a later daemon may send alone.
+    const detail = (typeof e.errorDetail === 'object' && e.errorDetail !== null ? e.errorDetail : {}) as {
+      message?: unknown;
+    };
+    const error = typeof e.error === 'string' ? e.error : detail.message;
+    if (typeof error === 'string') {
+      this.error = error;
       return false;
     }
     // Podman's libpod pull writes text lines ({"stream": "Copying blob …"}), no byte counts.
@@ -53,15 +59,16 @@ export class PullProgress {
     this.lastStatus = typeof e.id === 'string' ? `${e.id}: ${e.status}` : e.status;
     if (typeof e.id !== 'string') return false;
     const layer = this.#layers.get(e.id) ?? { done: 0, total: 0 };
-    const detail = (
+    const progressDetail = (
       typeof e.progressDetail === 'object' && e.progressDetail !== null ? e.progressDetail : {}
     ) as {
       current?: unknown;
       total?: unknown;
     };
-    if (e.status === 'Downloading' && typeof detail.current === 'number') {
-      layer.done = detail.current;
-      if (typeof detail.total === 'number' && detail.total > 0) layer.total = detail.total;
+    if (e.status === 'Downloading' && typeof progressDetail.current === 'number') {
+      layer.done = progressDetail.current;
+      if (typeof progressDetail.total === 'number' && progressDetail.total > 0)
+        layer.total = progressDetail.total;
     } else if (
       e.status === 'Download complete' ||
       e.status === 'Pull complete' ||

@@ -98,7 +98,7 @@ export function createRequest(kind: DaemonKind, spec: ContainerSpec): CreateRequ
   return kind === 'podman' ? podmanCreate(spec) : dockerCreate(spec);
 }
 
-/** Docker Engine API `POST /containers/create?name=…` (API 1.41; newer daemons accept it). */
+/** Docker Engine API `POST /containers/create?name=…`: the same body from API 1.41 to 1.52 (see api-version.ts). */
 export function dockerCreate(spec: ContainerSpec): CreateRequest {
   const c = spec.container;
   const host: Record<string, unknown> = {
