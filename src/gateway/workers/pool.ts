@@ -20,6 +20,7 @@ import { BreakerBoard } from './breaker-board.js';
 import { sumCounts } from './counts.js';
 import { InFlightLedger } from './ledger.js';
 import { PeerSums } from './peer-sums.js';
+import { serverHandleFactory, type TcpHandle } from './server-handle.js';
 import type { Call, ToPrimary, ToWorker, WireError, WorkerInit } from './messages.js';
 import { aggregateMetrics, type MetricJson } from './metrics.js';
 import type { PrimaryServices } from './primary-services.js';
@@ -51,11 +52,6 @@ interface Slot {
 const healthyLifeMs = 30_000;
 const backoffMs = (failures: number) => Math.min(10_000, 100 * 2 ** Math.max(0, failures - 1));
 
-type TcpHandle = object & {
-  getsockname(out: { port?: number }): number;
-  close(): void;
-};
-
 /** The error of listening on host:port now, if any. */
 function listenError(host: string | undefined, port: number): Promise<NodeJS.ErrnoException | undefined> {
   return new Promise((resolve) => {
@@ -71,11 +67,7 @@ function listenError(host: string | undefined, port: number): Promise<NodeJS.Err
  * cluster module does the same for its shared handles.
  */
 async function bindHandle(host: string | undefined, port: number): Promise<TcpHandle> {
-  const create = (
-    net as unknown as {
-      _createServerHandle: (address: string, port: number, addressType: number) => TcpHandle | number;
-    }
-  )._createServerHandle;
+  const create = serverHandleFactory(net, process.version);
   const tries: [string, number][] = [];
   if (host === undefined || host === '') tries.push(['::', 6], ['0.0.0.0', 4]);
   else if (net.isIP(host) !== 0) tries.push([host, net.isIP(host)]);
