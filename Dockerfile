@@ -2,7 +2,15 @@
 # The Helm chart (deploy/helm/llmgw) runs it as `llmgw server`, and its model-download init
 # containers as `llmgw`. Engines are not in it: they run from their own images.
 #   docker build -t llmgw:dev .
-FROM node:20-bookworm-slim AS build
+#
+# The base: Node 24 LTS (Node 20 is past its end of life), pinned by digest so a rebuild gets
+# the same image and a moved tag changes nothing unseen. The digest is the tag's multi-platform
+# index (amd64, arm64, ppc64le). To update it, read the tag's current one and replace it below:
+#   docker buildx imagetools inspect node:24-bookworm-slim     # the "Digest:" line
+# Another base for one build: --build-arg NODE_IMAGE=node:22-bookworm-slim@sha256:<digest>
+ARG NODE_IMAGE=node:24-bookworm-slim@sha256:a9f5f7c91a432850b2a8a7797adf5eadb6c733ceed61167806cee7ea7fbc29df
+
+FROM ${NODE_IMAGE} AS build
 # better-sqlite3 and koffi fall back to compiling when no prebuilt binary fits.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
@@ -13,7 +21,7 @@ RUN npm ci --ignore-scripts && npm rebuild better-sqlite3 koffi
 COPY . .
 RUN npm run build && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM ${NODE_IMAGE}
 WORKDIR /app
 COPY --from=build /app/package.json /app/package-lock.json ./
 COPY --from=build /app/bin ./bin
