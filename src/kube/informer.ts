@@ -2,6 +2,8 @@ import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 
 import type { RequestOptions as HttpsRequestOptions } from 'node:https';
 
+import { messageOf } from '../core/errors.js';
+
 import {
   classifyWatchFailure,
   SilentWatchError,
@@ -65,7 +67,8 @@ const key = (o: KubernetesObject) => `${o.metadata?.namespace ?? ''}/${o.metadat
 export async function startInformer<T extends KubernetesObject>(o: InformerOptions<T>): Promise<Informer<T>> {
   let objects = new Map<string, T>();
   let rv = '';
-  let stopped = false;
+  const life = new AbortController();
+  const stopped = () => life.signal.aborted;
   let current: AbortController | undefined;
   let wake: (() => void) | undefined;
   const { timeoutSeconds, marginMs, retryMs } = o.settings;
@@ -73,6 +76,7 @@ export async function startInformer<T extends KubernetesObject>(o: InformerOptio
 
   const relist = async () => {
     const l = await o.list();
+    if (stopped()) return;
     objects = new Map(l.items.map((i) => [key(i), i]));
     rv = l.metadata?.resourceVersion ?? '';
     o.onChange();
@@ -123,7 +127,7 @@ export async function startInformer<T extends KubernetesObject>(o: InformerOptio
   await relist();
   void (async () => {
     let listFirst = false;
-    while (!stopped) {
+    while (!stopped()) {
       const started = Date.now();
       try {
         if (listFirst) await relist();
@@ -134,7 +138,7 @@ export async function startInformer<T extends KubernetesObject>(o: InformerOptio
         if (delivered || Date.now() - started >= 1000) health.working();
         else await pause(retryMs);
       } catch (e) {
-        if (stopped) return;
+        if (stopped()) return;
         listFirst = true;
         const f = classifyWatchFailure(e);
         if (f.gone) continue;
@@ -147,7 +151,7 @@ export async function startInformer<T extends KubernetesObject>(o: InformerOptio
   return {
     list: () => [...objects.values()],
     stop() {
-      stopped = true;
+      life.abort();
       current?.abort();
       wake?.();
     },
@@ -176,7 +180,7 @@ async function streamWatch<T>(
       settled = true;
       req.destroy();
       if (e === undefined) resolve();
-      else reject(e instanceof Error ? e : new Error(String(e)));
+      else reject(e instanceof Error ? e : new Error(messageOf(e)));
     };
     const fail = (e: unknown) => settle(signal.aborted ? (signal.reason as unknown) : e);
     const req = request(url, { ...options, method: 'GET', signal }, (res) => {

@@ -13,7 +13,7 @@ import {
 const status = (code: number, message: string) => JSON.stringify({ kind: 'Status', code, message });
 
 describe('classifyWatchFailure', () => {
-  it.each([
+  const rows: { e: unknown; kind: string; message: string; gone: boolean }[] = [
     {
       e: new WatchStatusError(500, status(500, 'Internal error occurred: etcdserver: request timed out')),
       kind: 'http 500',
@@ -45,7 +45,8 @@ describe('classifyWatchFailure', () => {
       message: 'the ServiceAccount may not list pods',
       gone: false,
     },
-  ])('$kind', ({ e, kind, message, gone }) => {
+  ];
+  it.each(rows)('$kind', ({ e, kind, message, gone }) => {
     expect(classifyWatchFailure(e)).toEqual({ kind, message, gone });
   });
 });

@@ -89,10 +89,15 @@ export const internalError = (message: string) =>
 /** A custom resource's PUT without metadata.resourceVersion (CRDs allow no unconditional update). */
 export const updateNeedsResourceVersion = (rt: ResourceType, name: string) => {
   const message = 'Invalid value: 0x0: must be specified for an update';
-  return failure(422, 'Invalid', `${qualifiedName(rt)} "${name}" is invalid: metadata.resourceVersion: ${message}`, {
-    ...details(rt, name),
-    causes: [{ reason: 'FieldValueInvalid', message, field: 'metadata.resourceVersion' }],
-  });
+  return failure(
+    422,
+    'Invalid',
+    `${qualifiedName(rt)} "${name}" is invalid: metadata.resourceVersion: ${message}`,
+    {
+      ...details(rt, name),
+      causes: [{ reason: 'FieldValueInvalid', message, field: 'metadata.resourceVersion' }],
+    },
+  );
 };
 export const pathNotFound = () =>
   failure(404, 'NotFound', 'the server could not find the requested resource');

@@ -474,7 +474,11 @@ export class HttpFront {
       case 'PUT': {
         const body = parseJson(await readBody(req), 'Object cannot be handled') as KubeObject;
         // Custom resources allow no unconditional update (their strategy's AllowUnconditionalUpdate is false).
-        if (!BUILTIN_GROUPS.has(rt.group) && subresource !== 'scale' && !(body as Partial<KubeObject> | null)?.metadata?.resourceVersion)
+        if (
+          !BUILTIN_GROUPS.has(rt.group) &&
+          subresource !== 'scale' &&
+          !(body as Partial<KubeObject> | null)?.metadata?.resourceVersion
+        )
           throw updateNeedsResourceVersion(rt, name);
         if (subresource === 'scale') {
           this.#send(res, 200, this.#setScale(rt, namespace, name, body));
