@@ -12,13 +12,15 @@ import type { RequestOptions as HttpsRequestOptions } from 'node:https';
 import { LlmgwError } from '../core/errors.js';
 
 import { apiStatus, kubeError } from './errors.js';
+import { defaultWatchSettings, startInformer, type ListResult, type WatchSettings } from './informer.js';
 import type { KDeployment, KNode, KPod, KSecret } from './kube-types.js';
 import { lwsApiVersion, type LeaderWorkerSet, type Workload } from './manifests.js';
 import { managedBy } from './names.js';
+import type { WatchLogger } from './watch-health.js';
 
 /**
- * The Kubernetes API as llmgw uses it: informers (list, then watch from the list's
- * resourceVersion, started again after an error) over the nodes, llmgw's pods, Deployments and
+ * The Kubernetes API as llmgw uses it: informers (informer.ts: list, then watch with bookmarks;
+ * list and watch again after any failure, logged once) over the nodes, llmgw's pods, Deployments and
  * LeaderWorkerSets of its namespace; and create-or-replace and delete of the objects it owns.
  * @kubernetes/client-node is imported here only, lazily: llmgw's start stays fast off Kubernetes.
  */
@@ -67,7 +69,13 @@ function asApi<T>(o: object): T {
 }
 
 const lws = { group: 'leaderworkerset.x-k8s.io', version: 'v1', plural: 'leaderworkersets' };
-const retryMs = 2000;
+
+export interface ConnectOptions {
+  /** Where watch failures (and their recovery) are told, once each. */
+  log: WatchLogger;
+  /** Tests shorten these. */
+  watch?: Partial<WatchSettings>;
+}
 
 /** The KubeConfig: kubernetes.kubeconfig (and context), else in-cluster, else KUBECONFIG / ~/.kube/config. */
 async function loadConfig(c: KubeConnection): Promise<KubeConfig> {
@@ -100,7 +108,7 @@ async function loadConfig(c: KubeConnection): Promise<KubeConfig> {
 }
 
 /** Connects, and waits for each informer's first list. Throws LlmgwError when the API refuses. */
-export async function connectCluster(c: KubeConnection): Promise<KubeCluster> {
+export async function connectCluster(c: KubeConnection, o: ConnectOptions): Promise<KubeCluster> {
   const k8s = await import('@kubernetes/client-node');
   const kc = await loadConfig(c);
   const core = kc.makeApiClient(k8s.CoreV1Api);
@@ -112,39 +120,31 @@ export async function connectCluster(c: KubeConnection): Promise<KubeCluster> {
   const changed = () => {
     for (const l of listeners) l();
   };
-  let stopped = false;
-  const timers = new Set<NodeJS.Timeout>();
+  const settings = { ...defaultWatchSettings, ...o.watch };
 
-  /** An informer started and kept running: after an error it lists and watches again. */
-  async function watchList<T extends KubernetesObject>(
+  /** An informer started and kept running (informer.ts). */
+  function watchList<T extends KubernetesObject>(
     path: string,
-    list: () => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>,
+    list: () => Promise<ListResult<T>>,
     action: Parameters<typeof kubeError>[1],
     labelSelector?: string,
   ) {
-    const informer = k8s.makeInformer<T>(
+    return startInformer<T>({
       kc,
       path,
-      async () => {
+      labelSelector,
+      resource: action.resource,
+      list: async () => {
         try {
           return await list();
         } catch (e) {
           throw kubeError(e, action);
         }
       },
-      labelSelector,
-    );
-    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, changed);
-    informer.on('error', () => {
-      if (stopped) return;
-      const t = setTimeout(() => {
-        timers.delete(t);
-        if (!stopped) void informer.start().catch(() => undefined);
-      }, retryMs);
-      timers.add(t);
+      settings,
+      log: o.log,
+      onChange: changed,
     });
-    await informer.start();
-    return informer;
   }
 
   // An informer that cannot list says so only through its error event: each list is tried once
@@ -190,10 +190,12 @@ export async function connectCluster(c: KubeConnection): Promise<KubeCluster> {
     namespace: ns,
   };
   const listLws = async () =>
-    (await custom.listNamespacedCustomObject({ ...lws, namespace: ns, labelSelector: selector })) as {
-      items: LeaderWorkerSet[];
-    };
-  let sets: { list(): readonly LeaderWorkerSet[]; stop(): Promise<void> } | undefined;
+    (await custom.listNamespacedCustomObject({
+      ...lws,
+      namespace: ns,
+      labelSelector: selector,
+    })) as ListResult<LeaderWorkerSet & KubernetesObject>;
+  let sets: { list(): readonly LeaderWorkerSet[]; stop(): void } | undefined;
   try {
     await listLws();
     sets = await watchList<LeaderWorkerSet & KubernetesObject>(
@@ -333,10 +335,9 @@ export async function connectCluster(c: KubeConnection): Promise<KubeCluster> {
       await followLog(kc, { ns, pod, ...o }, refused);
     },
 
-    async stop() {
-      stopped = true;
-      for (const t of timers) clearTimeout(t);
-      await Promise.all([nodes.stop(), pods.stop(), deployments.stop(), sets?.stop()]);
+    stop() {
+      for (const i of [nodes, pods, deployments, sets]) i?.stop();
+      return Promise.resolve();
     },
   };
 }

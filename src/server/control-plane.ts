@@ -158,7 +158,7 @@ export class ControlPlane {
     await prepareEngineKeys(store, keys);
     // Kubernetes mode: the cluster is reached (and its informers synced) before anything else starts.
     const kube = options.settings.settings.kubernetes;
-    const cluster = kube === undefined ? undefined : await connectCluster(kube);
+    const cluster = kube === undefined ? undefined : await connectCluster(kube, { log: logger });
     const origins: ModelOrigins = new ModelOrigins({
       store,
       hub: (): HubSettings => settings.current.settings.hub,

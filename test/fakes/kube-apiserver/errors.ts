@@ -84,5 +84,20 @@ export const unsupportedMediaType = (type: string) =>
     `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got ${type})`,
   );
 export const gone = (message: string) => failure(410, 'Expired', message);
+export const internalError = (message: string) =>
+  failure(500, 'InternalError', `Internal error occurred: ${message}`);
+/** A custom resource's PUT without metadata.resourceVersion (CRDs allow no unconditional update). */
+export const updateNeedsResourceVersion = (rt: ResourceType, name: string) => {
+  const message = 'Invalid value: 0x0: must be specified for an update';
+  return failure(
+    422,
+    'Invalid',
+    `${qualifiedName(rt)} "${name}" is invalid: metadata.resourceVersion: ${message}`,
+    {
+      ...details(rt, name),
+      causes: [{ reason: 'FieldValueInvalid', message, field: 'metadata.resourceVersion' }],
+    },
+  );
+};
 export const pathNotFound = () =>
   failure(404, 'NotFound', 'the server could not find the requested resource');

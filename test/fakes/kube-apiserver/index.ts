@@ -33,10 +33,15 @@
  *     waitFor<T>(fn: () => T | undefined | false, timeoutMs?): Promise<T>   polls until fn returns a truthy value
  *     setHistoryLimit(n): void; compact(): void     compact(): every watch from an older resourceVersion gets 410
  *     dropWatches(): void                            ends open watches (clients reconnect from their last resourceVersion)
+ *     silenceWatches(): void                         open watches write nothing more (no events, bookmarks or timeout end)
+ *                                    and stay open, as a connection whose peer vanished
+ *     resetWatches(): void                           breaks open watches' connections mid-stream (no clean end)
+ *     failWatches(times): void                       the next `times` watch requests get 500 InternalError
  *     forbid(verb, resource): void; allow(verb, resource): void   RBAC denies it (403 Forbidden in the authorizer's
  *                                    words) until allowed again; verb get|list|watch|create|update|patch|delete,
  *                                    resource as RBAC names it: 'pods/log', 'deployments.apps'
- *     watchStats: {gone, open}                       watches answered 410 so far, watches open now
+ *     watchStats: {gone, open, lists}                watches answered 410 so far, watches open now, lists answered
+ * A PUT of a custom resource (LeaderWorkerSet) without metadata.resourceVersion is refused 422, as CRDs are.
  *     resourceVersion: string                       the current global resourceVersion
  *     close(): Promise<void>                        ends watches, stops pods (hooks' stop), closes the port
  *
@@ -128,9 +133,12 @@ export interface FakeKubeApiServer {
   setHistoryLimit(n: number): void;
   compact(): void;
   dropWatches(): void;
+  silenceWatches(): void;
+  resetWatches(): void;
+  failWatches(times: number): void;
   forbid(verb: string, resource: string): void;
   allow(verb: string, resource: string): void;
-  readonly watchStats: { readonly gone: number; readonly open: number };
+  readonly watchStats: { readonly gone: number; readonly open: number; readonly lists: number };
   close(): Promise<void>;
 }
 
@@ -305,6 +313,9 @@ export async function startFakeKubeApiServer(opts: FakeKubeOptions = {}): Promis
     setHistoryLimit: (n) => reg.setHistoryLimit(n),
     compact: () => reg.compact(0),
     dropWatches: () => http.dropWatches(),
+    silenceWatches: () => http.silenceWatches(),
+    resetWatches: () => http.resetWatches(),
+    failWatches: (times) => http.failWatches(times),
     forbid: (verb, resource) => void http.forbidden.add(`${verb} ${resource}`),
     allow: (verb, resource) => void http.forbidden.delete(`${verb} ${resource}`),
     watchStats: http.watchStats,

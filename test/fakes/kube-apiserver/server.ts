@@ -9,6 +9,7 @@ import {
   ApiError,
   badRequest,
   gone,
+  internalError,
   invalid,
   methodNotAllowed,
   notFound,
@@ -16,6 +17,7 @@ import {
   type Status,
   unauthorized,
   unsupportedMediaType,
+  updateNeedsResourceVersion,
 } from './errors.js';
 import { jsonPatch, mergePatch, PatchError, strategicMergePatch } from './patch.js';
 import { type Change, type KubeObject, type Registry } from './registry.js';
@@ -232,12 +234,30 @@ export class HttpFront {
   /** `verb resource` pairs RBAC denies (`get pods/log`, `list deployments.apps`). */
   readonly forbidden = new Set<string>();
 
-  /** Watches answered 410 Gone so far, and those open now. */
-  readonly watchStats = { gone: 0, open: 0 };
+  /** Watches answered 410 Gone so far, and those open now; lists answered so far. */
+  readonly watchStats = { gone: 0, open: 0, lists: 0 };
 
   /** Ends every open watch, as an API server restart or its request timeout does. */
   dropWatches() {
     for (const w of this.#watches) w.end();
+  }
+
+  #silenced = new WeakSet<ServerResponse>();
+  #failWatches = 0;
+
+  /** The open watches write nothing more (events, bookmarks, their timeout's end) yet stay open. */
+  silenceWatches() {
+    for (const w of this.#watches) this.#silenced.add(w);
+  }
+
+  /** Breaks the connections of the open watches without ending their streams (a reset). */
+  resetWatches() {
+    for (const w of this.#watches) w.socket?.destroy();
+  }
+
+  /** The next `times` watch requests are answered 500 InternalError. */
+  failWatches(times: number) {
+    this.#failWatches = times;
   }
 
   async close() {
@@ -372,6 +392,7 @@ export class HttpFront {
         return;
       }
       if (method === 'GET') {
+        this.watchStats.lists++;
         this.#send(res, 200, this.#list(rt, namespace, q));
         return;
       }
@@ -452,6 +473,13 @@ export class HttpFront {
       }
       case 'PUT': {
         const body = parseJson(await readBody(req), 'Object cannot be handled') as KubeObject;
+        // Custom resources allow no unconditional update (their strategy's AllowUnconditionalUpdate is false).
+        if (
+          !BUILTIN_GROUPS.has(rt.group) &&
+          subresource !== 'scale' &&
+          !(body as Partial<KubeObject> | null)?.metadata?.resourceVersion
+        )
+          throw updateNeedsResourceVersion(rt, name);
         if (subresource === 'scale') {
           this.#send(res, 200, this.#setScale(rt, namespace, name, body));
           return;
@@ -847,13 +875,17 @@ export class HttpFront {
       (namespace === undefined || !rt.namespaced || o.metadata.namespace === namespace) &&
       matchRequirements(labels, o.metadata.labels) &&
       matchFields(fields, o);
+    if (this.#failWatches > 0) {
+      this.#failWatches--;
+      throw internalError('etcdserver: request timed out');
+    }
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     // Clients wait for the headers before they read events; send them before the first event.
     res.flushHeaders();
     this.#watches.add(res);
     this.watchStats.open = this.#watches.size;
     const write = (type: string, object: unknown) => {
-      if (!res.writableEnded) res.write(JSON.stringify({ type, object }) + '\n');
+      if (!res.writableEnded && !this.#silenced.has(res)) res.write(JSON.stringify({ type, object }) + '\n');
     };
     // Filtered watches turn changes that cross the selector into ADDED/DELETED, as the watch cache does.
     const send = (c: Change) => {
@@ -900,7 +932,7 @@ export class HttpFront {
     const timers: NodeJS.Timeout[] = [];
     if (bookmarks) timers.push(setInterval(() => bookmark(), this.opts.bookmarkIntervalMs));
     const timeout = Number(q.get('timeoutSeconds') ?? 0);
-    if (timeout > 0) timers.push(setTimeout(() => res.end(), timeout * 1000));
+    if (timeout > 0) timers.push(setTimeout(() => this.#silenced.has(res) || res.end(), timeout * 1000));
     const stop = () => {
       unsubscribe();
       for (const t of timers) clearTimeout(t);
