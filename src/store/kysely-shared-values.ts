@@ -35,4 +35,21 @@ export class SharedValues implements SharedValueRepository {
       return row.value;
     });
   }
+
+  replace(key: string, from: string, to: string): Promise<string> {
+    return this.#c.tx(async (db) => {
+      await db
+        .updateTable('meta')
+        .set({ value: to })
+        .where('key', '=', prefix + key)
+        .where('value', '=', from)
+        .execute();
+      const row = await db
+        .selectFrom('meta')
+        .select('value')
+        .where('key', '=', prefix + key)
+        .executeTakeFirstOrThrow();
+      return row.value;
+    });
+  }
 }

@@ -153,6 +153,33 @@ export function clusterCases(c: Contract): void {
     expect(await store.shared.get('tls/ca')).toBe('first');
   });
 
+  it('replaces a shared value only while it is the one read, and says what is stored', async () => {
+    await store.shared.putIfAbsent('sealed', 'plain');
+    expect(await store.shared.replace('sealed', 'plain', 'sealed-1')).toBe('sealed-1');
+    // A second writer that read the old value changes nothing and gets the first one's.
+    expect(await store.shared.replace('sealed', 'plain', 'sealed-2')).toBe('sealed-1');
+    expect(await store.shared.get('sealed')).toBe('sealed-1');
+  });
+
+  it.runIf(options.shared)(
+    'lets control planes rewriting one shared value together agree on one',
+    async () => {
+      await store.shared.putIfAbsent('rewrite', 'old');
+      const other = await h.reopen();
+      try {
+        const won = await Promise.all(
+          Array.from({ length: 10 }, (_, i) =>
+            (i % 2 === 0 ? store : other).shared.replace('rewrite', 'old', `cp-${i}`),
+          ),
+        );
+        expect(new Set(won).size).toBe(1);
+        expect(await other.shared.get('rewrite')).toBe(won[0]);
+      } finally {
+        await other.close();
+      }
+    },
+  );
+
   it.runIf(options.shared)('lets control planes starting together agree on one shared value', async () => {
     const other = await h.reopen();
     try {

@@ -46,6 +46,11 @@ export interface SharedValueRepository {
   get(key: string): Promise<string | undefined>;
   /** Stores `value` unless the key has one already; returns the value that is stored (the first writer's). */
   putIfAbsent(key: string, value: string): Promise<string>;
+  /**
+   * Replaces the value only while it is still `from` (one transaction: of control planes
+   * rewriting it together, one wins); returns the value that is stored after.
+   */
+  replace(key: string, from: string, to: string): Promise<string>;
 }
 
 /** Who made a change, for the audit log: the key's name. */
