@@ -96,8 +96,12 @@ describe('a control plane on TLS with its own CA', () => {
 
   it('serves https, with its CA kept in the store and a copy in DATA_DIR/tls/ca.pem', async () => {
     expect(t.cp.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
-    const stored = JSON.parse((await t.cp.store.shared.get('tls/ca')) ?? '{}') as { cert?: string };
+    const raw = (await t.cp.store.shared.get('tls/ca')) ?? '{}';
+    const stored = JSON.parse(raw) as { cert?: string; key?: string };
     expect(stored.cert).toBe(ca);
+    // Its private key sealed with the engine-key secret: the row alone issues nothing.
+    expect(stored.key).toMatch(/^v1:/);
+    expect(raw).not.toContain('PRIVATE KEY');
     expect(new X509Certificate(ca).ca).toBe(true);
     expect(t.logs()).toContain('serving HTTPS');
     expect(t.logs()).toContain(publicKeyHash(ca));

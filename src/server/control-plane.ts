@@ -344,6 +344,7 @@ export class ControlPlane {
     const tls = tlsWanted(host, tlsSettings)
       ? await ServingCertificates.start({
           shared: store.shared,
+          seal: keys,
           dataDir: options.settings.settings.data_dir,
           host,
           tls: tlsSettings,
@@ -366,7 +367,8 @@ export class ControlPlane {
       // Gateway-to-engine traffic across machines goes through each node's TLS forwarder, whose
       // certificate the cluster CA signs (made even where the operator's own certificate serves).
       const ca =
-        tls.ca ?? (await clusterCa({ shared: store.shared, dataDir: options.settings.settings.data_dir }));
+        tls.ca ??
+        (await clusterCa({ shared: store.shared, seal: keys, dataDir: options.settings.settings.data_dir }));
       hub.issueNodeCertificates(nodeCertificates(ca));
       engineCa = ca.cert;
     }

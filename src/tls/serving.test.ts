@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { loadSettings, SettingsError } from '../config/load.js';
 
 import { createCa, fingerprint, issueCertificate } from './certificates.js';
-import { clusterCa, type SharedValues } from './cluster-ca.js';
+import { clusterCa, type KeySeal, type SharedValues } from './cluster-ca.js';
 import { isLoopbackHost, ServingCertificates, servingNames, tlsWanted } from './serving.js';
 
 function memoryShared(): SharedValues {
@@ -19,8 +19,22 @@ function memoryShared(): SharedValues {
       if (!values.has(k)) values.set(k, v);
       return Promise.resolve(values.get(k) ?? v);
     },
+    replace: (k, from, to) => {
+      if (values.get(k) === from) values.set(k, to);
+      return Promise.resolve(values.get(k) ?? to);
+    },
   };
 }
+
+/** Sealing as the CA sees it; the real one (EngineKeys) is tested with the stores in test/cluster-ca.test.ts. */
+const seal: KeySeal = {
+  source: 'test',
+  seal: (id, text) => Buffer.from(`${id}\n${text}`).toString('base64'),
+  open: (id, sealed) =>
+    Buffer.from(sealed, 'base64')
+      .toString()
+      .slice(id.length + 1),
+};
 
 function settingsRefusal(text: string): string {
   const d = mkdtempSync(join(tmpdir(), 'llmgw-tls-settings-'));
@@ -87,17 +101,25 @@ describe('serving certificates', () => {
     const shared = memoryShared();
     const [a, b] = [mkdtempSync(join(tmpdir(), 'cp-a-')), mkdtempSync(join(tmpdir(), 'cp-b-'))];
     const [ca1, ca2] = await Promise.all([
-      clusterCa({ shared, dataDir: a }),
-      clusterCa({ shared, dataDir: b }),
+      clusterCa({ shared, seal, dataDir: a }),
+      clusterCa({ shared, seal, dataDir: b }),
     ]);
     expect(ca1.cert).toBe(ca2.cert);
     expect(readFileSync(join(b, 'tls', 'ca.pem'), 'utf8')).toBe(ca1.cert);
-    const s = await ServingCertificates.start({ shared, dataDir: a, host: '127.0.0.1', tls, logger });
-    const again = await ServingCertificates.start({ shared, dataDir: a, host: '127.0.0.1', tls, logger });
+    const s = await ServingCertificates.start({ shared, seal, dataDir: a, host: '127.0.0.1', tls, logger });
+    const again = await ServingCertificates.start({
+      shared,
+      seal,
+      dataDir: a,
+      host: '127.0.0.1',
+      tls,
+      logger,
+    });
     // Kept across restarts while good and covering the same names.
     expect(again.current.cert).toBe(s.current.cert);
     const wider = await ServingCertificates.start({
       shared,
+      seal,
       dataDir: a,
       host: '127.0.0.1',
       tls: { san: ['new.example'] },
@@ -119,6 +141,7 @@ describe('serving certificates', () => {
     const first = write('first');
     const s = await ServingCertificates.start({
       shared: memoryShared(),
+      seal,
       dataDir: dir,
       host: '127.0.0.1',
       tls: { cert: join(dir, 'c.pem'), key: join(dir, 'k.pem'), san: [] },
@@ -143,6 +166,7 @@ describe('serving certificates', () => {
     await expect(
       ServingCertificates.start({
         shared: memoryShared(),
+        seal,
         dataDir: '/nonexistent',
         host: '127.0.0.1',
         tls: { cert: '/nonexistent/c.pem', key: '/nonexistent/k.pem', san: [] },

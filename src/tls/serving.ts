@@ -17,7 +17,7 @@ import {
   renewalDue,
   type CertificatePair,
 } from './certificates.js';
-import { clusterCa, readIfThere, tlsDir, type SharedValues } from './cluster-ca.js';
+import { clusterCa, readIfThere, tlsDir, type KeySeal, type SharedValues } from './cluster-ca.js';
 
 /** Whether an address is this machine's only: 127.0.0.0/8, ::1, localhost. */
 export function isLoopbackHost(host: string | undefined): boolean {
@@ -49,6 +49,8 @@ export function servingNames(
 
 export interface ServingOptions {
   shared: SharedValues;
+  /** Seals the CA's key in the store: the control planes' shared secret. */
+  seal: KeySeal;
   dataDir: string;
   /** The listen address's host; undefined: every interface. */
   host: string | undefined;
@@ -96,7 +98,7 @@ export class ServingCertificates {
       s.#watchOwn(o.tls.cert, o.tls.key);
       return s;
     }
-    const ca = await clusterCa({ shared: o.shared, dataDir: o.dataDir });
+    const ca = await clusterCa({ shared: o.shared, dataDir: o.dataDir, seal: o.seal });
     const s = new ServingCertificates(o, ca, ServingCertificates.#issued(o, ca));
     s.#scheduleRenewal();
     return s;
