@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 
 import { a100, inventoryWith, migA100 } from '../../test/support/inventory.js';
 import { testEngines } from '../../test/support/assignments.js';
@@ -13,6 +13,7 @@ import { migDeviceId } from '../gpu/devices.js';
 import type { Card } from '../gpu/types.js';
 import type { AssignedShard } from '../protocol/agent-protocol.js';
 
+import { containerSpec } from './shards/container/requests.js';
 import type { GpuRequestKind } from './shards/container/types.js';
 import type { EngineRunner } from './engine-runners.js';
 import { ShardExecutor } from './shard-executor.js';
@@ -67,6 +68,7 @@ function applied(o: {
   bindHost?: string;
   dataDir?: string;
   nodeId?: string;
+  hubToken?: string;
 }): ShardRun[] {
   const dir = o.dataDir ?? mkdtempSync(join(tmpdir(), 'llmgw-cw-data-'));
   const runs: ShardRun[][] = [];
@@ -100,7 +102,21 @@ function applied(o: {
       nodeId: () => o.nodeId ?? 'node-1',
     },
   });
-  exec.handle({ type: 'assign', shards: o.shards, engines: testEngines() });
+  exec.handle({
+    type: 'assign',
+    shards: o.shards,
+    engines: testEngines(),
+    ...(o.hubToken === undefined
+      ? {}
+      : {
+          weights: {
+            mirror: false,
+            hub_endpoint: 'http://127.0.0.1:9',
+            hub_token: o.hubToken,
+            catalog_blobs: [],
+          },
+        }),
+  });
   void exec.stop();
   const last = runs.at(-1);
   if (last === undefined) throw new Error('nothing applied');
@@ -237,5 +253,24 @@ describe('a container profile, as the agent runs it', () => {
       })[0]?.container?.labels['llmgw.hash'];
     expect(hash(undefined, 'node-2')).toBe(hash(undefined));
     expect(hash('vllm/vllm-openai:v0.20.0')).not.toBe(hash(undefined));
+  });
+
+  it("gives the engine's container no hub token, from the agent's environment or its downloads", () => {
+    const token = 'hf_container_token_0123456789';
+    vi.stubEnv('HF_TOKEN', token);
+    vi.stubEnv('HUGGING_FACE_HUB_TOKEN', token);
+    try {
+      const [run] = applied({
+        hubToken: token,
+        shards: [shard('m-1', model(weightsDir(), { gpu_class: 'a100-80g' }))],
+      });
+      if (run === undefined) throw new Error('no run');
+      const env = containerSpec(run, { node: 'node-1', attempt: 'a1' }).env;
+      expect(env).toMatchObject({ HF_HUB_OFFLINE: '1' });
+      expect(Object.keys(env)).not.toContain('HF_TOKEN');
+      expect(Object.values(env).join('\n')).not.toContain(token);
+    } finally {
+      vi.unstubAllEnvs();
+    }
   });
 });

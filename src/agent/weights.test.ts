@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 
 import { freePort } from '../../test/fakes/engines/fake-engines.js';
 import { llama31_8b, tinyTensors } from '../../test/fakes/gguf/models.js';
@@ -540,10 +540,17 @@ describe('an agent fetching the files of its shards', () => {
   });
 });
 
+const hubToken = 'hf_agent_download_token_0123456789';
+
 describe('an agent fetching from the fake Hugging Face hub', () => {
   let fake: FakeHub;
   beforeAll(async () => {
-    fake = await startFakeHub({ repos: { 'org/tiny-GGUF': { files: { ...files } } } });
+    fake = await startFakeHub({
+      repos: {
+        'org/tiny-GGUF': { files: { ...files } },
+        'org/gated-GGUF': { files: { ...files }, gated: true, granted: [hubToken] },
+      },
+    });
   });
   afterAll(async () => {
     await fake.close();
@@ -562,5 +569,32 @@ describe('an agent fetching from the fake Hugging Face hub', () => {
       .slice(before)
       .filter((r) => r.method === 'GET' && r.url.startsWith('/lfs-files/'));
     expect(gets).toHaveLength(2);
+  });
+
+  it("fetches a gated repository with the hub token, which the engine's environment never has", async () => {
+    const origin = await resolveOrigin('hf://org/gated-GGUF/tiny-Q4_K_M.gguf', {
+      fetch,
+      endpoint: fake.url,
+      token: hubToken,
+    });
+    // The agent's own HF_TOKEN, as `llmgw up` has it: the engines' base env is read from it now.
+    vi.stubEnv('HF_TOKEN', hubToken);
+    const n = node();
+    vi.unstubAllEnvs();
+    const before = fake.requests.length;
+    n.exec.handle({
+      type: 'assign',
+      shards: [await shard('gated-1', 'gated', origin)],
+      engines,
+      weights: { mirror: false, hub_endpoint: fake.url, hub_token: hubToken, catalog_blobs: [] },
+    } satisfies ServerMessage);
+    await ready(n, 'gated-1/0');
+    const sent = fake.requests.slice(before).filter((r) => r.method === 'GET' && r.server === 'hub');
+    expect(sent.length).toBeGreaterThan(0);
+    expect(sent.every((r) => r.authorization === `Bearer ${hubToken}`)).toBe(true);
+    const [launch] = n.launches();
+    expect(launch?.env).toMatchObject({ HF_HUB_OFFLINE: '1' });
+    expect(launch?.env).not.toHaveProperty('HF_TOKEN');
+    expect(Object.values(launch?.env ?? {}).join('\n')).not.toContain(hubToken);
   });
 });

@@ -222,6 +222,11 @@ describe('workloadOf: MIG, CPU, llama.cpp, downloads', () => {
       { name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: 'hub', key: 'token', optional: true } } },
     ]);
     expect(init?.args?.slice(2, 4)).toEqual(['--into', '/m']);
+    // The downloader only: the engine reads the fetched files, and never sees the token's Secret.
+    const engine = d.spec?.template.spec?.containers[0];
+    expect(engine?.env?.length).toBeGreaterThan(0);
+    expect(engine?.env?.map((e) => e.name)).not.toContain('HF_TOKEN');
+    expect(JSON.stringify(engine?.env)).not.toContain('"hub"');
   });
 
   it('refuses a model whose files have nowhere to come from', () => {

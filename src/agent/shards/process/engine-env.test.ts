@@ -29,9 +29,8 @@ describe('engineEnv', () => {
       true,
     ],
     [
-      'downloads of weights',
+      'the network',
       {
-        HF_TOKEN: 'hf_x',
         HF_ENDPOINT: 'https://mirror',
         HTTPS_PROXY: 'http://proxy:3128',
         no_proxy: 'localhost',
@@ -46,6 +45,16 @@ describe('engineEnv', () => {
         LLMGW_DATABASE: 'postgres://u:p@db/llmgw',
         LLMGW_DATA_DIR: '/var/lib/llmgw',
         llmgw_key: 'x',
+      },
+      false,
+    ],
+    [
+      'a hub token: only the downloader uses it',
+      {
+        HF_TOKEN: 'hf_x',
+        HUGGING_FACE_HUB_TOKEN: 'hf_x',
+        HUGGINGFACEHUB_API_TOKEN: 'hf_x',
+        HF_TOKEN_PATH: '/t',
       },
       false,
     ],

@@ -22,11 +22,10 @@ const names = new Set([
   'TMPDIR',
   // Shared libraries: the CUDA runtime, and the directory of an installed llama.cpp build.
   'LD_LIBRARY_PATH',
-  // Downloads of weights (hf://, https://): a mirror, proxies, CA bundles, a token for gated repositories.
+  // The network: a hub mirror, proxies, CA bundles. No hub token (HF_TOKEN): the agent
+  // fetches an engine's files before it starts, and the engine reads them offline.
   'HF_ENDPOINT',
   'HF_HUB_OFFLINE',
-  'HF_TOKEN',
-  'HUGGING_FACE_HUB_TOKEN',
   'HTTP_PROXY',
   'HTTPS_PROXY',
   'NO_PROXY',
