@@ -21,6 +21,7 @@ import { version } from './version.js';
 import { publicKeyHash } from '../tls/certificates.js';
 import { joinTokenWithHash } from '../tls/trust.js';
 import { untilSignalled } from './signals.js';
+import { keysFromCluster } from '../kube/keys-secret.js';
 
 export interface ServeOptions {
   mode: 'server' | 'up';
@@ -62,14 +63,20 @@ export async function serve({ mode, opts, o }: ServeOptions): Promise<void> {
   const gatewayLogger = createLogger('gateway', process.env, { async: true });
   const pool = newWorkerPool(loaded.settings, gatewayLogger);
   try {
+    // Kubernetes mode with kubernetes.keys_secret: what the environment does not give is kept in that Secret.
+    const keys = await keysFromCluster(loaded.settings.kubernetes, {
+      adminKey: process.env['LLMGW_ADMIN_KEY'],
+      engineKeySecret: process.env['LLMGW_ENGINE_KEY_SECRET'],
+    });
     cp = await ControlPlane.start({
       settings: loaded,
       loadOptions,
       store,
       logger,
       version,
-      adminKey: process.env['LLMGW_ADMIN_KEY'],
-      engineKeySecret: process.env['LLMGW_ENGINE_KEY_SECRET'],
+      adminKey: keys.adminKey,
+      engineKeySecret: keys.engineKeySecret,
+      ...(keys.engineKeySource === undefined ? {} : { engineKeySecretSource: keys.engineKeySource }),
       ...(pool === undefined ? {} : { shared: pool }),
       ...(stringOpt(opts, 'listen') === undefined ? {} : { listen: stringOpt(opts, 'listen') }),
     });

@@ -383,6 +383,30 @@ export const settingsSchema = z.strictObject({
       engine_port: z.int().min(1).max(65535).default(8000),
       /** The ServiceAccount engine pods run as; unset, the namespace's default. */
       service_account: z.string().default(''),
+      /**
+       * A Secret llmgw keeps its admin key and engine keys' secret in, made at the first start and
+       * read at every later one, for those LLMGW_ADMIN_KEY and LLMGW_ENGINE_KEY_SECRET do not give.
+       * Unset (no name), they are made as off Kubernetes. The Helm chart sets it.
+       */
+      keys_secret: z
+        .strictObject({
+          name: z
+            .string()
+            .regex(
+              /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)?$/,
+              'a Secret name: lower case letters, digits, - and .',
+            )
+            .default(''),
+          /** Unset: kubernetes.namespace. */
+          namespace: z
+            .string()
+            .regex(
+              /^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$/,
+              'a namespace name: lower case letters, digits and -',
+            )
+            .default(''),
+        })
+        .prefault({}),
     })
     .optional(),
   // Each model is validated by the catalog's own rules, which give better messages than a nested schema.

@@ -64,7 +64,7 @@ export interface PodLogOptions {
 
 /** Plain data where the library's typed APIs declare classes: it serialises either the same way. */
 // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- a typed cast, on purpose
-function asApi<T>(o: object): T {
+export function asApi<T>(o: object): T {
   return o as T;
 }
 
@@ -78,7 +78,7 @@ export interface ConnectOptions {
 }
 
 /** The KubeConfig: kubernetes.kubeconfig (and context), else in-cluster, else KUBECONFIG / ~/.kube/config. */
-async function loadConfig(c: KubeConnection): Promise<KubeConfig> {
+export async function loadConfig(c: KubeConnection): Promise<KubeConfig> {
   const k8s = await import('@kubernetes/client-node');
   const kc = new k8s.KubeConfig();
   if (c.kubeconfig !== '') kc.loadFromFile(c.kubeconfig);

@@ -55,6 +55,8 @@ export interface ControlPlaneOptions {
   adminKey?: string | undefined;
   /** LLMGW_ENGINE_KEY_SECRET; unset, the secret in the data dir (made on the first start). */
   engineKeySecret?: string | undefined;
+  /** Where engineKeySecret came from, for messages; LLMGW_ENGINE_KEY_SECRET unless given. */
+  engineKeySecretSource?: string;
   /** Overrides the settings' listen address (tests use 127.0.0.1:0). */
   listen?: string;
   /** How often agents send heartbeats; a node that misses three is not ready. */
@@ -154,6 +156,7 @@ export class ControlPlane {
     const keys = loadEngineKeys({
       dataDir: options.settings.settings.data_dir,
       fromEnv: options.engineKeySecret,
+      ...(options.engineKeySecretSource === undefined ? {} : { source: options.engineKeySecretSource }),
     });
     await prepareEngineKeys(store, keys);
     // Kubernetes mode: the cluster is reached (and its informers synced) before anything else starts.

@@ -70,15 +70,20 @@ export function isSealed(stored: string): boolean {
  * control planes on one PostgreSQL database share), else DATA_DIR/engine-key.secret,
  * made on the first start, readable by its owner only.
  */
-export function loadEngineKeys(o: { dataDir: string; fromEnv?: string | undefined }): EngineKeys {
+export function loadEngineKeys(o: {
+  dataDir: string;
+  fromEnv?: string | undefined;
+  /** Where fromEnv came from, when not the environment (a Kubernetes Secret). */
+  source?: string;
+}): EngineKeys {
   if (o.fromEnv !== undefined && o.fromEnv !== '') {
     if (!strongEnough(o.fromEnv)) {
       throw new LlmgwError(
         'invalid_argument',
-        `${engineKeySecretVariable} must be at least 32 characters without spaces: generate one with "openssl rand -hex 32"`,
+        `${o.source ?? engineKeySecretVariable} must be at least 32 characters without spaces: generate one with "openssl rand -hex 32"`,
       );
     }
-    return new EngineKeys(o.fromEnv, engineKeySecretVariable);
+    return new EngineKeys(o.fromEnv, o.source ?? engineKeySecretVariable);
   }
   const path = join(o.dataDir, engineKeySecretFile);
   createOnce(path);
