@@ -1,9 +1,19 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Script } from 'node:vm';
 
 import { Ajv } from 'ajv';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -200,10 +210,8 @@ function loadChartSettings(objs: Obj[]): Record<string, unknown> {
   return { ...loaded.settings, raw };
 }
 
-const decode = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
-
 describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer ?? 'nothing'})`, () => {
-  it('renders the defaults: one control plane on SQLite on a PVC, its keys in a Secret, HTTPS probes', () => {
+  it('renders the defaults: one control plane on SQLite on a PVC, keys it makes itself, HTTPS probes', () => {
     const objs = objects({});
     expect(objs.map((o) => o.kind).sort()).toEqual(
       [
@@ -212,9 +220,11 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
         'ConfigMap',
         'Deployment',
         'PersistentVolumeClaim',
+        'Pod',
+        'Role',
         'Role',
         'RoleBinding',
-        'Secret',
+        'RoleBinding',
         'Service',
         'ServiceAccount',
       ].sort(),
@@ -247,19 +257,10 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
       persistentVolumeClaim: { claimName: pvc.metadata.name },
     });
 
-    // The admin key and the engine key secret: drawn, long enough for llmgw, from the chart's Secret.
-    const secret = one(objs, 'Secret');
-    const data = secret['data'] as Record<string, string>;
-    expect(envOf(objs, 'LLMGW_ADMIN_KEY')?.valueFrom?.secretKeyRef).toEqual({
-      name: secret.metadata.name,
-      key: 'admin-key',
-    });
-    expect(envOf(objs, 'LLMGW_ENGINE_KEY_SECRET')?.valueFrom?.secretKeyRef).toEqual({
-      name: secret.metadata.name,
-      key: 'engine-key-secret',
-    });
-    expect(decode(data['admin-key'] ?? '')).toMatch(/^\S{24,}$/);
-    expect(decode(data['engine-key-secret'] ?? '')).toMatch(/^\S{32,}$/);
+    // The admin key and the engine key secret: made by llmgw at its first start, in the Secret
+    // its settings name (the one earlier charts made), not drawn by the chart.
+    expect(envOf(objs, 'LLMGW_ADMIN_KEY')).toBeUndefined();
+    expect(envOf(objs, 'LLMGW_ENGINE_KEY_SECRET')).toBeUndefined();
 
     // The Service reaches the pod's port by name.
     const svc = one(objs, 'Service') as Obj & {
@@ -278,6 +279,7 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
       namespace: 'ai',
       engine_port: 8000,
       models: { mount_path: '/models', downloader_image: 'ghcr.io/llmgw/llmgw:0.1.0' },
+      keys_secret: { name: 'demo-llmgw', namespace: 'ai' },
     });
     expect(raw.tls.san).toContain('demo-llmgw.ai.svc');
   });
@@ -336,6 +338,8 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
       tls: { existingSecret: 'llmgw-tls', san: ['llmgw.example.com'] },
     });
     expect(objs.some((o) => o.kind === 'PersistentVolumeClaim' || o.kind === 'Secret')).toBe(false);
+    // Both keys given: llmgw keeps none of its own, and is granted no Secret of the release's namespace.
+    expect(objs.filter((o) => o.kind === 'Role').map((o) => o.metadata.name)).toEqual(['demo-llmgw']);
     const pod = deployment(objs).spec.template.spec;
     expect(pod.volumes.find((v) => v.name === 'data')).toMatchObject({
       persistentVolumeClaim: { claimName: 'llmgw-db' },
@@ -349,7 +353,11 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
       name: 'ops-engine',
       key: 'secret',
     });
-    const s = loadChartSettings(objs) as { tls: { cert: string; key: string; san: string[] } };
+    const s = loadChartSettings(objs) as {
+      tls: { cert: string; key: string; san: string[] };
+      kubernetes: { keys_secret: { name: string } };
+    };
+    expect(s.kubernetes.keys_secret.name).toBe('');
     expect(s.tls).toMatchObject({ cert: '/etc/llmgw/tls/tls.crt', key: '/etc/llmgw/tls/tls.key' });
     expect(s.tls.san).toContain('llmgw.example.com');
   });
@@ -369,8 +377,10 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
       accessModes: ['ReadOnlyMany'],
       resources: { requests: { storage: '2Ti' } },
     });
-    expect(one(objs, 'Role').metadata.namespace).toBe('llmgw-models');
-    const binding = one(objs, 'RoleBinding');
+    expect(one(objs, 'Role', 'demo-llmgw').metadata.namespace).toBe('llmgw-models');
+    // llmgw's own Secret stays in the release's namespace, where its Role is.
+    expect(one(objs, 'Role', 'demo-llmgw-keys').metadata.namespace).toBe('ai');
+    const binding = one(objs, 'RoleBinding', 'demo-llmgw');
     expect(binding.metadata.namespace).toBe('llmgw-models');
     expect(binding['subjects']).toEqual([
       { kind: 'ServiceAccount', name: one(objs, 'ServiceAccount').metadata.name, namespace: 'ai' },
@@ -381,6 +391,7 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
       engine_port: 9000,
       runtime_class: 'nvidia',
       models: { pvc: 'llmgw-models', mount_path: '/models' },
+      keys_secret: { name: 'demo-llmgw', namespace: 'ai' },
     });
   });
 
@@ -413,8 +424,9 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
 
   it('grants what llmgw’s Kubernetes mode does, and no more', () => {
     const objs = objects({});
-    type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
-    const rules = (kind: string) => one(objs, kind)['rules'] as Rule[];
+    type Rule = { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] };
+    const rules = (kind: string, name = 'demo-llmgw-ai') =>
+      one(objs, kind, kind === 'Role' ? 'demo-llmgw' : name)['rules'] as Rule[];
     const allows = (rs: Rule[], group: string, resource: string, verb: string) =>
       rs.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb));
     const full = ['create', 'get', 'list', 'watch', 'update', 'patch', 'delete'];
@@ -441,6 +453,100 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
     expect(one(objs, 'ClusterRoleBinding')['roleRef']).toMatchObject({
       name: one(objs, 'ClusterRole').metadata.name,
     });
+    // Its own Secret (src/kube/keys-secret.ts): create (which no name can limit), then get and
+    // update of that one Secret only.
+    expect(one(objs, 'Role', 'demo-llmgw-keys')['rules']).toEqual([
+      { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['demo-llmgw'], verbs: ['get', 'update'] },
+    ]);
+    expect(one(objs, 'RoleBinding', 'demo-llmgw-keys')).toMatchObject({
+      metadata: { namespace: 'ai' },
+      roleRef: { kind: 'Role', name: 'demo-llmgw-keys' },
+      subjects: [{ kind: 'ServiceAccount', name: 'demo-llmgw', namespace: 'ai' }],
+    });
+  });
+
+  it('renders the same bytes each time: nothing drawn or looked up, so GitOps syncs change nothing', () => {
+    for (const values of [{}, { replicaCount: 2, database: { type: 'postgresql', existingSecret: 'pg' } }]) {
+      const [a, b] = [render(values), render(values)];
+      expect(a.ok, a.err).toBe(true);
+      expect(b.out).toBe(a.out);
+    }
+    const templates = join(chartDir, 'templates');
+    const files = readdirSync(templates, { recursive: true, encoding: 'utf8' }).filter((f) =>
+      /\.(ya?ml|tpl|txt)$/.test(f),
+    );
+    expect(files).toContain('tests/health.yaml');
+    for (const f of files) {
+      // The template actions, comments left out: Sprig's random, clock and certificate functions,
+      // and lookup (which finds nothing without a cluster).
+      const actions = readFileSync(join(templates, f), 'utf8')
+        .replace(/\{\{-?\s*\/\*[\s\S]*?\*\/\s*-?\}\}/g, '')
+        .match(/\{\{[\s\S]*?\}\}/g);
+      for (const a of actions ?? [])
+        expect(a, f).not.toMatch(
+          /\b(lookup|rand[A-Za-z]*|uuidv4|gen(CA|PrivateKey|SelfSignedCert|SignedCert)|now)\b/,
+        );
+    }
+  });
+
+  it('takes each key from an existing Secret when named, and llmgw keeps the other in its own', () => {
+    const objs = objects({ adminKey: { existingSecret: 'sealed-admin', secretKey: 'key' } });
+    expect(envOf(objs, 'LLMGW_ADMIN_KEY')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'sealed-admin',
+      key: 'key',
+    });
+    expect(envOf(objs, 'LLMGW_ENGINE_KEY_SECRET')).toBeUndefined();
+    const s = loadChartSettings(objs) as { kubernetes: { keys_secret: unknown } };
+    expect(s.kubernetes.keys_secret).toEqual({ name: 'demo-llmgw', namespace: 'ai' });
+    expect(one(objs, 'Role', 'demo-llmgw-keys')).toBeDefined();
+
+    const engineOnly = objects({ engineKeySecret: { existingSecret: 'sealed-engine' } });
+    expect(envOf(engineOnly, 'LLMGW_ENGINE_KEY_SECRET')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'sealed-engine',
+      key: 'engine-key-secret',
+    });
+    expect(envOf(engineOnly, 'LLMGW_ADMIN_KEY')).toBeUndefined();
+  });
+
+  it('has a helm test pod that asks /api/v1/health through the Service, trusting the right CA', () => {
+    type TestPod = Obj & {
+      metadata: { annotations: Record<string, string> };
+      spec: PodSpec & { restartPolicy: string; volumes?: PodSpec['volumes'] };
+    };
+    const testPod = (values: object) => one(objects(values), 'Pod') as TestPod;
+    const env = (p: TestPod) =>
+      Object.fromEntries((p.spec.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
+
+    const own = testPod({});
+    expect(own.metadata.annotations['helm.sh/hook']).toBe('test');
+    expect(own.spec.restartPolicy).toBe('Never');
+    expect(own.spec.containers[0]?.securityContext).toMatchObject({ readOnlyRootFilesystem: true });
+    // The Service's name is in the serving certificate; llmgw's own CA is the one the server presents.
+    expect(env(own)).toEqual({ HEALTH_URL: 'https://demo-llmgw.ai.svc:8080/api/v1/health', OWN_CA: 'true' });
+    const script = (own.spec.containers[0]?.['args'] as string[])[0] ?? '';
+    expect(() => new Script(script)).not.toThrow();
+
+    const given = testPod({ tls: { existingSecret: 'web-tls' } });
+    expect(env(given)).toEqual({
+      HEALTH_URL: 'https://demo-llmgw.ai.svc:8080/api/v1/health',
+      OWN_CA: 'false',
+      CA_FILE: '/etc/llmgw-test/ca.crt',
+    });
+    expect(given.spec.volumes).toEqual([
+      {
+        name: 'ca',
+        secret: { secretName: 'web-tls', optional: true, items: [{ key: 'ca.crt', path: 'ca.crt' }] },
+      },
+    ]);
+
+    const plain = testPod({ tls: { enabled: false }, service: { port: 9090 } });
+    expect(env(plain)).toEqual({
+      HEALTH_URL: 'http://demo-llmgw.ai.svc:9090/api/v1/health',
+      OWN_CA: 'false',
+    });
+
+    expect(objects({ tests: { enabled: false } }).some((o) => o.kind === 'Pod')).toBe(false);
   });
 
   it.skipIf(renderer !== 'go')('renders NOTES.txt with how to read the admin key and log in', () => {
@@ -526,6 +632,10 @@ describe.skipIf(renderer === undefined)(`the Helm chart (rendered by ${renderer 
     rejects({ database: { type: 'mysql' } }, '/database/type', 'must be equal to one of the allowed values');
     rejects({ kubernetes: { enginePort: 70000 } }, '/kubernetes/enginePort', 'must be <= 65535');
     rejects({ replicas: 2 }, '', 'must NOT have additional properties');
+    // As a subchart it gets its parent's global values.
+    expect(validate(merged({ global: { imageRegistry: 'r.example.com', storageClass: 'fast' } }))).toBe(true);
+    rejects({ global: 'x' }, '/global', 'must be object');
+    rejects({ tests: { enable: false } }, '/tests', 'must NOT have additional properties');
     // The chart's own keys are set through its values (service.port, database, tls, kubernetes).
     rejects({ settings: { listen: '0.0.0.0:1' } }, '/settings', 'property name must be valid');
     if (renderer === 'helm') {

@@ -53,9 +53,18 @@ app.kubernetes.io/part-of: llmgw
 {{- default .Release.Namespace .Values.kubernetes.namespace }}
 {{- end }}
 
-{{/* The Secret the chart makes for the admin key and the engine key secret. */}}
+{{/*
+The Secret llmgw makes at its first start for the admin key and the engine key secret, when
+values name no existing one for them (the chart renders no random value: GitOps tools render
+without a cluster). Its name is the Secret's that earlier charts made, so an upgrade reads it.
+*/}}
 {{- define "llmgw.secretName" -}}
 {{- include "llmgw.fullname" . }}
+{{- end }}
+
+{{/* "true" when llmgw keeps a key of its own in llmgw.secretName. */}}
+{{- define "llmgw.ownsKeys" -}}
+{{- if or (not .Values.adminKey.existingSecret) (not .Values.engineKeySecret.existingSecret) }}true{{- end }}
 {{- end }}
 
 {{- define "llmgw.dataClaim" -}}
@@ -101,6 +110,9 @@ install here with what to set.
 {{- end }}
 {{- with .Values.kubernetes.serviceAccount }}
 {{- $_ := set $kube "service_account" . }}
+{{- end }}
+{{- if include "llmgw.ownsKeys" . }}
+{{- $_ := set $kube "keys_secret" (dict "name" (include "llmgw.secretName" .) "namespace" $ns) }}
 {{- end }}
 {{- $san := list $fullname (printf "%s.%s" $fullname $ns) (printf "%s.%s.svc" $fullname $ns) (printf "%s.%s.svc.cluster.local" $fullname $ns) }}
 {{- range .Values.tls.san }}
