@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parseSettings } from '../config/index.js';
 import { LlmgwError } from '../core/errors.js';
 
-import { planKeysSecret, type KeyField } from './keys-secret.js';
+import { planKeysSecret, settleKeysSecret, type KeyField, type OneSecretApi } from './keys-secret.js';
 
 const b64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');
 const made = (f: KeyField) => `made-${f}-${'x'.repeat(40)}`;
@@ -119,5 +119,46 @@ describe('kubernetes.keys_secret in the settings', () => {
     ['    namespace: AI', 'a namespace name: lower case letters, digits and -'],
   ])('refuses %s', (line, message) => {
     expect(() => load([line])).toThrow(message);
+  });
+});
+
+describe('settleKeysSecret', () => {
+  const conflict = () =>
+    Object.assign(new Error('HTTP-Code: 409'), { code: 409, body: '{"message":"conflict"}' });
+
+  it('reads again after losing a race, and uses what the winner stored', async () => {
+    const stored = { 'admin-key': b64(admin), 'engine-key-secret': b64(engine) };
+    let reads = 0;
+    const api: OneSecretApi = {
+      read: () => Promise.resolve(reads++ === 0 ? undefined : { data: stored }),
+      create: () => Promise.reject(conflict()),
+      replace: () => Promise.reject(new Error('not expected')),
+    };
+    const keys = await settleKeysSecret(api, {
+      namespace: 'ai',
+      name: 'demo-llmgw',
+      want: ['adminKey', 'engineKeySecret'],
+      make: made,
+    });
+    expect(keys).toEqual({ adminKey: admin, engineKeySecret: engine });
+    expect(reads).toBe(2);
+  });
+
+  it('gives up, in words, when the Secret changes under every try', async () => {
+    let replaces = 0;
+    const api: OneSecretApi = {
+      read: () => Promise.resolve({ metadata: { resourceVersion: '1' }, data: {} }),
+      create: () => Promise.reject(new Error('not expected')),
+      replace: () => {
+        replaces++;
+        return Promise.reject(conflict());
+      },
+    };
+    await expect(
+      settleKeysSecret(api, { namespace: 'ai', name: 'demo-llmgw', want: ['engineKeySecret'], make: made }),
+    ).rejects.toThrow(
+      'the Secret ai/demo-llmgw changed under each of 5 tries to complete it: restart llmgw once the other writer is done',
+    );
+    expect(replaces).toBe(5);
   });
 });

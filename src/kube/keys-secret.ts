@@ -83,6 +83,13 @@ export interface KeysSecretOptions {
 
 const attempts = 5;
 
+/** The one Secret's calls; errors as the client library throws them (a 409 is retried). */
+export interface OneSecretApi {
+  read(): Promise<KSecret | undefined>;
+  create(body: KSecret): Promise<void>;
+  replace(body: KSecret): Promise<void>;
+}
+
 /**
  * Reads the Secret, and creates it or adds the fields it lacks. Several control planes may start
  * at once: a create that finds it made, or an update that finds it changed (resourceVersion),
@@ -93,14 +100,39 @@ export async function ensureKeysSecret(o: KeysSecretOptions): Promise<KeysFound>
   const kc = await loadConfig({ namespace: o.namespace, kubeconfig: o.kubeconfig, context: o.context });
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const { name, namespace } = o;
+  const api: OneSecretApi = {
+    async read() {
+      try {
+        return await core.readNamespacedSecret({ name, namespace });
+      } catch (e) {
+        if (apiStatus(e)?.code === 404) return undefined;
+        throw e;
+      }
+    },
+    async create(body) {
+      await core.createNamespacedSecret({ namespace, body: asApi<V1Secret>(body) });
+    },
+    async replace(body) {
+      await core.replaceNamespacedSecret({ name, namespace, body: asApi<V1Secret>(body) });
+    },
+  };
+  return settleKeysSecret(api, o);
+}
+
+/** ensureKeysSecret over any API (tests give one that always loses the race). */
+export async function settleKeysSecret(
+  api: OneSecretApi,
+  o: Pick<KeysSecretOptions, 'namespace' | 'name' | 'want' | 'make'>,
+): Promise<KeysFound> {
+  const { name, namespace } = o;
   const where = `${namespace}/${name}`;
   const act = (verb: 'get' | 'create' | 'update') => ({ verb, resource: 'secrets', namespace, name });
   for (let i = 0; i < attempts; i++) {
-    let existing: V1Secret | undefined;
+    let existing: KSecret | undefined;
     try {
-      existing = await core.readNamespacedSecret({ name, namespace });
+      existing = await api.read();
     } catch (e) {
-      if (apiStatus(e)?.code !== 404) throw kubeError(e, act('get'));
+      throw kubeError(e, act('get'));
     }
     const plan = planKeysSecret({
       where,
@@ -110,16 +142,9 @@ export async function ensureKeysSecret(o: KeysSecretOptions): Promise<KeysFound>
     });
     if (plan.kind === 'use') return plan.values;
     try {
-      if (plan.kind === 'create' || existing === undefined) {
-        await core.createNamespacedSecret({
-          namespace,
-          body: asApi<V1Secret>(ownSecret(name, namespace, plan.data)),
-        });
-      } else {
-        // Kept: its other keys, labels and resourceVersion (a change since the read is a 409).
-        existing.data = plan.data;
-        await core.replaceNamespacedSecret({ name, namespace, body: existing });
-      }
+      // An update keeps its other keys, labels and resourceVersion (a change since the read is a 409).
+      if (existing === undefined) await api.create(ownSecret(name, namespace, plan.data));
+      else await api.replace({ ...existing, data: plan.data });
       return plan.values;
     } catch (e) {
       // Another control plane stored it first: read what it stored.
