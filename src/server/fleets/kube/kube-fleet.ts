@@ -296,7 +296,7 @@ export class KubeFleet implements Fleet {
     const offered = new Set(nodes.flatMap((n) => offersOf(n).map((o) => o.class)));
     const profile = chooseProfile(spec, offered, existing);
     const kind = profile.nodes > 1 ? 'LeaderWorkerSet' : 'Deployment';
-    const current = existing.get(workloadName(spec.name, profile.name));
+    const current = existing.get(workloadName(spec.name, profile));
     const workload = this.#writer.compose(
       { spec, profile, replicas: this.#o.scaledReplicas?.(spec) ?? spec.replicas },
       current?.kind === kind ? current : undefined,
