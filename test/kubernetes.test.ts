@@ -128,7 +128,11 @@ describe('Kubernetes mode', () => {
     expect(d.metadata.annotations?.['llmgw.io/spec-hash']).toMatch(/^[0-9a-f]{16}$/);
     expect(d.spec.replicas).toBe(2);
     const pod = d.spec.template.spec;
-    expect(pod.containers[0].resources.requests).toEqual({ 'nvidia.com/gpu': '1' });
+    expect(pod.containers[0].resources.requests).toEqual({
+      'nvidia.com/gpu': '1',
+      cpu: '3',
+      memory: '6144Mi',
+    });
     expect(pod.runtimeClassName).toBe('nvidia');
     expect(
       pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0],
@@ -206,7 +210,11 @@ describe('Kubernetes mode', () => {
       profiles: [{ name: 'mig', engine: 'vllm', gpu_class: 'a100-80g-mig-3g.40gb' }],
     });
     const d = await kube.waitFor(() => kube.get('Deployment', ns, 'llmgw-mig-mig'), 10_000);
-    expect(d.spec.template.spec.containers[0].resources.requests).toEqual({ 'nvidia.com/mig-3g.40gb': '1' });
+    expect(d.spec.template.spec.containers[0].resources.requests).toEqual({
+      'nvidia.com/mig-3g.40gb': '1',
+      cpu: '3',
+      memory: '6144Mi',
+    });
     const pending = await until(
       'a pending replica of mig with a reason',
       async () => (await replicas('mig')).find((r) => r.state === 'pending' && r.id !== null),

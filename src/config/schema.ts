@@ -407,6 +407,23 @@ export const settingsSchema = z.strictObject({
             .default(''),
         })
         .prefault({}),
+      /**
+       * What each engine container requests of its node besides GPUs (Kubernetes quantities);
+       * unset, what llmgw counts for its engine (docs/kubernetes.md, "CPU, memory and /dev/shm").
+       * A memory set here is its limit too.
+       */
+      resources: z
+        .strictObject({
+          cpu: z
+            .string()
+            .regex(/^$|^([0-9]+(\.[0-9]+)?|[0-9]+m)$/, 'CPUs, e.g. cpu: "4" or cpu: 500m')
+            .default(''),
+          memory: z
+            .string()
+            .regex(/^$|^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$/, 'bytes, e.g. memory: 32Gi')
+            .default(''),
+        })
+        .prefault({}),
     })
     .optional(),
   // Each model is validated by the catalog's own rules, which give better messages than a nested schema.

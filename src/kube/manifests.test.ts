@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { ModelSpec, ProfileSpec } from '../catalog/model-spec.js';
 import type { Origin } from '../models/origin.js';
 
-import type { KDeployment } from './kube-types.js';
+import type { KDeployment, KPodSpec } from './kube-types.js';
 import {
   affinityOf,
   affinityProducts,
@@ -13,8 +13,10 @@ import {
   workloadOf,
   type LeaderWorkerSet,
   type PodSettings,
+  templatesOf,
   type WorkloadInput,
 } from './manifests.js';
+import { standardProblems } from './pod-standards.js';
 
 const profile = (p: Partial<ProfileSpec>): ProfileSpec => ({
   name: 'h100',
@@ -83,8 +85,9 @@ describe('workloadOf: a Deployment', () => {
     expect(d.spec?.selector.matchLabels).toEqual(d.metadata?.labels);
   });
 
-  it('requests the cards and pins the class by GFD labels', () => {
-    expect(engine?.resources?.requests).toEqual({ 'nvidia.com/gpu': '2' });
+  it('requests the cards, host CPUs and memory, and pins the class by GFD labels', () => {
+    // 2 + 1 CPU and 2 + 4 GiB per card: gpuPodCpus, gpuPodMemoryMib.
+    expect(engine?.resources?.requests).toEqual({ 'nvidia.com/gpu': '2', cpu: '4', memory: '10240Mi' });
     expect(engine?.resources?.limits).toEqual({ 'nvidia.com/gpu': '2' });
     expect(
       pod?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms,
@@ -122,9 +125,9 @@ describe('workloadOf: a Deployment', () => {
     expect(engine?.readinessProbe?.httpGet).toEqual({ path: '/health', port: 'http' });
   });
 
-  it('mounts the PVC read-only and /dev/shm in memory', () => {
+  it('mounts the PVC read-only and /dev/shm in memory, 2 GiB a card', () => {
     expect(pod?.volumes).toEqual([
-      { name: 'shm', emptyDir: { medium: 'Memory' } },
+      { name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: '4096Mi' } },
       { name: 'models', persistentVolumeClaim: { claimName: 'models', readOnly: true } },
     ]);
     expect(engine?.volumeMounts).toEqual([
@@ -145,20 +148,23 @@ describe('workloadOf: MIG, CPU, llama.cpp, downloads', () => {
   it('requests one MIG device of the class by its resource name', () => {
     const d = workloadOf(input(profile({ gpu_class: 'a100-80g-mig-3g.40gb', name: 'mig' }))) as KDeployment;
     const c = d.spec?.template.spec?.containers[0];
-    expect(c?.resources?.requests).toEqual({ 'nvidia.com/mig-3g.40gb': '1' });
+    expect(c?.resources?.requests).toEqual({ 'nvidia.com/mig-3g.40gb': '1', cpu: '3', memory: '6144Mi' });
     expect(
       d.spec?.template.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
         ?.nodeSelectorTerms[0]?.matchExpressions?.[0]?.values,
     ).toEqual(['NVIDIA-A100-SXM4-80GB']);
   });
 
-  it('gives a CPU profile no GPU and no affinity', () => {
+  it('gives a CPU profile no GPU and no affinity, and the threads it requests', () => {
     const p = profile({ engine: 'llamacpp', cpu: true, gpus_per_node: 0, name: 'cpu' });
     delete p.gpu_class;
-    const gguf: Origin = { ...origin, files: [{ path: 'q4.gguf', size: 1 }] };
+    const gguf: Origin = { ...origin, files: [{ path: 'q4.gguf', size: 3 * 2 ** 30 }] };
     const d = workloadOf(input(p, { origin: gguf })) as KDeployment;
     const c = d.spec?.template.spec?.containers[0];
-    expect(c?.resources).toBeUndefined();
+    // The weights it maps, and 1 GiB more; no limit, as its KV cache is not counted here.
+    expect(c?.resources).toEqual({ requests: { cpu: '4', memory: '4096Mi' } });
+    const args = c?.args ?? [];
+    expect(args[args.indexOf('--threads') + 1]).toBe('4');
     expect(d.spec?.template.spec?.affinity).toBeUndefined();
     expect(c?.image).toBe('ghcr.io/ggml-org/llama.cpp:server-b10587');
     expect(c?.command).toEqual(['/app/llama-server']);
@@ -264,7 +270,8 @@ describe('workloadOf: a multi-node profile', () => {
     expect(after(worker?.args, '--master-addr')).toBe('$(LWS_LEADER_ADDRESS)');
     expect(worker?.args).toContain('--headless');
     expect(worker?.readinessProbe).toBeUndefined();
-    expect(leader?.resources?.requests).toEqual({ 'nvidia.com/gpu': '8' });
+    expect(leader?.resources?.requests).toEqual({ 'nvidia.com/gpu': '8', cpu: '10', memory: '34816Mi' });
+    expect(worker?.resources).toEqual(leader?.resources);
   });
 });
 
@@ -344,5 +351,114 @@ describe('engineKeySecret', () => {
       metadata: { name: 'llmgw-qwen-engine-key', namespace: 'llmgw' },
       stringData: { 'engine-key': 'k' },
     });
+  });
+});
+
+describe('workloadOf: what each engine’s pods ask of the node, and their security', () => {
+  const cpuProfile = (): ProfileSpec => {
+    const p = profile({ engine: 'llamacpp', cpu: true, gpus_per_node: 0, name: 'cpu' });
+    delete p.gpu_class;
+    return p;
+  };
+  const gguf: Origin = { ...origin, files: [{ path: 'q4.gguf', size: 5 * 2 ** 30 }] };
+  const runsAsRoot = { seccompProfile: { type: 'RuntimeDefault' } };
+  const nonRoot = { ...runsAsRoot, runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532 };
+  it.each([
+    // [engine, profile, requests, limits, shm, pod securityContext, the level it meets]
+    [
+      'vllm',
+      profile({ engine: 'vllm' }),
+      { cpu: '3', memory: '6144Mi' },
+      {},
+      '2048Mi',
+      runsAsRoot,
+      'baseline',
+    ],
+    [
+      'sglang',
+      profile({ engine: 'sglang', gpus_per_node: 4, tp: 4 }),
+      { cpu: '6', memory: '18432Mi' },
+      {},
+      '8192Mi',
+      runsAsRoot,
+      'baseline',
+    ],
+    [
+      'trtllm',
+      profile({ engine: 'trtllm' }),
+      { cpu: '3', memory: '6144Mi' },
+      {},
+      '2048Mi',
+      runsAsRoot,
+      'baseline',
+    ],
+    [
+      'llamacpp on a card',
+      profile({ engine: 'llamacpp' }),
+      { cpu: '3', memory: '6144Mi' },
+      {},
+      '2048Mi',
+      nonRoot,
+      'restricted',
+    ],
+    ['llamacpp on CPUs', cpuProfile(), { cpu: '4', memory: '6144Mi' }, {}, '1024Mi', nonRoot, 'restricted'],
+    [
+      'llamacpp, min_memory_gb above its files',
+      { ...cpuProfile(), min_memory_gb: 12 },
+      { cpu: '4', memory: '12288Mi' },
+      {},
+      '1024Mi',
+      nonRoot,
+      'restricted',
+    ],
+  ] as const)('%s', (_what, p, requests, limits, shm, podContext, level) => {
+    const d = workloadOf(input(p, { origin: p.engine === 'llamacpp' ? gguf : origin })) as KDeployment;
+    const pod = d.spec?.template.spec;
+    const c = pod?.containers[0];
+    const { cpu, memory, ...gpus } = c?.resources?.requests ?? {};
+    expect({ cpu, memory }).toEqual(requests);
+    expect(c?.resources?.limits ?? {}).toEqual({ ...gpus, ...limits });
+    expect(pod?.volumes?.[0]).toEqual({ name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: shm } });
+    expect(pod?.securityContext).toEqual(podContext);
+    expect(c?.securityContext).toEqual({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+    expect(standardProblems(pod as KPodSpec, 'baseline')).toEqual([]);
+    expect(standardProblems(pod as KPodSpec, level)).toEqual([]);
+    if (level === 'baseline')
+      expect(standardProblems(pod as KPodSpec, 'restricted')).toEqual([
+        'container engine may run as root (runAsNonRoot)',
+      ]);
+  });
+
+  it('takes kubernetes.resources over its own counts, its memory as the limit too', () => {
+    const s = { ...settings, resources: { cpu: '6', memory: '24Gi' } };
+    const gpuPod = (workloadOf(input(profile({}), { settings: s })) as KDeployment).spec?.template.spec;
+    expect(gpuPod?.containers[0]?.resources).toEqual({
+      requests: { 'nvidia.com/gpu': '1', cpu: '6', memory: '24Gi' },
+      limits: { 'nvidia.com/gpu': '1', memory: '24Gi' },
+    });
+    const cpuPod = (workloadOf(input(cpuProfile(), { settings: s, origin: gguf })) as KDeployment).spec
+      ?.template.spec;
+    const args = cpuPod?.containers[0]?.args ?? [];
+    expect(args[args.indexOf('--threads') + 1]).toBe('6');
+  });
+
+  it('runs the downloader as llmgw’s non-root user, and every pod of a LeaderWorkerSet meets baseline', () => {
+    const s = {
+      ...settings,
+      models: { pvc: '', mount_path: '/models', downloader_image: 'ghcr.io/x/llmgw:1' },
+    };
+    const d = workloadOf(input(cpuProfile(), { settings: s, origin: gguf })) as KDeployment;
+    expect(d.spec?.template.spec?.initContainers?.[0]?.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      runAsGroup: 65532,
+    });
+    expect(standardProblems(d.spec?.template.spec as KPodSpec, 'restricted')).toEqual([]);
+    const lws = workloadOf(
+      input(profile({ nodes: 2, gpus_per_node: 8, tp: 8, pp: 2, name: 'big' }), { settings: s }),
+    );
+    for (const t of templatesOf(lws)) expect(standardProblems(t.spec as KPodSpec, 'baseline')).toEqual([]);
   });
 });

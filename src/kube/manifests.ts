@@ -27,7 +27,9 @@ import {
   specHashAnnotation,
   workloadName,
 } from './names.js';
-import { classOfLabels, memoryLabel, productLabel, resourceOf } from './node-classes.js';
+import { classOfLabels, memoryLabel, productLabel } from './node-classes.js';
+import { podResources, type PodResources, type ResourceSettings } from './pod-resources.js';
+import { containerSecurityContext, downloaderSecurityContext, podSecurityContext } from './pod-security.js';
 
 /**
  * The objects that run one model's profile in Kubernetes: a Deployment (a LeaderWorkerSet
@@ -44,6 +46,8 @@ export interface PodSettings {
   runtime_class: string;
   engine_port: number;
   service_account: string;
+  /** kubernetes.resources; absent, what llmgw counts (pod-resources.ts). */
+  resources?: ResourceSettings | undefined;
 }
 
 export const modelNameAnnotation = 'llmgw.io/model-name';
@@ -141,7 +145,7 @@ export function hubTokenSecret(namespace: string, token: string): KSecret {
 /** The Deployment, or LeaderWorkerSet, of one model's profile. Throws LlmgwError for what cannot run. */
 export function workloadOf(input: WorkloadInput): Workload {
   const { model, profile, settings } = input;
-  const name = workloadName(model.name, profile.name);
+  const name = workloadName(model.name, profile);
   const labels = workloadLabels(model.name, profile.name);
   const multi = profile.nodes > 1;
   const leader = podTemplate(input, 0);
@@ -206,13 +210,18 @@ function podTemplate(input: WorkloadInput, rank: number): KPodTemplate {
   const ranks = profile.nodes;
   const weights = podWeights(input.origin, settings.models.mount_path, model.source);
   const bin = podExecutable(profile.engine);
+  const resources = podResources({
+    profile,
+    weightsBytes: (input.origin?.files ?? []).reduce((n, f) => n + f.size, 0),
+    settings: settings.resources,
+  });
   const engineSettings: EngineSettings = {
     bin,
     llamacpp: { parallel: input.llamaParallel, threads: 0 },
     cpuCount: 0,
   };
   const processes = engine.commands({
-    replica: workloadName(model.name, profile.name),
+    replica: workloadName(model.name, profile),
     model,
     profile,
     rank,
@@ -221,6 +230,8 @@ function podTemplate(input: WorkloadInput, rank: number): KPodTemplate {
     port: settings.engine_port,
     ...(ranks > 1 ? { head: { address: '$(LWS_LEADER_ADDRESS)', port: headPort } } : {}),
     devices: [],
+    // A CPU engine uses the CPUs its pod requests (the node's count is not known here).
+    threads: resources.threads,
     apiKey: sentinelKey,
     weights,
     settings: engineSettings,
@@ -233,8 +244,9 @@ function podTemplate(input: WorkloadInput, rank: number): KPodTemplate {
     );
   }
   const serves = engine.servesHttp(rank, ranks);
-  const container = engineContainerOf(main, input, { rank, serves, gpu });
-  const volumes: KVolume[] = [{ name: 'shm', emptyDir: { medium: 'Memory' } }];
+  const container = engineContainerOf(main, input, { rank, serves, gpu, resources });
+  // Memory-backed: what it holds counts as the pod's memory, so it is bounded.
+  const volumes: KVolume[] = [{ name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: resources.shm } }];
   const initContainers: KContainer[] = [];
   const { pvc, mount_path, downloader_image } = settings.models;
   if (pvc !== '') {
@@ -255,6 +267,7 @@ function podTemplate(input: WorkloadInput, rank: number): KPodTemplate {
     volumes,
     // The engine's key is read from the Secret; the API's token is of no use to it.
     automountServiceAccountToken: false,
+    securityContext: podSecurityContext(profile.engine),
     ...(settings.service_account === '' ? {} : { serviceAccountName: settings.service_account }),
     ...(settings.runtime_class === '' ? {} : { runtimeClassName: settings.runtime_class }),
     ...(gpu && profile.gpu_class !== undefined
@@ -300,6 +313,7 @@ function downloaderOf(input: WorkloadInput, image: string, mountPath: string): K
     ],
     ...(env.length === 0 ? {} : { env }),
     volumeMounts: [{ name: 'models', mountPath }],
+    securityContext: downloaderSecurityContext(),
   };
 }
 
@@ -325,9 +339,9 @@ function originArg(o: Origin | undefined): string {
 function engineContainerOf(
   p: ProcessSpec,
   input: WorkloadInput,
-  at: { rank: number; serves: boolean; gpu: boolean },
+  at: { rank: number; serves: boolean; gpu: boolean; resources: PodResources },
 ): KContainer {
-  const { rank, serves, gpu } = at;
+  const { rank, serves, gpu, resources } = at;
   const { profile, settings, model } = input;
   const keyRef = `$(${engineKeyEnv})`;
   let args = p.args.map((a) => (a === sentinelKey ? keyRef : a));
@@ -348,8 +362,6 @@ function engineContainerOf(
   if (settings.models.pvc !== '' || input.origin?.kind !== 'path')
     mounts.push({ name: 'models', mountPath: settings.models.mount_path, readOnly: true });
   const engine = engineFor(profile.engine);
-  const resources =
-    gpu && profile.gpu_class !== undefined ? resourceOf(profile.gpu_class, profile.gpus_per_node) : undefined;
   return {
     name: engineContainer,
     image: podImage(profile.engine, gpu, profile.image),
@@ -357,14 +369,10 @@ function engineContainerOf(
     args,
     env,
     ...(serves ? { ports: [{ name: 'http', containerPort: settings.engine_port }] } : {}),
-    ...(resources === undefined
-      ? {}
-      : {
-          resources: {
-            requests: { [resources.resource]: String(resources.count) },
-            limits: { [resources.resource]: String(resources.count) },
-          },
-        }),
+    resources: {
+      requests: resources.requests,
+      ...(Object.keys(resources.limits).length === 0 ? {} : { limits: resources.limits }),
+    },
     ...(serves
       ? {
           readinessProbe: {
@@ -381,6 +389,7 @@ function engineContainerOf(
         }
       : {}),
     volumeMounts: mounts,
+    securityContext: containerSecurityContext(),
   };
 }
 

@@ -37,9 +37,31 @@ export function dnsLabel(text: string, max = maxLabel): string {
   return head === '' ? `x-${suffix}` : `${head}-${suffix}`;
 }
 
-/** The Deployment (or LeaderWorkerSet) of one model's profile: `llmgw-<model>-<profile>`. */
-export function workloadName(model: string, profile: string): string {
-  return dnsLabel(`llmgw-${model}-${profile}`);
+/**
+ * The longest LeaderWorkerSet name whose pods can be made. Its worker StatefulSet of group G
+ * is `<lws>-<G>` and labels its pods `controller-revision-hash: <lws>-<G>-<hash>` (a hash of
+ * up to 10 characters), a label value of at most 63: 63 - 1 - 4 - 1 - 10 = 47 leaves group
+ * indexes of 4 digits, more than the 10,000 replicas the catalog accepts. Worker pods
+ * `<lws>-<G>-<W>` then fit too. The LeaderWorkerSet webhook itself accepts 63 (a DNS-1035
+ * label), so a longer name is taken and only its pods fail.
+ */
+export const maxLeaderWorkerSetName = 47;
+
+/**
+ * A Deployment may have 63: its ReplicaSet `<name>-<hash>` is a DNS subdomain (253), and pods
+ * are named from `<replicaset>-` by the API server's generateName, which cuts that to 58
+ * before its 5 random characters; no label holds either name.
+ */
+export const maxDeploymentName = maxLabel;
+
+/**
+ * The Deployment (or, for a profile on several nodes, the LeaderWorkerSet) of one model's
+ * profile: `llmgw-<model>-<profile>`, cut with a hash of the whole to what its kind's
+ * controllers can extend.
+ */
+export function workloadName(model: string, profile: { name: string; nodes: number }): string {
+  const max = profile.nodes > 1 ? maxLeaderWorkerSetName : maxDeploymentName;
+  return dnsLabel(`llmgw-${model}-${profile.name}`, max);
 }
 
 /** The Secret holding one model's engine key. */

@@ -139,7 +139,7 @@ export class KubeFleet implements Fleet {
       const replicas = this.#o.scaledReplicas?.(spec) ?? spec.replicas;
       const w: Wanted = { spec, profile, replicas };
       wanted.set(spec.name, w);
-      const name = workloadName(spec.name, profile.name);
+      const name = workloadName(spec.name, profile);
       // By kind too: a profile that came to span nodes leaves its Deployment for a LeaderWorkerSet.
       const kind = profile.nodes > 1 ? 'LeaderWorkerSet' : 'Deployment';
       keep.add(`${kind}/${name}`);
@@ -238,7 +238,8 @@ export class KubeFleet implements Fleet {
         `replica ${id} has no profile label: delete its pod instead (--in-place)`,
       );
     // kubectl rollout restart's way: a new template annotation rolls every pod of the model's profile.
-    const name = workloadName(v.model, v.profile);
+    const profile = this.#wanted.get(v.model)?.spec.profiles.find((p) => p.name === v.profile);
+    const name = workloadName(v.model, profile ?? { name: v.profile, nodes: v.shards.length });
     this.#writer.restart(name);
     if (!this.leads)
       throw new LlmgwError(
@@ -295,7 +296,7 @@ export class KubeFleet implements Fleet {
     const offered = new Set(nodes.flatMap((n) => offersOf(n).map((o) => o.class)));
     const profile = chooseProfile(spec, offered, existing);
     const kind = profile.nodes > 1 ? 'LeaderWorkerSet' : 'Deployment';
-    const current = existing.get(workloadName(spec.name, profile.name));
+    const current = existing.get(workloadName(spec.name, profile));
     const workload = this.#writer.compose(
       { spec, profile, replicas: this.#o.scaledReplicas?.(spec) ?? spec.replicas },
       current?.kind === kind ? current : undefined,

@@ -196,7 +196,7 @@ export function chooseProfile(
   const first = spec.profiles[0];
   if (first === undefined) throw new Error(`model ${spec.name} has no profile`);
   return (
-    spec.profiles.find((p) => existing.has(workloadName(spec.name, p.name))) ??
+    spec.profiles.find((p) => existing.has(workloadName(spec.name, p))) ??
     spec.profiles.find((p) => isCpuProfile(p) || (p.gpu_class !== undefined && offered.has(p.gpu_class))) ??
     first
   );
