@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 
 import { stringOpt, type Runner } from './command.js';
+import { logFormatOption, useLogFormat } from './log-format.js';
 import { UsageError } from './usage-error.js';
 
 export function registerAgent(program: Command, run: Runner): void {
@@ -23,9 +24,11 @@ export function registerAgent(program: Command, run: Runner): void {
       '--keep-engines',
       'on SIGTERM or SIGINT, exit and leave the engines running for the next agent to take over (a restart, an upgrade)',
     )
-    .option('--json', 'print errors as JSON (its log is JSON lines already)')
+    .option('--json', 'print errors as JSON (for JSON log lines: --log-format json)')
+    .option(...logFormatOption)
     .action(
       run.action(async ({ opts }) => {
+        useLogFormat(opts);
         const servers = parseServers(stringOpt(opts, 'server') ?? process.env['LLMGW_SERVER']);
         const { runAgent } = await import('./run-agent.js');
         await runAgent({

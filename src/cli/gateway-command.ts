@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { serverList } from '../client/failover-client.js';
 
 import { stringOpt, type Runner } from './command.js';
+import { logFormatOption, useLogFormat } from './log-format.js';
 import { UsageError } from './usage-error.js';
 
 export function registerGateway(program: Command, run: Runner): void {
@@ -25,9 +26,11 @@ export function registerGateway(program: Command, run: Runner): void {
       "on https: the cluster CA (PEM, DATA_DIR/tls/ca.pem) the control plane's certificate must chain to; default: LLMGW_CA, else the login pinned by llmgw ctl login",
     )
     .option('-c, --config <path>', 'the settings file (gateway.*)')
-    .option('--json', 'print errors as JSON (its log is JSON lines already)')
+    .option('--json', 'print errors as JSON (for JSON log lines: --log-format json)')
+    .option(...logFormatOption)
     .action(
       run.action(async ({ opts }) => {
+        useLogFormat(opts);
         const server = stringOpt(opts, 'server') ?? process.env['LLMGW_SERVER'];
         const key = stringOpt(opts, 'key') ?? process.env['LLMGW_KEY'];
         if (server === undefined || server === '')

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 
 import type { Runner } from './command.js';
+import { logFormatOption, useLogFormat } from './log-format.js';
 import type { ServeOptions } from './serve.js';
 
 // The control plane's modules (store drivers, HTTP server, logger) load only when one
@@ -19,7 +20,8 @@ export function registerServe(program: Command, run: Runner): void {
     )
     .option('--listen <address>', 'HOST:PORT to serve on, over the setting')
     .option('--json', 'print the first-start admin key as JSON')
-    .action(run.action(async ({ opts, o }) => serve({ mode: 'server', opts, o })));
+    .option(...logFormatOption)
+    .action(run.action(async ({ opts, o }) => serve({ mode: 'server', opts: withLogFormat(opts), o })));
 
   program
     .command('up')
@@ -32,5 +34,12 @@ export function registerServe(program: Command, run: Runner): void {
     )
     .option('--listen <address>', 'HOST:PORT to serve on, over the setting')
     .option('--json', 'print the first-start admin key as JSON')
-    .action(run.action(async ({ opts, o }) => serve({ mode: 'up', opts, o })));
+    .option(...logFormatOption)
+    .action(run.action(async ({ opts, o }) => serve({ mode: 'up', opts: withLogFormat(opts), o })));
+}
+
+/** Settles the log format (a bad --log-format is refused) before the control plane's modules load. */
+function withLogFormat(opts: Record<string, unknown>): Record<string, unknown> {
+  useLogFormat(opts);
+  return opts;
 }

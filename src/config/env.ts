@@ -15,6 +15,7 @@ const otherVariables = new Set([
   'LLMGW_NVML_LIBRARY',
   'LLMGW_NVIDIA_SMI',
   'LLMGW_LOG_LEVEL',
+  'LLMGW_LOG_FORMAT',
   'LLMGW_CTL_CONFIG',
 ]);
 
