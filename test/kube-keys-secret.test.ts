@@ -34,6 +34,7 @@ describe('the keys Secret llmgw keeps in Kubernetes mode', () => {
     engine_port: 8000,
     service_account: '',
     keys_secret: { name, namespace: ns },
+    resources: { cpu: '', memory: '' },
   });
   const fresh = () => `keys-${++seq}`;
 
