@@ -110,7 +110,8 @@ export function workloadTrouble(w: Workload, events: readonly KEvent[], now: num
         ownSet.test(x.involvedObject.name ?? ''),
       now,
     );
-    if (e !== undefined) return { state: 'failed', reason: quote('StatefulSet', e.involvedObject.name ?? '', e) };
+    if (e !== undefined)
+      return { state: 'failed', reason: quote('StatefulSet', e.involvedObject.name ?? '', e) };
     const off = conditions.find((c) => c.status === 'False' && (c.message ?? '') !== '');
     if (off !== undefined)
       return {
@@ -133,7 +134,8 @@ export function workloadTrouble(w: Workload, events: readonly KEvent[], now: num
         ownSet.test(x.involvedObject.name ?? ''),
       now,
     );
-    if (e !== undefined) return { state: 'failed', reason: quote('ReplicaSet', e.involvedObject.name ?? '', e) };
+    if (e !== undefined)
+      return { state: 'failed', reason: quote('ReplicaSet', e.involvedObject.name ?? '', e) };
     return {
       state: 'failed',
       reason: withRemedy(
@@ -169,7 +171,9 @@ export function podTrouble(
   const name = pod.metadata?.name ?? '';
   const mine = (e: KEvent) =>
     e.involvedObject.kind === 'Pod' &&
-    (uid !== undefined && e.involvedObject.uid !== undefined ? e.involvedObject.uid === uid : e.involvedObject.name === name);
+    (uid !== undefined && e.involvedObject.uid !== undefined
+      ? e.involvedObject.uid === uid
+      : e.involvedObject.name === name);
   if (pod.status?.phase === 'Pending' && pod.spec?.nodeName !== undefined) {
     const e = newest(events, (x) => mine(x) && kubeletReasons.has(x.reason ?? ''), now);
     if (e !== undefined) return { state: 'failed', reason: quote('pod', name, e) };

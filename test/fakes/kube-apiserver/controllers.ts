@@ -541,14 +541,15 @@ export class Controllers {
       r.metadata.name,
       (x) => {
         const ready = now_.filter(isReady).length;
-        const conditions = (failure === undefined
-          ? ((x.status?.conditions ?? []) as any[]).filter((c) => c.type !== 'ReplicaFailure')
-          : setCondition(x.status?.conditions, {
-              type: 'ReplicaFailure',
-              status: 'True',
-              reason: 'FailedCreate',
-              message: failure,
-            })
+        const conditions = (
+          failure === undefined
+            ? ((x.status?.conditions ?? []) as any[]).filter((c) => c.type !== 'ReplicaFailure')
+            : setCondition(x.status?.conditions, {
+                type: 'ReplicaFailure',
+                status: 'True',
+                reason: 'FailedCreate',
+                message: failure,
+              })
         ).map(({ lastProbeTime: _p, ...c }) => c);
         x.status = {
           replicas: now_.length,
@@ -620,27 +621,27 @@ export class Controllers {
         spec.hostname = j === 0 ? leaderName : `${leaderName}-${j}`;
         spec.subdomain = name;
         const pod = {
-            metadata: {
-              ...template.metadata,
-              name: j === 0 ? leaderName : `${leaderName}-${j}`,
-              namespace: ns,
-              labels: {
-                ...template.metadata?.labels,
-                [`${LWS_PREFIX}/name`]: name,
-                [`${LWS_PREFIX}/group-index`]: String(i),
-                [`${LWS_PREFIX}/worker-index`]: String(j),
-                [`${LWS_PREFIX}/group-key`]: groupKey,
-                [`${LWS_PREFIX}/template-revision-hash`]: revision,
-              },
-              annotations: {
-                ...template.metadata?.annotations,
-                [`${LWS_PREFIX}/size`]: String(size),
-                ...(j === 0 ? {} : { [`${LWS_PREFIX}/leader-name`]: leaderName }),
-              },
-              ownerReferences: [controllerRef(l)],
+          metadata: {
+            ...template.metadata,
+            name: j === 0 ? leaderName : `${leaderName}-${j}`,
+            namespace: ns,
+            labels: {
+              ...template.metadata?.labels,
+              [`${LWS_PREFIX}/name`]: name,
+              [`${LWS_PREFIX}/group-index`]: String(i),
+              [`${LWS_PREFIX}/worker-index`]: String(j),
+              [`${LWS_PREFIX}/group-key`]: groupKey,
+              [`${LWS_PREFIX}/template-revision-hash`]: revision,
             },
-            spec,
-          };
+            annotations: {
+              ...template.metadata?.annotations,
+              [`${LWS_PREFIX}/size`]: String(size),
+              ...(j === 0 ? {} : { [`${LWS_PREFIX}/leader-name`]: leaderName }),
+            },
+            ownerReferences: [controllerRef(l)],
+          },
+          spec,
+        };
         const refused = this.#refusal(pod as KubeObject);
         if (refused !== undefined) {
           // The LWS makes its pods through StatefulSets (the leaders' named after it, each group's workers'

@@ -40,7 +40,10 @@ export class WarningEvents {
     } catch (e) {
       const message = messageOf(e);
       if (this.#refused !== message)
-        this.#o.logger.warn({ err: message }, "could not list the namespace's events: replicas show less of why");
+        this.#o.logger.warn(
+          { err: message },
+          "could not list the namespace's events: replicas show less of why",
+        );
       this.#refused = message;
       return false;
     }
