@@ -12,6 +12,7 @@ import type { RequestOptions as HttpsRequestOptions } from 'node:https';
 import { LlmgwError } from '../core/errors.js';
 
 import { apiStatus, kubeError } from './errors.js';
+import type { KEvent } from './failures.js';
 import { defaultWatchSettings, startInformer, type ListResult, type WatchSettings } from './informer.js';
 import type { KDeployment, KNode, KPod, KSecret } from './kube-types.js';
 import { lwsApiVersion, type LeaderWorkerSet, type Workload } from './manifests.js';
@@ -45,6 +46,11 @@ export interface KubeCluster {
   remove(kind: 'Deployment' | 'LeaderWorkerSet' | 'Secret', name: string): Promise<void>;
   readSecret(name: string): Promise<KSecret | undefined>;
   deletePod(name: string): Promise<void>;
+  /**
+   * The namespace's Warning events (one list, fieldSelector type=Warning): why pods are not made
+   * or do not start. KubeFleet reads them only while a replica is not ready, and keeps them a while.
+   */
+  warningEvents(): Promise<KEvent[]>;
   /**
    * A container's log (GET .../pods/NAME/log): its last `tail` lines, then with `follow` each
    * new chunk until the container ends or `signal` aborts. `onText` is called once the API
@@ -312,6 +318,14 @@ export async function connectCluster(c: KubeConnection, o: ConnectOptions): Prom
         await core.deleteNamespacedPod({ name, namespace: ns });
       } catch (e) {
         throw kubeError(e, { verb: 'delete', resource: 'pods', namespace: ns, name });
+      }
+    },
+
+    async warningEvents() {
+      try {
+        return (await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'type=Warning' })).items;
+      } catch (e) {
+        throw kubeError(e, { verb: 'list', resource: 'events', namespace: ns });
       }
     },
 

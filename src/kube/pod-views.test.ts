@@ -216,4 +216,44 @@ describe('replicaView', () => {
       [1, 'n-1', 'starting'],
     ]);
   });
+
+  it("fails a group whose worker's volume does not mount, with the worker's event", () => {
+    const member = (name: string, worker: string, phase: string, ready: boolean) =>
+      base(
+        name,
+        { phase, conditions: [scheduled, { type: 'Ready', status: ready ? 'True' : 'False' }] },
+        {
+          node: `n-${worker}`,
+          labels: {
+            'leaderworkerset.sigs.k8s.io/name': 'llmgw-qwen-big',
+            'leaderworkerset.sigs.k8s.io/group-index': '0',
+            'leaderworkerset.sigs.k8s.io/worker-index': worker,
+          },
+        },
+      );
+    const now = Date.parse('2026-01-01T00:05:00Z');
+    const events = [
+      {
+        metadata: { name: 'e1' },
+        involvedObject: { kind: 'Pod', name: 'llmgw-qwen-big-0-1' },
+        type: 'Warning',
+        reason: 'FailedMount',
+        message: 'MountVolume.SetUp failed for volume "models" : configmap "c" not found',
+        lastTimestamp: new Date(now - 1000),
+      },
+    ];
+    const v = replicaView({
+      leader: member('llmgw-qwen-big-0', '0', 'Running', true),
+      workers: [member('llmgw-qwen-big-0-1', '1', 'Pending', false)],
+      engine: 'vllm',
+      port: 8000,
+      events,
+      now,
+    });
+    expect([v.state, v.reason]).toEqual([
+      'failed',
+      'pod llmgw-qwen-big-0-1: FailedMount: MountVolume.SetUp failed for volume "models" : configmap "c" not found — create the ConfigMap "c" in the namespace, or fix the name that refers to it',
+    ]);
+    expect(v.shards.map((s) => s.state)).toEqual(['ready', 'failed']);
+  });
 });

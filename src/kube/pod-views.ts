@@ -3,6 +3,7 @@ import type { KContainerStatus, KPod } from './kube-types.js';
 import type { EngineName } from '../catalog/model-spec.js';
 import type { ReplicaState, ReplicaView, ShardView } from '../protocol/replica-views.js';
 
+import { podTrouble, type KEvent } from './failures.js';
 import { engineContainer, modelNameAnnotation } from './manifests.js';
 import { modelLabel, profileLabel } from './names.js';
 import { gpuResource, migResourcePrefix } from './node-classes.js';
@@ -115,6 +116,18 @@ export interface PodGroupInput {
   workers: readonly KPod[];
   engine: EngineName | null;
   port: number;
+  /** The namespace's recent Warning events: a pod's say why it does not start (failures.ts). */
+  events?: readonly KEvent[];
+  /** The time events are fresh against (ms). */
+  now?: number;
+}
+
+/** A pod's state, with what its events add (a volume that does not mount, the registry's answer). */
+function stateWithEvents(pod: KPod, g: PodGroupInput): PodState {
+  const base = podState(pod);
+  if (g.events === undefined) return base;
+  const t = podTrouble(pod, base, g.events, g.now ?? Date.now());
+  return t === undefined ? base : { ...base, ...t };
 }
 
 /** One replica's view from its pods. */
@@ -123,7 +136,7 @@ export function replicaView(g: PodGroupInput): ReplicaView {
   const meta = leader.metadata ?? {};
   const model = meta.annotations?.[modelNameAnnotation] ?? meta.labels?.[modelLabel] ?? '';
   const pods = [leader, ...g.workers];
-  const states = pods.map(podState);
+  const states = pods.map((p) => stateWithEvents(p, g));
   // The group is as far as its furthest-behind pod: failed, then pending, then starting.
   const order: ReplicaState[] = [
     'failed',

@@ -38,11 +38,25 @@ export interface RunningPod {
   logs?: (container: string) => string;
 }
 
+/**
+ * What a kubelet hook returns for a pod whose containers cannot start, in the kubelet's words. mount: a
+ * volume does not mount (FailedMount events; the containers wait in ContainerCreating). image: the engine's
+ * image does not pull (a Failed event with the pull error, then ErrImagePull and ImagePullBackOff).
+ */
+export interface FailingPod {
+  fails: 'mount' | 'image';
+  /** `MountVolume.SetUp failed for volume "v" : secret "s" not found`, or the runtime's pull error. */
+  message: string;
+}
+
 /** Starts a scheduled pod's containers (a test starts a real process); called once per pod. */
 export type KubeletHook = (
   pod: KubeObject,
   node: KubeObject,
-) => Promise<RunningPod | undefined> | RunningPod | undefined;
+) => Promise<RunningPod | FailingPod | undefined> | RunningPod | FailingPod | undefined;
+
+/** An admission check of a pod a controller creates: the refusal's words (`exceeded quota: ...`), or undefined. */
+export type PodAdmission = (pod: KubeObject) => string | undefined;
 
 export interface ControllerSwitches {
   deployments: boolean;
@@ -121,12 +135,15 @@ export class Controllers {
 
   readonly reg: Registry;
   readonly hooks: ServerHooks;
+  /** Refuses the pods the controllers create (a ResourceQuota's or a webhook's refusal) while set. */
+  admitPod: PodAdmission | undefined;
   readonly opts: { switches: ControllerSwitches; kubelet?: KubeletHook; probeScale: number };
 
   constructor(reg: Registry, hooks: ServerHooks, opts: Controllers['opts']) {
     this.reg = reg;
     this.hooks = hooks;
     this.opts = opts;
+    this.admitPod = undefined;
     this.#unsubscribe = reg.subscribe((c) => {
       if (c.rt !== EVENT) this.kick();
     });
@@ -294,6 +311,12 @@ export class Controllers {
     );
   }
 
+  /** Admission of a pod a controller creates: the API's 403 Forbidden in its words, or undefined. */
+  #refusal(pod: KubeObject): string | undefined {
+    const why = this.admitPod?.(pod);
+    return why === undefined ? undefined : `pods "${pod.metadata.name}" is forbidden: ${why}`;
+  }
+
   // --- Deployments and ReplicaSets -------------------------------------------------------------------
 
   #deployment(d: KubeObject) {
@@ -451,6 +474,13 @@ export class Controllers {
             ? `ReplicaSet "${newRs?.metadata.name ?? ''}" has successfully progressed.`
             : `ReplicaSet "${newRs?.metadata.name ?? ''}" is progressing.`,
         });
+        // The deployment controller copies a ReplicaSet's ReplicaFailure (the new set's first), and drops it after.
+        const failed = [newRs, ...sets]
+          .map((r) => ((r?.status?.conditions ?? []) as any[]).find((c) => c.type === 'ReplicaFailure'))
+          .find((c) => c !== undefined);
+        conds = failed
+          ? setCondition(conds, failed)
+          : conds.filter((c: { type: string }) => c.type !== 'ReplicaFailure');
         st.conditions = conds.map(({ lastProbeTime: _p, ...c }) => ({
           ...c,
           lastUpdateTime: c.lastTransitionTime,
@@ -466,22 +496,31 @@ export class Controllers {
     const pods = this.reg.list(POD, ns).filter((p) => ownedBy(p, r.metadata.uid));
     const active = pods.filter(isActive);
     const want: number = r.spec.replicas ?? 1;
+    let failure: string | undefined;
     for (let i = active.length; i < want; i++) {
       const template = structuredClone(r.spec.template ?? {});
-      this.reg.create(
-        POD,
-        {
-          metadata: {
-            ...template.metadata,
-            name: `${r.metadata.name}-${randomSuffix(5)}`,
-            generateName: `${r.metadata.name}-`,
-            namespace: ns,
-            ownerReferences: [controllerRef(r)],
-          },
-          spec: template.spec,
+      const pod = {
+        metadata: {
+          ...template.metadata,
+          name: `${r.metadata.name}-${randomSuffix(5)}`,
+          generateName: `${r.metadata.name}-`,
+          namespace: ns,
+          ownerReferences: [controllerRef(r)],
         },
-        { namespace: ns },
-      );
+        spec: template.spec,
+      };
+      failure = this.#refusal(pod as KubeObject);
+      if (failure !== undefined) {
+        // The replica set controller's words: an event per refusal, and the ReplicaFailure condition.
+        this.event(r, {
+          type: 'Warning',
+          reason: 'FailedCreate',
+          message: `Error creating: ${failure}`,
+          component: 'replicaset-controller',
+        });
+        break;
+      }
+      this.reg.create(POD, pod, { namespace: ns });
     }
     if (active.length > want) {
       // Delete the least useful first: unscheduled, then not ready, then the youngest.
@@ -502,11 +541,22 @@ export class Controllers {
       r.metadata.name,
       (x) => {
         const ready = now_.filter(isReady).length;
+        const conditions = (
+          failure === undefined
+            ? ((x.status?.conditions ?? []) as any[]).filter((c) => c.type !== 'ReplicaFailure')
+            : setCondition(x.status?.conditions, {
+                type: 'ReplicaFailure',
+                status: 'True',
+                reason: 'FailedCreate',
+                message: failure,
+              })
+        ).map(({ lastProbeTime: _p, ...c }) => c);
         x.status = {
           replicas: now_.length,
           fullyLabeledReplicas: now_.length,
           ...(ready ? { readyReplicas: ready, availableReplicas: ready } : {}),
           observedGeneration: x.metadata.generation,
+          ...(conditions.length > 0 ? { conditions } : {}),
         };
       },
       'status',
@@ -570,32 +620,47 @@ export class Controllers {
         for (const c of spec.containers ?? []) c.env = [...env, ...(c.env ?? [])];
         spec.hostname = j === 0 ? leaderName : `${leaderName}-${j}`;
         spec.subdomain = name;
-        this.reg.create(
-          POD,
-          {
-            metadata: {
-              ...template.metadata,
-              name: j === 0 ? leaderName : `${leaderName}-${j}`,
-              namespace: ns,
-              labels: {
-                ...template.metadata?.labels,
-                [`${LWS_PREFIX}/name`]: name,
-                [`${LWS_PREFIX}/group-index`]: String(i),
-                [`${LWS_PREFIX}/worker-index`]: String(j),
-                [`${LWS_PREFIX}/group-key`]: groupKey,
-                [`${LWS_PREFIX}/template-revision-hash`]: revision,
-              },
-              annotations: {
-                ...template.metadata?.annotations,
-                [`${LWS_PREFIX}/size`]: String(size),
-                ...(j === 0 ? {} : { [`${LWS_PREFIX}/leader-name`]: leaderName }),
-              },
-              ownerReferences: [controllerRef(l)],
+        const pod = {
+          metadata: {
+            ...template.metadata,
+            name: j === 0 ? leaderName : `${leaderName}-${j}`,
+            namespace: ns,
+            labels: {
+              ...template.metadata?.labels,
+              [`${LWS_PREFIX}/name`]: name,
+              [`${LWS_PREFIX}/group-index`]: String(i),
+              [`${LWS_PREFIX}/worker-index`]: String(j),
+              [`${LWS_PREFIX}/group-key`]: groupKey,
+              [`${LWS_PREFIX}/template-revision-hash`]: revision,
             },
-            spec,
+            annotations: {
+              ...template.metadata?.annotations,
+              [`${LWS_PREFIX}/size`]: String(size),
+              ...(j === 0 ? {} : { [`${LWS_PREFIX}/leader-name`]: leaderName }),
+            },
+            ownerReferences: [controllerRef(l)],
           },
-          { namespace: ns },
-        );
+          spec,
+        };
+        const refused = this.#refusal(pod as KubeObject);
+        if (refused !== undefined) {
+          // The LWS makes its pods through StatefulSets (the leaders' named after it, each group's workers'
+          // after their leader): a refused pod is that StatefulSet's FailedCreate. The sets are not stored here.
+          const set = j === 0 ? name : leaderName;
+          const sts = {
+            apiVersion: 'apps/v1',
+            kind: 'StatefulSet',
+            metadata: { name: set, namespace: ns, uid: `${l.metadata.uid}-${set}`, resourceVersion: '' },
+          } as KubeObject;
+          this.event(sts, {
+            type: 'Warning',
+            reason: 'FailedCreate',
+            message: `create Pod ${pod.metadata.name} in StatefulSet ${set} failed error: ${refused}`,
+            component: 'statefulset-controller',
+          });
+          return;
+        }
+        this.reg.create(POD, pod, { namespace: ns });
       };
       if (!leader) make(0);
       const leaderNow = this.reg.get(POD, ns, leaderName);
@@ -727,13 +792,18 @@ export class Controllers {
   }
 
   async #start(pod: KubeObject, node: KubeObject, r: PodRuntime) {
-    let running: RunningPod | undefined;
+    let got: RunningPod | FailingPod | undefined;
     try {
-      running = this.opts.kubelet ? await this.opts.kubelet(pod, node) : undefined;
+      got = this.opts.kubelet ? await this.opts.kubelet(pod, node) : undefined;
     } catch (e) {
       this.#setStatus(pod, { error: e instanceof Error ? e.message : String(e) });
       return;
     }
+    if (got !== undefined && 'fails' in got) {
+      this.#failing(pod, got);
+      return;
+    }
+    let running = got;
     running ??= { ip: `10.244.${Math.floor(++this.#podIp / 250)}.${(this.#podIp % 250) + 1}`, ready: true };
     r.running = running;
     r.starting = false;
@@ -856,6 +926,61 @@ export class Controllers {
       },
       'status',
     );
+  }
+
+  /** A pod the kubelet cannot start: its containers wait, and its events say why (as a real kubelet's). */
+  #failing(pod: KubeObject, f: FailingPod) {
+    const containers = (pod.spec?.containers ?? []) as any[];
+    const image = String(containers[0]?.image ?? '');
+    const waiting = (c: any, i: number) =>
+      f.fails === 'mount' || i > 0
+        ? { reason: 'ContainerCreating' }
+        : { reason: 'ImagePullBackOff', message: `Back-off pulling image "${image}"` };
+    this.reg.mutate(
+      POD,
+      pod.metadata.namespace,
+      pod.metadata.name,
+      (x) => {
+        if (x.metadata.uid !== pod.metadata.uid) return;
+        const st = x.status ?? {};
+        st.phase = 'Pending';
+        st.startTime ??= now();
+        st.containerStatuses = containers.map((c, i) => ({
+          name: c.name,
+          image: c.image,
+          imageID: '',
+          ready: false,
+          started: false,
+          restartCount: 0,
+          state: { waiting: waiting(c, i) },
+          lastState: {},
+        }));
+        const why = {
+          reason: 'ContainersNotReady',
+          message: `containers with unready status: [${containers.map((c) => c.name).join(' ')}]`,
+        };
+        let conds = setCondition(st.conditions, {
+          type: 'PodReadyToStartContainers',
+          status: f.fails === 'mount' ? 'False' : 'True',
+        });
+        conds = setCondition(conds, { type: 'Initialized', status: 'True' });
+        conds = setCondition(conds, { type: 'Ready', status: 'False', ...why });
+        conds = setCondition(conds, { type: 'ContainersReady', status: 'False', ...why });
+        st.conditions = setCondition(conds, { type: 'PodScheduled', status: 'True' });
+        x.status = st;
+      },
+      'status',
+    );
+    const warn = (reason: string, message: string) =>
+      this.event(pod, { type: 'Warning', reason, message, component: 'kubelet' });
+    if (f.fails === 'mount') {
+      warn('FailedMount', f.message);
+      return;
+    }
+    warn('Failed', `Failed to pull image "${image}": ${f.message}`);
+    warn('Failed', 'Error: ErrImagePull');
+    warn('BackOff', `Back-off pulling image "${image}"`);
+    warn('Failed', 'Error: ImagePullBackOff');
   }
 
   /**

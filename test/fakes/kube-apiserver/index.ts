@@ -10,7 +10,9 @@
  *     opts.namespaces          namespaces that exist at start (default default, kube-system, kube-public, kube-node-lease)
  *     opts.nodes               NodeSpec[] added at start
  *     opts.controllers         {deployments, leaderWorkerSets, scheduler, kubelet}: each on unless false
- *     opts.kubelet             KubeletHook: (pod, node) => RunningPod | undefined, called once per scheduled pod
+ *     opts.kubelet             KubeletHook: (pod, node) => RunningPod | FailingPod | undefined, called once per
+ *                              scheduled pod; FailingPod {fails: 'mount' | 'image', message}: the kubelet's
+ *                              FailedMount, or Failed/BackOff and ImagePullBackOff, in the pod's status and events
  *     opts.probeScale          readiness probe periods are multiplied by this (default 0.02: 10 s -> 200 ms)
  *     opts.historyLimit        changes kept for watches; older resourceVersions get 410 Gone (default 10000)
  *     opts.bookmarkIntervalMs  BOOKMARK period for allowWatchBookmarks watches (default 1000)
@@ -37,6 +39,10 @@
  *                                    and stay open, as a connection whose peer vanished
  *     resetWatches(): void                           breaks open watches' connections mid-stream (no clean end)
  *     failWatches(times): void                       the next `times` watch requests get 500 InternalError
+ *     admitPods(check?: PodAdmission): void   pods the controllers create are refused while check returns words
+ *                                    (`exceeded quota: ...`): 403 `pods "NAME" is forbidden: WORDS`, a ReplicaSet's
+ *                                    FailedCreate event and ReplicaFailure condition (its Deployment's too), a
+ *                                    LeaderWorkerSet's StatefulSet's FailedCreate event; undefined admits again
  *     forbid(verb, resource): void; allow(verb, resource): void   RBAC denies it (403 Forbidden in the authorizer's
  *                                    words) until allowed again; verb get|list|watch|create|update|patch|delete,
  *                                    resource as RBAC names it: 'pods/log', 'deployments.apps'
@@ -63,7 +69,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { type ControllerSwitches, Controllers, type KubeletHook } from './controllers.js';
+import { type ControllerSwitches, Controllers, type KubeletHook, type PodAdmission } from './controllers.js';
 import { applyDefaults } from './defaults.js';
 import { type KubeObject, type ObjectMeta, Registry } from './registry.js';
 import { apiVersionOf, RESOURCES, resourceByKind, type ResourceType } from './resources.js';
@@ -76,7 +82,7 @@ export { parseQuantity } from './quantity.js';
 export { RESOURCES, resourceByKind, type ResourceType } from './resources.js';
 export type { KubeObject } from './registry.js';
 export type { DeleteOptions } from './server.js';
-export type { ControllerSwitches, KubeletHook, RunningPod } from './controllers.js';
+export type { ControllerSwitches, FailingPod, KubeletHook, PodAdmission, RunningPod } from './controllers.js';
 
 export interface NodeSpec {
   name: string;
@@ -136,6 +142,7 @@ export interface FakeKubeApiServer {
   silenceWatches(): void;
   resetWatches(): void;
   failWatches(times: number): void;
+  admitPods(check?: PodAdmission): void;
   forbid(verb: string, resource: string): void;
   allow(verb: string, resource: string): void;
   readonly watchStats: { readonly gone: number; readonly open: number; readonly lists: number };
@@ -316,6 +323,10 @@ export async function startFakeKubeApiServer(opts: FakeKubeOptions = {}): Promis
     silenceWatches: () => http.silenceWatches(),
     resetWatches: () => http.resetWatches(),
     failWatches: (times) => http.failWatches(times),
+    admitPods(check) {
+      controllers.admitPod = check;
+      controllers.kick();
+    },
     forbid: (verb, resource) => void http.forbidden.add(`${verb} ${resource}`),
     allow: (verb, resource) => void http.forbidden.delete(`${verb} ${resource}`),
     watchStats: http.watchStats,

@@ -97,6 +97,7 @@ describe('KubeFleet writes only while it leads', () => {
         return Promise.resolve();
       },
       deletePod: () => Promise.resolve(),
+      warningEvents: () => Promise.resolve([]),
       stop: () => Promise.resolve(),
       ...overrides,
     };

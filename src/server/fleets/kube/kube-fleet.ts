@@ -6,6 +6,7 @@ import type { KubeCluster } from '../../../kube/client.js';
 import { modelNameAnnotation, productsByClass, type PodSettings } from '../../../kube/manifests.js';
 import { secretName, workloadName } from '../../../kube/names.js';
 import { kubeNodeView, offersOf } from '../../../kube/node-classes.js';
+import { workloadTrouble, type Trouble } from '../../../kube/failures.js';
 import { groupPods, replicaView } from '../../../kube/pod-views.js';
 import type { Origin } from '../../../models/origin.js';
 import type { ModelDownloads, NodeCache, NodeDownload, PullStarted } from '../../../protocol/cache-views.js';
@@ -24,6 +25,7 @@ import { catalogEntry, replicaOfModel, routeReplica } from '../route-entries.js'
 
 import { ModelKeys } from './model-keys.js';
 import { podLogs } from './pod-logs.js';
+import { WarningEvents } from './warning-events.js';
 import { chooseProfile, hubInput, WorkloadWriter, type HubSettings, type Wanted } from './workload-writer.js';
 
 /** Said to an agent that dials a control plane in Kubernetes mode, and to `ctl node token` there. */
@@ -65,6 +67,7 @@ export class KubeFleet implements Fleet {
   readonly #keys: ModelKeys;
   readonly #writer: WorkloadWriter;
   readonly #passes: Passes;
+  readonly #events: WarningEvents;
   /** Why a model's objects could not be written, by model. */
   readonly #problems = new Map<string, string>();
   #wanted = new Map<string, Wanted>();
@@ -74,6 +77,11 @@ export class KubeFleet implements Fleet {
     this.#o = o;
     this.#keys = new ModelKeys(o);
     this.#writer = new WorkloadWriter({ cluster: o.cluster, keys: this.#keys, logger: o.logger });
+    this.#events = new WarningEvents({
+      cluster: o.cluster,
+      logger: o.logger,
+      maxAgeMs: o.intervalMs ?? 10_000,
+    });
     this.#passes = new Passes({
       pass: () => this.#pass(),
       failed: (e) => o.logger.error({ err: messageOf(e) }, 'Kubernetes reconcile failed'),
@@ -163,6 +171,7 @@ export class KubeFleet implements Fleet {
       }
     }
     this.#wanted = wanted;
+    await this.#readEvents();
     if (!this.leads) return;
     const models = new Set(specs.map((s) => s.name));
     for (const w of workloads) {
@@ -180,13 +189,36 @@ export class KubeFleet implements Fleet {
     }
   }
 
+  /** The namespace's Warning events while a replica is missing or not ready (why, in the cluster's words). */
+  async #readEvents(): Promise<void> {
+    const views = this.#views();
+    const short = [...this.#wanted.values()].some(
+      (w) => views.filter((v) => v.model === w.spec.name && v.retiring !== true).length < w.replicas,
+    );
+    if (!short && views.every((v) => v.state === 'ready')) {
+      this.#events.clear();
+      return;
+    }
+    if (await this.#events.refresh()) this.#o.events?.publish('replicas');
+  }
+
+  /** Why a wanted model's workload has fewer pods than it wants, as its conditions and events say. */
+  #trouble(w: Wanted): Trouble | undefined {
+    const name = workloadName(w.spec.name, w.profile.name);
+    const kind = w.profile.nodes > 1 ? 'LeaderWorkerSet' : 'Deployment';
+    const workload = this.#o.cluster.workloads().find((x) => x.kind === kind && x.metadata?.name === name);
+    return workload === undefined ? undefined : workloadTrouble(workload, this.#events.list, Date.now());
+  }
+
   // Views
 
   #views(): ReplicaView[] {
     const specs = new Map([...this.#wanted.values()].map((w) => [w.spec.name, w.spec]));
     const port = this.#o.settings().pods.engine_port;
+    const events = this.#events.list;
+    const now = Date.now();
     return groupPods(this.#o.cluster.pods()).map((g) => {
-      const view = replicaView({ ...g, engine: null, port });
+      const view = replicaView({ ...g, engine: null, port, events, now });
       const spec = specs.get(view.model);
       const profile = spec?.profiles.find((p) => p.name === view.profile) ?? spec?.profiles[0];
       return { ...view, engine: profile?.engine ?? null };
@@ -200,14 +232,15 @@ export class KubeFleet implements Fleet {
       if (model !== undefined && w.spec.name !== model) continue;
       const have = views.filter((v) => v.model === w.spec.name && v.retiring !== true).length;
       const problem = this.#problems.get(w.spec.name);
+      const trouble = have < w.replicas && problem === undefined ? this.#trouble(w) : undefined;
       for (let i = have; i < w.replicas; i++) {
         views.push({
           id: null,
           model: w.spec.name,
           profile: w.profile.name,
           engine: w.profile.engine,
-          state: 'pending',
-          reason: problem ?? 'waiting for Kubernetes to make its pod',
+          state: trouble?.state ?? 'pending',
+          reason: problem ?? trouble?.reason ?? 'waiting for Kubernetes to make its pod',
           restarts: 0,
           shards: [],
         });
@@ -341,8 +374,11 @@ export class KubeFleet implements Fleet {
     const models = specs.map((m) => {
       const wanted = this.#o.scaledReplicas?.(m) ?? m.replicas;
       const mine = views.filter((v) => v.model === m.name && v.id !== null);
-      const problem = this.#problems.get(m.name);
       const pendingCount = Math.max(0, wanted - mine.length);
+      const w = this.#wanted.get(m.name);
+      const problem =
+        this.#problems.get(m.name) ??
+        (pendingCount === 0 || w === undefined ? undefined : this.#trouble(w)?.reason);
       return catalogEntry(m, {
         wanted,
         replicas: mine.map(replicaOfModel),
