@@ -204,7 +204,7 @@ export class KubeFleet implements Fleet {
 
   /** Why a wanted model's workload has fewer pods than it wants, as its conditions and events say. */
   #trouble(w: Wanted): Trouble | undefined {
-    const name = workloadName(w.spec.name, w.profile.name);
+    const name = workloadName(w.spec.name, w.profile);
     const kind = w.profile.nodes > 1 ? 'LeaderWorkerSet' : 'Deployment';
     const workload = this.#o.cluster.workloads().find((x) => x.kind === kind && x.metadata?.name === name);
     return workload === undefined ? undefined : workloadTrouble(workload, this.#events.list, Date.now());
