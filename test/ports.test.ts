@@ -89,7 +89,11 @@ describe('the control plane, told that a port is taken', () => {
     // The agent is told the placement range at once, so it can report only ports within it.
     await until('the first assignment', () => lastAssign());
     expect(lastAssign()).toMatchObject({ shards: [], ports });
-    const waiting = (await api(t.url, t.adminKey, 'GET', '/replicas?model=tiny')).body.items;
+    // Placement runs after the model is stored: its replica waits, once that pass has run.
+    const waiting = await until('tiny pending', async () => {
+      const items = (await api(t.url, t.adminKey, 'GET', '/replicas?model=tiny')).body.items as unknown[];
+      return items.length > 0 ? items : undefined;
+    });
     expect(waiting).toMatchObject([{ id: null, state: 'pending' }]);
 
     agent.send({ type: 'shards', statuses: [], ports_taken: [[ports.first, ports.first]] });
