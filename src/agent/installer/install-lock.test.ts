@@ -46,6 +46,19 @@ describe('acquireLock', () => {
     expect(existsSync(path)).toBe(false);
   });
 
+  it('puts the lock in place with its holder in it, and a draft left by a process killed while taking it blocks nothing', async () => {
+    // What a process killed between writing its draft and linking it leaves behind.
+    await writeFile(
+      `${path}.0123456789abcdef.new`,
+      JSON.stringify({ pid: deadPid(), host: hostname(), token: 'x' }),
+    );
+    const held = await acquireLock(path, { pollMs: 10 });
+    // Never an empty lock file: the one in place names its holder whole.
+    expect(JSON.parse(await readFile(path, 'utf8'))).toMatchObject({ pid: process.pid, host: hostname() });
+    expect(readdirSync(dir).filter((f) => f.endsWith('.new') && !f.includes('0123456789abcdef'))).toEqual([]);
+    await held.release();
+  });
+
   it('takes over the lock of a process that is gone', async () => {
     await writeFile(path, JSON.stringify({ pid: deadPid(), host: hostname(), token: 'dead' }));
     const held = await acquireLock(path, { pollMs: 10 });

@@ -58,20 +58,28 @@ export async function acquireLock(path: string, options: LockOptions = {}): Prom
   }
 }
 
+/**
+ * Creates the lock file with its holder already in it: written beside it, then linked into
+ * place (a link fails if the name exists), so a process killed while taking the lock leaves
+ * either no lock or a whole one, never an empty file that names no one to check for life.
+ */
 async function tryCreate(path: string, me: LockHolder): Promise<boolean> {
-  let fh;
-  try {
-    fh = await open(path, 'wx');
-  } catch (e) {
-    if (errno(e) === 'EEXIST') return false;
-    throw e;
-  }
+  const draft = `${path}.${me.token}.new`;
+  const fh = await open(draft, 'wx');
   try {
     await fh.writeFile(JSON.stringify(me));
   } finally {
     await fh.close();
   }
-  return true;
+  try {
+    await link(draft, path);
+    return true;
+  } catch (e) {
+    if (errno(e) === 'EEXIST') return false;
+    throw e;
+  } finally {
+    await unlink(draft).catch(() => undefined);
+  }
 }
 
 function hold(path: string, me: LockHolder, heartbeatMs: number): HeldLock {
